@@ -1,0 +1,36 @@
+// Block-cyclic layouts (ScaLAPACK style): each dim is cut into blocks of
+// `block[d]` elements, and block i along dim d goes to process row
+// i % grid[d]. The device at process coordinates p (row-major over grid)
+// is the p-th device of the device list. A device's local buffer holds its
+// blocks concatenated per dim in global order.
+//
+// Text: "blockcyclic(block=[64,64], grid=[2,4])". Immutable value.
+#ifndef RESHARD_BLOCK_CYCLIC_H_
+#define RESHARD_BLOCK_CYCLIC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reshard/layout.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+struct BlockCyclic {
+  std::vector<int64_t> block;  // per dim, >= 1
+  std::vector<int64_t> grid;   // per dim, >= 1
+  friend bool operator==(const BlockCyclic&, const BlockCyclic&) = default;
+};
+
+Result<BlockCyclic> ParseBlockCyclic(std::string_view text);
+std::string PrintBlockCyclic(const BlockCyclic& bc);
+
+// `devices` lists prod(grid) device ids in row-major grid order (empty: iota).
+Result<Layout> BlockCyclicToLayout(const BlockCyclic& bc, const std::vector<int64_t>& devices,
+                                   const std::vector<int64_t>& shape, DType dtype);
+
+}  // namespace reshard
+
+#endif  // RESHARD_BLOCK_CYCLIC_H_

@@ -1,0 +1,100 @@
+// The minimal exchange between two layouts of one array: every element a
+// device needs and does not already hold arrives exactly once, from one
+// holder, in a single round (a generalized all-to-all, "all-to-all-v").
+//
+// Both layouts are grids (see layout.h), so what one source tile sends to one
+// target tile is a cross product of per-dim segment lists. The planner builds,
+// per dim, the overlaps of source and target cells once; a transfer is then
+// one overlap per dim, and its boxes and buffer offsets follow. This keeps one
+// device's part (Exchange::DevicePlan) proportional to that device's peers,
+// not to the whole device-by-device plan.
+//
+// Sender rule where source data is replicated: a receiver that holds the
+// source tile copies locally; otherwise the tile's holders share its receivers
+// by longest-processing-time: receivers by bytes descending (ties: lower id)
+// each go to the holder with the fewest bytes assigned so far (ties: lower
+// id). A device holds one source tile, so this balances each device's total
+// send bytes (optimal when a tile's receivers need equal bytes; within 4/3 of
+// optimal otherwise).
+//
+// Exchange, ExchangePlan: immutable after creation; const methods are
+// thread-safe.
+#ifndef RESHARD_EXCHANGE_H_
+#define RESHARD_EXCHANGE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "reshard/box.h"
+#include "reshard/layout.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+// A run along one dim: global [global_lo, global_lo + length), found at
+// src_offset in the sender's local buffer and dst_offset in the receiver's.
+struct Segment {
+  int64_t global_lo = 0, length = 0, src_offset = 0, dst_offset = 0;
+  friend bool operator==(const Segment&, const Segment&) = default;
+};
+
+// Elements moving from `from`'s source buffer to `to`'s target buffer: the
+// cross product over dims of the segment lists of overlaps[d]. from == to is a
+// local copy.
+struct Transfer {
+  int64_t from = 0, to = 0;
+  int64_t elements = 0;
+  std::vector<int32_t> overlaps;  // per dim, an overlap id of the plan's tables
+};
+
+class ExchangeTables;  // per-dim overlaps of source and target cells (internal)
+
+class ExchangePlan {
+ public:
+  const Layout& source() const;
+  const Layout& target() const;
+  // Sorted by (from, to). Local copies included.
+  const std::vector<Transfer>& transfers() const { return transfers_; }
+  std::span<const Segment> Segments(const Transfer& t, int64_t d) const;
+  // The global boxes the transfer moves, in packing order.
+  std::vector<Box> Boxes(const Transfer& t) const;
+  int64_t Bytes(const Transfer& t) const { return t.elements * source().element_bytes(); }
+
+ private:
+  friend class Exchange;
+  std::shared_ptr<const ExchangeTables> tables_;
+  std::vector<Transfer> transfers_;
+};
+
+class Exchange {
+ public:
+  // REQUIRES nothing; fails unless both layouts have the same shape and dtype.
+  static Result<Exchange> Create(const Layout& source, const Layout& target);
+
+  const Layout& source() const;
+  const Layout& target() const;
+  // Every device of either layout, ascending.
+  const std::vector<int64_t>& devices() const { return devices_; }
+
+  // The whole plan, materialized.
+  ExchangePlan Plan() const;
+  // One device's part: what it sends, receives and copies locally. Cost is
+  // proportional to its peers (plus, for replicated source tiles, the other
+  // receivers of those tiles).
+  ExchangePlan DevicePlan(int64_t device) const;
+  // Visits every transfer of the whole plan without storing it (grouped by
+  // source tile; order otherwise unspecified).
+  void ForEachTransfer(const std::function<void(const Transfer&)>& visit) const;
+
+ private:
+  Exchange() = default;
+  std::shared_ptr<const ExchangeTables> tables_;
+  std::vector<int64_t> devices_;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_EXCHANGE_H_

@@ -1,0 +1,124 @@
+// Layout: which device holds which elements of an N-d array, and where they
+// sit in each device's local buffer.
+//
+// The model is a grid (after COSTA's grid2grid). Each tensor dimension d is cut
+// at sorted split points into cells, and every cell is given a tile coordinate
+// along d. A tile is one coordinate per dimension; it holds the cross product
+// of its cells, so a tile of a tiled sharding is one box and a tile of a
+// block-cyclic layout is many blocks. Each device holds at most one tile; a
+// tile may be held by several devices (replication). A device's local buffer
+// is its tile's cells concatenated per dimension in global order, row-major.
+//
+// Every notation (HLO, JAX, Shardy, DTensor, block-cyclic) converts into this
+// one form, so planners see a single representation. Two layouts are == when
+// every device holds the same elements (the device-to-box map), whatever the
+// notation they came from. Immutable value; thread-safe.
+#ifndef RESHARD_LAYOUT_H_
+#define RESHARD_LAYOUT_H_
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reshard/box.h"
+#include "reshard/dtype.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+inline constexpr int kMaxRank = 32;
+
+// One tensor dimension of a grid: cells and the tile each cell belongs to.
+struct DimGrid {
+  std::vector<int64_t> cuts;       // cells + 1 entries: 0 = cuts[0] <= ... <= cuts.back() = extent
+  std::vector<int32_t> cell_tile;  // per cell, its tile coordinate in [0, tiles)
+  int32_t tiles = 1;
+
+  // The XLA rule for k shards of n: c = ceil(n/k), shard i is [min(i*c,n), min((i+1)*c,n)).
+  static DimGrid Ceil(int64_t n, int64_t k);
+  // Explicit split points, one cell per tile: cuts {0,3,6,9,10} gives four tiles.
+  static DimGrid FromCuts(std::vector<int64_t> cuts);
+  friend bool operator==(const DimGrid&, const DimGrid&) = default;
+};
+
+// A device and the linear (row-major) index of the tile it holds, or -1 for none.
+struct DeviceTile {
+  int64_t device = 0;
+  int64_t tile = -1;
+};
+
+class Layout {
+ public:
+  // Validates the grid: cuts sorted and spanning each extent, cell tiles in
+  // range, devices distinct and non-negative, tile indices in range, every
+  // non-empty tile held by at least one device, sizes within int64.
+  // Example: shape {16,16,16}, dims {Ceil(16,2), Ceil(16,1), Ceil(16,4)}, and
+  // device 2x+y -> tile (y, 0, x) is the canonical source P('y', None, 'x').
+  static Result<Layout> Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                               std::vector<DeviceTile> placement);
+
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  int64_t element_bytes() const { return ByteSize(dtype_); }
+  int64_t num_elements() const { return num_elements_; }
+  const DimGrid& dim(int64_t d) const { return dims_[d].grid; }
+
+  // Devices of the layout (holding data or not), ascending.
+  const std::vector<int64_t>& devices() const { return devices_; }
+  bool HasDevice(int64_t device) const;
+  // Tile held by `device`, or -1 (holds nothing, or not in the layout).
+  int64_t TileOf(int64_t device) const;
+
+  int64_t num_tiles() const { return num_tiles_; }
+  std::vector<int32_t> TileCoords(int64_t tile) const;
+  int64_t TileIndex(std::span<const int32_t> coords) const;
+  // Devices holding `tile`, ascending.
+  std::span<const int64_t> Holders(int64_t tile) const;
+  // Cells of `tile` along dim d, ascending.
+  std::span<const int32_t> TileCells(int64_t d, int32_t tile_coord) const;
+  // Local extent of tile coordinate c along dim d (sum of its cells).
+  int64_t TileExtent(int64_t d, int32_t c) const { return dims_[d].tile_extent[c]; }
+  // Offset of cell k inside its tile's local extent along dim d.
+  int64_t CellOffset(int64_t d, int64_t k) const { return dims_[d].cell_offset[k]; }
+  int64_t TileElements(int64_t tile) const;
+  // The tile's index ranges along dim d, adjacent cells merged.
+  std::vector<Interval> TileIntervals(int64_t d, int32_t tile_coord) const;
+
+  // Local buffer shape of `device` (its tile's extents); empty rank-sized zeros if none.
+  std::vector<int64_t> LocalShape(int64_t device) const;
+  int64_t LocalBytes(int64_t device) const;
+  // The boxes `device` holds, in local-buffer order (row-major over per-dim intervals).
+  std::vector<Box> DeviceBoxes(int64_t device) const;
+
+  friend bool operator==(const Layout& a, const Layout& b);
+  size_t Hash() const;
+
+ private:
+  struct Dim {
+    DimGrid grid;
+    std::vector<int64_t> cell_offset;      // per cell, offset within its tile
+    std::vector<int64_t> tile_extent;      // per tile coordinate
+    std::vector<int32_t> tile_cell_begin;  // CSR over tile coordinates
+    std::vector<int32_t> tile_cells;
+  };
+  Layout() = default;
+
+  std::vector<int64_t> shape_;
+  DType dtype_ = DType::kF32;
+  int64_t num_elements_ = 1;
+  std::vector<Dim> dims_;
+  int64_t num_tiles_ = 1;
+  std::vector<int64_t> devices_;      // ascending
+  std::vector<int64_t> device_tile_;  // parallel to devices_
+  std::vector<int64_t> holder_begin_; // CSR over tiles
+  std::vector<int64_t> holders_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Layout& l);
+
+}  // namespace reshard
+
+#endif  // RESHARD_LAYOUT_H_

@@ -1,0 +1,63 @@
+// Mesh: named axes with sizes over a list of device ids.
+//
+// The device at mesh coordinates (c0, c1, ...) is device_ids[row-major index].
+// The id list is kept iota-compact (ids 0..n-1 are stored as a count) so that
+// meshes of 10^4 devices stay cheap. A mesh with no axes has one device.
+// Invariants (checked by Create): axis names are unique and non-empty, sizes
+// are >= 1, the device count fits int64, ids are distinct and non-negative.
+// Immutable value; thread-safe.
+#ifndef RESHARD_MESH_H_
+#define RESHARD_MESH_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reshard/status.h"
+
+namespace reshard {
+
+class Mesh {
+ public:
+  struct Axis {
+    std::string name;
+    int64_t size = 1;
+    friend bool operator==(const Axis&, const Axis&) = default;
+  };
+
+  // `device_ids` empty means iota (0..n-1). Ids equal to iota are stored as iota.
+  // Example: Create({{"x",4},{"y",2}}) is the mesh where device 2x+y sits at (x, y).
+  static Result<Mesh> Create(std::vector<Axis> axes, std::vector<int64_t> device_ids = {});
+
+  const std::vector<Axis>& axes() const { return axes_; }
+  int64_t num_axes() const { return static_cast<int64_t>(axes_.size()); }
+  int64_t num_devices() const { return num_devices_; }
+  bool is_iota() const { return device_ids_.empty(); }
+  // REQUIRES: 0 <= flat < num_devices().
+  int64_t device(int64_t flat) const { return device_ids_.empty() ? flat : device_ids_[flat]; }
+  std::vector<int64_t> DeviceIds() const;
+  std::optional<int64_t> AxisIndex(std::string_view name) const;
+  // Mesh coordinate of the device at row-major position `flat` along `axis`.
+  int64_t Coordinate(int64_t flat, int64_t axis) const;
+
+  // "x=4,y=2", with " devices=[3,2,1,0]" appended when not iota.
+  std::string ToString() const;
+
+  friend bool operator==(const Mesh&, const Mesh&) = default;
+
+ private:
+  Mesh() = default;
+  std::vector<Axis> axes_;
+  std::vector<int64_t> strides_;     // row-major strides of the axes
+  std::vector<int64_t> device_ids_;  // empty: iota
+  int64_t num_devices_ = 1;
+};
+
+std::ostream& operator<<(std::ostream& os, const Mesh& m);
+
+}  // namespace reshard
+
+#endif  // RESHARD_MESH_H_

@@ -1,0 +1,17 @@
+// Overflow-checked int64 arithmetic for sizes that come from user input.
+#ifndef RESHARD_SRC_LAYOUT_CHECKED_MATH_H_
+#define RESHARD_SRC_LAYOUT_CHECKED_MATH_H_
+
+#include <cstdint>
+
+namespace reshard {
+
+// Sets *out = a * b; returns false (leaving *out unspecified) on overflow.
+inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_LAYOUT_CHECKED_MATH_H_

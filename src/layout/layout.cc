@@ -1,0 +1,241 @@
+#include "reshard/layout.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "layout/checked_math.h"
+
+namespace reshard {
+
+DimGrid DimGrid::Ceil(int64_t n, int64_t k) {
+  DimGrid g;
+  const int64_t c = k > 0 ? CeilDiv(n, k) : n;
+  g.cuts.resize(k + 1);
+  for (int64_t i = 0; i <= k; ++i) g.cuts[i] = std::min(i * c, n);
+  g.cell_tile.resize(k);
+  for (int64_t i = 0; i < k; ++i) g.cell_tile[i] = static_cast<int32_t>(i);
+  g.tiles = static_cast<int32_t>(k);
+  return g;
+}
+
+DimGrid DimGrid::FromCuts(std::vector<int64_t> cuts) {
+  DimGrid g;
+  const int64_t k = static_cast<int64_t>(cuts.size()) - 1;
+  g.cuts = std::move(cuts);
+  g.cell_tile.resize(k);
+  for (int64_t i = 0; i < k; ++i) g.cell_tile[i] = static_cast<int32_t>(i);
+  g.tiles = static_cast<int32_t>(k);
+  return g;
+}
+
+Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                              std::vector<DeviceTile> placement) {
+  if (shape.size() > static_cast<size_t>(kMaxRank))
+    return Status::InvalidArgument("rank " + std::to_string(shape.size()) + " exceeds the maximum " + std::to_string(kMaxRank));
+  if (dims.size() != shape.size())
+    return Status::InvalidArgument("layout has " + std::to_string(dims.size()) + " dimensions but the shape has rank " +
+                                   std::to_string(shape.size()));
+  Layout l;
+  l.dtype_ = dtype;
+  int64_t bytes = ByteSize(dtype);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const std::string where = "dimension " + std::to_string(d);
+    if (shape[d] < 0) return Status::InvalidArgument(where + " has negative extent " + std::to_string(shape[d]));
+    if (!CheckedMul(l.num_elements_, shape[d], &l.num_elements_) || !CheckedMul(bytes, shape[d], &bytes))
+      return Status::InvalidArgument("the array's byte size overflows int64 at " + where);
+    const DimGrid& g = dims[d];
+    if (g.cuts.size() < 2 || g.cuts.front() != 0 || g.cuts.back() != shape[d])
+      return Status::InvalidArgument(where + ": split points must start at 0 and end at the extent " + std::to_string(shape[d]));
+    if (g.cell_tile.size() != g.cuts.size() - 1)
+      return Status::InvalidArgument(where + ": one tile coordinate is needed per cell");
+    if (g.tiles < 1) return Status::InvalidArgument(where + ": needs at least one tile");
+    for (size_t k = 0; k + 1 < g.cuts.size(); ++k) {
+      if (g.cuts[k + 1] < g.cuts[k]) return Status::InvalidArgument(where + ": split points are not sorted");
+      if (g.cell_tile[k] < 0 || g.cell_tile[k] >= g.tiles) return Status::InvalidArgument(where + ": cell tile out of range");
+    }
+    if (!CheckedMul(l.num_tiles_, g.tiles, &l.num_tiles_)) return Status::InvalidArgument("tile count overflows int64");
+  }
+  l.shape_ = std::move(shape);
+  l.dims_.resize(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    Dim& dim = l.dims_[d];
+    dim.grid = std::move(dims[d]);
+    const DimGrid& g = dim.grid;
+    const size_t cells = g.cell_tile.size();
+    dim.tile_extent.assign(g.tiles, 0);
+    dim.cell_offset.resize(cells);
+    std::vector<int32_t> count(g.tiles, 0);
+    for (size_t k = 0; k < cells; ++k) {
+      dim.cell_offset[k] = dim.tile_extent[g.cell_tile[k]];
+      dim.tile_extent[g.cell_tile[k]] += g.cuts[k + 1] - g.cuts[k];
+      ++count[g.cell_tile[k]];
+    }
+    dim.tile_cell_begin.assign(g.tiles + 1, 0);
+    for (int32_t t = 0; t < g.tiles; ++t) dim.tile_cell_begin[t + 1] = dim.tile_cell_begin[t] + count[t];
+    dim.tile_cells.resize(cells);
+    std::vector<int32_t> fill(dim.tile_cell_begin.begin(), dim.tile_cell_begin.end() - 1);
+    for (size_t k = 0; k < cells; ++k) dim.tile_cells[fill[g.cell_tile[k]]++] = static_cast<int32_t>(k);
+  }
+
+  std::sort(placement.begin(), placement.end(), [](const DeviceTile& a, const DeviceTile& b) { return a.device < b.device; });
+  std::vector<int64_t> holder_count(l.num_tiles_, 0);
+  for (size_t i = 0; i < placement.size(); ++i) {
+    const DeviceTile& p = placement[i];
+    if (p.device < 0) return Status::InvalidArgument("device id " + std::to_string(p.device) + " is negative");
+    if (i > 0 && placement[i - 1].device == p.device)
+      return Status::InvalidArgument("device " + std::to_string(p.device) + " is placed twice");
+    if (p.tile < -1 || p.tile >= l.num_tiles_)
+      return Status::InvalidArgument("device " + std::to_string(p.device) + " holds a tile out of range");
+    l.devices_.push_back(p.device);
+    l.device_tile_.push_back(p.tile);
+    if (p.tile >= 0) ++holder_count[p.tile];
+  }
+  l.holder_begin_.assign(l.num_tiles_ + 1, 0);
+  for (int64_t t = 0; t < l.num_tiles_; ++t) {
+    if (holder_count[t] == 0 && l.TileElements(t) > 0) {
+      std::string coords;
+      for (int32_t c : l.TileCoords(t)) coords += (coords.empty() ? "" : ",") + std::to_string(c);
+      return Status::InvalidArgument("tile (" + coords + ") holds elements but no device holds it");
+    }
+    l.holder_begin_[t + 1] = l.holder_begin_[t] + holder_count[t];
+  }
+  l.holders_.resize(l.holder_begin_.back());
+  std::vector<int64_t> fill(l.holder_begin_.begin(), l.holder_begin_.end() - 1);
+  for (size_t i = 0; i < l.devices_.size(); ++i)
+    if (l.device_tile_[i] >= 0) l.holders_[fill[l.device_tile_[i]]++] = l.devices_[i];
+  return l;
+}
+
+bool Layout::HasDevice(int64_t device) const { return std::binary_search(devices_.begin(), devices_.end(), device); }
+
+int64_t Layout::TileOf(int64_t device) const {
+  auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
+  if (it == devices_.end() || *it != device) return -1;
+  return device_tile_[it - devices_.begin()];
+}
+
+std::vector<int32_t> Layout::TileCoords(int64_t tile) const {
+  std::vector<int32_t> c(dims_.size());
+  for (int64_t d = rank() - 1; d >= 0; --d) {
+    c[d] = static_cast<int32_t>(tile % dims_[d].grid.tiles);
+    tile /= dims_[d].grid.tiles;
+  }
+  return c;
+}
+
+int64_t Layout::TileIndex(std::span<const int32_t> coords) const {
+  int64_t t = 0;
+  for (size_t d = 0; d < dims_.size(); ++d) t = t * dims_[d].grid.tiles + coords[d];
+  return t;
+}
+
+std::span<const int64_t> Layout::Holders(int64_t tile) const {
+  return {holders_.data() + holder_begin_[tile], holders_.data() + holder_begin_[tile + 1]};
+}
+
+std::span<const int32_t> Layout::TileCells(int64_t d, int32_t c) const {
+  const Dim& dim = dims_[d];
+  return {dim.tile_cells.data() + dim.tile_cell_begin[c], dim.tile_cells.data() + dim.tile_cell_begin[c + 1]};
+}
+
+int64_t Layout::TileElements(int64_t tile) const {
+  int64_t n = 1;
+  for (int64_t d = rank() - 1; d >= 0; --d) {
+    n *= dims_[d].tile_extent[tile % dims_[d].grid.tiles];
+    tile /= dims_[d].grid.tiles;
+  }
+  return n;
+}
+
+std::vector<Interval> Layout::TileIntervals(int64_t d, int32_t c) const {
+  std::vector<Interval> out;
+  const DimGrid& g = dims_[d].grid;
+  for (int32_t k : TileCells(d, c)) {
+    Interval iv{g.cuts[k], g.cuts[k + 1]};
+    if (iv.empty()) continue;
+    if (!out.empty() && out.back().hi == iv.lo) out.back().hi = iv.hi;
+    else out.push_back(iv);
+  }
+  return out;
+}
+
+std::vector<int64_t> Layout::LocalShape(int64_t device) const {
+  std::vector<int64_t> s(rank(), 0);
+  const int64_t t = TileOf(device);
+  if (t < 0) return s;
+  std::vector<int32_t> c = TileCoords(t);
+  for (int64_t d = 0; d < rank(); ++d) s[d] = dims_[d].tile_extent[c[d]];
+  return s;
+}
+
+int64_t Layout::LocalBytes(int64_t device) const {
+  const int64_t t = TileOf(device);
+  return t < 0 ? 0 : TileElements(t) * element_bytes();
+}
+
+std::vector<Box> Layout::DeviceBoxes(int64_t device) const {
+  const int64_t t = TileOf(device);
+  if (t < 0 || TileElements(t) == 0) return {};
+  std::vector<int32_t> c = TileCoords(t);
+  std::vector<std::vector<Interval>> per_dim(rank());
+  for (int64_t d = 0; d < rank(); ++d) per_dim[d] = TileIntervals(d, c[d]);
+  std::vector<Box> boxes;
+  std::vector<size_t> idx(rank(), 0);
+  while (true) {
+    Box b;
+    for (int64_t d = 0; d < rank(); ++d) b.dims.push_back(per_dim[d][idx[d]]);
+    boxes.push_back(std::move(b));
+    int64_t d = rank() - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < per_dim[d].size()) break;
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+  return boxes;
+}
+
+namespace {
+// What a device holds, as merged intervals per dim; empty when it holds nothing.
+std::vector<std::vector<Interval>> Holding(const Layout& l, int64_t device) {
+  const int64_t t = l.TileOf(device);
+  if (t < 0 || l.TileElements(t) == 0) return {};
+  std::vector<int32_t> c = l.TileCoords(t);
+  std::vector<std::vector<Interval>> h(l.rank());
+  for (int64_t d = 0; d < l.rank(); ++d) h[d] = l.TileIntervals(d, c[d]);
+  if (l.rank() == 0) h.push_back({Interval{0, 1}});  // a scalar is held: mark non-empty
+  return h;
+}
+}  // namespace
+
+bool operator==(const Layout& a, const Layout& b) {
+  if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_ || a.devices_ != b.devices_) return false;
+  for (int64_t dev : a.devices_)
+    if (Holding(a, dev) != Holding(b, dev)) return false;
+  return true;
+}
+
+size_t Layout::Hash() const {
+  size_t h = std::hash<int64_t>()(static_cast<int64_t>(dtype_));
+  auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  for (int64_t s : shape_) mix(s);
+  for (int64_t dev : devices_) {
+    mix(dev);
+    for (const auto& ivs : Holding(*this, dev))
+      for (const Interval& iv : ivs) { mix(iv.lo); mix(iv.hi); }
+  }
+  return h;
+}
+
+std::ostream& operator<<(std::ostream& os, const Layout& l) {
+  os << DTypeName(l.dtype()) << "[";
+  for (int64_t d = 0; d < l.rank(); ++d) os << (d ? "," : "") << l.shape()[d];
+  os << "]";
+  for (int64_t dev : l.devices()) {
+    os << " d" << dev << ":";
+    for (const Box& b : l.DeviceBoxes(dev)) os << b;
+  }
+  return os;
+}
+
+}  // namespace reshard

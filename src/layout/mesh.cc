@@ -1,0 +1,67 @@
+#include "reshard/mesh.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "layout/checked_math.h"
+
+namespace reshard {
+
+Result<Mesh> Mesh::Create(std::vector<Axis> axes, std::vector<int64_t> device_ids) {
+  Mesh m;
+  std::unordered_set<std::string> seen;
+  for (const Axis& a : axes) {
+    if (a.name.empty()) return Status::InvalidArgument("mesh axis with an empty name");
+    if (!seen.insert(a.name).second) return Status::InvalidArgument("mesh axis '" + a.name + "' appears twice");
+    if (a.size < 1) return Status::InvalidArgument("mesh axis '" + a.name + "' has size " + std::to_string(a.size) + "; sizes must be >= 1");
+    if (!CheckedMul(m.num_devices_, a.size, &m.num_devices_))
+      return Status::InvalidArgument("mesh device count overflows int64 at axis '" + a.name + "'");
+  }
+  m.axes_ = std::move(axes);
+  m.strides_.assign(m.axes_.size(), 1);
+  for (int64_t i = static_cast<int64_t>(m.axes_.size()) - 2; i >= 0; --i) m.strides_[i] = m.strides_[i + 1] * m.axes_[i + 1].size;
+  if (!device_ids.empty()) {
+    if (static_cast<int64_t>(device_ids.size()) != m.num_devices_)
+      return Status::InvalidArgument("mesh " + m.ToString() + " has " + std::to_string(m.num_devices_) + " devices but " +
+                                     std::to_string(device_ids.size()) + " device ids were given");
+    std::unordered_set<int64_t> ids;
+    bool iota = true;
+    for (size_t i = 0; i < device_ids.size(); ++i) {
+      if (device_ids[i] < 0) return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " at position " + std::to_string(i) + " is negative");
+      if (!ids.insert(device_ids[i]).second)
+        return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " is repeated (position " + std::to_string(i) + ")");
+      iota = iota && device_ids[i] == static_cast<int64_t>(i);
+    }
+    if (!iota) m.device_ids_ = std::move(device_ids);
+  }
+  return m;
+}
+
+std::vector<int64_t> Mesh::DeviceIds() const {
+  std::vector<int64_t> ids(num_devices_);
+  for (int64_t i = 0; i < num_devices_; ++i) ids[i] = device(i);
+  return ids;
+}
+
+std::optional<int64_t> Mesh::AxisIndex(std::string_view name) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i].name == name) return static_cast<int64_t>(i);
+  return std::nullopt;
+}
+
+int64_t Mesh::Coordinate(int64_t flat, int64_t axis) const { return (flat / strides_[axis]) % axes_[axis].size; }
+
+std::string Mesh::ToString() const {
+  std::string s;
+  for (size_t i = 0; i < axes_.size(); ++i) s += (i ? "," : "") + axes_[i].name + "=" + std::to_string(axes_[i].size);
+  if (!device_ids_.empty()) {
+    s += " devices=[";
+    for (size_t i = 0; i < device_ids_.size(); ++i) s += (i ? "," : "") + std::to_string(device_ids_[i]);
+    s += "]";
+  }
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& os, const Mesh& m) { return os << m.ToString(); }
+
+}  // namespace reshard

@@ -1,0 +1,186 @@
+#include "reshard/named_sharding.h"
+
+#include <algorithm>
+#include <map>
+
+#include "layout/mesh_grid.h"
+
+namespace reshard {
+
+std::string AxisRef::ToString(const Mesh& m) const {
+  std::string s = m.axes()[axis].name;
+  if (size) s += ":(" + std::to_string(pre_size) + ")" + std::to_string(size);
+  return s;
+}
+
+namespace {
+
+// The factor range [pre, pre*size) of an axis that a reference covers.
+struct Part {
+  int64_t lo, hi;
+};
+
+Part PartOf(const AxisRef& a, const Mesh& m) { return {a.pre_size, a.pre_size * a.Size(m)}; }
+
+}  // namespace
+
+Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, std::vector<AxisRef> replicated) {
+  std::map<int64_t, std::vector<Part>> used;
+  auto check = [&](const AxisRef& a) -> Status {
+    if (a.axis < 0 || a.axis >= mesh.num_axes()) return Status::InvalidArgument("axis index out of range");
+    const Mesh::Axis& ax = mesh.axes()[a.axis];
+    if (a.size) {
+      if (a.pre_size < 1 || a.size < 1 || ax.size % a.pre_size != 0 || (ax.size / a.pre_size) % a.size != 0)
+        return Status::InvalidArgument("sub-axis " + a.ToString(mesh) + " does not divide axis '" + ax.name + "' of size " +
+                                       std::to_string(ax.size));
+    }
+    const Part p = PartOf(a, mesh);
+    for (const Part& q : used[a.axis])
+      if (std::max(p.lo, q.lo) < std::min(p.hi, q.hi))
+        return Status::InvalidArgument("mesh axis '" + ax.name + "' is used twice");
+    used[a.axis].push_back(p);
+    return Status::Ok();
+  };
+  for (const Dim& d : dims)
+    for (const AxisRef& a : d.axes) RESHARD_RETURN_IF_ERROR(check(a));
+  for (const AxisRef& a : replicated) RESHARD_RETURN_IF_ERROR(check(a));
+  return NamedSharding(std::move(mesh), std::move(dims), std::move(replicated));
+}
+
+bool NamedSharding::uses_sub_axes() const {
+  for (const Dim& d : dims_)
+    for (const AxisRef& a : d.axes)
+      if (a.is_sub_axis()) return true;
+  return false;
+}
+
+Result<Layout> NamedSharding::ToLayout(const std::vector<int64_t>& shape, DType dtype) const {
+  std::vector<std::vector<AxisRef>> axes;
+  for (const Dim& d : dims_) axes.push_back(d.axes);
+  return BuildMeshLayout(mesh_, shape, dtype, axes, SplitRule::kCeil);
+}
+
+Result<HloSharding> NamedSharding::ToHlo() const {
+  // Split each mesh axis into pieces at every sub-axis boundary used on it.
+  const int64_t num_axes = mesh_.num_axes();
+  std::vector<std::vector<int64_t>> bounds(num_axes);  // ascending factor boundaries
+  for (int64_t a = 0; a < num_axes; ++a) bounds[a] = {1, mesh_.axes()[a].size};
+  for (const Dim& d : dims_)
+    for (const AxisRef& r : d.axes) {
+      bounds[r.axis].push_back(r.pre_size);
+      bounds[r.axis].push_back(r.pre_size * r.Size(mesh_));
+    }
+  // Pieces in mesh order, each axis major to minor; size-1 pieces vanish.
+  std::vector<int64_t> piece_sizes;
+  std::vector<std::map<int64_t, int64_t>> piece_at(num_axes);  // lower bound -> piece index
+  for (int64_t a = 0; a < num_axes; ++a) {
+    std::vector<int64_t>& b = bounds[a];
+    std::sort(b.begin(), b.end());
+    b.erase(std::unique(b.begin(), b.end()), b.end());
+    for (int64_t i = static_cast<int64_t>(b.size()) - 2; i >= 0; --i) {
+      piece_at[a][b[i]] = static_cast<int64_t>(piece_sizes.size());
+      piece_sizes.push_back(b[i + 1] / b[i]);
+    }
+  }
+  std::vector<bool> taken(piece_sizes.size(), false);
+  std::vector<int64_t> perm, tile_dims;
+  for (const Dim& d : dims_) {
+    int64_t k = 1;
+    for (const AxisRef& r : d.axes) {
+      // Pieces of this reference, major (high factor) to minor.
+      std::vector<int64_t> mine;
+      for (const auto& [lo, idx] : piece_at[r.axis])
+        if (lo >= r.pre_size && lo < r.pre_size * r.Size(mesh_)) mine.push_back(idx);
+      std::sort(mine.begin(), mine.end());  // lower index = more major
+      for (int64_t idx : mine) { perm.push_back(idx); taken[idx] = true; k *= piece_sizes[idx]; }
+    }
+    tile_dims.push_back(k);
+  }
+  int64_t repl = 1;
+  for (size_t i = 0; i < piece_sizes.size(); ++i)
+    if (!taken[i]) { perm.push_back(static_cast<int64_t>(i)); repl *= piece_sizes[i]; }
+  bool split = false;
+  for (int64_t k : tile_dims) split = split || k > 1;
+  if (!split) return HloSharding::Replicate();
+  const bool replicate_last = repl > 1;
+  if (replicate_last) tile_dims.push_back(repl);
+  std::vector<int64_t> reshape = piece_sizes;
+  if (reshape.empty()) reshape = {1};
+  if (perm.empty()) perm = {0};
+  RESHARD_ASSIGN_OR_RETURN(TileAssignment iota, TileAssignment::Iota(tile_dims, reshape, perm));
+  if (mesh_.is_iota()) return HloSharding::Tile(std::move(iota), replicate_last);
+  std::vector<int64_t> ids(iota.num_devices());
+  for (int64_t i = 0; i < iota.num_devices(); ++i) ids[i] = mesh_.device(iota.device(i));
+  if (replicate_last)
+    for (size_t g = 0; g < ids.size(); g += repl) std::sort(ids.begin() + g, ids.begin() + g + repl);
+  RESHARD_ASSIGN_OR_RETURN(TileAssignment list, TileAssignment::Explicit(tile_dims, std::move(ids)));
+  return HloSharding::Tile(std::move(list), replicate_last);
+}
+
+Result<std::vector<std::vector<AxisRef>>> InferMeshAxes(const Layout& layout, const Mesh& mesh, bool allow_sub_axes) {
+  const int64_t n = mesh.num_devices();
+  std::vector<int64_t> ids = mesh.DeviceIds();
+  std::sort(ids.begin(), ids.end());
+  if (ids != layout.devices())
+    return Status::InvalidArgument("the layout's devices are not the devices of mesh " + mesh.ToString());
+  // Tile coordinates of each mesh position.
+  std::vector<std::vector<int32_t>> coords(n);
+  for (int64_t f = 0; f < n; ++f) {
+    const int64_t t = layout.TileOf(mesh.device(f));
+    if (t < 0) return Status::InvalidArgument("device " + std::to_string(mesh.device(f)) + " holds no tile");
+    coords[f] = layout.TileCoords(t);
+  }
+  std::vector<std::vector<Part>> used(mesh.num_axes());
+  std::vector<std::vector<AxisRef>> result(layout.rank());
+  std::vector<int64_t> cur(n);
+  for (int64_t d = 0; d < layout.rank(); ++d) {
+    int64_t k = layout.dim(d).tiles;
+    for (int64_t f = 0; f < n; ++f) cur[f] = coords[f][d];
+    while (k > 1) {
+      std::optional<AxisRef> best;
+      for (int64_t a = 0; a < mesh.num_axes(); ++a) {
+        const int64_t size = mesh.axes()[a].size;
+        for (int64_t pre = 1; pre < size; ++pre) {
+          if (size % pre) continue;
+          if (!allow_sub_axes && pre != 1) break;
+          for (int64_t s = size / pre; s > 1; --s) {
+            if ((size / pre) % s || k % s) continue;
+            if (!allow_sub_axes && s != size) continue;
+            AxisRef r{a, pre, s == size ? 0 : s};
+            const Part p = PartOf(r, mesh);
+            bool free = true;
+            for (const Part& q : used[a]) free = free && !(std::max(p.lo, q.lo) < std::min(p.hi, q.hi));
+            if (!free || (best && best->Size(mesh) >= s)) continue;
+            bool match = true;
+            for (int64_t f = 0; f < n && match; ++f) match = cur[f] % s == r.Coordinate(mesh, f);
+            if (match) best = r;
+          }
+        }
+      }
+      if (!best)
+        return Status::InvalidArgument("dimension " + std::to_string(d) + " is split " + std::to_string(layout.dim(d).tiles) +
+                                       " ways in an order no " + (allow_sub_axes ? "(sub-)axes" : "axes") + " of mesh " +
+                                       mesh.ToString() + " produce");
+      const int64_t s = best->Size(mesh);
+      used[best->axis].push_back(PartOf(*best, mesh));
+      result[d].insert(result[d].begin(), *best);
+      for (int64_t f = 0; f < n; ++f) cur[f] /= s;
+      k /= s;
+    }
+  }
+  return result;
+}
+
+Result<NamedSharding> NamedShardingFromLayout(const Layout& layout, const Mesh& mesh, bool allow_sub_axes) {
+  RESHARD_ASSIGN_OR_RETURN(auto axes, InferMeshAxes(layout, mesh, allow_sub_axes));
+  std::vector<NamedSharding::Dim> dims;
+  for (auto& a : axes) dims.push_back({std::move(a), false, std::nullopt});
+  RESHARD_ASSIGN_OR_RETURN(NamedSharding named, NamedSharding::Create(mesh, std::move(dims)));
+  RESHARD_ASSIGN_OR_RETURN(Layout check, named.ToLayout(layout.shape(), layout.dtype()));
+  if (!(check == layout))
+    return Status::InvalidArgument("the layout's split points are not XLA's even (ceil) splits, so no named sharding over mesh " +
+                                   mesh.ToString() + " gives it");
+  return named;
+}
+
+}  // namespace reshard

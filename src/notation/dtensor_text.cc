@@ -1,0 +1,48 @@
+// DTensor placement lists: "[Shard(0), Replicate()]" (also "(...)" tuples and
+// "Shard(dim=0)").
+#include "notation/text_cursor.h"
+#include "reshard/dtensor.h"
+
+namespace reshard {
+
+Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
+  TextCursor c(text);
+  if (c.AtEnd()) return Status::InvalidArgument("empty DTensor placement text");
+  const bool tuple = c.Peek() == '(';
+  RESHARD_RETURN_IF_ERROR(c.Expect(tuple ? "(" : "["));
+  const std::string close = tuple ? ")" : "]";
+  std::vector<Placement> out;
+  while (!c.TryConsume(close)) {
+    const size_t at = c.pos();
+    if (c.TryConsumeWord("Shard")) {
+      RESHARD_RETURN_IF_ERROR(c.Expect("("));
+      if (c.TryConsumeWord("dim")) RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_ASSIGN_OR_RETURN(int64_t d, c.ParseInt());
+      RESHARD_RETURN_IF_ERROR(c.Expect(")"));
+      out.push_back({Placement::Kind::kShard, d});
+    } else if (c.TryConsumeWord("Replicate")) {
+      RESHARD_RETURN_IF_ERROR(c.Expect("("));
+      RESHARD_RETURN_IF_ERROR(c.Expect(")"));
+      out.push_back({Placement::Kind::kReplicate, 0});
+    } else if (c.TryConsumeWord("Partial") || c.TryConsumeWord("_StridedShard") || c.TryConsumeWord("_Partial")) {
+      return Status::NotSupported(c.ErrorAt(at, "'" + std::string(text.substr(at, c.pos() - at)) +
+                                                    "' placements are not supported yet").message());
+    } else {
+      return c.Error("expected Shard(d) or Replicate() (found " + c.Found() + ")");
+    }
+    if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(close)); break; }
+  }
+  RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  return out;
+}
+
+std::string PrintPlacements(const std::vector<Placement>& placements) {
+  std::string s = "[";
+  for (size_t i = 0; i < placements.size(); ++i) {
+    s += i ? ", " : "";
+    s += placements[i].kind == Placement::Kind::kShard ? "Shard(" + std::to_string(placements[i].dim) + ")" : "Replicate()";
+  }
+  return s + "]";
+}
+
+}  // namespace reshard

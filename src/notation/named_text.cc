@@ -1,0 +1,374 @@
+// Parsers and printers for the named forms: JAX PartitionSpec, Shardy, HLO V3.
+#include "reshard/named_text.h"
+
+#include "notation/text_cursor.h"
+
+namespace reshard {
+namespace {
+
+using Axis = NamedText::Axis;
+
+// Shardy axis: "x" or "x":(1)2. V3 axis: x or x:(1)2.
+Result<Axis> ParseAxis(TextCursor& c, bool quoted) {
+  Axis a;
+  a.column = c.pos();
+  c.Peek();  // skip space so the column points at the name
+  a.column = c.pos();
+  if (quoted) {
+    RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted());
+  } else {
+    RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
+  }
+  if (c.TryConsume(":")) {
+    RESHARD_RETURN_IF_ERROR(c.Expect("("));
+    RESHARD_ASSIGN_OR_RETURN(a.pre_size, c.ParseInt());
+    RESHARD_RETURN_IF_ERROR(c.Expect(")"));
+    RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
+    if (a.pre_size < 1 || a.size < 2) return c.ErrorAt(a.column, "sub-axis needs pre-size >= 1 and size >= 2");
+  }
+  return a;
+}
+
+// "{a, b, ?}p1" in Shardy (quoted) or V3 (unquoted).
+Result<NamedText::Dim> ParseDimSet(TextCursor& c, bool quoted) {
+  NamedText::Dim d;
+  RESHARD_RETURN_IF_ERROR(c.Expect("{"));
+  if (!c.TryConsume("}")) {
+    do {
+      if (c.TryConsume("?")) { d.open = true; break; }
+      RESHARD_ASSIGN_OR_RETURN(Axis a, ParseAxis(c, quoted));
+      d.axes.push_back(std::move(a));
+    } while (c.TryConsume(","));
+    RESHARD_RETURN_IF_ERROR(c.Expect("}"));
+  }
+  if (c.TryConsume("p")) {
+    RESHARD_ASSIGN_OR_RETURN(int64_t p, c.ParseInt());
+    d.priority = p;
+  }
+  return d;
+}
+
+Result<std::vector<NamedText::Dim>> ParseDimList(TextCursor& c, bool quoted) {
+  RESHARD_RETURN_IF_ERROR(c.Expect("["));
+  std::vector<NamedText::Dim> dims;
+  if (c.TryConsume("]")) return dims;
+  do {
+    RESHARD_ASSIGN_OR_RETURN(NamedText::Dim d, ParseDimSet(c, quoted));
+    dims.push_back(std::move(d));
+  } while (c.TryConsume(","));
+  RESHARD_RETURN_IF_ERROR(c.Expect("]"));
+  return dims;
+}
+
+// ", replicated={...}" and friends after the dim list.
+Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
+  while (c.TryConsume(",")) {
+    const size_t at = c.pos();
+    if (c.TryConsumeWord("replicated")) {
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_ASSIGN_OR_RETURN(NamedText::Dim set, ParseDimSet(c, quoted));
+      t.replicated = std::move(set.axes);
+    } else if (c.TryConsumeWord("unreduced")) {
+      return Status::NotSupported(c.ErrorAt(at, "unreduced axes are not supported yet").message());
+    } else if (c.TryConsumeWord("metadata")) {
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_RETURN_IF_ERROR(c.SkipBalanced());
+    } else {
+      return c.Error("expected 'replicated=' (found " + c.Found() + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Mesh body after '<': ["x"=4, "y"=2] [, device_ids=[...]] '>'.
+Result<Mesh> ParseShardyMeshBody(TextCursor& c) {
+  const size_t start = c.pos();
+  RESHARD_RETURN_IF_ERROR(c.Expect("["));
+  std::vector<Mesh::Axis> axes;
+  if (!c.TryConsume("]")) {
+    do {
+      Mesh::Axis a;
+      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted());
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
+      axes.push_back(std::move(a));
+    } while (c.TryConsume(","));
+    RESHARD_RETURN_IF_ERROR(c.Expect("]"));
+  }
+  std::vector<int64_t> ids;
+  if (c.TryConsume(",")) {
+    RESHARD_RETURN_IF_ERROR(c.Expect("device_ids"));
+    RESHARD_RETURN_IF_ERROR(c.Expect("="));
+    RESHARD_RETURN_IF_ERROR(c.Expect("["));
+    do {
+      RESHARD_ASSIGN_OR_RETURN(int64_t id, c.ParseInt());
+      ids.push_back(id);
+    } while (c.TryConsume(","));
+    RESHARD_RETURN_IF_ERROR(c.Expect("]"));
+  }
+  RESHARD_RETURN_IF_ERROR(c.Expect(">"));
+  Result<Mesh> m = Mesh::Create(std::move(axes), std::move(ids));
+  if (!m.ok()) return c.ErrorAt(start, m.status().message());
+  return m;
+}
+
+std::string Quote(const std::string& s, char q) { return std::string(1, q) + s + std::string(1, q); }
+
+std::string PrintAxis(const Axis& a, char quote) {
+  std::string s = quote ? Quote(a.name, quote) : a.name;
+  if (a.size) s += ":(" + std::to_string(a.pre_size) + ")" + std::to_string(a.size);
+  return s;
+}
+
+std::string PrintDimSet(const NamedText::Dim& d, char quote) {
+  std::string s = "{";
+  for (size_t i = 0; i < d.axes.size(); ++i) s += (i ? ", " : "") + PrintAxis(d.axes[i], quote);
+  if (d.open) s += d.axes.empty() ? "?" : ", ?";
+  s += "}";
+  if (d.priority) s += "p" + std::to_string(*d.priority);
+  return s;
+}
+
+}  // namespace
+
+Result<NamedText> ParseJaxSpec(std::string_view text) {
+  TextCursor c(text);
+  if (c.AtEnd()) return Status::InvalidArgument("empty PartitionSpec text");
+  NamedText t;
+  t.syntax = NamedText::Syntax::kJax;
+  for (std::string_view head : {"jax.sharding.PartitionSpec", "PartitionSpec", "jax.sharding.P", "P"}) {
+    if (c.TryConsumeWord(head)) { t.jax_head = std::string(head); break; }
+  }
+  if (t.jax_head == "P" && text.find('P') == std::string_view::npos) return c.Error("expected 'P(' or 'PartitionSpec('");
+  RESHARD_RETURN_IF_ERROR(c.Expect("("));
+  bool first_quote = true;
+  auto parse_name = [&](NamedText::Dim& d) -> Status {
+    c.Peek();
+    const size_t col = c.pos();
+    char q = '\'';
+    RESHARD_ASSIGN_OR_RETURN(std::string name, c.ParseQuoted(&q));
+    if (first_quote) { t.quote = q; first_quote = false; }
+    d.axes.push_back(Axis{std::move(name), 1, 0, col});
+    return Status::Ok();
+  };
+  while (!c.TryConsume(")")) {
+    NamedText::Dim d;
+    const size_t at = c.pos();
+    if (c.TryConsumeWord("None")) {
+    } else if (c.TryConsume("(")) {
+      d.tuple = true;
+      while (!c.TryConsume(")")) {
+        RESHARD_RETURN_IF_ERROR(parse_name(d));
+        if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(")")); break; }
+      }
+    } else if (c.Peek() == '\'' || c.Peek() == '"') {
+      RESHARD_RETURN_IF_ERROR(parse_name(d));
+    } else if (c.TryConsumeWord("unreduced") || c.TryConsumeWord("reduced") || c.TryConsumeWord("P")) {
+      return Status::NotSupported(c.ErrorAt(at, "unreduced axes and P.UNCONSTRAINED are not supported yet").message());
+    } else {
+      return c.Error("expected None, an axis name in quotes, or a tuple of names (found " + c.Found() + ")");
+    }
+    t.dims.push_back(std::move(d));
+    if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(")")); break; }
+  }
+  RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  return t;
+}
+
+Result<NamedText> ParseShardySharding(std::string_view text) {
+  TextCursor c(text);
+  if (c.AtEnd()) return Status::InvalidArgument("empty Shardy sharding text");
+  NamedText t;
+  t.syntax = NamedText::Syntax::kShardy;
+  if (c.Peek() == '[') {
+    t.shardy_form = NamedText::ShardyForm::kBare;
+    RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, true));
+    RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true));
+    RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+    return t;
+  }
+  t.shardy_form = c.TryConsume("#sdy.sharding") ? NamedText::ShardyForm::kAttribute : NamedText::ShardyForm::kAngle;
+  RESHARD_RETURN_IF_ERROR(c.Expect("<"));
+  if (c.TryConsume("@")) {
+    RESHARD_ASSIGN_OR_RETURN(t.mesh_name, c.ParseIdentifier());
+  } else if (c.TryConsumeWord("mesh") || c.TryConsume("#sdy.mesh")) {
+    RESHARD_RETURN_IF_ERROR(c.Expect("<"));
+    RESHARD_ASSIGN_OR_RETURN(Mesh m, ParseShardyMeshBody(c));
+    t.inline_mesh = std::move(m);
+    t.mesh_name.clear();
+  } else {
+    return c.Error("expected a mesh reference '@name' or 'mesh<[...]>' (found " + c.Found() + ")");
+  }
+  RESHARD_RETURN_IF_ERROR(c.Expect(","));
+  RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, true));
+  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true));
+  RESHARD_RETURN_IF_ERROR(c.Expect(">"));
+  RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  return t;
+}
+
+Result<NamedText> ParseHloV3(std::string_view text) {
+  TextCursor c(text);
+  if (c.AtEnd()) return Status::InvalidArgument("empty sharding text");
+  NamedText t;
+  t.syntax = NamedText::Syntax::kHloV3;
+  t.mesh_name.clear();
+  RESHARD_RETURN_IF_ERROR(c.Expect("{"));
+  RESHARD_RETURN_IF_ERROR(c.Expect("mesh"));
+  const size_t mesh_at = c.pos();
+  RESHARD_RETURN_IF_ERROR(c.Expect("["));
+  std::vector<Mesh::Axis> axes;
+  if (!c.TryConsume("]")) {
+    do {
+      Mesh::Axis a;
+      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
+      axes.push_back(std::move(a));
+    } while (c.TryConsume(","));
+    RESHARD_RETURN_IF_ERROR(c.Expect("]"));
+  }
+  Result<Mesh> m = Mesh::Create(std::move(axes));
+  if (!m.ok()) return c.ErrorAt(mesh_at, m.status().message());
+  t.inline_mesh = std::move(m).value();
+  RESHARD_RETURN_IF_ERROR(c.Expect(","));
+  RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, false));
+  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, false));
+  RESHARD_RETURN_IF_ERROR(c.Expect("}"));
+  RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  return t;
+}
+
+std::string PrintShardyMesh(const Mesh& m) {
+  std::string s = "<[";
+  for (size_t i = 0; i < m.axes().size(); ++i)
+    s += (i ? ", " : "") + Quote(m.axes()[i].name, '"') + "=" + std::to_string(m.axes()[i].size);
+  s += "]";
+  if (!m.is_iota()) {
+    s += ", device_ids=[";
+    for (int64_t i = 0; i < m.num_devices(); ++i) s += (i ? ", " : "") + std::to_string(m.device(i));
+    s += "]";
+  }
+  return s + ">";
+}
+
+std::string PrintNamedText(const NamedText& t) {
+  if (t.syntax == NamedText::Syntax::kJax) {
+    std::string s = t.jax_head + "(";
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      const NamedText::Dim& d = t.dims[i];
+      s += i ? ", " : "";
+      if (d.axes.empty() && !d.tuple) { s += "None"; continue; }
+      if (!d.tuple) { s += Quote(d.axes[0].name, t.quote); continue; }
+      s += "(";
+      for (size_t j = 0; j < d.axes.size(); ++j) s += (j ? ", " : "") + Quote(d.axes[j].name, t.quote);
+      s += d.axes.size() == 1 ? ",)" : ")";
+    }
+    return s + ")";
+  }
+  const bool v3 = t.syntax == NamedText::Syntax::kHloV3;
+  const char q = v3 ? '\0' : '"';
+  std::string dims = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) dims += (i ? ", " : "") + PrintDimSet(t.dims[i], q);
+  dims += "]";
+  if (!t.replicated.empty()) dims += ", replicated=" + PrintDimSet(NamedText::Dim{t.replicated, false, std::nullopt, false}, q);
+  if (v3) {
+    std::string mesh = "mesh[";
+    if (t.inline_mesh)
+      for (size_t i = 0; i < t.inline_mesh->axes().size(); ++i)
+        mesh += (i ? "," : "") + t.inline_mesh->axes()[i].name + "=" + std::to_string(t.inline_mesh->axes()[i].size);
+    return "{" + mesh + "], " + dims + "}";
+  }
+  if (t.shardy_form == NamedText::ShardyForm::kBare) return dims;
+  std::string mesh = t.inline_mesh ? "mesh" + PrintShardyMesh(*t.inline_mesh) : "@" + t.mesh_name;
+  return std::string(t.shardy_form == NamedText::ShardyForm::kAttribute ? "#sdy.sharding" : "") + "<" + mesh + ", " + dims + ">";
+}
+
+Result<NamedSharding> BindNamedText(const NamedText& t, const std::optional<Mesh>& given, std::string_view source) {
+  const std::optional<Mesh>& mesh = t.inline_mesh ? t.inline_mesh : given;
+  TextCursor c(source);
+  if (!mesh) return Status::InvalidArgument("this sharding names mesh axes but no mesh was given (use --mesh)");
+  auto resolve = [&](const Axis& a) -> Result<AxisRef> {
+    std::optional<int64_t> idx = mesh->AxisIndex(a.name);
+    if (!idx) return c.ErrorAt(a.column, "unknown mesh axis '" + a.name + "' (mesh is " + mesh->ToString() + ")");
+    return AxisRef{*idx, a.size ? a.pre_size : 1, a.size};
+  };
+  std::vector<NamedSharding::Dim> dims;
+  for (const NamedText::Dim& d : t.dims) {
+    NamedSharding::Dim nd;
+    nd.open = d.open;
+    nd.priority = d.priority;
+    for (const Axis& a : d.axes) {
+      RESHARD_ASSIGN_OR_RETURN(AxisRef r, resolve(a));
+      nd.axes.push_back(r);
+    }
+    dims.push_back(std::move(nd));
+  }
+  std::vector<AxisRef> replicated;
+  for (const Axis& a : t.replicated) {
+    RESHARD_ASSIGN_OR_RETURN(AxisRef r, resolve(a));
+    replicated.push_back(r);
+  }
+  Result<NamedSharding> s = NamedSharding::Create(*mesh, std::move(dims), std::move(replicated));
+  if (!s.ok()) return Status::InvalidArgument(s.status().message() + "\n  " + std::string(source));
+  return s;
+}
+
+NamedText NamedTextOf(const NamedSharding& s, NamedText::Syntax syntax, bool inline_mesh) {
+  NamedText t;
+  t.syntax = syntax;
+  const Mesh& m = s.mesh();
+  auto axis = [&](const AxisRef& r) { return Axis{m.axes()[r.axis].name, r.is_sub_axis() ? r.pre_size : 1, r.size, 0}; };
+  for (const NamedSharding::Dim& d : s.dims()) {
+    NamedText::Dim td;
+    td.open = d.open;
+    td.priority = d.priority;
+    for (const AxisRef& r : d.axes) {
+      // JAX drops size-1 axes.
+      if (syntax == NamedText::Syntax::kJax && r.Size(m) == 1) continue;
+      td.axes.push_back(axis(r));
+    }
+    td.tuple = syntax == NamedText::Syntax::kJax && td.axes.size() > 1;
+    t.dims.push_back(std::move(td));
+  }
+  for (const AxisRef& r : s.replicated()) t.replicated.push_back(axis(r));
+  if (syntax == NamedText::Syntax::kHloV3 || inline_mesh) {
+    t.inline_mesh = m;
+    t.mesh_name.clear();
+  }
+  return t;
+}
+
+Result<Mesh> ParseMesh(std::string_view text, std::string* name) {
+  TextCursor c(text);
+  if (c.AtEnd()) return Status::InvalidArgument("empty mesh text");
+  if (c.TryConsumeWord("sdy")) {
+    RESHARD_RETURN_IF_ERROR(c.Expect("."));
+    RESHARD_RETURN_IF_ERROR(c.Expect("mesh"));
+    RESHARD_RETURN_IF_ERROR(c.Expect("@"));
+    RESHARD_ASSIGN_OR_RETURN(std::string n, c.ParseIdentifier());
+    if (name) *name = n;
+    RESHARD_RETURN_IF_ERROR(c.Expect("="));
+  }
+  if (c.TryConsume("#sdy.mesh") || c.TryConsumeWord("mesh") || c.Peek() == '<') {
+    RESHARD_RETURN_IF_ERROR(c.Expect("<"));
+    RESHARD_ASSIGN_OR_RETURN(Mesh m, ParseShardyMeshBody(c));
+    RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+    return m;
+  }
+  // CLI form: x=4,y=2
+  std::vector<Mesh::Axis> axes;
+  do {
+    Mesh::Axis a;
+    RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
+    RESHARD_RETURN_IF_ERROR(c.Expect("="));
+    RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
+    axes.push_back(std::move(a));
+  } while (c.TryConsume(","));
+  RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  Result<Mesh> m = Mesh::Create(std::move(axes));
+  if (!m.ok()) return c.ErrorAt(0, m.status().message());
+  return m;
+}
+
+}  // namespace reshard

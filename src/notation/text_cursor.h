@@ -1,0 +1,49 @@
+// TextCursor: the scanner all notation parsers share. It tracks a position in
+// one line of text and turns failures into Status messages that quote the
+// text, name the column and point at it with a caret.
+#ifndef RESHARD_SRC_NOTATION_TEXT_CURSOR_H_
+#define RESHARD_SRC_NOTATION_TEXT_CURSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "reshard/status.h"
+
+namespace reshard {
+
+class TextCursor {
+ public:
+  explicit TextCursor(std::string_view text) : text_(text) {}
+
+  size_t pos() const { return pos_; }
+  void set_pos(size_t p) { pos_ = p; }
+  bool AtEnd() { SkipSpace(); return pos_ >= text_.size(); }
+  char Peek() { SkipSpace(); return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  // True (and consumed) if the next non-space text is `token`.
+  bool TryConsume(std::string_view token);
+  // Like TryConsume for a word: the token must not be followed by an identifier character.
+  bool TryConsumeWord(std::string_view word);
+  Status Expect(std::string_view token);
+  Status ExpectEnd();
+  Result<int64_t> ParseInt();  // non-negative decimal, overflow-checked
+  Result<std::string> ParseIdentifier();  // [A-Za-z_][A-Za-z0-9_]*
+  // A quoted string with ' or "; `quote` receives the quote character used.
+  Result<std::string> ParseQuoted(char* quote = nullptr);
+  // Skips a balanced {...}, [...], (...) or "..." group starting at the cursor.
+  Status SkipBalanced();
+
+  // "col 15: expected ']' (found '}')" followed by the text and a caret line.
+  Status Error(const std::string& what) const { return ErrorAt(pos_, what); }
+  Status ErrorAt(size_t pos, const std::string& what) const;
+  std::string Found() const;
+
+ private:
+  void SkipSpace();
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_NOTATION_TEXT_CURSOR_H_

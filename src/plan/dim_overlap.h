@@ -1,0 +1,50 @@
+// Per-dim overlaps between the cells of a source and a target layout.
+//
+// For tensor dim d, every pair (source tile coordinate s, target tile
+// coordinate t) whose cells intersect gets one Overlap: its segments in
+// global order, with offsets into both tiles' local extents. Built by one
+// sweep over both cut lists: O(cells) per dim, independent of device count.
+#ifndef RESHARD_SRC_PLAN_DIM_OVERLAP_H_
+#define RESHARD_SRC_PLAN_DIM_OVERLAP_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "reshard/exchange.h"
+#include "reshard/layout.h"
+
+namespace reshard {
+
+struct DimOverlap {
+  struct Overlap {
+    int32_t src = 0, dst = 0;           // tile coordinates along this dim
+    int32_t seg_begin = 0, seg_end = 0; // into segments
+    int64_t length = 0;                 // total elements along this dim
+  };
+  std::vector<Segment> segments;
+  std::vector<Overlap> overlaps;        // sorted by (src, dst)
+  std::vector<int32_t> by_src_begin;    // CSR: overlaps of source coordinate s
+  std::vector<int32_t> by_dst;          // overlap ids grouped by target coordinate
+  std::vector<int32_t> by_dst_begin;
+
+  std::span<const Overlap> OfSource(int32_t s) const {
+    return {overlaps.data() + by_src_begin[s], overlaps.data() + by_src_begin[s + 1]};
+  }
+  std::span<const int32_t> OfTarget(int32_t t) const {
+    return {by_dst.data() + by_dst_begin[t], by_dst.data() + by_dst_begin[t + 1]};
+  }
+};
+
+DimOverlap BuildDimOverlap(const Layout& src, const Layout& dst, int64_t d);
+
+// What the planner shares with every plan it produces.
+class ExchangeTables {
+ public:
+  Layout source, target;
+  std::vector<DimOverlap> dims;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_PLAN_DIM_OVERLAP_H_

@@ -1,0 +1,74 @@
+// Shared pieces of the reshard subcommands: the common options, how they
+// become a shape, a mesh and layouts, and how failures become exit codes.
+#ifndef RESHARD_TOOLS_CLI_COMMON_H_
+#define RESHARD_TOOLS_CLI_COMMON_H_
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reshard/notation.h"
+
+namespace reshard::cli {
+
+// Exit codes: 0 success; 1 the request is valid but cannot be met (a layout
+// not expressible in a notation, a failed verification); 2 bad input.
+inline constexpr int kExitUnmet = 1;
+inline constexpr int kExitBadInput = 2;
+
+struct CliError : std::runtime_error {
+  CliError(int code, const std::string& msg) : std::runtime_error(msg), exit_code(code) {}
+  int exit_code;
+};
+
+struct CommonOptions {
+  std::string shape;
+  std::string dtype = "f32";
+  std::string mesh;
+  std::string devices;
+  bool json = false;
+};
+
+void AddCommonOptions(CLI::App* app, CommonOptions& o);
+
+// "16,16,16" -> {16,16,16}; "" or "[]" -> rank 0. Throws CliError(2).
+std::vector<int64_t> ParseShape(const std::string& text);
+DType ParseDTypeOrThrow(const std::string& text);
+// --mesh text with --devices ids applied; --devices alone gives a one-axis mesh.
+std::optional<Mesh> BuildMesh(const std::string& mesh_text, const std::string& devices_text, const std::string& option);
+// Throws CliError(2) naming the option on failure.
+ParsedLayout LoadLayout(const std::string& text, const std::vector<int64_t>& shape, DType dtype,
+                        const std::optional<Mesh>& mesh, const std::string& option);
+
+// The options of plan and verify, and the two layouts they name.
+struct PairOptions {
+  CommonOptions common;
+  std::string from, to, from_mesh, to_mesh;
+  std::string strategy = "exchange";
+};
+struct LayoutPair {
+  ParsedLayout source, target;
+};
+void AddPairOptions(CLI::App* app, PairOptions& o);
+// A side without a device set of its own ({replicated} with no mesh) takes the other side's.
+LayoutPair LoadPair(const PairOptions& o);
+
+// Throws CliError(code) with the status message when !s.ok().
+void ThrowIfError(const Status& s, const std::string& context, int code = kExitBadInput);
+
+std::string FormatShape(const std::vector<int64_t>& shape, DType dtype);  // "f32[16,16,16]"
+std::string FormatBytes(int64_t bytes);                                   // "14336 B (14.0 KiB)"
+
+// The exit code main returns after a subcommand ran without throwing.
+int& ExitCode();
+
+void RegisterShow(CLI::App& app);
+void RegisterConvert(CLI::App& app);
+void RegisterPlan(CLI::App& app);
+void RegisterVerify(CLI::App& app);
+
+}  // namespace reshard::cli
+
+#endif  // RESHARD_TOOLS_CLI_COMMON_H_

@@ -1,0 +1,59 @@
+// reshard convert: the same layout in another notation, where expressible.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "reshard/named_text.h"
+
+namespace reshard::cli {
+namespace {
+
+struct ConvertOptions {
+  CommonOptions common;
+  std::string sharding;
+  std::string to;
+};
+
+void RunConvert(const ConvertOptions& o) {
+  const std::vector<int64_t> shape = ParseShape(o.common.shape);
+  const DType dtype = ParseDTypeOrThrow(o.common.dtype);
+  Result<Notation> to = ParseNotationName(o.to);
+  ThrowIfError(to.status(), "--to");
+  const std::optional<Mesh> given = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
+  const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, given, "--sharding");
+  // The output mesh: the one given, the one the input was stated over, or one
+  // read off an HLO iota (axes a, b, ...).
+  std::optional<Mesh> mesh = given ? given : p.mesh;
+  bool suggested = false;
+  if (!mesh && p.notation == Notation::kHlo) {
+    Result<HloSharding> hlo = ParseHloSharding(o.sharding);
+    if (hlo.ok()) mesh = SuggestMesh(*hlo);
+    suggested = mesh.has_value();
+  }
+  Result<std::string> text = PrintLayout(p.layout, *to, mesh);
+  ThrowIfError(text.status(), fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
+  const bool named = *to != Notation::kHlo && mesh.has_value();
+  if (o.common.json) {
+    nlohmann::json j = {{"notation", o.to}, {"text", *text}};
+    if (named) j["mesh"] = mesh->ToString();
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << *text << "\n";
+  if (named && suggested) std::cerr << fmt::format("note: over mesh {} (read off the sharding's iota)\n", mesh->ToString());
+}
+
+}  // namespace
+
+void RegisterConvert(CLI::App& app) {
+  auto o = std::make_shared<ConvertOptions>();
+  CLI::App* cmd = app.add_subcommand("convert", "print a layout in another notation");
+  AddCommonOptions(cmd, o->common);
+  cmd->add_option("--sharding", o->sharding, "the layout, in any notation")->required();
+  cmd->add_option("--to", o->to, "hlo, hlo-v3, jax, shardy or dtensor")->required();
+  cmd->callback([o]() { RunConvert(*o); });
+}
+
+}  // namespace reshard::cli

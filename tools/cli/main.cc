@@ -1,0 +1,32 @@
+// reshard: inspect, convert and plan reshards of distributed arrays.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"reshard: move a distributed array between shardings with the least data movement"};
+  app.require_subcommand(1);
+  reshard::cli::RegisterShow(app);
+  reshard::cli::RegisterConvert(app);
+  reshard::cli::RegisterPlan(app);
+  reshard::cli::RegisterVerify(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "reshard: error: " << e.what() << "\n";
+    return reshard::cli::kExitBadInput;
+  } catch (const reshard::cli::CliError& e) {
+    std::cerr << "reshard: error: " << e.what() << "\n";
+    return e.exit_code;
+  } catch (const std::exception& e) {
+    std::cerr << "reshard: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return reshard::cli::ExitCode();
+}

@@ -1,0 +1,135 @@
+// reshard show: a layout in words (per device: boxes and bytes) and as a
+// picture of two of its dims, in the spirit of jax.debug.visualize_sharding.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+
+namespace reshard::cli {
+namespace {
+
+struct ShowOptions {
+  CommonOptions common;
+  std::string sharding;
+  std::string dims;
+};
+
+std::string Label(std::span<const int64_t> holders) {
+  if (holders.empty()) return "-";
+  if (holders.size() <= 3) return fmt::format("{}", fmt::join(holders, ","));
+  return fmt::format("{},{}..({})", holders[0], holders[1], holders.size());
+}
+
+// The tile coordinate of the cell holding index `at` along dim d.
+int32_t TileAt(const Layout& l, int64_t d, int64_t at) {
+  const DimGrid& g = l.dim(d);
+  for (size_t k = 0; k < g.cell_tile.size(); ++k)
+    if (g.cuts[k] <= at && at < g.cuts[k + 1]) return g.cell_tile[k];
+  return 0;
+}
+
+void DrawPicture(const Layout& l, int64_t di, int64_t dj, std::ostream& out) {
+  const DimGrid& gi = l.dim(di);
+  const DimGrid& gj = l.dim(dj);
+  if (gi.cell_tile.size() > 32 || gj.cell_tile.size() > 32) {
+    out << fmt::format("(picture omitted: {} x {} cells)\n", gi.cell_tile.size(), gj.cell_tile.size());
+    return;
+  }
+  std::vector<int32_t> base(l.rank(), 0);
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < l.rank(); ++d)
+    if (d != di && d != dj) { base[d] = TileAt(l, d, 0); others.push_back(d); }
+  std::vector<std::vector<std::string>> labels;
+  size_t width = 5;
+  for (size_t a = 0; a < gi.cell_tile.size(); ++a) {
+    labels.emplace_back();
+    for (size_t b = 0; b < gj.cell_tile.size(); ++b) {
+      std::vector<int32_t> c = base;
+      c[di] = gi.cell_tile[a];
+      c[dj] = gj.cell_tile[b];
+      labels.back().push_back(Label(l.Holders(l.TileIndex(c))));
+      width = std::max(width, labels.back().back().size() + 2);
+    }
+  }
+  out << fmt::format("dims {} (rows) x {} (columns){}; each cell lists the devices holding it\n", di, dj,
+                     others.empty() ? "" : fmt::format(", at index 0 of dims {}", fmt::join(others, ",")));
+  auto rule = [&]() {
+    std::string s = "+";
+    for (size_t b = 0; b < gj.cell_tile.size(); ++b) s += std::string(width, '-') + "+";
+    out << "  " << s << "\n";
+  };
+  out << "  ";
+  for (size_t b = 0; b < gj.cell_tile.size(); ++b) out << fmt::format(" {:^{}}", fmt::format("{}:{}", gj.cuts[b], gj.cuts[b + 1]), width);
+  out << "\n";
+  for (size_t a = 0; a < gi.cell_tile.size(); ++a) {
+    rule();
+    out << "  |";
+    for (const std::string& s : labels[a]) out << fmt::format("{:^{}}|", s, width);
+    out << fmt::format("  {}:{}\n", gi.cuts[a], gi.cuts[a + 1]);
+  }
+  rule();
+}
+
+void RunShow(const ShowOptions& o) {
+  const std::vector<int64_t> shape = ParseShape(o.common.shape);
+  const DType dtype = ParseDTypeOrThrow(o.common.dtype);
+  const std::optional<Mesh> mesh = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
+  const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, mesh, "--sharding");
+  const Layout& l = p.layout;
+  if (o.common.json) {
+    nlohmann::json j;
+    j["shape"] = shape;
+    j["dtype"] = std::string(DTypeName(dtype));
+    j["notation"] = std::string(NotationName(p.notation));
+    j["devices"] = nlohmann::json::array();
+    for (int64_t dev : l.devices()) {
+      nlohmann::json boxes = nlohmann::json::array();
+      for (const Box& b : l.DeviceBoxes(dev)) {
+        nlohmann::json box = nlohmann::json::array();
+        for (const Interval& iv : b.dims) box.push_back({iv.lo, iv.hi});
+        boxes.push_back(box);
+      }
+      j["devices"].push_back({{"id", dev}, {"boxes", boxes}, {"bytes", l.LocalBytes(dev)}});
+    }
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::cout << fmt::format("{} on {} devices, {} notation: {}\n", FormatShape(shape, dtype), l.devices().size(),
+                           NotationName(p.notation), o.sharding);
+  for (int64_t dev : l.devices()) {
+    std::vector<std::string> boxes;
+    for (const Box& b : l.DeviceBoxes(dev)) boxes.push_back(b.ToString());
+    std::string shown = boxes.empty() ? "nothing" : boxes.size() <= 4 ? fmt::format("{}", fmt::join(boxes, " "))
+                                                                      : fmt::format("{} {} ... ({} boxes)", boxes[0], boxes[1], boxes.size());
+    std::cout << fmt::format("  device {:>4}: {:>10} bytes  {}\n", dev, l.LocalBytes(dev), shown);
+  }
+  int64_t di = 0, dj = 1;
+  if (!o.dims.empty()) {
+    std::vector<int64_t> d = ParseShape(o.dims);
+    if (d.size() != 2 || d[0] >= l.rank() || d[1] >= l.rank() || d[0] == d[1])
+      throw CliError(kExitBadInput, fmt::format("--dims: '{}' must name two different dims below rank {}", o.dims, l.rank()));
+    di = d[0];
+    dj = d[1];
+  }
+  if (l.rank() == 2 || (!o.dims.empty() && l.rank() > 2)) {
+    std::cout << "\n";
+    DrawPicture(l, di, dj, std::cout);
+  } else if (l.rank() > 2) {
+    std::cout << "\n(add --dims i,j for a picture of two dims)\n";
+  }
+}
+
+}  // namespace
+
+void RegisterShow(CLI::App& app) {
+  auto o = std::make_shared<ShowOptions>();
+  CLI::App* cmd = app.add_subcommand("show", "describe a layout: per device its boxes and bytes, and a picture");
+  AddCommonOptions(cmd, o->common);
+  cmd->add_option("--sharding", o->sharding, "the layout, in any notation")->required();
+  cmd->add_option("--dims", o->dims, "two dims to draw, e.g. 0,2 (default 0,1 for 2-D arrays)");
+  cmd->callback([o]() { RunShow(*o); });
+}
+
+}  // namespace reshard::cli
