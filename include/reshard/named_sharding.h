@@ -42,9 +42,9 @@ struct AxisRef {
 class NamedSharding {
  public:
   struct Dim {
-    std::vector<AxisRef> axes;  // major to minor
+    std::vector<AxisRef> axes = {};  // major to minor
     bool open = false;          // Shardy "?": may be sharded further; same layout
-    std::optional<int64_t> priority;
+    std::optional<int64_t> priority = std::nullopt;
     friend bool operator==(const Dim&, const Dim&) = default;
   };
 

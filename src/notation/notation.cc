@@ -105,6 +105,8 @@ Result<ParsedLayout> ParseLayout(std::string_view text, const std::vector<int64_
                             : n == Notation::kShardy ? ParseShardySharding(text)
                                                      : ParseHloV3(text);
       if (!t.ok()) return t.status();
+      // A PartitionSpec may omit trailing dims; they are replicated.
+      if (n == Notation::kJax && t->dims.size() < shape.size()) t->dims.resize(shape.size());
       RESHARD_ASSIGN_OR_RETURN(NamedSharding s, BindNamedText(*t, mesh, text));
       RESHARD_ASSIGN_OR_RETURN(Layout l, s.ToLayout(shape, dtype));
       return ParsedLayout{std::move(l), n, s.mesh()};
@@ -147,6 +149,8 @@ Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional
     case Notation::kJax:
     case Notation::kShardy: {
       RESHARD_ASSIGN_OR_RETURN(Mesh m, RequireMesh(mesh, n));
+      if (n == Notation::kHloV3 && !m.is_iota())
+        return Status::InvalidArgument("HLO V3 text names no device ids, and mesh " + m.ToString() + " is not an iota");
       RESHARD_ASSIGN_OR_RETURN(NamedSharding s, NamedShardingFromLayout(l, m, /*allow_sub_axes=*/n != Notation::kJax));
       const NamedText::Syntax syntax = n == Notation::kJax      ? NamedText::Syntax::kJax
                                        : n == Notation::kShardy ? NamedText::Syntax::kShardy

@@ -36,7 +36,7 @@ void RunConvert(const ConvertOptions& o) {
   ThrowIfError(text.status(), fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
   const bool named = *to != Notation::kHlo && mesh.has_value();
   if (o.common.json) {
-    nlohmann::json j = {{"notation", o.to}, {"text", *text}};
+    nlohmann::ordered_json j = {{"notation", o.to}, {"text", *text}};
     if (named) j["mesh"] = mesh->ToString();
     std::cout << j.dump() << "\n";
     return;

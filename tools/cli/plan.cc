@@ -88,7 +88,7 @@ void RunPlan(const PlanCliOptions& o) {
   bool uniform = true;
   int64_t first_size = -1;
   const bool list_transfers = o.transfers || (o.pair.common.json && ex->devices().size() <= 64);
-  nlohmann::json transfers = nlohmann::json::array();
+  nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
   ex->ForEachTransfer([&](const Transfer& t) {
     const int64_t b = t.elements * src.element_bytes();
     matrix.Add(t.from, t.to, b);
@@ -101,19 +101,19 @@ void RunPlan(const PlanCliOptions& o) {
   uniform = uniform && stats.messages == static_cast<int64_t>(ex->devices().size() * (ex->devices().size() - 1));
 
   if (o.pair.common.json) {
-    nlohmann::json steps = nlohmann::json::array();
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     if (stats.messages > 0)
       steps.push_back({{"op", "all-to-all"},
                        {"variant", uniform ? "uniform" : "all-to-all-v"},
                        {"messages", stats.messages},
                        {"bytes", stats.total_bytes}});
     if (stats.local_bytes > 0) steps.push_back({{"op", "copy"}, {"copies", local_copies}, {"bytes", stats.local_bytes}});
-    nlohmann::json per_device = nlohmann::json::array();
+    nlohmann::ordered_json per_device = nlohmann::ordered_json::array();
     for (const DeviceStats& d : stats.per_device)
       per_device.push_back({{"id", d.device}, {"send_bytes", d.send_bytes}, {"recv_bytes", d.recv_bytes},
                             {"local_bytes", d.local_bytes}, {"sends", d.sends}, {"recvs", d.recvs},
                             {"source_bytes", d.source_bytes}, {"target_bytes", d.target_bytes}, {"peak_bytes", d.peak_bytes}});
-    nlohmann::json j = {
+    nlohmann::ordered_json j = {
         {"shape", src.shape()},
         {"dtype", std::string(DTypeName(src.dtype()))},
         {"devices", stats.devices},

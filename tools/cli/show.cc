@@ -79,15 +79,15 @@ void RunShow(const ShowOptions& o) {
   const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, mesh, "--sharding");
   const Layout& l = p.layout;
   if (o.common.json) {
-    nlohmann::json j;
+    nlohmann::ordered_json j;
     j["shape"] = shape;
     j["dtype"] = std::string(DTypeName(dtype));
     j["notation"] = std::string(NotationName(p.notation));
-    j["devices"] = nlohmann::json::array();
+    j["devices"] = nlohmann::ordered_json::array();
     for (int64_t dev : l.devices()) {
-      nlohmann::json boxes = nlohmann::json::array();
+      nlohmann::ordered_json boxes = nlohmann::ordered_json::array();
       for (const Box& b : l.DeviceBoxes(dev)) {
-        nlohmann::json box = nlohmann::json::array();
+        nlohmann::ordered_json box = nlohmann::ordered_json::array();
         for (const Interval& iv : b.dims) box.push_back({iv.lo, iv.hi});
         boxes.push_back(box);
       }

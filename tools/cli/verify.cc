@@ -22,7 +22,7 @@ void RunVerify(const PairOptions& o) {
   const bool minimal = lb.max_recv_bytes == stats.max_recv_bytes && lb.total_bytes == stats.total_bytes;
   const bool ok = r.ok() && minimal;
   if (o.common.json) {
-    std::cout << nlohmann::json{{"ok", ok},
+    std::cout << nlohmann::ordered_json{{"ok", ok},
                                 {"devices", r.devices},
                                 {"elements_checked", r.elements_checked},
                                 {"mismatches", r.mismatches},

@@ -1,0 +1,114 @@
+#include "reshard/layout.h"
+
+#include <gtest/gtest.h>
+
+#include "reshard/block_cyclic.h"
+#include "reshard/dtensor.h"
+#include "reshard/hlo_sharding.h"
+#include "reshard/named_sharding.h"
+
+namespace reshard {
+namespace {
+
+Mesh XY() { return Mesh::Create({{"x", 4}, {"y", 2}}).value(); }
+
+TEST(DimGrid, CeilFollowsXlaUnevenRule) {
+  EXPECT_EQ(DimGrid::Ceil(10, 4).cuts, (std::vector<int64_t>{0, 3, 6, 9, 10}));
+  EXPECT_EQ(DimGrid::Ceil(3, 4).cuts, (std::vector<int64_t>{0, 1, 2, 3, 3}));   // last shard empty
+  EXPECT_EQ(DimGrid::Ceil(5, 4).cuts, (std::vector<int64_t>{0, 2, 4, 5, 5}));
+  EXPECT_EQ(DimGrid::Ceil(0, 2).cuts, (std::vector<int64_t>{0, 0, 0}));
+}
+
+TEST(Layout, CanonicalSourceGivesDevice2xPlusYItsBox) {
+  // P('y', None, 'x') on mesh x=4,y=2 = {devices=[2,1,4]<=[4,2]T(1,0)}.
+  HloSharding s = HloSharding::Tile(TileAssignment::Iota({2, 1, 4}, {4, 2}, {1, 0}).value(), false);
+  Layout l = s.ToLayout({16, 16, 16}, DType::kF32, std::nullopt).value();
+  for (int64_t x = 0; x < 4; ++x)
+    for (int64_t y = 0; y < 2; ++y) {
+      const int64_t dev = 2 * x + y;
+      ASSERT_EQ(l.DeviceBoxes(dev).size(), 1u);
+      EXPECT_EQ(l.DeviceBoxes(dev)[0], (Box{{{8 * y, 8 * y + 8}, {0, 16}, {4 * x, 4 * x + 4}}}));
+      EXPECT_EQ(l.LocalBytes(dev), 2048);
+    }
+  NamedSharding named = NamedSharding::Create(XY(), {{{AxisRef{1}}}, {}, {{AxisRef{0}}}}).value();
+  EXPECT_TRUE(named.ToLayout({16, 16, 16}, DType::kF32).value() == l);
+}
+
+TEST(Layout, ValidationRejectsBrokenGrids) {
+  EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::FromCuts({0, 2, 3})}, {{0, 0}, {1, 1}}).ok());  // cuts end early
+  EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}}).ok());  // tile 1 held by nobody
+  EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}, {0, 1}}).ok());  // device placed twice
+  EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}, {1, 2}}).ok());  // tile out of range
+  EXPECT_FALSE(Layout::Create({4, 4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}}).ok());        // rank mismatch
+  EXPECT_FALSE(Layout::Create({int64_t{1} << 40, int64_t{1} << 40}, DType::kF32,
+                              {DimGrid::Ceil(int64_t{1} << 40, 1), DimGrid::Ceil(int64_t{1} << 40, 1)}, {{0, 0}})
+                   .ok());  // byte size overflows
+  EXPECT_TRUE(Layout::Create({}, DType::kF32, {}, {{3, 0}}).ok());  // a scalar on device 3
+}
+
+TEST(Layout, EqualityIsTheDeviceToBoxMap) {
+  // The same layout from three notations.
+  Layout a = HloSharding::Tile(TileAssignment::Explicit({2, 2}, {0, 2, 1, 3}).value(), false)
+                 .ToLayout({6, 6}, DType::kF32, std::nullopt)
+                 .value();
+  Mesh m = Mesh::Create({{"x", 2}, {"y", 2}}).value();
+  Layout b = NamedSharding::Create(m, {{{AxisRef{1}}}, {{AxisRef{0}}}}).value().ToLayout({6, 6}, DType::kF32).value();
+  Layout c = PlacementsToLayout({{Placement::Kind::kShard, 1}, {Placement::Kind::kShard, 0}}, m, {6, 6}, DType::kF32).value();
+  EXPECT_TRUE(a == b);
+  EXPECT_TRUE(b == c);
+  EXPECT_EQ(a.Hash(), c.Hash());
+  Layout d = NamedSharding::Create(m, {{{AxisRef{0}}}, {{AxisRef{1}}}}).value().ToLayout({6, 6}, DType::kF32).value();
+  EXPECT_FALSE(a == d);
+}
+
+TEST(Layout, DTensorNestsTorchChunkUnlikeXla) {
+  Mesh m = Mesh::Create({{"a", 2}, {"b", 3}}).value();
+  Layout dt = PlacementsToLayout({{Placement::Kind::kShard, 0}, {Placement::Kind::kShard, 0}}, m, {10}, DType::kF32).value();
+  EXPECT_EQ(dt.dim(0).cuts, (std::vector<int64_t>{0, 2, 4, 5, 7, 9, 10}));
+  Layout xla = NamedSharding::Create(m, {{{AxisRef{0}, AxisRef{1}}}}).value().ToLayout({10}, DType::kF32).value();
+  EXPECT_EQ(xla.dim(0).cuts, (std::vector<int64_t>{0, 2, 4, 6, 8, 10, 10}));
+  EXPECT_FALSE(dt == xla);
+  // torch.chunk(5, 4) makes 3 chunks of 2,2,1: the fourth rank holds nothing.
+  Mesh four = Mesh::Create({{"a", 4}}).value();
+  Layout short_chunks = PlacementsToLayout({{Placement::Kind::kShard, 0}}, four, {5}, DType::kF32).value();
+  EXPECT_TRUE(short_chunks.DeviceBoxes(3).empty());
+  EXPECT_EQ(short_chunks.DeviceBoxes(2)[0], (Box{{{4, 5}}}));
+}
+
+TEST(Layout, BlockCyclicConcatenatesBlocksInGlobalOrder) {
+  // 10x4 array, blocks of 2x2 over a 2x1 grid: device 0 holds row blocks 0, 2, 4.
+  Layout l = BlockCyclicToLayout({{2, 2}, {2, 1}}, {}, {10, 4}, DType::kF64).value();
+  std::vector<Box> boxes = l.DeviceBoxes(0);
+  ASSERT_EQ(boxes.size(), 3u);
+  EXPECT_EQ(boxes[0], (Box{{{0, 2}, {0, 4}}}));
+  EXPECT_EQ(boxes[1], (Box{{{4, 6}, {0, 4}}}));
+  EXPECT_EQ(boxes[2], (Box{{{8, 10}, {0, 4}}}));
+  EXPECT_EQ(l.LocalShape(0), (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(l.LocalShape(1), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(l.LocalBytes(1), 4 * 4 * 8);
+}
+
+TEST(Layout, DifferentDeviceSets) {
+  Layout l = HloSharding::Tile(TileAssignment::Explicit({4}, {4, 5, 6, 7}).value(), false)
+                 .ToLayout({8}, DType::kF32, std::nullopt)
+                 .value();
+  EXPECT_EQ(l.devices(), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(l.TileOf(0), -1);
+  EXPECT_EQ(l.DeviceBoxes(6)[0], (Box{{{4, 6}}}));
+}
+
+TEST(NamedSharding, SubAxesSplitAnAxis) {
+  // x=4 split into "x":(1)2 (minor) and "x":(2)2 (major).
+  Mesh m = Mesh::Create({{"x", 4}}).value();
+  NamedSharding s = NamedSharding::Create(m, {{{AxisRef{0, 1, 2}}}, {{AxisRef{0, 2, 2}}}}).value();
+  Layout l = s.ToLayout({4, 4}, DType::kF32).value();
+  // Device c: dim 0 tile c % 2, dim 1 tile c / 2.
+  EXPECT_EQ(l.DeviceBoxes(1)[0], (Box{{{2, 4}, {0, 2}}}));
+  EXPECT_EQ(l.DeviceBoxes(2)[0], (Box{{{0, 2}, {2, 4}}}));
+  EXPECT_EQ(s.ToHlo()->ToString(), "{devices=[2,2]<=[2,2]T(1,0)}");
+  EXPECT_FALSE(NamedSharding::Create(m, {{{AxisRef{0}}}, {{AxisRef{0, 2, 2}}}}).ok());  // overlap
+  EXPECT_FALSE(NamedSharding::Create(m, {{{AxisRef{0, 1, 3}}}}).ok());                  // does not divide
+}
+
+}  // namespace
+}  // namespace reshard

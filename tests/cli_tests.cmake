@@ -1,0 +1,38 @@
+# The command-line contract: outputs and exit codes of the reshard tool.
+set(CANON_FROM "{devices=[2,1,4]<=[4,2]T(1,0)}")
+set(CANON_TO "{devices=[1,8,1]<=[8]}")
+set(R $<TARGET_FILE:reshard_cli>)
+
+function(cli_test name regex)
+  add_test(NAME cli.${name} COMMAND ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES PASS_REGULAR_EXPRESSION "${regex}")
+endfunction()
+# Passes when the command exits with `code` (checked by a tiny CMake script).
+function(cli_exit_test name code)
+  add_test(NAME cli.${name} COMMAND ${CMAKE_COMMAND} -DEXPECT=${code} -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.cmake -- ${ARGN})
+endfunction()
+
+cli_test(plan_json "\"devices\":8,.*\"steps\":\\[{\"op\":\"all-to-all\".*\"stats\":{\"collectives\":1,.*\"max_send_bytes\":1792,\"max_recv_bytes\":1792,\"total_bytes\":14336,.*\"lower_bound\":{\"max_recv_bytes\":1792,\"total_bytes\":14336},\"baseline_full_remat\":{\"max_recv_bytes\":14336,\"total_bytes\":114688,\"peak_bytes\":16384}"
+         ${R} plan --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --json)
+cli_test(plan_human "8.0x less traffic than full rematerialization"
+         ${R} plan --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO})
+cli_test(verify_canonical "^verified: 4096 elements on 8 devices"
+         ${R} verify --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO})
+cli_test(verify_jax_mesh "^verified"
+         ${R} verify --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)")
+cli_test(show_json "{\"id\":3,\"boxes\":\\[\\[\\[8,16\\],\\[0,16\\],\\[4,8\\]\\]\\],\"bytes\":2048}"
+         ${R} show --shape 16,16,16 --sharding ${CANON_FROM} --json)
+cli_test(convert_to_jax "^P\\('y', None, 'x'\\)"
+         ${R} convert --shape 16,16,16 --mesh x=4,y=2 --sharding ${CANON_FROM} --to jax)
+cli_test(convert_to_hlo "^{devices=\\[1,8,1\\]<=\\[8\\]}"
+         ${R} convert --shape 16,16,16 --mesh x=4,y=2 --sharding "P(None, ('x','y'), None)" --to hlo)
+cli_test(convert_to_shardy "^#sdy.sharding<@mesh, \\[{\"y\"}, {}, {\"x\"}\\]>"
+         ${R} convert --shape 16,16,16 --mesh x=4,y=2 --sharding "P('y', None, 'x')" --to shardy)
+cli_test(help "reshard show"
+         ${R} show --help)
+cli_exit_test(bad_sharding 2 ${R} show --shape 4,4 --mesh x=2,y=2 --sharding "P('x', 'y'")
+cli_exit_test(bad_shape 2 ${R} show --shape 4,x --sharding "{replicated}" --mesh x=2)
+cli_exit_test(bad_dtype 2 ${R} show --shape 4 --dtype f33 --sharding "{replicated}" --mesh x=2)
+cli_exit_test(unknown_option 2 ${R} show --shape 4 --bogus)
+cli_exit_test(not_expressible 1 ${R} convert --shape 10 --mesh a=2,b=3 --sharding "[Shard(0), Shard(0)]" --to jax)
+cli_exit_test(empty_sharding 2 ${R} plan --shape 4 --from "" --to "{replicated}")

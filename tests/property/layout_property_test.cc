@@ -1,0 +1,94 @@
+// Property test over thousands of random layouts in every notation: each
+// layout covers the array exactly (every element held by exactly its
+// replication count of devices), printing then parsing its text is the
+// identity, and converting it to any other notation that can state it keeps
+// the device-to-box map.
+#include <gtest/gtest.h>
+
+#include "reshard/block_cyclic.h"
+#include "reshard/dtensor.h"
+#include "reshard/named_text.h"
+#include "reshard/notation.h"
+#include "testing/random_layouts.h"
+
+namespace reshard {
+namespace {
+
+std::string Reprint(const std::string& text, Notation n) {
+  switch (n) {
+    case Notation::kHlo: return ParseHloSharding(text)->ToString();
+    case Notation::kHloV3: return PrintNamedText(*ParseHloV3(text));
+    case Notation::kJax: return PrintNamedText(*ParseJaxSpec(text));
+    case Notation::kShardy: return PrintNamedText(*ParseShardySharding(text));
+    case Notation::kDTensor: return PrintPlacements(*ParsePlacements(text));
+    case Notation::kBlockCyclic: return PrintBlockCyclic(*ParseBlockCyclic(text));
+  }
+  return "";
+}
+
+// Holder count of every element, by brute force over each device's boxes.
+std::vector<int64_t> Coverage(const Layout& l) {
+  std::vector<int64_t> count(l.num_elements(), 0);
+  std::vector<int64_t> strides(l.rank(), 1);
+  for (int64_t d = l.rank() - 2; d >= 0; --d) strides[d] = strides[d + 1] * l.shape()[d + 1];
+  for (int64_t dev : l.devices()) {
+    for (const Box& b : l.DeviceBoxes(dev)) {
+      std::vector<int64_t> idx(l.rank());
+      for (int64_t d = 0; d < l.rank(); ++d) idx[d] = b.dims[d].lo;
+      if (b.volume() == 0) continue;
+      while (true) {
+        int64_t flat = 0;
+        for (int64_t d = 0; d < l.rank(); ++d) flat += idx[d] * strides[d];
+        ++count[flat];
+        int64_t d = l.rank() - 1;
+        for (; d >= 0; --d) {
+          if (++idx[d] < b.dims[d].hi) break;
+          idx[d] = b.dims[d].lo;
+        }
+        if (d < 0) break;
+      }
+    }
+  }
+  return count;
+}
+
+TEST(LayoutProperty, RandomLayoutsCoverRoundTripAndConvert) {
+  std::mt19937_64 rng(20261129);
+  int converted = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const std::vector<int64_t> shape = testing::RandomShape(rng, 5, 2048);
+    const Mesh mesh = testing::RandomMesh(rng, iter % 5 == 0 ? 4 : 0);
+    const testing::RandomLayout rl = testing::RandomLayoutText(rng, shape, mesh);
+    SCOPED_TRACE("iter " + std::to_string(iter) + ": " + rl.text + " over " + mesh.ToString());
+    Result<ParsedLayout> p = ParseLayout(rl.text, shape, DType::kF32, rl.mesh);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->notation, rl.notation);
+    const Layout& l = p->layout;
+
+    for (int64_t c : Coverage(l)) ASSERT_EQ(c, rl.replication);
+    EXPECT_EQ(Reprint(rl.text, rl.notation), rl.text);
+
+    const bool named_origin = rl.notation == Notation::kJax || rl.notation == Notation::kShardy ||
+                              rl.notation == Notation::kHloV3 ||
+                              (rl.notation == Notation::kHlo && rl.text.find("devices=") != std::string::npos &&
+                               rl.text.find("<=") != std::string::npos);
+    for (Notation to : {Notation::kHlo, Notation::kHloV3, Notation::kJax, Notation::kShardy, Notation::kDTensor}) {
+      Result<std::string> text = PrintLayout(l, to, mesh);
+      if (named_origin && mesh.is_iota() && (to == Notation::kHlo || to == Notation::kShardy || to == Notation::kHloV3)) {
+        EXPECT_TRUE(text.ok()) << NotationName(to) << ": " << text.status();
+      }
+      if (rl.notation == Notation::kDTensor && to == Notation::kDTensor) {
+        EXPECT_TRUE(text.ok()) << text.status();
+      }
+      if (!text.ok()) continue;
+      Result<ParsedLayout> back = ParseLayout(*text, shape, DType::kF32, mesh);
+      ASSERT_TRUE(back.ok()) << NotationName(to) << " text " << *text << ": " << back.status();
+      EXPECT_TRUE(back->layout == l) << NotationName(to) << " text " << *text << " changes the layout";
+      ++converted;
+    }
+  }
+  EXPECT_GT(converted, 3000);
+}
+
+}  // namespace
+}  // namespace reshard
