@@ -4,7 +4,7 @@
 // The id list is kept iota-compact (ids 0..n-1 are stored as a count) so that
 // meshes of 10^4 devices stay cheap. A mesh with no axes has one device.
 // Invariants (checked by Create): axis names are unique and non-empty, sizes
-// are >= 1, the device count fits int64, ids are distinct and non-negative.
+// are >= 1, there are at most kMaxDevices devices, ids are distinct and non-negative.
 // Immutable value; thread-safe.
 #ifndef RESHARD_MESH_H_
 #define RESHARD_MESH_H_
@@ -19,6 +19,9 @@
 #include "reshard/status.h"
 
 namespace reshard {
+
+// The most devices a mesh or tile assignment may have (2^24).
+inline constexpr int64_t kMaxDevices = int64_t{1} << 24;
 
 class Mesh {
  public:

@@ -14,8 +14,8 @@ Result<Mesh> Mesh::Create(std::vector<Axis> axes, std::vector<int64_t> device_id
     if (a.name.empty()) return Status::InvalidArgument("mesh axis with an empty name");
     if (!seen.insert(a.name).second) return Status::InvalidArgument("mesh axis '" + a.name + "' appears twice");
     if (a.size < 1) return Status::InvalidArgument("mesh axis '" + a.name + "' has size " + std::to_string(a.size) + "; sizes must be >= 1");
-    if (!CheckedMul(m.num_devices_, a.size, &m.num_devices_))
-      return Status::InvalidArgument("mesh device count overflows int64 at axis '" + a.name + "'");
+    if (!CheckedMul(m.num_devices_, a.size, &m.num_devices_) || m.num_devices_ > kMaxDevices)
+      return Status::InvalidArgument("mesh has more than " + std::to_string(kMaxDevices) + " devices at axis '" + a.name + "'");
   }
   m.axes_ = std::move(axes);
   m.strides_.assign(m.axes_.size(), 1);

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "layout/checked_math.h"
+#include "reshard/mesh.h"
 
 namespace reshard {
 namespace {
@@ -13,6 +14,7 @@ Result<int64_t> Product(const std::vector<int64_t>& dims, const char* what) {
   for (int64_t d : dims) {
     if (d < 1) return Status::InvalidArgument(std::string(what) + " must be >= 1, got " + std::to_string(d));
     if (!CheckedMul(p, d, &p)) return Status::InvalidArgument(std::string(what) + " product overflows int64");
+    if (p > kMaxDevices) return Status::InvalidArgument(std::string(what) + " hold more than " + std::to_string(kMaxDevices) + " devices");
   }
   return p;
 }
