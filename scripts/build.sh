@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures and builds one flavour of reshard: release (default) or asan.
+#   scripts/build.sh [release|asan]   -> build/ or build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flavour=${1:-release}
+jobs=$(nproc 2>/dev/null || echo 2)
+case "$flavour" in
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESHARD_SANITIZE=ON -DRESHARD_BUILD_BENCHMARKS=OFF) ;;
+  fuzz) dir=build-fuzz; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESHARD_FUZZ=ON -DRESHARD_BUILD_TESTS=OFF
+                               -DRESHARD_BUILD_BENCHMARKS=OFF -DRESHARD_BUILD_CLI=OFF
+                               -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ;;
+  *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
+cmake --build "$dir" -j "$jobs"

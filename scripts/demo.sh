@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The main job: the canonical reshard end to end.
+#   f32[16,16,16], mesh x=4,y=2 (device = 2x+y)
+#   from P('y', None, 'x') = {devices=[2,1,4]<=[4,2]T(1,0)}
+#   to   P(None, ('x','y'), None) = {devices=[1,8,1]<=[8]}
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+[ -x build/reshard ] || scripts/build.sh release >/dev/null
+R=build/reshard
+SRC="{devices=[2,1,4]<=[4,2]T(1,0)}"
+DST="{devices=[1,8,1]<=[8]}"
+set -x
+$R show --shape 16,16,16 --mesh x=4,y=2 --sharding "P('y', None, 'x')" --dims 0,2
+$R show --shape 16,16,16 --mesh x=4,y=2 --sharding "P(None, ('x','y'), None)" --dims 0,1
+$R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "P('y', None, 'x')" --to hlo
+$R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "$SRC" --to shardy
+$R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "$DST" --to jax
+$R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "$SRC" --to dtensor
+$R plan --shape 16,16,16 --from "$SRC" --to "$DST"
+$R verify --shape 16,16,16 --from "$SRC" --to "$DST"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Every test: the release build's tests, each parser's fuzzer for a bounded
+# time, then the whole suite again under AddressSanitizer + UBSan.
+#   FUZZ_SECONDS=20 (per fuzzer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== release build and tests"
+scripts/build.sh release
+(cd build && ctest --output-on-failure -j "$jobs")
+
+echo "== fuzzers (${FUZZ_SECONDS:-20} s each)"
+scripts/build.sh fuzz
+for f in build-fuzz/tests/fuzz/fuzz_*; do
+  work=$(mktemp -d)
+  if ! "$f" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=256 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$work/" "$work" tests/fuzz/corpus >"$work/log" 2>&1; then
+    tail -40 "$work/log"
+    echo "fuzzer $(basename "$f") found a problem" >&2
+    exit 1
+  fi
+  echo "$(basename "$f"): $(grep -E 'DONE' "$work/log" | tail -1)"
+  rm -rf "$work"
+done
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+scripts/build.sh asan
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+   ctest --output-on-failure -j "$jobs")
