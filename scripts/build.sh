@@ -10,7 +10,7 @@ case "$flavour" in
   asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESHARD_SANITIZE=ON -DRESHARD_BUILD_BENCHMARKS=OFF) ;;
   fuzz) dir=build-fuzz; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRESHARD_FUZZ=ON -DRESHARD_BUILD_TESTS=OFF
                                -DRESHARD_BUILD_BENCHMARKS=OFF -DRESHARD_BUILD_CLI=OFF
-                               -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ;;
+                               -DCMAKE_CXX_COMPILER=clang++) ;;
   *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
 esac
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null

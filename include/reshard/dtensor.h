@@ -22,7 +22,7 @@ namespace reshard {
 struct Placement {
   enum class Kind { kShard, kReplicate };
   Kind kind = Kind::kReplicate;
-  int64_t dim = 0;  // kShard only
+  int64_t dim = 0;  // kShard only; negative counts from the last dim, as in PyTorch
   friend bool operator==(const Placement&, const Placement&) = default;
 };
 

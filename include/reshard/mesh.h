@@ -3,7 +3,8 @@
 // The device at mesh coordinates (c0, c1, ...) is device_ids[row-major index].
 // The id list is kept iota-compact (ids 0..n-1 are stored as a count) so that
 // meshes of 10^4 devices stay cheap. A mesh with no axes has one device.
-// Invariants (checked by Create): axis names are unique and non-empty, sizes
+// Invariants (checked by Create): axis names are unique, non-empty and free of
+// quotes, spaces and control characters, sizes
 // are >= 1, there are at most kMaxDevices devices, ids are distinct and non-negative.
 // Immutable value; thread-safe.
 #ifndef RESHARD_MESH_H_

@@ -2,9 +2,11 @@
 // HLO V3 text state it: for each tensor dim an ordered list of mesh axes
 // (major to minor); axes not listed replicate the array.
 //
-// An AxisRef names a whole mesh axis or a Shardy sub-axis "x":(pre)size, the
-// factor of size `size` of axis x whose minor neighbours multiply to `pre`:
-// the device at coordinate c along x has sub-axis coordinate (c / pre) % size.
+// An AxisRef names a whole mesh axis or a Shardy sub-axis "x":(pre)size: axis
+// x (size n) viewed as major-to-minor factors, the factor of size `size` whose
+// major neighbours multiply to `pre`. The device at coordinate c along x has
+// sub-axis coordinate (c / (n / (pre * size))) % size. So on x=4, "x":(1)2 is
+// the major half (c / 2) and "x":(2)2 the minor half (c % 2), as in Shardy.
 // Dims split with XLA's rule (ceil). Invariants (checked by Create): axes
 // exist, sub-axes divide their axis, no part of an axis is used twice.
 // Immutable value; thread-safe.
@@ -26,13 +28,14 @@ namespace reshard {
 
 struct AxisRef {
   int64_t axis = 0;      // index into mesh.axes()
-  int64_t pre_size = 1;  // sub-axis only
+  int64_t pre_size = 1;  // sub-axis only: product of the major factors before it
   int64_t size = 0;      // 0: the whole axis
   bool is_sub_axis() const { return size != 0; }
   int64_t Size(const Mesh& m) const { return size ? size : m.axes()[axis].size; }
   // Coordinate of the device at mesh position `flat` along this (sub-)axis.
   int64_t Coordinate(const Mesh& m, int64_t flat) const {
-    return (m.Coordinate(flat, axis) / pre_size) % Size(m);
+    const int64_t n = m.axes()[axis].size;
+    return (m.Coordinate(flat, axis) / (n / (pre_size * Size(m)))) % Size(m);
   }
   // "x" or "x:(1)2" (names unquoted; printers add their own quotes).
   std::string ToString(const Mesh& m) const;

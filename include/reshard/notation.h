@@ -48,9 +48,10 @@ Result<ParsedLayout> ParseLayout(std::string_view text, const std::vector<int64_
 // reason when the layout cannot be stated in that notation.
 Result<std::string> PrintLayout(const Layout& layout, Notation notation, const std::optional<Mesh>& mesh);
 
-// A mesh under which an HLO tiled sharding is a named sharding: the iota's
-// reshape dims (axes "a", "b", ...), or the tile dims over the explicit list.
-std::optional<Mesh> SuggestMesh(const HloSharding& s);
+// Meshes under which an HLO tiled sharding may be a named sharding, best
+// first: the iota's reshape dims (axes "a", "b", ...; iota ids), then the tile
+// dims over the sharding's own device list (always works for tiled shardings).
+std::vector<Mesh> SuggestMeshes(const HloSharding& s);
 
 }  // namespace reshard
 

@@ -7,8 +7,11 @@ namespace {
 
 std::vector<std::vector<AxisRef>> AxesPerDim(const std::vector<Placement>& placements, size_t rank) {
   std::vector<std::vector<AxisRef>> axes(rank);
-  for (size_t i = 0; i < placements.size(); ++i)
-    if (placements[i].kind == Placement::Kind::kShard) axes[placements[i].dim].push_back(AxisRef{static_cast<int64_t>(i), 1, 0});
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].kind != Placement::Kind::kShard) continue;
+    const int64_t d = placements[i].dim < 0 ? placements[i].dim + static_cast<int64_t>(rank) : placements[i].dim;
+    axes[d].push_back(AxisRef{static_cast<int64_t>(i), 1, 0});
+  }
   return axes;
 }
 
@@ -20,7 +23,8 @@ Result<Layout> PlacementsToLayout(const std::vector<Placement>& placements, cons
     return Status::InvalidArgument("DTensor needs one placement per mesh dim: " + std::to_string(placements.size()) +
                                    " given for mesh " + mesh.ToString());
   for (const Placement& p : placements)
-    if (p.kind == Placement::Kind::kShard && (p.dim < 0 || p.dim >= static_cast<int64_t>(shape.size())))
+    if (p.kind == Placement::Kind::kShard &&
+        (p.dim < -static_cast<int64_t>(shape.size()) || p.dim >= static_cast<int64_t>(shape.size())))
       return Status::InvalidArgument("Shard(" + std::to_string(p.dim) + ") names a dim outside rank " + std::to_string(shape.size()));
   return BuildMeshLayout(mesh, shape, dtype, AxesPerDim(placements, shape.size()), SplitRule::kNestedChunk);
 }

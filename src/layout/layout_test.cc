@@ -97,15 +97,23 @@ TEST(Layout, DifferentDeviceSets) {
   EXPECT_EQ(l.DeviceBoxes(6)[0], (Box{{{4, 6}}}));
 }
 
-TEST(NamedSharding, SubAxesSplitAnAxis) {
-  // x=4 split into "x":(1)2 (minor) and "x":(2)2 (major).
+TEST(NamedSharding, SubAxesSplitAnAxisAsShardyDoes) {
+  // x=4 viewed as "x":(1)2 (major half, c / 2) and "x":(2)2 (minor half, c % 2).
   Mesh m = Mesh::Create({{"x", 4}}).value();
   NamedSharding s = NamedSharding::Create(m, {{{AxisRef{0, 1, 2}}}, {{AxisRef{0, 2, 2}}}}).value();
   Layout l = s.ToLayout({4, 4}, DType::kF32).value();
-  // Device c: dim 0 tile c % 2, dim 1 tile c / 2.
-  EXPECT_EQ(l.DeviceBoxes(1)[0], (Box{{{2, 4}, {0, 2}}}));
-  EXPECT_EQ(l.DeviceBoxes(2)[0], (Box{{{0, 2}, {2, 4}}}));
-  EXPECT_EQ(s.ToHlo()->ToString(), "{devices=[2,2]<=[2,2]T(1,0)}");
+  // Device c: dim 0 tile c / 2, dim 1 tile c % 2: the same as splitting dims 0,1 by x's halves in order.
+  EXPECT_EQ(l.DeviceBoxes(1)[0], (Box{{{0, 2}, {2, 4}}}));
+  EXPECT_EQ(l.DeviceBoxes(2)[0], (Box{{{2, 4}, {0, 2}}}));
+  EXPECT_EQ(s.ToHlo()->ToString(), "{devices=[2,2]<=[4]}");
+  NamedSharding swapped = NamedSharding::Create(m, {{{AxisRef{0, 2, 2}}}, {{AxisRef{0, 1, 2}}}}).value();
+  EXPECT_EQ(swapped.ToHlo()->ToString(), "{devices=[2,2]<=[2,2]T(1,0)}");
+  // Shardy's documented equivalence: [{"x"},{"y"}] on x=4,y=2 is
+  // [{"d":(1)4},{"d":(4)2}] on d=8.
+  Mesh xy = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  Mesh d = Mesh::Create({{"d", 8}}).value();
+  EXPECT_TRUE(NamedSharding::Create(xy, {{{AxisRef{0}}}, {{AxisRef{1}}}})->ToLayout({8, 8}, DType::kF32).value() ==
+              NamedSharding::Create(d, {{{AxisRef{0, 1, 4}}}, {{AxisRef{0, 4, 2}}}})->ToLayout({8, 8}, DType::kF32).value());
   EXPECT_FALSE(NamedSharding::Create(m, {{{AxisRef{0}}}, {{AxisRef{0, 2, 2}}}}).ok());  // overlap
   EXPECT_FALSE(NamedSharding::Create(m, {{{AxisRef{0, 1, 3}}}}).ok());                  // does not divide
 }

@@ -12,6 +12,9 @@ Result<Mesh> Mesh::Create(std::vector<Axis> axes, std::vector<int64_t> device_id
   std::unordered_set<std::string> seen;
   for (const Axis& a : axes) {
     if (a.name.empty()) return Status::InvalidArgument("mesh axis with an empty name");
+    for (char ch : a.name)
+      if (ch == '"' || ch == '\'' || static_cast<unsigned char>(ch) <= ' ')
+        return Status::InvalidArgument("mesh axis name '" + a.name + "' holds a quote, space or control character");
     if (!seen.insert(a.name).second) return Status::InvalidArgument("mesh axis '" + a.name + "' appears twice");
     if (a.size < 1) return Status::InvalidArgument("mesh axis '" + a.name + "' has size " + std::to_string(a.size) + "; sizes must be >= 1");
     if (!CheckedMul(m.num_devices_, a.size, &m.num_devices_) || m.num_devices_ > kMaxDevices)

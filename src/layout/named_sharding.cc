@@ -70,14 +70,16 @@ Result<HloSharding> NamedSharding::ToHlo() const {
       bounds[r.axis].push_back(r.pre_size);
       bounds[r.axis].push_back(r.pre_size * r.Size(mesh_));
     }
-  // Pieces in mesh order, each axis major to minor; size-1 pieces vanish.
+  // Pieces in mesh order, each axis major to minor (a boundary is the product
+  // of the factors major to it, so ascending boundaries go major to minor);
+  // size-1 pieces vanish.
   std::vector<int64_t> piece_sizes;
-  std::vector<std::map<int64_t, int64_t>> piece_at(num_axes);  // lower bound -> piece index
+  std::vector<std::map<int64_t, int64_t>> piece_at(num_axes);  // lower boundary -> piece index
   for (int64_t a = 0; a < num_axes; ++a) {
     std::vector<int64_t>& b = bounds[a];
     std::sort(b.begin(), b.end());
     b.erase(std::unique(b.begin(), b.end()), b.end());
-    for (int64_t i = static_cast<int64_t>(b.size()) - 2; i >= 0; --i) {
+    for (size_t i = 0; i + 1 < b.size(); ++i) {
       piece_at[a][b[i]] = static_cast<int64_t>(piece_sizes.size());
       piece_sizes.push_back(b[i + 1] / b[i]);
     }
@@ -87,7 +89,7 @@ Result<HloSharding> NamedSharding::ToHlo() const {
   for (const Dim& d : dims_) {
     int64_t k = 1;
     for (const AxisRef& r : d.axes) {
-      // Pieces of this reference, major (high factor) to minor.
+      // Pieces of this reference, major to minor.
       std::vector<int64_t> mine;
       for (const auto& [lo, idx] : piece_at[r.axis])
         if (lo >= r.pre_size && lo < r.pre_size * r.Size(mesh_)) mine.push_back(idx);

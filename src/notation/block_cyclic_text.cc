@@ -34,7 +34,7 @@ Result<BlockCyclic> ParseBlockCyclic(std::string_view text) {
   BlockCyclic bc;
   bool have_block = false, have_grid = false;
   do {
-    const size_t at = c.pos();
+    const size_t at = c.Mark();
     RESHARD_ASSIGN_OR_RETURN(std::string key, c.ParseIdentifier());
     RESHARD_RETURN_IF_ERROR(c.Expect("="));
     if (key == "block" && !have_block) {

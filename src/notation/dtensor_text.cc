@@ -13,11 +13,13 @@ Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
   const std::string close = tuple ? ")" : "]";
   std::vector<Placement> out;
   while (!c.TryConsume(close)) {
-    const size_t at = c.pos();
+    const size_t at = c.Mark();
     if (c.TryConsumeWord("Shard")) {
       RESHARD_RETURN_IF_ERROR(c.Expect("("));
       if (c.TryConsumeWord("dim")) RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      const bool negative = c.TryConsume("-");  // Python-style, counted from the last dim
       RESHARD_ASSIGN_OR_RETURN(int64_t d, c.ParseInt());
+      if (negative) d = -d;
       RESHARD_RETURN_IF_ERROR(c.Expect(")"));
       out.push_back({Placement::Kind::kShard, d});
     } else if (c.TryConsumeWord("Replicate")) {

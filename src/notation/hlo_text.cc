@@ -24,15 +24,19 @@ Result<std::vector<int64_t>> ParseIntList(TextCursor& c, char open, char close) 
 // Trailing ", metadata={...}" or " metadata={...}" parts are ignored.
 Status SkipMetadata(TextCursor& c) {
   while (true) {
+    const size_t before = c.pos();
     c.TryConsume(",");
-    if (!c.TryConsumeWord("metadata")) return Status::Ok();
+    if (!c.TryConsumeWord("metadata")) {
+      c.set_pos(before);  // a comma belongs to metadata only
+      return Status::Ok();
+    }
     RESHARD_RETURN_IF_ERROR(c.Expect("="));
     RESHARD_RETURN_IF_ERROR(c.SkipBalanced());
   }
 }
 
 Result<HloSharding> ParseTiled(TextCursor& c) {
-  const size_t start = c.pos();
+  const size_t start = c.Mark();
   RESHARD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ParseIntList(c, '[', ']'));
   if (dims.empty()) return c.ErrorAt(start, "tile dimensions are empty");
   Result<TileAssignment> tiles = Status::Internal("unset");
@@ -60,7 +64,7 @@ Result<HloSharding> ParseTiled(TextCursor& c) {
     RESHARD_RETURN_IF_ERROR(c.Expect("{"));
     int64_t count = 0;
     do {
-      const size_t at = c.pos();
+      const size_t at = c.Mark();
       RESHARD_ASSIGN_OR_RETURN(std::string type, c.ParseIdentifier());
       if (type == "manual" || type == "unreduced")
         return Status::NotSupported(c.ErrorAt(at, "'" + type + "' subgroups are not supported yet").message());
@@ -89,7 +93,7 @@ Result<HloSharding> ParseHloSharding(std::string_view text) {
   if (c.AtEnd()) return Status::InvalidArgument("empty sharding text");
   RESHARD_RETURN_IF_ERROR(c.Expect("{"));
   Result<HloSharding> out = Status::Internal("unset");
-  const size_t at = c.pos();
+  const size_t at = c.Mark();
   if (c.Peek() == '{') return Status::NotSupported(c.ErrorAt(at, "tuple shardings are not supported yet").message());
   if (c.TryConsumeWord("replicated")) {
     out = HloSharding::Replicate();

@@ -11,11 +11,11 @@ using Axis = NamedText::Axis;
 // Shardy axis: "x" or "x":(1)2. V3 axis: x or x:(1)2.
 Result<Axis> ParseAxis(TextCursor& c, bool quoted) {
   Axis a;
-  a.column = c.pos();
-  c.Peek();  // skip space so the column points at the name
-  a.column = c.pos();
+  a.column = c.Mark();
   if (quoted) {
-    RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted());
+    char q = '"';
+    RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted(&q));
+    if (q != '"') return c.ErrorAt(a.column, "Shardy axis names are written in double quotes");
   } else {
     RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
   }
@@ -63,7 +63,7 @@ Result<std::vector<NamedText::Dim>> ParseDimList(TextCursor& c, bool quoted) {
 // ", replicated={...}" and friends after the dim list.
 Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
   while (c.TryConsume(",")) {
-    const size_t at = c.pos();
+    const size_t at = c.Mark();
     if (c.TryConsumeWord("replicated")) {
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_ASSIGN_OR_RETURN(NamedText::Dim set, ParseDimSet(c, quoted));
@@ -82,13 +82,16 @@ Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
 
 // Mesh body after '<': ["x"=4, "y"=2] [, device_ids=[...]] '>'.
 Result<Mesh> ParseShardyMeshBody(TextCursor& c) {
-  const size_t start = c.pos();
+  const size_t start = c.Mark();
   RESHARD_RETURN_IF_ERROR(c.Expect("["));
   std::vector<Mesh::Axis> axes;
   if (!c.TryConsume("]")) {
     do {
       Mesh::Axis a;
-      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted());
+      char q = '"';
+      const size_t at = c.Mark();
+      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted(&q));
+      if (q != '"') return c.ErrorAt(at, "Shardy axis names are written in double quotes");
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
       axes.push_back(std::move(a));
@@ -112,7 +115,12 @@ Result<Mesh> ParseShardyMeshBody(TextCursor& c) {
   return m;
 }
 
-std::string Quote(const std::string& s, char q) { return std::string(1, q) + s + std::string(1, q); }
+// Quotes `s` with q, or with the other quote when s contains q (the
+// parsers take no escapes, so no name holds both).
+std::string Quote(const std::string& s, char q) {
+  if (s.find(q) != std::string::npos) q = q == '\'' ? '"' : '\'';
+  return std::string(1, q) + s + std::string(1, q);
+}
 
 std::string PrintAxis(const Axis& a, char quote) {
   std::string s = quote ? Quote(a.name, quote) : a.name;
@@ -143,8 +151,7 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
   RESHARD_RETURN_IF_ERROR(c.Expect("("));
   bool first_quote = true;
   auto parse_name = [&](NamedText::Dim& d) -> Status {
-    c.Peek();
-    const size_t col = c.pos();
+    const size_t col = c.Mark();
     char q = '\'';
     RESHARD_ASSIGN_OR_RETURN(std::string name, c.ParseQuoted(&q));
     if (first_quote) { t.quote = q; first_quote = false; }
@@ -153,7 +160,7 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
   };
   while (!c.TryConsume(")")) {
     NamedText::Dim d;
-    const size_t at = c.pos();
+    const size_t at = c.Mark();
     if (c.TryConsumeWord("None")) {
     } else if (c.TryConsume("(")) {
       d.tuple = true;
@@ -215,7 +222,7 @@ Result<NamedText> ParseHloV3(std::string_view text) {
   t.mesh_name.clear();
   RESHARD_RETURN_IF_ERROR(c.Expect("{"));
   RESHARD_RETURN_IF_ERROR(c.Expect("mesh"));
-  const size_t mesh_at = c.pos();
+  const size_t mesh_at = c.Mark();
   RESHARD_RETURN_IF_ERROR(c.Expect("["));
   std::vector<Mesh::Axis> axes;
   if (!c.TryConsume("]")) {
@@ -287,7 +294,7 @@ std::string PrintNamedText(const NamedText& t) {
 Result<NamedSharding> BindNamedText(const NamedText& t, const std::optional<Mesh>& given, std::string_view source) {
   const std::optional<Mesh>& mesh = t.inline_mesh ? t.inline_mesh : given;
   TextCursor c(source);
-  if (!mesh) return Status::InvalidArgument("this sharding names mesh axes but no mesh was given (use --mesh)");
+  if (!mesh) return Status::InvalidArgument("this sharding is stated over a mesh, but no mesh was given (use --mesh)");
   auto resolve = [&](const Axis& a) -> Result<AxisRef> {
     std::optional<int64_t> idx = mesh->AxisIndex(a.name);
     if (!idx) return c.ErrorAt(a.column, "unknown mesh axis '" + a.name + "' (mesh is " + mesh->ToString() + ")");

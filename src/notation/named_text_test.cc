@@ -7,7 +7,9 @@ namespace {
 
 TEST(NamedText, RoundTrips) {
   const char* jax[] = {"P('y', None, 'x')", "P(None, ('x', 'y'), None)", "P()", "PartitionSpec('x')",
-                       "P(\"x\", None)", "P(('x',), None)"};
+                       "P(\"x\", None)", "P(('x',), None)",
+                       // Found by fuzz_parse_named: a name holding the other quote.
+                       "P('y', \"'y'',\")"};
   for (const char* t : jax) EXPECT_EQ(PrintNamedText(ParseJaxSpec(t).value()), t);
   const char* shardy[] = {
       "#sdy.sharding<@mesh, [{\"y\"}, {}, {\"x\"}]>",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 
 #include "reshard/block_cyclic.h"
 #include "reshard/dtensor.h"
@@ -21,6 +22,13 @@ std::string_view TrimLeft(std::string_view s) {
 }
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+bool IsIdentifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
 
 // The same layout over `mesh` as a tiled HLO sharding, without a mesh:
 // explicit ids, each tile's holders ascending as the replica group.
@@ -132,7 +140,8 @@ Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional
       // Everything on every device, or everything on one device.
       if (l.num_tiles() == 1 && l.TileElements(0) == l.num_elements()) {
         auto h = l.Holders(0);
-        if (h.size() == l.devices().size() && h.size() > 1) return std::string("{replicated}");
+        // One device: {replicated} needs the mesh to name it (JAX prints it so), else maximal.
+        if (h.size() == l.devices().size() && (h.size() > 1 || mesh)) return std::string("{replicated}");
         if (h.size() == 1) return "{maximal device=" + std::to_string(h[0]) + "}";
       }
       if (mesh) {
@@ -151,6 +160,9 @@ Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional
       RESHARD_ASSIGN_OR_RETURN(Mesh m, RequireMesh(mesh, n));
       if (n == Notation::kHloV3 && !m.is_iota())
         return Status::InvalidArgument("HLO V3 text names no device ids, and mesh " + m.ToString() + " is not an iota");
+      if (n == Notation::kHloV3)
+        for (const Mesh::Axis& a : m.axes())
+          if (!IsIdentifier(a.name)) return Status::InvalidArgument("HLO V3 text cannot name mesh axis '" + a.name + "'");
       RESHARD_ASSIGN_OR_RETURN(NamedSharding s, NamedShardingFromLayout(l, m, /*allow_sub_axes=*/n != Notation::kJax));
       const NamedText::Syntax syntax = n == Notation::kJax      ? NamedText::Syntax::kJax
                                        : n == Notation::kShardy ? NamedText::Syntax::kShardy
@@ -168,21 +180,22 @@ Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional
   return Status::Internal("unhandled notation");
 }
 
-std::optional<Mesh> SuggestMesh(const HloSharding& s) {
+std::vector<Mesh> SuggestMeshes(const HloSharding& s) {
   const auto* t = std::get_if<HloSharding::Tiled>(&s.kind());
-  if (!t) return std::nullopt;
-  std::vector<Mesh::Axis> axes;
+  if (!t) return {};
   auto name = [](size_t i) { return i < 26 ? std::string(1, static_cast<char>('a' + i)) : "a" + std::to_string(i); };
+  std::vector<Mesh> out;
   if (t->tiles.is_iota()) {
+    std::vector<Mesh::Axis> axes;
     for (int64_t size : t->tiles.reshape_dims())
       if (size > 1) axes.push_back({name(axes.size()), size});
-    Result<Mesh> m = Mesh::Create(std::move(axes));
-    return m.ok() ? std::optional<Mesh>(*m) : std::nullopt;
+    if (Result<Mesh> m = Mesh::Create(std::move(axes)); m.ok()) out.push_back(*m);
   }
+  std::vector<Mesh::Axis> axes;
   for (int64_t size : t->tiles.dims())
     if (size > 1) axes.push_back({name(axes.size()), size});
-  Result<Mesh> m = Mesh::Create(std::move(axes), t->tiles.Devices());
-  return m.ok() ? std::optional<Mesh>(*m) : std::nullopt;
+  if (Result<Mesh> m = Mesh::Create(std::move(axes), t->tiles.Devices()); m.ok()) out.push_back(*m);
+  return out;
 }
 
 }  // namespace reshard

@@ -17,6 +17,8 @@ class TextCursor {
   explicit TextCursor(std::string_view text) : text_(text) {}
 
   size_t pos() const { return pos_; }
+  // Skips spaces and returns the position of the next token (for errors).
+  size_t Mark() { SkipSpace(); return pos_; }
   void set_pos(size_t p) { pos_ = p; }
   bool AtEnd() { SkipSpace(); return pos_ >= text_.size(); }
   char Peek() { SkipSpace(); return pos_ < text_.size() ? text_[pos_] : '\0'; }

@@ -5,6 +5,7 @@
 // the lower bound. One device's part must equal its share of the whole plan.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <tuple>
 
 #include "reshard/exchange.h"
@@ -23,6 +24,8 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
   std::mt19937_64 rng(7);
   const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kS8, DType::kF64, DType::kC128};
   int64_t moved = 0;
+  std::map<Notation, int> seen;  // source notations covered
+  int disjoint = 0, replicated_sources = 0, rank0 = 0, empty_shards = 0;
   for (int iter = 0; iter < 5000; ++iter) {
     const std::vector<int64_t> shape = testing::RandomShape(rng, iter % 10 == 0 ? 1 : 4, 1024);
     const DType dtype = kTypes[iter % 5];
@@ -46,6 +49,11 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
     const SimulationReport r = Simulate(plan, stats);
     ASSERT_TRUE(r.ok()) << r.first_problem;
     moved += stats.total_bytes;
+    ++seen[a.notation];
+    disjoint += src->layout.devices() != dst->layout.devices() ? 1 : 0;  // different device sets
+    replicated_sources += a.replication > 1 ? 1 : 0;
+    rank0 += shape.empty() ? 1 : 0;
+    for (int64_t dev : dst->layout.devices()) empty_shards += dst->layout.LocalBytes(dev) == 0 ? 1 : 0;
 
     if (iter % 7 == 0 && !ex->devices().empty()) {
       const int64_t dev = ex->devices()[rng() % ex->devices().size()];
@@ -57,7 +65,14 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
       EXPECT_EQ(got, want) << "device " << dev;
     }
   }
+  // The generator must really cover every feature the test claims to.
   EXPECT_GT(moved, 0);
+  EXPECT_EQ(seen.size(), 6u);
+  for (const auto& [n, count] : seen) EXPECT_GT(count, 100) << NotationName(n);
+  EXPECT_GT(disjoint, 100);
+  EXPECT_GT(replicated_sources, 500);
+  EXPECT_GT(rank0, 20);
+  EXPECT_GT(empty_shards, 100);
 }
 
 }  // namespace

@@ -21,18 +21,22 @@ void AddCommonOptions(CLI::App* app, CommonOptions& o) {
 }
 
 void ThrowIfError(const Status& s, const std::string& context, int code) {
-  if (!s.ok()) throw CliError(code, context.empty() ? s.message() : context + ": " + s.message());
+  if (s.ok()) return;
+  // Valid input reshard does not handle yet is a request it cannot meet, not bad input.
+  if (s.code() == Status::Code::kNotSupported) code = kExitUnmet;
+  if (s.code() == Status::Code::kInternal) code = kExitInternal;
+  throw CliError(code, context.empty() ? s.message() : context + ": " + s.message());
 }
 
-std::vector<int64_t> ParseShape(const std::string& text) {
-  std::vector<int64_t> shape;
+std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option) {
+  std::vector<int64_t> out;
   std::string t = text;
-  if (t == "[]" || t.empty()) return shape;
-  if (t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+  if (t.empty()) return out;
   size_t pos = 0;
   while (true) {
-    size_t end = t.find(',', pos);
-    std::string item = t.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    const size_t end = t.find(',', pos);
+    const std::string item = t.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
     size_t used = 0;
     long long v = -1;
     try {
@@ -41,12 +45,17 @@ std::vector<int64_t> ParseShape(const std::string& text) {
       used = 0;
     }
     if (used == 0 || used != item.size() || v < 0)
-      throw CliError(kExitBadInput, fmt::format("--shape: '{}' at column {} is not a non-negative integer\n  {}\n  {}^", item,
+      throw CliError(kExitBadInput, fmt::format("{}: '{}' at column {} is not a non-negative integer\n  {}\n  {}^", option, item,
                                                 pos + 1, t, std::string(pos, ' ')));
-    shape.push_back(v);
+    out.push_back(v);
     if (end == std::string::npos) break;
     pos = end + 1;
   }
+  return out;
+}
+
+std::vector<int64_t> ParseShape(const std::string& text) {
+  std::vector<int64_t> shape = ParseIntList(text, "--shape");
   if (shape.size() > static_cast<size_t>(kMaxRank))
     throw CliError(kExitBadInput, fmt::format("--shape: rank {} exceeds the maximum {}", shape.size(), kMaxRank));
   return shape;
@@ -61,7 +70,7 @@ DType ParseDTypeOrThrow(const std::string& text) {
 std::optional<Mesh> BuildMesh(const std::string& mesh_text, const std::string& devices_text, const std::string& option) {
   std::vector<int64_t> ids;
   if (!devices_text.empty()) {
-    ids = ParseShape(devices_text);  // same syntax: comma-separated non-negative integers
+    ids = ParseIntList(devices_text, "--devices");
   }
   if (mesh_text.empty()) {
     if (ids.empty()) return std::nullopt;
@@ -121,6 +130,8 @@ LayoutPair LoadPair(const PairOptions& o) {
 std::string FormatShape(const std::vector<int64_t>& shape, DType dtype) {
   return fmt::format("{}[{}]", DTypeName(dtype), fmt::join(shape, ","));
 }
+
+std::string Plural(int64_t n, const std::string& word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);

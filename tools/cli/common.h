@@ -14,9 +14,11 @@
 namespace reshard::cli {
 
 // Exit codes: 0 success; 1 the request is valid but cannot be met (a layout
-// not expressible in a notation, a failed verification); 2 bad input.
+// not expressible in a notation, a feature not supported yet, a failed
+// verification); 2 bad input; 3 an internal error.
 inline constexpr int kExitUnmet = 1;
 inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitInternal = 3;
 
 struct CliError : std::runtime_error {
   CliError(int code, const std::string& msg) : std::runtime_error(msg), exit_code(code) {}
@@ -33,6 +35,8 @@ struct CommonOptions {
 
 void AddCommonOptions(CLI::App* app, CommonOptions& o);
 
+// "1,2,3" or "[1,2,3]" -> {1,2,3}; throws CliError(2) naming `option` and the column.
+std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option);
 // "16,16,16" -> {16,16,16}; "" or "[]" -> rank 0. Throws CliError(2).
 std::vector<int64_t> ParseShape(const std::string& text);
 DType ParseDTypeOrThrow(const std::string& text);
@@ -60,6 +64,7 @@ void ThrowIfError(const Status& s, const std::string& context, int code = kExitB
 
 std::string FormatShape(const std::vector<int64_t>& shape, DType dtype);  // "f32[16,16,16]"
 std::string FormatBytes(int64_t bytes);                                   // "14336 B (14.0 KiB)"
+std::string Plural(int64_t n, const std::string& word);                   // "1 device", "8 devices"
 
 // The exit code main returns after a subcommand ran without throwing.
 int& ExitCode();

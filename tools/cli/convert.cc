@@ -24,15 +24,18 @@ void RunConvert(const ConvertOptions& o) {
   const std::optional<Mesh> given = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
   const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, given, "--sharding");
   // The output mesh: the one given, the one the input was stated over, or one
-  // read off an HLO iota (axes a, b, ...).
+  // read off an HLO tile assignment (axes a, b, ...).
   std::optional<Mesh> mesh = given ? given : p.mesh;
-  bool suggested = false;
-  if (!mesh && p.notation == Notation::kHlo) {
-    Result<HloSharding> hlo = ParseHloSharding(o.sharding);
-    if (hlo.ok()) mesh = SuggestMesh(*hlo);
-    suggested = mesh.has_value();
-  }
   Result<std::string> text = PrintLayout(p.layout, *to, mesh);
+  bool suggested = false;
+  if (!text.ok() && !mesh && p.notation == Notation::kHlo) {
+    if (Result<HloSharding> hlo = ParseHloSharding(o.sharding); hlo.ok()) {
+      for (const Mesh& m : SuggestMeshes(*hlo)) {
+        Result<std::string> t = PrintLayout(p.layout, *to, m);
+        if (t.ok()) { text = std::move(t); mesh = m; suggested = true; break; }
+      }
+    }
+  }
   ThrowIfError(text.status(), fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
   const bool named = *to != Notation::kHlo && mesh.has_value();
   if (o.common.json) {
@@ -42,7 +45,7 @@ void RunConvert(const ConvertOptions& o) {
     return;
   }
   std::cout << *text << "\n";
-  if (named && suggested) std::cerr << fmt::format("note: over mesh {} (read off the sharding's iota)\n", mesh->ToString());
+  if (named && suggested) std::cerr << fmt::format("note: over mesh {} (read off the tile assignment)\n", mesh->ToString());
 }
 
 }  // namespace

@@ -133,17 +133,18 @@ void RunPlan(const PlanCliOptions& o) {
   }
 
   std::ostream& out = std::cout;
-  out << fmt::format("reshard plan: {} on {} devices (strategy: {})\n", FormatShape(src.shape(), src.dtype()),
-                     ex->devices().size(), o.pair.strategy);
+  out << fmt::format("reshard plan: {} on {} (strategy: {})\n", FormatShape(src.shape(), src.dtype()),
+                     Plural(ex->devices().size(), "device"), o.pair.strategy);
   out << fmt::format("  from {}   [{}]\n  to   {}   [{}]\n\n", o.pair.from, NotationName(pair.source.notation), o.pair.to,
                      NotationName(pair.target.notation));
   out << "steps:\n";
   int step = 0;
   if (stats.messages > 0)
-    out << fmt::format("  {}. all-to-all{}  {} messages, {} in total\n", ++step, uniform ? "" : " (variable sizes: all-to-all-v)",
-                       stats.messages, FormatBytes(stats.total_bytes));
+    out << fmt::format("  {}. all-to-all{}  {}, {} in total\n", ++step, uniform ? "" : " (variable sizes: all-to-all-v)",
+                       Plural(stats.messages, "message"), FormatBytes(stats.total_bytes));
   if (stats.local_bytes > 0)
-    out << fmt::format("  {}. copy        {} local copies, {} (no communication)\n", ++step, local_copies, FormatBytes(stats.local_bytes));
+    out << fmt::format("  {}. copy        {}, {} (no communication)\n", ++step, (local_copies == 1 ? std::string("1 local copy") : fmt::format("{} local copies", local_copies)),
+                       FormatBytes(stats.local_bytes));
   if (step == 0) out << "  (nothing to do)\n";
   out << "\nper device:\n";
   out << fmt::format("  {:>6} {:>10} {:>10} {:>10} {:>9} {:>10}\n", "device", "send B", "recv B", "local B", "msgs o/i", "peak B");
@@ -161,10 +162,15 @@ void RunPlan(const PlanCliOptions& o) {
   out << fmt::format("full rematerialization: max recv {}, total {}, peak {}\n", FormatBytes(base.max_recv_bytes),
                      FormatBytes(base.total_bytes), FormatBytes(base.peak_bytes));
   if (stats.total_bytes > 0)
-    out << fmt::format("{:.1f}x less traffic than full rematerialization, {:.1f}x less peak memory\n",
-                       Ratio(base.total_bytes, stats.total_bytes), Ratio(base.peak_bytes, stats.peak_bytes));
+    out << fmt::format("{:.1f}x less traffic than full rematerialization, ", Ratio(base.total_bytes, stats.total_bytes));
   else
-    out << "no data moves between devices\n";
+    out << "no data moves between devices, ";
+  // The plan's peak counts source, target and staging buffers; the baseline's only the gathered array.
+  if (stats.peak_bytes <= base.peak_bytes)
+    out << fmt::format("{:.1f}x less peak memory\n", Ratio(base.peak_bytes, stats.peak_bytes));
+  else
+    out << fmt::format("{:.1f}x more peak memory (the plan counts source, target and staging buffers; the baseline only "
+                       "the gathered array)\n", Ratio(stats.peak_bytes, base.peak_bytes));
   out << "\n";
   matrix.Print(out);
 }

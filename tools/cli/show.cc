@@ -78,6 +78,14 @@ void RunShow(const ShowOptions& o) {
   const std::optional<Mesh> mesh = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
   const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, mesh, "--sharding");
   const Layout& l = p.layout;
+  int64_t di = 0, dj = 1;
+  if (!o.dims.empty()) {
+    std::vector<int64_t> d = ParseIntList(o.dims, "--dims");
+    if (d.size() != 2 || d[0] >= l.rank() || d[1] >= l.rank() || d[0] == d[1])
+      throw CliError(kExitBadInput, fmt::format("--dims: '{}' must name two different dims below rank {}", o.dims, l.rank()));
+    di = d[0];
+    dj = d[1];
+  }
   if (o.common.json) {
     nlohmann::ordered_json j;
     j["shape"] = shape;
@@ -96,7 +104,7 @@ void RunShow(const ShowOptions& o) {
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << fmt::format("{} on {} devices, {} notation: {}\n", FormatShape(shape, dtype), l.devices().size(),
+  std::cout << fmt::format("{} on {}, {} notation: {}\n", FormatShape(shape, dtype), Plural(l.devices().size(), "device"),
                            NotationName(p.notation), o.sharding);
   for (int64_t dev : l.devices()) {
     std::vector<std::string> boxes;
@@ -104,14 +112,6 @@ void RunShow(const ShowOptions& o) {
     std::string shown = boxes.empty() ? "nothing" : boxes.size() <= 4 ? fmt::format("{}", fmt::join(boxes, " "))
                                                                       : fmt::format("{} {} ... ({} boxes)", boxes[0], boxes[1], boxes.size());
     std::cout << fmt::format("  device {:>4}: {:>10} bytes  {}\n", dev, l.LocalBytes(dev), shown);
-  }
-  int64_t di = 0, dj = 1;
-  if (!o.dims.empty()) {
-    std::vector<int64_t> d = ParseShape(o.dims);
-    if (d.size() != 2 || d[0] >= l.rank() || d[1] >= l.rank() || d[0] == d[1])
-      throw CliError(kExitBadInput, fmt::format("--dims: '{}' must name two different dims below rank {}", o.dims, l.rank()));
-    di = d[0];
-    dj = d[1];
   }
   if (l.rank() == 2 || (!o.dims.empty() && l.rank() > 2)) {
     std::cout << "\n";
