@@ -40,3 +40,11 @@ cli_exit_test(not_supported 1 ${R} show --shape 8 --mesh a=2 --sharding "{manual
 cli_exit_test(dims_checked_first 2 ${R} show --shape 8,8 --mesh a=2 --sharding "P('a')" --dims 0,0)
 cli_test(devices_over_32 "^verified" ${R} verify --shape 66 --devices 32,31,30,29,28,27,26,25,24,23,22,21,20,19,18,17,16,15,14,13,12,11,10,9,8,7,6,5,4,3,2,1,0 --from "{replicated}" --to "[Shard(0)]")
 cli_test(convert_replicated_without_mesh "^P\\('a', None, None\\)" ${R} convert --shape 16,16,16 --sharding "{devices=[4,1,1,2]<=[8] last_tile_dim_replicate}" --to jax)
+
+# Every `$ reshard ...` example in the docs, run and diffed against the text shown.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  file(GLOB RESHARD_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/docs/notations/*.md)
+  add_test(NAME docs.examples COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_doc_examples.py
+           --reshard $<TARGET_FILE:reshard_cli> ${RESHARD_DOCS})
+endif()

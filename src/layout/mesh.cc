@@ -30,9 +30,9 @@ Result<Mesh> Mesh::Create(std::vector<Axis> axes, std::vector<int64_t> device_id
     std::unordered_set<int64_t> ids;
     bool iota = true;
     for (size_t i = 0; i < device_ids.size(); ++i) {
-      if (device_ids[i] < 0) return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " at position " + std::to_string(i) + " is negative");
+      if (device_ids[i] < 0) return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " (entry " + std::to_string(i + 1) + ") is negative");
       if (!ids.insert(device_ids[i]).second)
-        return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " is repeated (position " + std::to_string(i) + ")");
+        return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " is repeated (entry " + std::to_string(i + 1) + ")");
       iota = iota && device_ids[i] == static_cast<int64_t>(i);
     }
     if (!iota) m.device_ids_ = std::move(device_ids);

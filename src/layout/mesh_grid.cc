@@ -27,7 +27,8 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
                                const std::vector<std::vector<AxisRef>>& dims, SplitRule rule) {
   if (dims.size() != shape.size())
     return Status::InvalidArgument("the sharding names " + std::to_string(dims.size()) +
-                                   " dimensions but the shape has rank " + std::to_string(shape.size()));
+                                   (dims.size() == 1 ? " dimension" : " dimensions") + " but the shape has rank " +
+                                   std::to_string(shape.size()));
   std::vector<DimGrid> grids;
   for (size_t d = 0; d < dims.size(); ++d) {
     std::vector<int64_t> sizes;

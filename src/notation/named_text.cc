@@ -171,7 +171,9 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
     } else if (c.Peek() == '\'' || c.Peek() == '"') {
       RESHARD_RETURN_IF_ERROR(parse_name(d));
     } else if (c.TryConsumeWord("unreduced") || c.TryConsumeWord("reduced") || c.TryConsumeWord("P")) {
-      return Status::NotSupported(c.ErrorAt(at, "unreduced axes and P.UNCONSTRAINED are not supported yet").message());
+      const std::string what(text.substr(at, c.pos() - at));
+      return Status::NotSupported(
+          c.ErrorAt(at, (what == "P" ? std::string("P.UNCONSTRAINED is") : "'" + what + "' axes are") + " not supported yet").message());
     } else {
       return c.Error("expected None, an axis name in quotes, or a tuple of names (found " + c.Found() + ")");
     }

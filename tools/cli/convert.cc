@@ -23,20 +23,29 @@ void RunConvert(const ConvertOptions& o) {
   ThrowIfError(to.status(), "--to");
   const std::optional<Mesh> given = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
   const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, given, "--sharding");
-  // The output mesh: the one given, the one the input was stated over, or one
-  // read off an HLO tile assignment (axes a, b, ...).
-  std::optional<Mesh> mesh = given ? given : p.mesh;
-  Result<std::string> text = PrintLayout(p.layout, *to, mesh);
+  // The output mesh: the one given, the one the input was stated over, or else
+  // one read off an HLO tile assignment (axes a, b, ...), then none at all.
+  std::vector<std::optional<Mesh>> meshes;
   bool suggested = false;
-  if (!text.ok() && !mesh && p.notation == Notation::kHlo) {
-    if (Result<HloSharding> hlo = ParseHloSharding(o.sharding); hlo.ok()) {
-      for (const Mesh& m : SuggestMeshes(*hlo)) {
-        Result<std::string> t = PrintLayout(p.layout, *to, m);
-        if (t.ok()) { text = std::move(t); mesh = m; suggested = true; break; }
-      }
-    }
+  if (given || p.mesh) {
+    meshes.push_back(given ? given : p.mesh);
+  } else {
+    if (p.notation == Notation::kHlo)
+      if (Result<HloSharding> hlo = ParseHloSharding(o.sharding); hlo.ok())
+        for (Mesh& m : SuggestMeshes(*hlo)) meshes.push_back(std::move(m));
+    suggested = !meshes.empty();
+    meshes.push_back(std::nullopt);
   }
-  ThrowIfError(text.status(), fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
+  Result<std::string> text = Status::Internal("no mesh tried");
+  Status first_error;
+  std::optional<Mesh> mesh;
+  for (const std::optional<Mesh>& m : meshes) {
+    text = PrintLayout(p.layout, *to, m);
+    if (text.ok()) { mesh = m; break; }
+    if (first_error.ok()) first_error = text.status();
+  }
+  if (!text.ok()) ThrowIfError(first_error, fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
+  suggested = suggested && mesh.has_value();
   const bool named = *to != Notation::kHlo && mesh.has_value();
   if (o.common.json) {
     nlohmann::ordered_json j = {{"notation", o.to}, {"text", *text}};

@@ -161,7 +161,9 @@ void RunPlan(const PlanCliOptions& o) {
                      lb.max_recv_bytes == stats.max_recv_bytes && lb.total_bytes == stats.total_bytes ? "  (the plan meets it)" : "");
   out << fmt::format("full rematerialization: max recv {}, total {}, peak {}\n", FormatBytes(base.max_recv_bytes),
                      FormatBytes(base.total_bytes), FormatBytes(base.peak_bytes));
-  if (stats.total_bytes > 0)
+  if (stats.total_bytes > 0 && stats.total_bytes == base.total_bytes)
+    out << "the same traffic as full rematerialization, ";
+  else if (stats.total_bytes > 0)
     out << fmt::format("{:.1f}x less traffic than full rematerialization, ", Ratio(base.total_bytes, stats.total_bytes));
   else
     out << "no data moves between devices, ";
