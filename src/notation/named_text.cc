@@ -80,22 +80,39 @@ Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
   return Status::Ok();
 }
 
+// "name=size, ..." up to (not including) the closing bracket: quoted names in
+// Shardy, identifiers in V3 and the CLI form. Checks each name where it stands.
+Result<std::vector<Mesh::Axis>> ParseAxisSizes(TextCursor& c, bool quoted) {
+  std::vector<Mesh::Axis> axes;
+  do {
+    Mesh::Axis a;
+    const size_t at = c.Mark();
+    if (quoted) {
+      char q = '"';
+      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted(&q));
+      if (q != '"') return c.ErrorAt(at, "Shardy axis names are written in double quotes");
+    } else {
+      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
+    }
+    if (Result<Mesh> one = Mesh::Create({{a.name, 1}}); !one.ok()) return c.ErrorAt(at, one.status().message());
+    for (const Mesh::Axis& b : axes)
+      if (b.name == a.name) return c.ErrorAt(at, "mesh axis '" + a.name + "' appears twice");
+    RESHARD_RETURN_IF_ERROR(c.Expect("="));
+    const size_t size_at = c.Mark();
+    RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
+    if (a.size < 1) return c.ErrorAt(size_at, "mesh axis sizes must be >= 1");
+    axes.push_back(std::move(a));
+  } while (c.TryConsume(","));
+  return axes;
+}
+
 // Mesh body after '<': ["x"=4, "y"=2] [, device_ids=[...]] '>'.
 Result<Mesh> ParseShardyMeshBody(TextCursor& c) {
   const size_t start = c.Mark();
   RESHARD_RETURN_IF_ERROR(c.Expect("["));
   std::vector<Mesh::Axis> axes;
   if (!c.TryConsume("]")) {
-    do {
-      Mesh::Axis a;
-      char q = '"';
-      const size_t at = c.Mark();
-      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseQuoted(&q));
-      if (q != '"') return c.ErrorAt(at, "Shardy axis names are written in double quotes");
-      RESHARD_RETURN_IF_ERROR(c.Expect("="));
-      RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
-      axes.push_back(std::move(a));
-    } while (c.TryConsume(","));
+    RESHARD_ASSIGN_OR_RETURN(axes, ParseAxisSizes(c, /*quoted=*/true));
     RESHARD_RETURN_IF_ERROR(c.Expect("]"));
   }
   std::vector<int64_t> ids;
@@ -115,8 +132,6 @@ Result<Mesh> ParseShardyMeshBody(TextCursor& c) {
   return m;
 }
 
-// Quotes `s` with q, or with the other quote when s contains q (the
-// parsers take no escapes, so no name holds both).
 std::string Quote(const std::string& s, char q) {
   if (s.find(q) != std::string::npos) q = q == '\'' ? '"' : '\'';
   return std::string(1, q) + s + std::string(1, q);
@@ -228,13 +243,7 @@ Result<NamedText> ParseHloV3(std::string_view text) {
   RESHARD_RETURN_IF_ERROR(c.Expect("["));
   std::vector<Mesh::Axis> axes;
   if (!c.TryConsume("]")) {
-    do {
-      Mesh::Axis a;
-      RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
-      RESHARD_RETURN_IF_ERROR(c.Expect("="));
-      RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
-      axes.push_back(std::move(a));
-    } while (c.TryConsume(","));
+    RESHARD_ASSIGN_OR_RETURN(axes, ParseAxisSizes(c, /*quoted=*/false));
     RESHARD_RETURN_IF_ERROR(c.Expect("]"));
   }
   Result<Mesh> m = Mesh::Create(std::move(axes));
@@ -366,14 +375,7 @@ Result<Mesh> ParseMesh(std::string_view text, std::string* name) {
     return m;
   }
   // CLI form: x=4,y=2
-  std::vector<Mesh::Axis> axes;
-  do {
-    Mesh::Axis a;
-    RESHARD_ASSIGN_OR_RETURN(a.name, c.ParseIdentifier());
-    RESHARD_RETURN_IF_ERROR(c.Expect("="));
-    RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
-    axes.push_back(std::move(a));
-  } while (c.TryConsume(","));
+  RESHARD_ASSIGN_OR_RETURN(std::vector<Mesh::Axis> axes, ParseAxisSizes(c, /*quoted=*/false));
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
   Result<Mesh> m = Mesh::Create(std::move(axes));
   if (!m.ok()) return c.ErrorAt(0, m.status().message());

@@ -95,7 +95,6 @@ void RunPlan(const PlanCliOptions& o) {
     if (t.from == t.to) { ++local_copies; return; }
     if (first_size < 0) first_size = b;
     uniform = uniform && b == first_size;
-    if (list_transfers) transfers.push_back({{"from", t.from}, {"to", t.to}, {"bytes", b}});
   });
   // All-to-all-v is uniform only if every pair of participants exchanges the same amount.
   uniform = uniform && stats.messages == static_cast<int64_t>(ex->devices().size() * (ex->devices().size() - 1));
@@ -127,7 +126,22 @@ void RunPlan(const PlanCliOptions& o) {
         {"baseline_full_remat",
          {{"max_recv_bytes", base.max_recv_bytes}, {"total_bytes", base.total_bytes}, {"peak_bytes", base.peak_bytes}}},
         {"per_device", per_device}};
-    if (list_transfers) j["transfers"] = transfers;
+    if (list_transfers) {
+      // Each transfer with what it moves: per dim, runs [global_lo, length,
+      // offset in the sender's source buffer, offset in the receiver's target
+      // buffer]; the elements moved are their cross product.
+      const ExchangePlan plan = ex->Plan();
+      for (const Transfer& t : plan.transfers()) {
+        nlohmann::ordered_json dims = nlohmann::ordered_json::array();
+        for (int64_t d = 0; d < src.rank(); ++d) {
+          nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+          for (const Segment& seg : plan.Segments(t, d)) runs.push_back({seg.global_lo, seg.length, seg.src_offset, seg.dst_offset});
+          dims.push_back(runs);
+        }
+        transfers.push_back({{"from", t.from}, {"to", t.to}, {"bytes", plan.Bytes(t)}, {"runs", dims}});
+      }
+      j["transfers"] = transfers;
+    }
     std::cout << j.dump() << "\n";
     return;
   }
@@ -183,7 +197,8 @@ void RegisterPlan(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "plan the minimal exchange between two layouts");
   AddPairOptions(cmd, o->pair);
-  cmd->add_flag("--transfers", o->transfers, "list every transfer in --json output (default: up to 64 devices)");
+  cmd->add_flag("--transfers", o->transfers,
+                "list every transfer (local copies included) with its runs in --json output (default: up to 64 devices)");
   cmd->callback([o]() { RunPlan(*o); });
 }
 
