@@ -92,6 +92,10 @@ class Layout {
   int64_t LocalBytes(int64_t device) const;
   // The boxes `device` holds, in local-buffer order (row-major over per-dim intervals).
   std::vector<Box> DeviceBoxes(int64_t device) const;
+  // Where each of DeviceBoxes(device) starts in the local buffer (one index per dim).
+  std::vector<std::vector<int64_t>> DeviceBoxOrigins(int64_t device) const;
+  // DeviceBoxes(device).size(), without listing them.
+  int64_t DeviceBoxCount(int64_t device) const;
 
   friend bool operator==(const Layout& a, const Layout& b);
   size_t Hash() const;

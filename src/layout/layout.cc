@@ -173,26 +173,63 @@ int64_t Layout::LocalBytes(int64_t device) const {
   return t < 0 ? 0 : TileElements(t) * element_bytes();
 }
 
+namespace {
+
+// Visits the cross product of per-dim interval lists in row-major order,
+// with each interval's offset within its dim's local extent.
+template <typename F>
+void ForEachBox(const std::vector<std::vector<Interval>>& per_dim, F&& f) {
+  const size_t rank = per_dim.size();
+  for (const auto& ivs : per_dim)
+    if (ivs.empty()) return;
+  std::vector<std::vector<int64_t>> offsets(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t at = 0;
+    for (const Interval& iv : per_dim[d]) { offsets[d].push_back(at); at += iv.size(); }
+  }
+  std::vector<size_t> idx(rank, 0);
+  while (true) {
+    Box b;
+    std::vector<int64_t> origin;
+    for (size_t d = 0; d < rank; ++d) { b.dims.push_back(per_dim[d][idx[d]]); origin.push_back(offsets[d][idx[d]]); }
+    f(std::move(b), std::move(origin));
+    size_t d = rank;
+    while (d > 0 && ++idx[d - 1] == per_dim[d - 1].size()) idx[--d] = 0;
+    if (d == 0) return;
+  }
+}
+
+}  // namespace
+
 std::vector<Box> Layout::DeviceBoxes(int64_t device) const {
+  std::vector<Box> boxes;
   const int64_t t = TileOf(device);
-  if (t < 0 || TileElements(t) == 0) return {};
+  if (t < 0 || TileElements(t) == 0) return boxes;
   std::vector<int32_t> c = TileCoords(t);
   std::vector<std::vector<Interval>> per_dim(rank());
   for (int64_t d = 0; d < rank(); ++d) per_dim[d] = TileIntervals(d, c[d]);
-  std::vector<Box> boxes;
-  std::vector<size_t> idx(rank(), 0);
-  while (true) {
-    Box b;
-    for (int64_t d = 0; d < rank(); ++d) b.dims.push_back(per_dim[d][idx[d]]);
-    boxes.push_back(std::move(b));
-    int64_t d = rank() - 1;
-    for (; d >= 0; --d) {
-      if (++idx[d] < per_dim[d].size()) break;
-      idx[d] = 0;
-    }
-    if (d < 0) break;
-  }
+  ForEachBox(per_dim, [&](Box b, std::vector<int64_t>) { boxes.push_back(std::move(b)); });
   return boxes;
+}
+
+std::vector<std::vector<int64_t>> Layout::DeviceBoxOrigins(int64_t device) const {
+  std::vector<std::vector<int64_t>> origins;
+  const int64_t t = TileOf(device);
+  if (t < 0 || TileElements(t) == 0) return origins;
+  std::vector<int32_t> c = TileCoords(t);
+  std::vector<std::vector<Interval>> per_dim(rank());
+  for (int64_t d = 0; d < rank(); ++d) per_dim[d] = TileIntervals(d, c[d]);
+  ForEachBox(per_dim, [&](Box, std::vector<int64_t> origin) { origins.push_back(std::move(origin)); });
+  return origins;
+}
+
+int64_t Layout::DeviceBoxCount(int64_t device) const {
+  const int64_t t = TileOf(device);
+  if (t < 0 || TileElements(t) == 0) return 0;
+  std::vector<int32_t> c = TileCoords(t);
+  int64_t n = 1;
+  for (int64_t d = 0; d < rank(); ++d) n *= static_cast<int64_t>(TileIntervals(d, c[d]).size());
+  return n;
 }
 
 namespace {

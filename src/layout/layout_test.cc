@@ -84,6 +84,8 @@ TEST(Layout, BlockCyclicConcatenatesBlocksInGlobalOrder) {
   EXPECT_EQ(boxes[1], (Box{{{4, 6}, {0, 4}}}));
   EXPECT_EQ(boxes[2], (Box{{{8, 10}, {0, 4}}}));
   EXPECT_EQ(l.LocalShape(0), (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(l.DeviceBoxOrigins(0), (std::vector<std::vector<int64_t>>{{0, 0}, {2, 0}, {4, 0}}));
+  EXPECT_EQ(l.DeviceBoxCount(0), 3);
   EXPECT_EQ(l.LocalShape(1), (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(l.LocalBytes(1), 4 * 4 * 8);
 }

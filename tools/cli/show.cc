@@ -2,6 +2,7 @@
 // picture of two of its dims, in the spirit of jax.debug.visualize_sharding.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -92,26 +93,49 @@ void RunShow(const ShowOptions& o) {
     j["dtype"] = std::string(DTypeName(dtype));
     j["notation"] = std::string(NotationName(p.notation));
     j["devices"] = nlohmann::ordered_json::array();
+    int64_t total_boxes = 0;
+    for (int64_t dev : l.devices()) total_boxes += l.DeviceBoxCount(dev);
+    // Block-cyclic layouts can hold very many boxes; past kMaxListed only counts are printed.
+    constexpr int64_t kMaxListed = 1'000'000;
     for (int64_t dev : l.devices()) {
-      nlohmann::ordered_json boxes = nlohmann::ordered_json::array();
-      for (const Box& b : l.DeviceBoxes(dev)) {
-        nlohmann::ordered_json box = nlohmann::ordered_json::array();
-        for (const Interval& iv : b.dims) box.push_back({iv.lo, iv.hi});
-        boxes.push_back(box);
+      nlohmann::ordered_json entry = {{"id", dev}};
+      if (total_boxes <= kMaxListed) {
+        nlohmann::ordered_json boxes = nlohmann::ordered_json::array();
+        for (const Box& b : l.DeviceBoxes(dev)) {
+          nlohmann::ordered_json box = nlohmann::ordered_json::array();
+          for (const Interval& iv : b.dims) box.push_back({iv.lo, iv.hi});
+          boxes.push_back(box);
+        }
+        entry["boxes"] = boxes;
       }
-      j["devices"].push_back({{"id", dev}, {"boxes", boxes}, {"bytes", l.LocalBytes(dev)}});
+      entry["bytes"] = l.LocalBytes(dev);
+      entry["box_count"] = l.DeviceBoxCount(dev);
+      entry["local_shape"] = l.LocalShape(dev);
+      if (total_boxes <= kMaxListed) entry["box_origins"] = l.DeviceBoxOrigins(dev);
+      j["devices"].push_back(entry);
     }
     std::cout << j.dump() << "\n";
     return;
   }
   std::cout << fmt::format("{} on {}, {} notation: {}\n", FormatShape(shape, dtype), Plural(l.devices().size(), "device"),
                            NotationName(p.notation), o.sharding);
+  const bool blocks = std::any_of(l.devices().begin(), l.devices().end(), [&](int64_t d) { return l.DeviceBoxCount(d) > 1; });
   for (int64_t dev : l.devices()) {
-    std::vector<std::string> boxes;
-    for (const Box& b : l.DeviceBoxes(dev)) boxes.push_back(b.ToString());
-    std::string shown = boxes.empty() ? "nothing" : boxes.size() <= 4 ? fmt::format("{}", fmt::join(boxes, " "))
-                                                                      : fmt::format("{} {} ... ({} boxes)", boxes[0], boxes[1], boxes.size());
-    std::cout << fmt::format("  device {:>4}: {:>10} bytes  {}\n", dev, l.LocalBytes(dev), shown);
+    const int64_t count = l.DeviceBoxCount(dev);
+    std::string shown = "nothing";
+    if (count > 0 && count <= 4) {
+      std::vector<std::string> boxes;
+      for (const Box& b : l.DeviceBoxes(dev)) boxes.push_back(b.ToString());
+      shown = fmt::format("{}", fmt::join(boxes, " "));
+    } else if (count > 4 && count <= 100'000) {
+      std::vector<Box> all = l.DeviceBoxes(dev);
+      shown = fmt::format("{} {} ... ({} boxes)", all[0].ToString(), all[1].ToString(), count);
+    } else if (count > 4) {
+      shown = fmt::format("{} boxes", count);
+    }
+    // Where the boxes concatenate into a local buffer, say its shape.
+    const std::string local = blocks && count > 0 ? fmt::format("  local [{}]", fmt::join(l.LocalShape(dev), ",")) : "";
+    std::cout << fmt::format("  device {:>4}: {:>10} bytes  {}{}\n", dev, l.LocalBytes(dev), shown, local);
   }
   if (l.rank() == 2 || (!o.dims.empty() && l.rank() > 2)) {
     std::cout << "\n";
