@@ -20,7 +20,7 @@ cli_test(verify_canonical "^verified: 4096 elements on 8 devices"
          ${R} verify --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO})
 cli_test(verify_jax_mesh "^verified"
          ${R} verify --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)")
-cli_test(show_json "{\"id\":3,\"boxes\":\\[\\[\\[8,16\\],\\[0,16\\],\\[4,8\\]\\]\\],\"bytes\":2048}"
+cli_test(show_json "{\"id\":3,\"boxes\":\\[\\[\\[8,16\\],\\[0,16\\],\\[4,8\\]\\]\\],\"bytes\":2048,\"box_count\":1,\"local_shape\":\\[8,16,4\\]"
          ${R} show --shape 16,16,16 --sharding ${CANON_FROM} --json)
 cli_test(convert_to_jax "^P\\('y', None, 'x'\\)"
          ${R} convert --shape 16,16,16 --mesh x=4,y=2 --sharding ${CANON_FROM} --to jax)
