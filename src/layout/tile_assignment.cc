@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "layout/checked_math.h"
+#include "layout/int_list.h"
 #include "reshard/mesh.h"
 
 namespace reshard {
@@ -19,18 +20,12 @@ Result<int64_t> Product(const std::vector<int64_t>& dims, const char* what) {
   return p;
 }
 
-std::string Join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 }  // namespace
 
 Result<TileAssignment> TileAssignment::Explicit(std::vector<int64_t> dims, std::vector<int64_t> devices) {
   RESHARD_ASSIGN_OR_RETURN(int64_t n, Product(dims, "tile dimensions"));
   if (n != static_cast<int64_t>(devices.size()))
-    return Status::InvalidArgument("tile dimensions [" + Join(dims) + "] need " + std::to_string(n) + " devices but " +
+    return Status::InvalidArgument("tile dimensions [" + JoinInts(dims) + "] need " + std::to_string(n) + " devices but " +
                                    std::to_string(devices.size()) + " are listed");
   std::unordered_set<int64_t> seen;
   for (int64_t d : devices) {
@@ -49,15 +44,15 @@ Result<TileAssignment> TileAssignment::Iota(std::vector<int64_t> dims, std::vect
   RESHARD_ASSIGN_OR_RETURN(int64_t n, Product(dims, "tile dimensions"));
   RESHARD_ASSIGN_OR_RETURN(int64_t m, Product(reshape_dims, "iota reshape dimensions"));
   if (n != m)
-    return Status::InvalidArgument("tile dimensions [" + Join(dims) + "] hold " + std::to_string(n) +
-                                   " devices but the iota [" + Join(reshape_dims) + "] has " + std::to_string(m));
+    return Status::InvalidArgument("tile dimensions [" + JoinInts(dims) + "] hold " + std::to_string(n) +
+                                   " devices but the iota [" + JoinInts(reshape_dims) + "] has " + std::to_string(m));
   if (perm.empty()) for (size_t i = 0; i < reshape_dims.size(); ++i) perm.push_back(static_cast<int64_t>(i));
   if (perm.size() != reshape_dims.size())
-    return Status::InvalidArgument("transpose T(" + Join(perm) + ") does not match the " + std::to_string(reshape_dims.size()) + " iota dimensions");
+    return Status::InvalidArgument("transpose T(" + JoinInts(perm) + ") does not match the " + std::to_string(reshape_dims.size()) + " iota dimensions");
   std::vector<int64_t> sorted = perm;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)
-    if (sorted[i] != static_cast<int64_t>(i)) return Status::InvalidArgument("transpose T(" + Join(perm) + ") is not a permutation");
+    if (sorted[i] != static_cast<int64_t>(i)) return Status::InvalidArgument("transpose T(" + JoinInts(perm) + ") is not a permutation");
 
   // Canonicalize: drop size-1 dims, then merge runs perm[i+1] == perm[i]+1.
   std::vector<int64_t> keep_rank(reshape_dims.size(), -1);
@@ -116,10 +111,10 @@ std::vector<int64_t> TileAssignment::Devices() const {
 }
 
 std::string TileAssignment::ToString() const {
-  std::string s = "[" + Join(dims_) + "]";
-  if (!explicit_.empty()) return s + Join(explicit_);
-  s += "<=[" + Join(reshape_dims_) + "]";
-  if (perm_.size() > 1) s += "T(" + Join(perm_) + ")";
+  std::string s = "[" + JoinInts(dims_) + "]";
+  if (!explicit_.empty()) return s + JoinInts(explicit_);
+  s += "<=[" + JoinInts(reshape_dims_) + "]";
+  if (perm_.size() > 1) s += "T(" + JoinInts(perm_) + ")";
   return s;
 }
 

@@ -1,31 +1,10 @@
 // Block-cyclic text: "blockcyclic(block=[64,64], grid=[2,4])"; the two
 // keywords may come in either order.
+#include "layout/int_list.h"
 #include "notation/text_cursor.h"
 #include "reshard/block_cyclic.h"
 
 namespace reshard {
-namespace {
-
-Result<std::vector<int64_t>> ParseList(TextCursor& c) {
-  RESHARD_RETURN_IF_ERROR(c.Expect("["));
-  std::vector<int64_t> v;
-  if (c.TryConsume("]")) return v;
-  do {
-    RESHARD_ASSIGN_OR_RETURN(int64_t x, c.ParseInt());
-    v.push_back(x);
-  } while (c.TryConsume(","));
-  RESHARD_RETURN_IF_ERROR(c.Expect("]"));
-  return v;
-}
-
-std::string Join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
-}  // namespace
-
 Result<BlockCyclic> ParseBlockCyclic(std::string_view text) {
   TextCursor c(text);
   if (c.AtEnd()) return Status::InvalidArgument("empty block-cyclic text");
@@ -38,10 +17,10 @@ Result<BlockCyclic> ParseBlockCyclic(std::string_view text) {
     RESHARD_ASSIGN_OR_RETURN(std::string key, c.ParseIdentifier());
     RESHARD_RETURN_IF_ERROR(c.Expect("="));
     if (key == "block" && !have_block) {
-      RESHARD_ASSIGN_OR_RETURN(bc.block, ParseList(c));
+      RESHARD_ASSIGN_OR_RETURN(bc.block, c.ParseIntList('[', ']'));
       have_block = true;
     } else if (key == "grid" && !have_grid) {
-      RESHARD_ASSIGN_OR_RETURN(bc.grid, ParseList(c));
+      RESHARD_ASSIGN_OR_RETURN(bc.grid, c.ParseIntList('[', ']'));
       have_grid = true;
     } else {
       return c.ErrorAt(at, "expected 'block=' or 'grid=' once each, found '" + key + "'");
@@ -57,7 +36,7 @@ Result<BlockCyclic> ParseBlockCyclic(std::string_view text) {
 }
 
 std::string PrintBlockCyclic(const BlockCyclic& bc) {
-  return "blockcyclic(block=[" + Join(bc.block) + "], grid=[" + Join(bc.grid) + "])";
+  return "blockcyclic(block=[" + JoinInts(bc.block) + "], grid=[" + JoinInts(bc.grid) + "])";
 }
 
 }  // namespace reshard

@@ -8,19 +8,6 @@
 namespace reshard {
 namespace {
 
-// "[a,b,c]" after the cursor.
-Result<std::vector<int64_t>> ParseIntList(TextCursor& c, char open, char close) {
-  RESHARD_RETURN_IF_ERROR(c.Expect(std::string(1, open)));
-  std::vector<int64_t> v;
-  if (c.TryConsume(std::string(1, close))) return v;
-  do {
-    RESHARD_ASSIGN_OR_RETURN(int64_t x, c.ParseInt());
-    v.push_back(x);
-  } while (c.TryConsume(","));
-  RESHARD_RETURN_IF_ERROR(c.Expect(std::string(1, close)));
-  return v;
-}
-
 // Trailing ", metadata={...}" or " metadata={...}" parts are ignored.
 Status SkipMetadata(TextCursor& c) {
   while (true) {
@@ -37,14 +24,14 @@ Status SkipMetadata(TextCursor& c) {
 
 Result<HloSharding> ParseTiled(TextCursor& c) {
   const size_t start = c.Mark();
-  RESHARD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ParseIntList(c, '[', ']'));
+  RESHARD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, c.ParseIntList('[', ']'));
   if (dims.empty()) return c.ErrorAt(start, "tile dimensions are empty");
   Result<TileAssignment> tiles = Status::Internal("unset");
   if (c.TryConsume("<=")) {
-    RESHARD_ASSIGN_OR_RETURN(std::vector<int64_t> reshape, ParseIntList(c, '[', ']'));
+    RESHARD_ASSIGN_OR_RETURN(std::vector<int64_t> reshape, c.ParseIntList('[', ']'));
     std::vector<int64_t> perm;
     if (c.TryConsume("T")) {
-      RESHARD_ASSIGN_OR_RETURN(perm, ParseIntList(c, '(', ')'));
+      RESHARD_ASSIGN_OR_RETURN(perm, c.ParseIntList('(', ')'));
     }
     tiles = TileAssignment::Iota(dims, reshape, perm);
   } else {

@@ -59,6 +59,18 @@ Result<int64_t> TextCursor::ParseInt() {
   return v;
 }
 
+Result<std::vector<int64_t>> TextCursor::ParseIntList(char open, char close) {
+  RESHARD_RETURN_IF_ERROR(Expect(std::string(1, open)));
+  std::vector<int64_t> v;
+  if (TryConsume(std::string(1, close))) return v;
+  do {
+    RESHARD_ASSIGN_OR_RETURN(int64_t x, ParseInt());
+    v.push_back(x);
+  } while (TryConsume(","));
+  RESHARD_RETURN_IF_ERROR(Expect(std::string(1, close)));
+  return v;
+}
+
 Result<std::string> TextCursor::ParseIdentifier() {
   SkipSpace();
   const size_t start = pos_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reshard/status.h"
 
@@ -29,6 +30,8 @@ class TextCursor {
   Status Expect(std::string_view token);
   Status ExpectEnd();
   Result<int64_t> ParseInt();  // non-negative decimal, overflow-checked
+  // "[1,2,3]" with the given brackets; may be empty.
+  Result<std::vector<int64_t>> ParseIntList(char open, char close);
   Result<std::string> ParseIdentifier();  // [A-Za-z_][A-Za-z0-9_]*
   // A quoted string with ' or "; `quote` receives the quote character used.
   Result<std::string> ParseQuoted(char* quote = nullptr);
