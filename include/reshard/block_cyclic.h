@@ -14,9 +14,14 @@
 #include <vector>
 
 #include "reshard/layout.h"
+#include "reshard/mesh.h"
 #include "reshard/status.h"
 
 namespace reshard {
+
+// The most blocks all dims may have together (the sum over dims of their block
+// counts, 2^26), so that a layout's size stays bounded whatever the input.
+inline constexpr int64_t kMaxBlocks = int64_t{1} << 26;
 
 struct BlockCyclic {
   std::vector<int64_t> block;  // per dim, >= 1
@@ -28,6 +33,7 @@ Result<BlockCyclic> ParseBlockCyclic(std::string_view text);
 std::string PrintBlockCyclic(const BlockCyclic& bc);
 
 // `devices` lists prod(grid) device ids in row-major grid order (empty: iota).
+// Fails beyond kMaxDevices processes or kMaxBlocks blocks.
 Result<Layout> BlockCyclicToLayout(const BlockCyclic& bc, const std::vector<int64_t>& devices,
                                    const std::vector<int64_t>& shape, DType dtype);
 

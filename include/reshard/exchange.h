@@ -71,7 +71,9 @@ class ExchangePlan {
 
 class Exchange {
  public:
-  // REQUIRES nothing; fails unless both layouts have the same shape and dtype.
+  // REQUIRES nothing; fails unless both layouts have the same shape and dtype,
+  // and unless the array's bytes times (devices + 4) fit in int64, which keeps
+  // every statistic of the plan exact.
   static Result<Exchange> Create(const Layout& source, const Layout& target);
 
   const Layout& source() const;

@@ -19,18 +19,24 @@
 
 namespace reshard {
 
+// The most elements (source plus target buffers over all devices) Simulate
+// will hold: 2^27, about 2 GiB of tags with their staging.
+inline constexpr int64_t kMaxSimulatedElements = int64_t{1} << 27;
+
 struct SimulationReport {
+  bool too_large = false;         // refused: more than kMaxSimulatedElements
   int64_t devices = 0;
   int64_t elements_checked = 0;   // target elements compared
   int64_t mismatches = 0;         // wrong value, never written, or written twice
   int64_t peak_bytes = 0;         // most bytes any device held at once
   int64_t peak_excess_devices = 0;  // devices that held more than the stats claim
   std::string first_problem;      // empty when exact and within the peak
-  bool ok() const { return mismatches == 0 && peak_excess_devices == 0; }
+  bool ok() const { return !too_large && mismatches == 0 && peak_excess_devices == 0; }
 };
 
 // REQUIRES: `plan` is a whole plan (every transfer of the exchange);
-// `claimed` its stats (peak per device checked against them).
+// `claimed` its stats (peak per device checked against them). Plans over more
+// than kMaxSimulatedElements are refused (too_large) before allocating.
 SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed);
 
 }  // namespace reshard

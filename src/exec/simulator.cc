@@ -52,6 +52,15 @@ SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed) {
   auto problem = [&](const std::string& what) {
     if (report.first_problem.empty()) report.first_problem = what;
   };
+  int64_t elements = 0;
+  for (int64_t id : src.devices()) elements += src.TileOf(id) >= 0 ? src.TileElements(src.TileOf(id)) : 0;
+  for (int64_t id : dst.devices()) elements += dst.TileOf(id) >= 0 ? dst.TileElements(dst.TileOf(id)) : 0;
+  if (elements > kMaxSimulatedElements) {
+    report.too_large = true;
+    problem("too large to simulate: " + std::to_string(elements) + " elements in all buffers, more than " +
+            std::to_string(kMaxSimulatedElements));
+    return report;
+  }
   for (int64_t id : src.devices()) {
     Device& d = devices[id];
     for (int64_t g : GlobalIndexOfLocal(src, id)) d.source.push_back(static_cast<Tag>(g) + 1);

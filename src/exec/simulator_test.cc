@@ -36,5 +36,14 @@ TEST(Simulator, CatchesMissingElements) {
   EXPECT_NE(r.first_problem.find("never written"), std::string::npos);
 }
 
+TEST(Simulator, RefusesPlansTooLargeToHold) {
+  Layout src = ParseLayout("{devices=[2]<=[2]}", {int64_t{1} << 27}, DType::kS8, std::nullopt)->layout;
+  Layout dst = ParseLayout("{devices=[2]1,0}", {int64_t{1} << 27}, DType::kS8, std::nullopt)->layout;
+  Exchange ex = Exchange::Create(src, dst).value();
+  SimulationReport r = Simulate(ex.Plan(), ComputeStats(ex));
+  EXPECT_TRUE(r.too_large);
+  EXPECT_FALSE(r.ok());
+}
+
 }  // namespace
 }  // namespace reshard

@@ -9,19 +9,26 @@ Result<Layout> BlockCyclicToLayout(const BlockCyclic& bc, const std::vector<int6
   if (bc.block.size() != shape.size() || bc.grid.size() != shape.size())
     return Status::InvalidArgument("block-cyclic block and grid need one entry per dimension (rank " +
                                    std::to_string(shape.size()) + ")");
-  std::vector<DimGrid> dims;
-  int64_t procs = 1;
+  // Check every size before building anything: hostile input must not allocate.
+  int64_t procs = 1, cells = 0, bytes = ByteSize(dtype);
   for (size_t d = 0; d < shape.size(); ++d) {
     if (bc.block[d] < 1 || bc.grid[d] < 1) return Status::InvalidArgument("block and grid entries must be >= 1");
-    if (bc.grid[d] > (int64_t{1} << 30)) return Status::InvalidArgument("grid extent too large");
-    if (!CheckedMul(procs, bc.grid[d], &procs)) return Status::InvalidArgument("grid size overflows int64");
+    if (shape[d] < 0) return Status::InvalidArgument("dimension " + std::to_string(d) + " has a negative extent");
+    if (!CheckedMul(procs, bc.grid[d], &procs) || procs > kMaxDevices)
+      return Status::InvalidArgument("the process grid has more than " + std::to_string(kMaxDevices) + " processes");
+    if (!CheckedMul(bytes, shape[d], &bytes)) return Status::InvalidArgument("the array's byte size overflows int64");
+    cells += shape[d] == 0 ? 1 : CeilDiv(shape[d], bc.block[d]);
+    if (cells > kMaxBlocks)
+      return Status::InvalidArgument("more than " + std::to_string(kMaxBlocks) + " blocks along the dimensions together");
+  }
+  std::vector<DimGrid> dims;
+  for (size_t d = 0; d < shape.size(); ++d) {
     const int64_t blocks = shape[d] == 0 ? 0 : CeilDiv(shape[d], bc.block[d]);
-    if (blocks > (int64_t{1} << 26)) return Status::InvalidArgument("dimension " + std::to_string(d) + " has too many blocks");
     DimGrid g;
     g.tiles = static_cast<int32_t>(bc.grid[d]);
     g.cuts.push_back(0);
     for (int64_t i = 0; i < blocks; ++i) {
-      g.cuts.push_back(std::min((i + 1) * bc.block[d], shape[d]));
+      g.cuts.push_back(MulClamp(i + 1, bc.block[d], shape[d]));
       g.cell_tile.push_back(static_cast<int32_t>(i % bc.grid[d]));
     }
     if (blocks == 0) { g.cuts.push_back(0); g.cell_tile.push_back(0); }

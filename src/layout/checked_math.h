@@ -12,6 +12,12 @@ inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_a
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
+// min(i * c, n) for i, c >= 0, n >= 0, without overflowing when i * c would.
+inline int64_t MulClamp(int64_t i, int64_t c, int64_t n) {
+  int64_t p = 0;
+  return CheckedMul(i, c, &p) && p < n ? p : n;
+}
+
 }  // namespace reshard
 
 #endif  // RESHARD_SRC_LAYOUT_CHECKED_MATH_H_

@@ -11,7 +11,7 @@ DimGrid DimGrid::Ceil(int64_t n, int64_t k) {
   DimGrid g;
   const int64_t c = k > 0 ? CeilDiv(n, k) : n;
   g.cuts.resize(k + 1);
-  for (int64_t i = 0; i <= k; ++i) g.cuts[i] = std::min(i * c, n);
+  for (int64_t i = 0; i <= k; ++i) g.cuts[i] = MulClamp(i, c, n);
   g.cell_tile.resize(k);
   for (int64_t i = 0; i < k; ++i) g.cell_tile[i] = static_cast<int32_t>(i);
   g.tiles = static_cast<int32_t>(k);

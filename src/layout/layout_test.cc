@@ -17,6 +17,9 @@ TEST(DimGrid, CeilFollowsXlaUnevenRule) {
   EXPECT_EQ(DimGrid::Ceil(3, 4).cuts, (std::vector<int64_t>{0, 1, 2, 3, 3}));   // last shard empty
   EXPECT_EQ(DimGrid::Ceil(5, 4).cuts, (std::vector<int64_t>{0, 2, 4, 5, 5}));
   EXPECT_EQ(DimGrid::Ceil(0, 2).cuts, (std::vector<int64_t>{0, 0, 0}));
+  // i * ceil(n/k) may overflow int64 near the top of the range; the cut clamps to n.
+  const int64_t big = INT64_MAX;
+  EXPECT_EQ(DimGrid::Ceil(big, 2).cuts, (std::vector<int64_t>{0, big / 2 + 1, big}));
 }
 
 TEST(Layout, CanonicalSourceGivesDevice2xPlusYItsBox) {
@@ -90,6 +93,13 @@ TEST(Layout, BlockCyclicConcatenatesBlocksInGlobalOrder) {
   EXPECT_EQ(l.LocalBytes(1), 4 * 4 * 8);
 }
 
+TEST(Layout, HostileBlockCyclicSizesFailBeforeAllocating) {
+  EXPECT_FALSE(BlockCyclicToLayout({{1}, {int64_t{1} << 25}}, {}, {1}, DType::kF32).ok());  // > 2^24 processes
+  EXPECT_FALSE(BlockCyclicToLayout({{1, 1}, {1 << 30, 1 << 30}}, {}, {1, 1}, DType::kF32).ok());
+  EXPECT_FALSE(BlockCyclicToLayout({{1, 1, 1, 1}, {1, 1, 1, 1}}, {}, {1 << 26, 1 << 26, 1 << 26, 1 << 26}, DType::kS8).ok());
+  EXPECT_FALSE(BlockCyclicToLayout({{1, 1}, {1, 1}}, {}, {int64_t{1} << 40, int64_t{1} << 40}, DType::kS8).ok());
+}
+
 TEST(Layout, DifferentDeviceSets) {
   Layout l = HloSharding::Tile(TileAssignment::Explicit({4}, {4, 5, 6, 7}).value(), false)
                  .ToLayout({8}, DType::kF32, std::nullopt)
@@ -118,6 +128,10 @@ TEST(NamedSharding, SubAxesSplitAnAxisAsShardyDoes) {
               NamedSharding::Create(d, {{{AxisRef{0, 1, 4}}}, {{AxisRef{0, 4, 2}}}})->ToLayout({8, 8}, DType::kF32).value());
   EXPECT_FALSE(NamedSharding::Create(m, {{{AxisRef{0}}}, {{AxisRef{0, 2, 2}}}}).ok());  // overlap
   EXPECT_FALSE(NamedSharding::Create(m, {{{AxisRef{0, 1, 3}}}}).ok());                  // does not divide
+  // Disjoint as numbers but not a chain of factors: 2 does not divide 3.
+  Mesh twelve = Mesh::Create({{"x", 12}}).value();
+  EXPECT_FALSE(NamedSharding::Create(twelve, {{{AxisRef{0, 1, 2}}}, {{AxisRef{0, 3, 4}}}}).ok());
+  EXPECT_TRUE(NamedSharding::Create(twelve, {{{AxisRef{0, 1, 2}}}, {{AxisRef{0, 6, 2}}}}).ok());
 }
 
 }  // namespace

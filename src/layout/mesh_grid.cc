@@ -8,7 +8,7 @@ namespace {
 // torch.chunk(n, k): chunks of ceil(n/k); fewer than k when that runs out.
 void ChunkSplit(int64_t lo, int64_t hi, int64_t k, std::vector<int64_t>& cuts) {
   const int64_t n = hi - lo, c = CeilDiv(n, k);
-  for (int64_t i = 1; i <= k; ++i) cuts.push_back(lo + std::min(i * c, n));
+  for (int64_t i = 1; i <= k; ++i) cuts.push_back(lo + MulClamp(i, c, n));
 }
 
 DimGrid NestedChunkGrid(int64_t n, const std::vector<int64_t>& sizes) {

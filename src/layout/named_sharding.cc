@@ -44,6 +44,18 @@ Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, st
   for (const Dim& d : dims)
     for (const AxisRef& a : d.axes) RESHARD_RETURN_IF_ERROR(check(a));
   for (const AxisRef& a : replicated) RESHARD_RETURN_IF_ERROR(check(a));
+  // The sub-axes of one axis must cut it into a chain of factors: every
+  // boundary divides the next ("x":(1)2 with "x":(3)4 on x=12 does not).
+  for (auto& [axis, parts] : used) {
+    std::vector<int64_t> b = {1, mesh.axes()[axis].size};
+    for (const Part& p : parts) { b.push_back(p.lo); b.push_back(p.hi); }
+    std::sort(b.begin(), b.end());
+    for (size_t i = 0; i + 1 < b.size(); ++i)
+      if (b[i + 1] % b[i] != 0)
+        return Status::InvalidArgument("the sub-axes of mesh axis '" + mesh.axes()[axis].name +
+                                       "' do not split it into factors (" + std::to_string(b[i]) + " does not divide " +
+                                       std::to_string(b[i + 1]) + ")");
+  }
   return NamedSharding(std::move(mesh), std::move(dims), std::move(replicated));
 }
 

@@ -1,6 +1,7 @@
 // Parsers and printers for the named forms: JAX PartitionSpec, Shardy, HLO V3.
 #include "reshard/named_text.h"
 
+#include "layout/checked_math.h"
 #include "notation/text_cursor.h"
 
 namespace reshard {
@@ -84,6 +85,7 @@ Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
 // Shardy, identifiers in V3 and the CLI form. Checks each name where it stands.
 Result<std::vector<Mesh::Axis>> ParseAxisSizes(TextCursor& c, bool quoted) {
   std::vector<Mesh::Axis> axes;
+  int64_t devices = 1;
   do {
     Mesh::Axis a;
     const size_t at = c.Mark();
@@ -101,6 +103,8 @@ Result<std::vector<Mesh::Axis>> ParseAxisSizes(TextCursor& c, bool quoted) {
     const size_t size_at = c.Mark();
     RESHARD_ASSIGN_OR_RETURN(a.size, c.ParseInt());
     if (a.size < 1) return c.ErrorAt(size_at, "mesh axis sizes must be >= 1");
+    if (!CheckedMul(devices, a.size, &devices) || devices > kMaxDevices)
+      return c.ErrorAt(size_at, "the mesh has more than " + std::to_string(kMaxDevices) + " devices");
     axes.push_back(std::move(a));
   } while (c.TryConsume(","));
   return axes;
@@ -311,6 +315,15 @@ Result<NamedSharding> BindNamedText(const NamedText& t, const std::optional<Mesh
     if (!idx) return c.ErrorAt(a.column, "unknown mesh axis '" + a.name + "' (mesh is " + mesh->ToString() + ")");
     return AxisRef{*idx, a.size ? a.pre_size : 1, a.size};
   };
+  // A name used twice (whole, or the same sub-axis) is reported where it repeats.
+  std::vector<const Axis*> all;
+  for (const NamedText::Dim& d : t.dims)
+    for (const Axis& a : d.axes) all.push_back(&a);
+  for (const Axis& a : t.replicated) all.push_back(&a);
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (all[j]->name == all[i]->name && (all[i]->size == 0 || all[j]->size == 0 || *all[i] == *all[j]))
+        return c.ErrorAt(all[i]->column, "mesh axis '" + all[i]->name + "' is used twice");
   std::vector<NamedSharding::Dim> dims;
   for (const NamedText::Dim& d : t.dims) {
     NamedSharding::Dim nd;

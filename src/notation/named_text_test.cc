@@ -43,7 +43,7 @@ TEST(NamedText, RejectsBadInputWithPosition) {
     const char* message;
   } cases[] = {
       {"P('x', 'z')", "col 8: unknown mesh axis 'z'"},
-      {"P('x', 'x')", "used twice"},
+      {"P('x', 'x')", "col 8: mesh axis 'x' is used twice"},
       {"P(('x', 'y')", "expected ')'"},
       {"P('x)", "unterminated string"},
       {"P(x)", "expected None, an axis name"},

@@ -138,17 +138,23 @@ Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional
   switch (n) {
     case Notation::kHlo: {
       // Everything on every device, or everything on one device.
+      std::vector<int64_t> mesh_ids;
+      if (mesh) { mesh_ids = mesh->DeviceIds(); std::sort(mesh_ids.begin(), mesh_ids.end()); }
       if (l.num_tiles() == 1 && l.TileElements(0) == l.num_elements()) {
         auto h = l.Holders(0);
-        // One device: {replicated} needs the mesh to name it (JAX prints it so), else maximal.
-        if (h.size() == l.devices().size() && (h.size() > 1 || mesh)) return std::string("{replicated}");
+        // {replicated} means every device of the mesh (JAX prints it for one-device meshes too).
+        const bool all = h.size() == l.devices().size();
+        if (all && mesh && mesh_ids == l.devices()) return std::string("{replicated}");
+        if (all && !mesh && h.size() > 1) return std::string("{replicated}");
         if (h.size() == 1) return "{maximal device=" + std::to_string(h[0]) + "}";
       }
       if (mesh) {
         Result<NamedSharding> named = NamedShardingFromLayout(l, *mesh, /*allow_sub_axes=*/true);
         if (named.ok()) {
           RESHARD_ASSIGN_OR_RETURN(HloSharding s, named->ToHlo());
-          return s.ToString();
+          // Printing must never change the layout: rebuild and compare.
+          Result<Layout> back = s.ToLayout(l.shape(), l.dtype(), mesh);
+          if (back.ok() && *back == l) return s.ToString();
         }
       }
       RESHARD_ASSIGN_OR_RETURN(HloSharding s, TiledHloOf(l));

@@ -190,6 +190,13 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
     return Status::InvalidArgument("source and target layouts are of different shapes");
   if (source.dtype() != target.dtype())
     return Status::InvalidArgument("source and target layouts have different element types");
+  // Every byte count the plan reports (totals over devices, peaks of four
+  // buffers) is at most the array's bytes times (devices + 4): keep that in int64.
+  size_t devices = source.devices().size() + target.devices().size();
+  int64_t bound = 0;
+  if (__builtin_mul_overflow(source.num_elements() * source.element_bytes(), static_cast<int64_t>(devices) + 4, &bound))
+    return Status::InvalidArgument("the array is too large for its byte counts over " + std::to_string(devices) +
+                                   " devices to fit in int64");
   auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   Exchange e;

@@ -103,6 +103,13 @@ TEST(Exchange, RejectsMismatchedArrays) {
   EXPECT_FALSE(Exchange::Create(Parse("{devices=[2]<=[2]}", {4}), Parse("{devices=[2]<=[2]}", {4}, std::nullopt, DType::kF64)).ok());
 }
 
+TEST(Exchange, RefusesArraysWhoseByteCountsOverflow) {
+  Mesh m = Mesh::Create({{"x", 4}}).value();
+  Layout a = Parse("P('x')", {int64_t{1} << 62}, m, DType::kS8);
+  Layout b = Parse("P()", {int64_t{1} << 62}, m, DType::kS8);
+  EXPECT_FALSE(Exchange::Create(a, b).ok());
+}
+
 TEST(Exchange, BlockCyclicToTiled) {
   Layout src = Parse("blockcyclic(block=[2,3], grid=[2,2])", {9, 10});
   Layout dst = Parse("{devices=[4,1]<=[4]}", {9, 10});

@@ -30,13 +30,14 @@ void ThrowIfError(const Status& s, const std::string& context, int code) {
 
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option) {
   std::vector<int64_t> out;
-  std::string t = text;
-  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
-  if (t.empty()) return out;
-  size_t pos = 0;
+  const std::string& t = text;
+  size_t pos = 0, end_all = t.size();
+  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') { pos = 1; --end_all; }
+  if (pos == end_all) return out;
   while (true) {
-    const size_t end = t.find(',', pos);
-    const std::string item = t.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    size_t end = t.find(',', pos);
+    if (end == std::string::npos || end > end_all) end = std::string::npos;
+    const std::string item = t.substr(pos, (end == std::string::npos ? end_all : end) - pos);
     size_t used = 0;
     long long v = -1;
     try {

@@ -19,6 +19,7 @@ void RunVerify(const PairOptions& o) {
   const PlanStats stats = ComputeStats(*ex);
   const LowerBound lb = ComputeLowerBound(pair.source.layout, pair.target.layout);
   const SimulationReport r = Simulate(ex->Plan(), stats);
+  if (r.too_large) throw CliError(kExitUnmet, r.first_problem);
   const bool minimal = lb.max_recv_bytes == stats.max_recv_bytes && lb.total_bytes == stats.total_bytes;
   const bool ok = r.ok() && minimal;
   if (o.common.json) {
