@@ -18,6 +18,7 @@
 #define RESHARD_PLAN_STATS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "reshard/exchange.h"
@@ -49,8 +50,9 @@ struct Baseline {
   int64_t max_recv_bytes = 0, total_bytes = 0, peak_bytes = 0;
 };
 
-// Streams over the whole plan; never stores it.
-PlanStats ComputeStats(const Exchange& exchange);
+// Streams over the whole plan; never stores it. `also`, when given, sees
+// every transfer of the same pass (so callers need not plan twice).
+PlanStats ComputeStats(const Exchange& exchange, const std::function<void(const Transfer&)>& also = nullptr);
 // Stats of a materialized plan (a whole plan, or one device's part: then only
 // that device's entry is complete). Lists every device of both layouts.
 PlanStats ComputeStats(const ExchangePlan& plan);

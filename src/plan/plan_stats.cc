@@ -56,10 +56,13 @@ class StatsBuilder {
 
 }  // namespace
 
-PlanStats ComputeStats(const Exchange& exchange) {
+PlanStats ComputeStats(const Exchange& exchange, const std::function<void(const Transfer&)>& also) {
   StatsBuilder b(exchange.source(), exchange.target(), exchange.devices());
   const int64_t eb = exchange.source().element_bytes();
-  exchange.ForEachTransfer([&](const Transfer& t) { b.Add(t.from, t.to, t.elements * eb); });
+  exchange.ForEachTransfer([&](const Transfer& t) {
+    b.Add(t.from, t.to, t.elements * eb);
+    if (also) also(t);
+  });
   return b.Finish();
 }
 

@@ -80,22 +80,22 @@ void RunPlan(const PlanCliOptions& o) {
   const Layout& dst = pair.target.layout;
   Result<Exchange> ex = Exchange::Create(src, dst);
   ThrowIfError(ex.status(), "");
-  const PlanStats stats = ComputeStats(*ex);
-  const LowerBound lb = ComputeLowerBound(src, dst);
-  const Baseline base = FullRematerialization(src, dst);
   TrafficMatrix matrix(ex->devices());
   int64_t local_copies = 0;
   bool uniform = true;
   int64_t first_size = -1;
-  const bool list_transfers = o.transfers || (o.pair.common.json && ex->devices().size() <= 64);
-  nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
-  ex->ForEachTransfer([&](const Transfer& t) {
+  // One pass over the plan gives the stats, the traffic matrix and the step shapes.
+  const PlanStats stats = ComputeStats(*ex, [&](const Transfer& t) {
     const int64_t b = t.elements * src.element_bytes();
     matrix.Add(t.from, t.to, b);
     if (t.from == t.to) { ++local_copies; return; }
     if (first_size < 0) first_size = b;
     uniform = uniform && b == first_size;
   });
+  const LowerBound lb = ComputeLowerBound(src, dst);
+  const Baseline base = FullRematerialization(src, dst);
+  const bool list_transfers = o.transfers || (o.pair.common.json && ex->devices().size() <= 64);
+  nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
   // All-to-all-v is uniform only if every pair of participants exchanges the same amount.
   uniform = uniform && stats.messages == static_cast<int64_t>(ex->devices().size() * (ex->devices().size() - 1));
 
