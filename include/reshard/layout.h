@@ -68,7 +68,6 @@ class Layout {
 
   // Devices of the layout (holding data or not), ascending.
   const std::vector<int64_t>& devices() const { return devices_; }
-  bool HasDevice(int64_t device) const;
   // Tile held by `device`, or -1 (holds nothing, or not in the layout).
   int64_t TileOf(int64_t device) const;
 
@@ -79,8 +78,6 @@ class Layout {
   std::span<const int64_t> Holders(int64_t tile) const;
   // Cells of `tile` along dim d, ascending.
   std::span<const int32_t> TileCells(int64_t d, int32_t tile_coord) const;
-  // Local extent of tile coordinate c along dim d (sum of its cells).
-  int64_t TileExtent(int64_t d, int32_t c) const { return dims_[d].tile_extent[c]; }
   // Offset of cell k inside its tile's local extent along dim d.
   int64_t CellOffset(int64_t d, int64_t k) const { return dims_[d].cell_offset[k]; }
   int64_t TileElements(int64_t tile) const;

@@ -56,7 +56,6 @@ class NamedSharding {
   const Mesh& mesh() const { return mesh_; }
   const std::vector<Dim>& dims() const { return dims_; }
   const std::vector<AxisRef>& replicated() const { return replicated_; }
-  bool uses_sub_axes() const;
 
   // REQUIRES nothing; fails if shape's rank differs from dims().size().
   Result<Layout> ToLayout(const std::vector<int64_t>& shape, DType dtype) const;

@@ -106,8 +106,6 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   return l;
 }
 
-bool Layout::HasDevice(int64_t device) const { return std::binary_search(devices_.begin(), devices_.end(), device); }
-
 int64_t Layout::TileOf(int64_t device) const {
   auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
   if (it == devices_.end() || *it != device) return -1;

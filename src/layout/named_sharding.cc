@@ -59,13 +59,6 @@ Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, st
   return NamedSharding(std::move(mesh), std::move(dims), std::move(replicated));
 }
 
-bool NamedSharding::uses_sub_axes() const {
-  for (const Dim& d : dims_)
-    for (const AxisRef& a : d.axes)
-      if (a.is_sub_axis()) return true;
-  return false;
-}
-
 Result<Layout> NamedSharding::ToLayout(const std::vector<int64_t>& shape, DType dtype) const {
   std::vector<std::vector<AxisRef>> axes;
   for (const Dim& d : dims_) axes.push_back(d.axes);

@@ -25,7 +25,7 @@ void ThrowIfError(const Status& s, const std::string& context, int code) {
   // Valid input reshard does not handle yet is a request it cannot meet, not bad input.
   if (s.code() == Status::Code::kNotSupported) code = kExitUnmet;
   if (s.code() == Status::Code::kInternal) code = kExitInternal;
-  throw CliError(code, context.empty() ? s.message() : context + ": " + s.message());
+  throw CliError(code, context.empty() ? s.message() : s.WithContext(context).message());
 }
 
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option) {
