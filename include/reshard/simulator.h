@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "reshard/collective_plan.h"
 #include "reshard/exchange.h"
 #include "reshard/plan_stats.h"
 
@@ -38,6 +39,14 @@ struct SimulationReport {
 // `claimed` its stats (peak per device checked against them). Plans over more
 // than kMaxSimulatedElements are refused (too_large) before allocating.
 SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed);
+
+// Runs a collective plan step by step: every op of every step's program on
+// every device, grouped collectives by the plan mesh's groups, the ragged
+// exchange by its transfers. After each step every device's buffer is
+// compared with the step's output layout (padding positions excepted), and
+// what a device held during the step with the step's stated peak_bytes.
+// Refuses (too_large) plans whose buffers exceed kMaxSimulatedElements.
+SimulationReport SimulatePlan(const CollectivePlan& plan);
 
 }  // namespace reshard
 

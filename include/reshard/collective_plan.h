@@ -1,0 +1,114 @@
+// CollectivePlan: a reshard as a sequence of steps, each one real collective
+// (or a local step), the one plan type every consumer reads: the simulator,
+// the executors and the emitters (JSON, XLA HLO, JAX).
+//
+// Each step has an exact input and output Layout and an SPMD program: every
+// device runs the same ProgramOps on the same local shapes, and
+// device-dependent offsets come from the device's coordinates in the plan's
+// mesh (as JAX's axis_index), never from per-pair lists. Local buffers are
+// the padded shards XLA and shard_map use: along a dim split k ways a shard
+// is ceil(n/k) long, and elements past n are padding (sent by equal-chunk
+// collectives and counted by the cost model).
+//
+// Groups are named by axes of the plan's mesh: the devices that share their
+// coordinates on every other axis form a group, members ordered row-major
+// over the listed axes (XLA's iota replica groups, JAX's axis_name tuples).
+// The plan mesh is the layouts' common mesh with each axis cut into pieces at
+// every sub-axis boundary either layout (or the topology's node size) uses,
+// so every step names whole axes. A ragged exchange step (kExchange) has no
+// group: it is the minimal exchange between its input and output layouts.
+//
+// Immutable after planning; thread-safe to read.
+#ifndef RESHARD_COLLECTIVE_PLAN_H_
+#define RESHARD_COLLECTIVE_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "reshard/layout.h"
+#include "reshard/mesh.h"
+
+namespace reshard {
+
+// One instruction of a step's SPMD program.
+//   kReshape       row-major reshape to `shape`
+//   kTranspose     result dim i is input dim perm[i]
+//   kPad           grow each dim to `shape` with trailing zeros
+//   kSlice         keep [0, shape[d]) of each dim
+//   kDynamicSlice  along `dim`, keep shape[dim] elements from offset
+//                  (linear index of the device over `axes`) * shape[dim]
+//   kAllToAll      input dim 0 has one chunk per group member: chunk i goes
+//                  to member i; output chunk j came from member j
+//   kAllGather     input dim 0 is 1; output dim 0 holds member j's input at j
+//   kCollectivePermute  each (source, target) pair of mesh positions sends
+//                  the whole buffer; a device no pair targets keeps its input
+//   kExchange      the ragged minimal exchange from the step's input layout
+//                  to its output layout (variable sizes, one round)
+struct ProgramOp {
+  enum class Kind { kReshape, kTranspose, kPad, kSlice, kDynamicSlice, kAllToAll, kAllGather, kCollectivePermute, kExchange };
+  Kind kind = Kind::kReshape;
+  std::vector<int64_t> shape = {};  // the result's local shape
+  std::vector<int64_t> perm = {};
+  int64_t dim = 0;
+  std::vector<int32_t> axes = {};  // plan-mesh axes: dynamic-slice offsets, collective groups
+  std::vector<std::pair<int64_t, int64_t>> pairs = {};  // collective-permute, mesh positions
+};
+std::string_view ProgramOpName(ProgramOp::Kind k);  // "reshape", ..., "all-to-all", "exchange"
+
+enum class StepOp { kAllToAll, kAllGather, kCollectivePermute, kExchange, kSlice, kPad, kCopy };
+std::string_view StepOpName(StepOp op);  // "all-to-all", "all-gather", "collective-permute", "exchange", "slice", "pad", "copy"
+bool IsCollective(StepOp op);
+
+struct PlanStep {
+  StepOp op = StepOp::kCopy;
+  Layout input, output;                   // exact layouts before and after
+  std::string input_spec = {}, output_spec = {};    // over the plan mesh, "[{y}, {}, {x}]"; empty for explicit layouts
+  std::vector<int64_t> input_shard = {}, output_shard = {};  // padded local shapes (explicit layouts: the largest tile)
+  std::vector<int32_t> group_axes = {};      // plan-mesh axes of the group, in member order
+  int64_t group_size = 1;
+  int64_t num_groups = 0;
+  std::vector<ProgramOp> program = {};
+  // Per device, in plan.devices() order: bytes sent and received through
+  // this step (padding included), messages, and the most bytes it holds at once.
+  std::vector<int64_t> send_bytes = {}, recv_bytes = {}, sends = {}, recvs = {}, peak_bytes = {};
+  double time_us = 0;                     // modeled, the slowest device
+};
+
+struct PlanTotals {
+  int64_t collectives = 0;
+  int64_t max_send_bytes = 0, max_recv_bytes = 0, total_bytes = 0, padding_bytes = 0, peak_bytes = 0;
+  double time_us = 0;
+};
+
+class CollectivePlan {
+ public:
+  const Layout& source() const { return *source_; }
+  const Layout& target() const { return *target_; }
+  // Every device of either layout, ascending: the index of per-device vectors.
+  const std::vector<int64_t>& devices() const { return devices_; }
+  // The plan mesh, when both layouts are named shardings over one mesh.
+  const std::optional<Mesh>& mesh() const { return mesh_; }
+  // Per plan-mesh axis: its name in the caller's mesh ("x", or the sub-axis "x:(1)2").
+  const std::vector<std::string>& axis_labels() const { return axis_labels_; }
+  const std::vector<PlanStep>& steps() const { return steps_; }
+  const PlanTotals& totals() const { return totals_; }
+  // "all-to-all" per step, in order (local steps included).
+  std::vector<std::string> OpNames() const;
+
+ private:
+  friend class PlanBuilder;
+  std::optional<Layout> source_, target_;
+  std::vector<int64_t> devices_;
+  std::optional<Mesh> mesh_;
+  std::vector<std::string> axis_labels_;
+  std::vector<PlanStep> steps_;
+  PlanTotals totals_;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_COLLECTIVE_PLAN_H_

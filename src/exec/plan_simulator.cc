@@ -1,0 +1,370 @@
+// The reference simulator for collective plans: runs every step's SPMD
+// program on virtual devices, op by op, with tagged elements, and checks
+// each step's result against the step's stated output layout.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <fmt/format.h>
+
+#include "exec/block_copy.h"
+#include "reshard/simulator.h"
+
+namespace reshard {
+namespace {
+
+using Tag = uint64_t;  // global row-major index + 1; 0 = padding or never written
+
+struct Buffer {
+  std::vector<int64_t> shape;
+  std::vector<Tag> data;
+};
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+// Per local dim, the global index of each local position (-1: padding).
+std::vector<std::vector<int64_t>> LocalToGlobal(const Layout& l, int64_t device, const std::vector<int64_t>& shape) {
+  std::vector<std::vector<int64_t>> out(l.rank());
+  const int64_t t = l.TileOf(device);
+  for (int64_t d = 0; d < l.rank(); ++d) {
+    if (t >= 0) {
+      const int32_t coord = l.TileCoords(t)[d];
+      for (int32_t k : l.TileCells(d, coord))
+        for (int64_t g = l.dim(d).cuts[k]; g < l.dim(d).cuts[k + 1]; ++g) out[d].push_back(g);
+    }
+    out[d].resize(std::max<int64_t>(shape[d], static_cast<int64_t>(out[d].size())), -1);
+  }
+  return out;
+}
+
+// The tags `device` must hold for `layout` in a buffer of `shape`
+// (padding positions 0); nullopt if the layout's shard does not fit.
+std::optional<std::vector<Tag>> Expected(const Layout& l, int64_t device, const std::vector<int64_t>& shape) {
+  const auto map = LocalToGlobal(l, device, shape);
+  for (int64_t d = 0; d < l.rank(); ++d)
+    if (static_cast<int64_t>(map[d].size()) > shape[d]) return std::nullopt;
+  std::vector<Tag> out = {1};  // accumulates global row-major offsets + 1 (0 marks padding)
+  int64_t stride = 1;
+  std::vector<int64_t> strides(l.rank(), 1);
+  for (int64_t d = l.rank() - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= l.shape()[d];
+  }
+  for (int64_t d = 0; d < l.rank(); ++d) {
+    std::vector<Tag> next;
+    next.reserve(out.size() * shape[d]);
+    for (Tag base : out)
+      for (int64_t i = 0; i < shape[d]; ++i) {
+        const int64_t g = map[d][i];
+        next.push_back(base == 0 || g < 0 ? 0 : base + static_cast<Tag>(g * strides[d]));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+// Copies the box [0, box) of `in` (origin `from` in it) to `out` (origin `to`).
+void CopyBox(const Buffer& in, const std::vector<int64_t>& from, Buffer& out, const std::vector<int64_t>& to,
+             const std::vector<int64_t>& box) {
+  if (Product(box) == 0) return;
+  const auto si = Strides(in.shape), so = Strides(out.shape);
+  std::vector<int64_t> idx(box.size(), 0);
+  const size_t rank = box.size();
+  while (true) {
+    int64_t a = 0, b = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      a += (from[d] + idx[d]) * si[d];
+      b += (to[d] + idx[d]) * so[d];
+    }
+    out.data[b] = in.data[a];
+    size_t d = rank;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < box[d]) break;
+      idx[d] = 0;
+      if (d == 0) return;
+    }
+    if (rank == 0) return;
+  }
+}
+
+class PlanRun {
+ public:
+  PlanRun(const CollectivePlan& plan, SimulationReport& report) : plan_(plan), report_(report) {
+    if (plan.mesh()) {
+      const auto& axes = plan.mesh()->axes();
+      strides_.assign(axes.size(), 1);
+      for (int64_t a = static_cast<int64_t>(axes.size()) - 2; a >= 0; --a) strides_[a] = strides_[a + 1] * axes[a + 1].size;
+      for (int64_t pos = 0; pos < plan.mesh()->num_devices(); ++pos) position_[plan.mesh()->device(pos)] = pos;
+    }
+  }
+
+  void Problem(const std::string& what) {
+    if (report_.first_problem.empty()) report_.first_problem = what;
+  }
+
+  // Fills each device's buffer with `layout` in `shape` (or its own local shape when empty).
+  void Load(const Layout& layout, const std::vector<int64_t>& shape) {
+    for (int64_t dev : plan_.devices()) {
+      Buffer b;
+      b.shape = shape.empty() ? layout.LocalShape(dev) : shape;
+      if (layout.TileOf(dev) >= 0) b.data = *Expected(layout, dev, b.shape);
+      else b.data.assign(Product(b.shape), 0);
+      buffers_[dev] = std::move(b);
+    }
+  }
+
+  // Checks every device's buffer against `layout`; returns the mismatches.
+  void Check(const PlanStep* step, const Layout& layout, bool padded, size_t step_index) {
+    for (int64_t dev : layout.devices()) {
+      if (layout.TileOf(dev) < 0) continue;
+      const Buffer& b = buffers_[dev];
+      const std::vector<int64_t> want_shape = padded ? b.shape : layout.LocalShape(dev);
+      std::optional<std::vector<Tag>> want = Expected(layout, dev, want_shape);
+      if (!want || (!padded && b.shape != want_shape)) {
+        ++report_.mismatches;
+        Problem(fmt::format("step {}: device {} holds a buffer of shape [{}], which cannot hold its shard", step_index,
+                            dev, fmt::join(b.shape, ",")));
+        continue;
+      }
+      for (size_t i = 0; i < want->size(); ++i) {
+        if ((*want)[i] == 0) continue;  // padding: any value
+        ++report_.elements_checked;
+        if (b.data[i] != (*want)[i]) {
+          ++report_.mismatches;
+          Problem(fmt::format("after step {} ({}): device {} position {} holds {} instead of global element {}",
+                              step_index, step ? StepOpName(step->op) : "start", dev, i,
+                              b.data[i] == 0 ? std::string("padding") : std::to_string(b.data[i] - 1), (*want)[i] - 1));
+        }
+      }
+    }
+  }
+
+  int64_t Coordinate(int64_t pos, int32_t axis) const { return (pos / strides_[axis]) % plan_.mesh()->axes()[axis].size; }
+
+  std::vector<int64_t> Group(int64_t pos, const std::vector<int32_t>& axes) const {
+    int64_t base = pos;
+    for (int32_t a : axes) base -= Coordinate(pos, a) * strides_[a];
+    std::vector<int64_t> members = {base};
+    for (int32_t a : axes) {
+      std::vector<int64_t> next;
+      for (int64_t m : members)
+        for (int64_t c = 0; c < plan_.mesh()->axes()[a].size; ++c) next.push_back(m + c * strides_[a]);
+      members = std::move(next);
+    }
+    return members;
+  }
+
+  // Runs one op on every device; returns false on a malformed op.
+  bool Run(const ProgramOp& op, const PlanStep& step, size_t si, std::map<int64_t, int64_t>& peak) {
+    const int64_t eb = plan_.source().element_bytes();
+    auto fail = [&](const std::string& why) {
+      ++report_.mismatches;
+      Problem(fmt::format("step {} ({}), op {}: {}", si, StepOpName(step.op), ProgramOpName(op.kind), why));
+      return false;
+    };
+    auto hold = [&](int64_t dev, int64_t bytes) { peak[dev] = std::max(peak[dev], bytes); };
+    const Mesh* mesh = plan_.mesh() ? &*plan_.mesh() : nullptr;
+    std::map<int64_t, Buffer> next;
+    switch (op.kind) {
+      case ProgramOp::Kind::kReshape:
+        for (auto& [dev, b] : buffers_) {
+          if (Product(op.shape) != Product(b.shape)) return fail("reshape changes the element count");
+          b.shape = op.shape;
+        }
+        return true;
+      case ProgramOp::Kind::kTranspose:
+        for (auto& [dev, b] : buffers_) {
+          if (op.perm.size() != b.shape.size()) return fail("transpose of the wrong rank");
+          Buffer out{op.shape, std::vector<Tag>(b.data.size())};
+          const auto si_in = Strides(b.shape);
+          const auto so = Strides(out.shape);
+          std::vector<int64_t> idx(out.shape.size(), 0);
+          for (size_t i = 0; i < out.data.size(); ++i) {
+            int64_t src = 0, rem = static_cast<int64_t>(i);
+            for (size_t d = 0; d < out.shape.size(); ++d) {
+              const int64_t c = rem / so[d];
+              rem %= so[d];
+              src += c * si_in[op.perm[d]];
+            }
+            out.data[i] = b.data[src];
+          }
+          hold(dev, (Product(b.shape) + Product(out.shape)) * eb);
+          b = std::move(out);
+        }
+        return true;
+      case ProgramOp::Kind::kPad:
+      case ProgramOp::Kind::kSlice:
+        for (auto& [dev, b] : buffers_) {
+          if (op.shape.size() != b.shape.size()) return fail("rank changes");
+          std::vector<int64_t> box(op.shape.size());
+          for (size_t d = 0; d < box.size(); ++d) {
+            if (op.kind == ProgramOp::Kind::kPad ? op.shape[d] < b.shape[d] : op.shape[d] > b.shape[d])
+              return fail(fmt::format("dim {} goes from {} to {}", d, b.shape[d], op.shape[d]));
+            box[d] = std::min(op.shape[d], b.shape[d]);
+          }
+          Buffer out{op.shape, std::vector<Tag>(Product(op.shape), 0)};
+          const std::vector<int64_t> zero(box.size(), 0);
+          CopyBox(b, zero, out, zero, box);
+          hold(dev, (Product(b.shape) + Product(out.shape)) * eb);
+          b = std::move(out);
+        }
+        return true;
+      case ProgramOp::Kind::kDynamicSlice:
+        if (!mesh) return fail("a dynamic slice needs a mesh");
+        for (auto& [dev, b] : buffers_) {
+          int64_t linear = 0;
+          for (int32_t a : op.axes) linear = linear * mesh->axes()[a].size + Coordinate(position_.at(dev), a);
+          std::vector<int64_t> from(b.shape.size(), 0);
+          from[op.dim] = linear * op.shape[op.dim];
+          if (from[op.dim] + op.shape[op.dim] > b.shape[op.dim])
+            return fail(fmt::format("device {} slices [{}, {}) of an extent of {}", dev, from[op.dim],
+                                    from[op.dim] + op.shape[op.dim], b.shape[op.dim]));
+          Buffer out{op.shape, std::vector<Tag>(Product(op.shape), 0)};
+          CopyBox(b, from, out, std::vector<int64_t>(b.shape.size(), 0), op.shape);
+          hold(dev, (Product(b.shape) + Product(out.shape)) * eb);
+          b = std::move(out);
+        }
+        return true;
+      case ProgramOp::Kind::kAllToAll:
+      case ProgramOp::Kind::kAllGather: {
+        if (!mesh) return fail("a grouped collective needs a mesh");
+        const bool a2a = op.kind == ProgramOp::Kind::kAllToAll;
+        for (auto& [dev, b] : buffers_) {
+          if (next.count(dev)) continue;
+          const std::vector<int64_t> group = Group(position_.at(dev), op.axes);
+          const int64_t k = static_cast<int64_t>(group.size());
+          for (int64_t pos : group) {
+            const Buffer& in = buffers_.at(mesh->device(pos));
+            if (in.shape.empty() || in.shape[0] != (a2a ? k : 1)) return fail("leading dim is not the group size");
+          }
+          const int64_t chunk = static_cast<int64_t>(b.data.size()) / (a2a ? k : 1);
+          for (int64_t j = 0; j < k; ++j) {
+            Buffer out{op.shape, std::vector<Tag>(Product(op.shape))};
+            if (static_cast<int64_t>(out.data.size()) != chunk * k) return fail("output size is not group x chunk");
+            for (int64_t i = 0; i < k; ++i) {
+              const Buffer& in = buffers_.at(mesh->device(group[i]));
+              const int64_t from = a2a ? j * chunk : 0;
+              std::copy(in.data.begin() + from, in.data.begin() + from + chunk, out.data.begin() + i * chunk);
+            }
+            const int64_t dj = mesh->device(group[j]);
+            hold(dj, (static_cast<int64_t>(buffers_.at(dj).data.size()) + Product(op.shape)) * eb);
+            next[dj] = std::move(out);
+          }
+        }
+        buffers_ = std::move(next);
+        return true;
+      }
+      case ProgramOp::Kind::kCollectivePermute: {
+        if (!mesh) return fail("a collective-permute needs a mesh");
+        next = buffers_;
+        std::map<int64_t, int> targeted;
+        for (const auto& [s, t] : op.pairs) {
+          if (++targeted[t] > 1) return fail(fmt::format("position {} is targeted twice", t));
+          next[mesh->device(t)] = buffers_.at(mesh->device(s));
+        }
+        for (auto& [dev, b] : buffers_) hold(dev, 2 * static_cast<int64_t>(b.data.size()) * eb);
+        buffers_ = std::move(next);
+        return true;
+      }
+      case ProgramOp::Kind::kExchange: {
+        Result<Exchange> ex = Exchange::Create(step.input, step.output);
+        if (!ex.ok()) return fail(ex.status().message());
+        const ExchangePlan xp = ex->Plan();
+        for (int64_t dev : plan_.devices()) {
+          Buffer out;
+          out.shape = step.output_spec.empty() ? step.output.LocalShape(dev) : step.output_shard;
+          out.data.assign(Product(out.shape), 0);
+          next[dev] = std::move(out);
+          hold(dev, (static_cast<int64_t>(buffers_[dev].data.size()) + Product(next[dev].shape)) * eb);
+        }
+        std::map<int64_t, int64_t> staged;
+        for (const Transfer& t : xp.transfers()) {
+          const Buffer& in = buffers_.at(t.from);
+          Buffer& out = next.at(t.to);
+          CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
+                   reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
+          if (t.from != t.to) {
+            staged[t.from] += t.elements * eb;
+            staged[t.to] += t.elements * eb;
+          }
+        }
+        for (auto& [dev, s] : staged) peak[dev] += s;
+        buffers_ = std::move(next);
+        return true;
+      }
+    }
+    return fail("unknown op");
+  }
+
+  void Execute() {
+    const bool named0 = plan_.steps().empty() ? false : !plan_.steps()[0].input_spec.empty();
+    Load(plan_.source(), named0 ? plan_.steps()[0].input_shard : std::vector<int64_t>{});
+    for (size_t si = 0; si < plan_.steps().size(); ++si) {
+      const PlanStep& step = plan_.steps()[si];
+      std::map<int64_t, int64_t> peak;
+      for (const ProgramOp& op : step.program) {
+        if (!Run(op, step, si, peak)) return;
+        for (auto& [dev, b] : buffers_)
+          if (b.shape != op.shape && op.kind != ProgramOp::Kind::kExchange) {
+            ++report_.mismatches;
+            Problem(fmt::format("step {}: op {} left shape [{}], not its stated [{}]", si, ProgramOpName(op.kind),
+                                fmt::join(b.shape, ","), fmt::join(op.shape, ",")));
+            return;
+          }
+      }
+      Check(&step, step.output, !step.output_spec.empty(), si);
+      for (size_t i = 0; i < plan_.devices().size(); ++i) {
+        const int64_t dev = plan_.devices()[i];
+        const int64_t held = std::max(peak[dev], (Product(buffers_[dev].shape)) * plan_.source().element_bytes());
+        report_.peak_bytes = std::max(report_.peak_bytes, held);
+        if (held > step.peak_bytes[i]) {
+          ++report_.peak_excess_devices;
+          Problem(fmt::format("step {}: device {} held {} bytes; the plan claims {}", si, dev, held, step.peak_bytes[i]));
+        }
+      }
+    }
+    // The end state is the target layout.
+    const bool named = !plan_.steps().empty() && !plan_.steps().back().output_spec.empty();
+    Check(nullptr, plan_.target(), named, plan_.steps().size());
+    report_.devices = static_cast<int64_t>(plan_.devices().size());
+  }
+
+ private:
+  const CollectivePlan& plan_;
+  SimulationReport& report_;
+  std::vector<int64_t> strides_;
+  std::map<int64_t, int64_t> position_;  // device id -> mesh position
+  std::map<int64_t, Buffer> buffers_;
+};
+
+}  // namespace
+
+SimulationReport SimulatePlan(const CollectivePlan& plan) {
+  SimulationReport report;
+  int64_t largest = 0;
+  for (const PlanStep& s : plan.steps())
+    for (const ProgramOp& op : s.program) largest = std::max(largest, Product(op.shape));
+  largest = std::max({largest, Product(plan.source().shape()) / std::max<int64_t>(1, static_cast<int64_t>(plan.devices().size()))});
+  const int64_t elements = 3 * largest * static_cast<int64_t>(plan.devices().size());
+  if (elements > kMaxSimulatedElements) {
+    report.too_large = true;
+    report.first_problem = fmt::format("too large to simulate: about {} elements in all buffers, more than {}", elements,
+                                       kMaxSimulatedElements);
+    return report;
+  }
+  PlanRun(plan, report).Execute();
+  return report;
+}
+
+}  // namespace reshard

@@ -1,0 +1,65 @@
+#include "plan/exchange_step.h"
+
+#include <algorithm>
+
+#include "reshard/plan_stats.h"
+
+namespace reshard {
+
+ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detailed) {
+  ExchangeDraft out;
+  const std::vector<int64_t>& devices = ex.devices();
+  const int64_t n = static_cast<int64_t>(devices.size());
+  const int64_t eb = ex.source().element_bytes();
+  auto index = [&](int64_t dev) { return std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin(); };
+  if (detailed || n <= 1024) {
+    std::vector<double> send_time(n, 0), recv_time(n, 0);
+    const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
+      if (t.from == t.to) return;
+      const double c = topo.MessageTime(t.from, t.to, t.elements * eb);
+      send_time[index(t.from)] += c;
+      recv_time[index(t.to)] += c;
+    });
+    for (int64_t i = 0; i < n; ++i) out.time_us = std::max({out.time_us, send_time[i], recv_time[i]});
+    // Local copies: pack what is sent, lay out the whole target buffer.
+    int64_t copies = 0;
+    for (const DeviceStats& d : stats.per_device) copies = std::max(copies, d.send_bytes + d.target_bytes);
+    out.time_us += topo.CopyTime(copies);
+    if (stats.messages > 0) out.time_us += topo.step_latency_us();
+    out.max_recv_bytes = stats.max_recv_bytes;
+    out.total_bytes = stats.total_bytes;
+    out.peak_bytes = stats.peak_bytes;
+    out.messages = stats.messages;
+    for (const DeviceStats& d : stats.per_device) {
+      out.send_bytes.push_back(d.send_bytes);
+      out.recv_bytes.push_back(d.recv_bytes);
+      out.sends.push_back(d.sends);
+      out.recvs.push_back(d.recvs);
+      out.peak.push_back(d.peak_bytes);
+    }
+    return out;
+  }
+  const LowerBound lb = ComputeLowerBound(ex.source(), ex.target());
+  out.max_recv_bytes = lb.max_recv_bytes;
+  out.total_bytes = lb.total_bytes;
+  const int64_t samples = 32;
+  for (int64_t i = 0; i < samples; ++i) {
+    const int64_t dev = devices[i * n / samples];
+    const ExchangePlan part = ex.DevicePlan(dev);
+    double send = 0, recv = 0;
+    int64_t send_bytes = 0, recv_bytes = 0;
+    for (const Transfer& t : part.transfers()) {
+      if (t.from == t.to) continue;
+      const int64_t b = t.elements * eb;
+      const double c = topo.MessageTime(t.from, t.to, b);
+      if (t.from == dev) { send += c; send_bytes += b; }
+      if (t.to == dev) { recv += c; recv_bytes += b; ++out.messages; }
+    }
+    out.time_us = std::max(out.time_us, std::max(send, recv) + topo.CopyTime(send_bytes + ex.target().LocalBytes(dev)));
+    out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + send_bytes + recv_bytes);
+  }
+  if (out.total_bytes > 0) out.time_us += topo.step_latency_us();
+  return out;
+}
+
+}  // namespace reshard

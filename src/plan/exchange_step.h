@@ -1,0 +1,32 @@
+// The ragged exchange as one step of a collective plan: its per-device
+// traffic and modeled time over a topology.
+//
+// Every device sends and receives its messages of the minimal exchange
+// (exchange.h) in one round; its time is the larger of its send and receive
+// sums of per-message costs. `detailed` streams the whole exchange for exact
+// per-device figures; otherwise, above 1024 devices, the time is the largest
+// over 32 evenly spaced devices' own parts (each computed alone), and the
+// bytes are the lower bound's, which the exchange meets exactly.
+#ifndef RESHARD_SRC_PLAN_EXCHANGE_STEP_H_
+#define RESHARD_SRC_PLAN_EXCHANGE_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "reshard/exchange.h"
+#include "reshard/topology.h"
+
+namespace reshard {
+
+struct ExchangeDraft {
+  int64_t max_recv_bytes = 0, total_bytes = 0, peak_bytes = 0, messages = 0;
+  double time_us = 0;
+  // detailed only, per device of exchange.devices():
+  std::vector<int64_t> send_bytes, recv_bytes, sends, recvs, peak;
+};
+
+ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, bool detailed);
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_PLAN_EXCHANGE_STEP_H_

@@ -1,0 +1,95 @@
+#include "plan/plan_mesh.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "reshard/named_sharding.h"
+
+namespace reshard {
+namespace {
+
+std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, const Mesh& m, int64_t node_size) {
+  Result<NamedSharding> s = NamedShardingFromLayout(source, m, /*allow_sub_axes=*/true);
+  if (!s.ok()) return std::nullopt;
+  Result<NamedSharding> t = NamedShardingFromLayout(target, m, /*allow_sub_axes=*/true);
+  if (!t.ok()) return std::nullopt;
+  // Cut points of each axis, as the product of the factors major to the cut.
+  std::vector<std::set<int64_t>> cuts(m.num_axes());
+  for (int64_t a = 0; a < m.num_axes(); ++a) cuts[a] = {1, m.axes()[a].size};
+  for (const NamedSharding* n : {&*s, &*t})
+    for (const NamedSharding::Dim& d : n->dims())
+      for (const AxisRef& r : d.axes) {
+        cuts[r.axis].insert(r.pre_size);
+        cuts[r.axis].insert(r.pre_size * r.Size(m));
+      }
+  if (node_size > 1 && m.is_iota()) {
+    int64_t stride = 1;  // devices between neighbours along the axis
+    for (int64_t a = m.num_axes() - 1; a >= 0; --a) {
+      const int64_t n = m.axes()[a].size;
+      if (stride < node_size && node_size < stride * n && node_size % stride == 0 && n % (node_size / stride) == 0)
+        cuts[a].insert(n / (node_size / stride));
+      stride *= n;
+    }
+  }
+  std::vector<Mesh::Axis> pieces;
+  std::map<std::pair<int64_t, int64_t>, int32_t> piece_at;  // (axis, pre) -> piece
+  for (int64_t a = 0; a < m.num_axes(); ++a) {
+    const std::vector<int64_t> c(cuts[a].begin(), cuts[a].end());
+    for (size_t i = 0; i + 1 < c.size(); ++i) {
+      if (c[i + 1] % c[i]) return std::nullopt;  // the cuts do not form a chain of factors
+      const int64_t size = c[i + 1] / c[i];
+      const bool whole = c.size() == 2;
+      AxisRef r{a, c[i], whole ? 0 : size};
+      piece_at[{a, c[i]}] = static_cast<int32_t>(pieces.size());
+      pieces.push_back({r.ToString(m), size});
+    }
+  }
+  Result<Mesh> pm = Mesh::Create(pieces, m.is_iota() ? std::vector<int64_t>{} : m.DeviceIds());
+  if (!pm.ok()) return std::nullopt;
+  auto lists = [&](const NamedSharding& n) {
+    AxisLists out;
+    for (const NamedSharding::Dim& d : n.dims()) {
+      std::vector<int32_t> l;
+      for (const AxisRef& r : d.axes)
+        for (int64_t pre = r.pre_size; pre < r.pre_size * r.Size(m);) {
+          const int32_t p = piece_at.at({r.axis, pre});
+          l.push_back(p);
+          pre *= pieces[p].size;
+        }
+      out.push_back(std::move(l));
+    }
+    return out;
+  };
+  return PlanMesh{*pm, m, lists(*s), lists(*t)};
+}
+
+// Axes of the prime factors of n, major first.
+std::vector<Mesh::Axis> PrimeAxes(int64_t n) {
+  std::vector<Mesh::Axis> axes;
+  for (int64_t p = 2; p * p <= n; ++p)
+    while (n % p == 0) {
+      axes.push_back({"p" + std::to_string(axes.size()), p});
+      n /= p;
+    }
+  if (n > 1) axes.push_back({"p" + std::to_string(axes.size()), n});
+  return axes;
+}
+
+}  // namespace
+
+std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
+                                     int64_t node_size) {
+  if (source.devices() != target.devices()) return std::nullopt;
+  for (const Mesh& m : hints) {
+    std::vector<int64_t> ids = m.DeviceIds();
+    std::sort(ids.begin(), ids.end());
+    if (ids != source.devices()) continue;
+    if (auto pm = TryMesh(source, target, m, node_size)) return pm;
+  }
+  Result<Mesh> primes = Mesh::Create(PrimeAxes(static_cast<int64_t>(source.devices().size())), source.devices());
+  if (!primes.ok()) return std::nullopt;
+  return TryMesh(source, target, *primes, node_size);
+}
+
+}  // namespace reshard

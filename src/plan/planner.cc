@@ -1,0 +1,641 @@
+#include "reshard/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+
+#include "plan/exchange_step.h"
+#include "plan/plan_mesh.h"
+#include "plan/structured_step.h"
+#include "reshard/exchange.h"
+#include "reshard/named_sharding.h"
+
+namespace reshard {
+
+Result<Strategy> ParseStrategy(std::string_view text) {
+  if (text == "auto") return Strategy::kAuto;
+  if (text == "exchange") return Strategy::kExchange;
+  if (text == "collectives") return Strategy::kCollectives;
+  return Status::InvalidArgument(fmt::format("unknown strategy '{}': expected auto, exchange or collectives", text));
+}
+
+std::string_view StrategyName(Strategy s) {
+  switch (s) {
+    case Strategy::kAuto: return "auto";
+    case Strategy::kExchange: return "exchange";
+    case Strategy::kCollectives: return "collectives";
+  }
+  return "?";
+}
+
+Result<PlanTarget> ParsePlanTarget(std::string_view text) {
+  if (text == "any") return PlanTarget::kAny;
+  if (text == "xla") return PlanTarget::kXla;
+  if (text == "jax-cpu") return PlanTarget::kJaxCpu;
+  if (text == "jax-gpu") return PlanTarget::kJaxGpu;
+  if (text == "mpi") return PlanTarget::kMpi;
+  if (text == "nccl") return PlanTarget::kNccl;
+  return Status::InvalidArgument(
+      fmt::format("unknown target '{}': expected any, xla, jax-cpu, jax-gpu, mpi or nccl", text));
+}
+
+std::string_view PlanTargetName(PlanTarget t) {
+  switch (t) {
+    case PlanTarget::kAny: return "any";
+    case PlanTarget::kXla: return "xla";
+    case PlanTarget::kJaxCpu: return "jax-cpu";
+    case PlanTarget::kJaxGpu: return "jax-gpu";
+    case PlanTarget::kMpi: return "mpi";
+    case PlanTarget::kNccl: return "nccl";
+  }
+  return "?";
+}
+
+bool HasRaggedExchange(PlanTarget t) { return t != PlanTarget::kJaxCpu; }
+
+// Assembles a CollectivePlan (the plan's only writer).
+class PlanBuilder {
+ public:
+  PlanBuilder(const Layout& source, const Layout& target) {
+    plan_.source_ = source;
+    plan_.target_ = target;
+    std::merge(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
+               std::back_inserter(plan_.devices_));
+    plan_.devices_.erase(std::unique(plan_.devices_.begin(), plan_.devices_.end()), plan_.devices_.end());
+  }
+  void SetMesh(const Mesh& mesh) {
+    plan_.mesh_ = mesh;
+    for (const Mesh::Axis& a : mesh.axes()) plan_.axis_labels_.push_back(a.name);
+  }
+  size_t Index(int64_t device) const {
+    return std::lower_bound(plan_.devices_.begin(), plan_.devices_.end(), device) - plan_.devices_.begin();
+  }
+  size_t num_devices() const { return plan_.devices_.size(); }
+  void Add(PlanStep step) { plan_.steps_.push_back(std::move(step)); }
+
+  CollectivePlan Finish() {
+    PlanTotals& t = plan_.totals_;
+    const size_t n = plan_.devices_.size();
+    std::vector<int64_t> send(n, 0), recv(n, 0);
+    for (const PlanStep& s : plan_.steps_) {
+      if (IsCollective(s.op)) ++t.collectives;
+      t.time_us += s.time_us;
+      for (size_t i = 0; i < n; ++i) {
+        send[i] += s.send_bytes[i];
+        recv[i] += s.recv_bytes[i];
+        t.peak_bytes = std::max(t.peak_bytes, s.peak_bytes[i]);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      t.max_send_bytes = std::max(t.max_send_bytes, send[i]);
+      t.max_recv_bytes = std::max(t.max_recv_bytes, recv[i]);
+      t.total_bytes += recv[i];
+    }
+    if (plan_.steps_.empty())
+      for (size_t i = 0; i < n; ++i)
+        t.peak_bytes = std::max(t.peak_bytes, plan_.source_->LocalBytes(plan_.devices_[i]) +
+                                                  plan_.target_->LocalBytes(plan_.devices_[i]));
+    return std::move(plan_);
+  }
+
+ private:
+  CollectivePlan plan_;
+};
+
+namespace {
+
+// Additive and totally ordered: modeled time (picoseconds), then bytes
+// received by the busiest device, then ragged exchanges, then steps.
+struct Cost {
+  int64_t time_ps = 0, bytes = 0, exchanges = 0, steps = 0;
+  friend auto operator<=>(const Cost&, const Cost&) = default;
+  Cost operator+(const Cost& o) const {
+    return {time_ps + o.time_ps, bytes + o.bytes, exchanges + o.exchanges, steps + o.steps};
+  }
+};
+int64_t Picoseconds(double us) { return std::llround(us * 1e6); }
+
+std::string StateText(const PlanMesh& pm, const AxisLists& s) {
+  std::string out = "[";
+  for (size_t d = 0; d < s.size(); ++d) {
+    out += d ? ", {" : "{";
+    for (size_t i = 0; i < s[d].size(); ++i) out += (i ? ", " : "") + pm.mesh.axes()[s[d][i]].name;
+    out += "}";
+  }
+  return out + "]";
+}
+
+std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes) {
+  std::string out = "{";
+  for (size_t i = 0; i < axes.size(); ++i) out += (i ? "," : "") + pm.mesh.axes()[axes[i]].name;
+  return out + "}";
+}
+
+Layout StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype) {
+  std::vector<NamedSharding::Dim> dims;
+  for (const auto& l : s) {
+    NamedSharding::Dim d;
+    for (int32_t a : l) d.axes.push_back(AxisRef{a, 1, 0});
+    dims.push_back(std::move(d));
+  }
+  // A state over the plan mesh's whole axes is always a valid named sharding.
+  return NamedSharding::Create(pm.mesh, std::move(dims)).value().ToLayout(shape, dtype).value();
+}
+
+// One edge of the search: a structured step, or the ragged exchange to the target.
+struct Edge {
+  bool exchange = false;
+  AxisLists to;
+  StepDraft draft;            // structured
+  double time_us = 0;
+  int64_t recv_bytes = 0, peak_bytes = 0;
+};
+
+std::string EdgeText(const PlanMesh& pm, const AxisLists& from, const Edge& e) {
+  if (e.exchange) return fmt::format("exchange (ragged): {} -> {}", StateText(pm, from), StateText(pm, e.to));
+  std::string op(StepOpName(e.draft.op));
+  if (!e.draft.group.empty()) op += " over " + AxesText(pm, e.draft.group);
+  return fmt::format("{}: {} -> {}", op, StateText(pm, from), StateText(pm, e.to));
+}
+
+bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+// States one structured step from `s` that may lead toward `t`.
+std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, const AxisLists& t) {
+  const size_t rank = s.size();
+  std::set<AxisLists> out;
+  std::vector<int> where(ctx.axis_sizes.size(), -1);  // dim holding each axis
+  for (size_t d = 0; d < rank; ++d)
+    for (int32_t a : s[d]) where[a] = static_cast<int>(d);
+  auto add = [&](const AxisLists& v) {
+    if (v != s) out.insert(v);
+  };
+  // All-gathers of one dim's minor axes; and of everything off the target's prefix.
+  AxisLists off = s;
+  for (size_t d = 0; d < rank; ++d) {
+    for (size_t m = 1; m <= s[d].size(); ++m) {
+      AxisLists v = s;
+      v[d].resize(s[d].size() - m);
+      add(v);
+    }
+    size_t p = 0;
+    while (p < s[d].size() && p < t[d].size() && s[d][p] == t[d][p]) ++p;
+    off[d].resize(p);
+  }
+  add(off);
+  // Slices: the target's next axes where unused; and all dims at once.
+  AxisLists all_slices = s;
+  for (size_t d = 0; d < rank; ++d) {
+    if (!IsPrefix(s[d], t[d])) continue;
+    for (size_t i = s[d].size(); i < t[d].size() && where[t[d][i]] < 0; ++i) {
+      AxisLists v = s;
+      v[d].insert(v[d].end(), t[d].begin() + s[d].size(), t[d].begin() + i + 1);
+      add(v);
+      all_slices[d] = v[d];
+    }
+  }
+  add(all_slices);
+  // All-to-alls: the target's next axes of a dim, taken from other dims'
+  // minor ends; each dim alone, then every dim at once.
+  auto move_next = [&](const AxisLists& base, size_t e, size_t count, AxisLists& v) {
+    v = base;
+    const std::vector<int32_t> axes(t[e].begin() + s[e].size(), t[e].begin() + s[e].size() + count);
+    std::map<int, size_t> taken;  // source dim -> axes taken from it
+    for (int32_t a : axes) {
+      if (where[a] < 0 || where[a] == static_cast<int>(e)) return false;
+      ++taken[where[a]];
+    }
+    for (auto [d, k] : taken) {
+      // The axes taken from dim d must be exactly its minor-most k.
+      for (size_t i = s[d].size() - k; i < s[d].size(); ++i)
+        if (std::find(axes.begin(), axes.end(), s[d][i]) == axes.end()) return false;
+      if (v[d].size() != s[d].size()) return false;  // already changed by another move
+      v[d].resize(s[d].size() - k);
+    }
+    v[e].insert(v[e].end(), axes.begin(), axes.end());
+    return true;
+  };
+  AxisLists fused = s;
+  for (size_t e = 0; e < rank; ++e) {
+    if (!IsPrefix(s[e], t[e])) continue;
+    size_t best = 0;
+    for (size_t count = 1; s[e].size() + count <= t[e].size(); ++count) {
+      AxisLists v;
+      if (move_next(s, e, count, v)) {
+        add(v);
+        best = count;
+      }
+    }
+    AxisLists v;
+    if (best && move_next(fused, e, best, v)) fused = v;
+  }
+  add(fused);
+  // Moves of a dim's minor axes to the minor end of another dim (steps of
+  // hierarchical plans, and ways around a blocked axis).
+  for (size_t d = 0; d < rank; ++d)
+    for (size_t m = 1; m <= s[d].size(); ++m)
+      for (size_t e = 0; e < rank; ++e) {
+        if (e == d) continue;
+        AxisLists v = s;
+        v[e].insert(v[e].end(), s[d].end() - m, s[d].end());
+        v[d].resize(s[d].size() - m);
+        add(v);
+      }
+  // Collective-permutes: straight to the target; swaps of equal-size axes.
+  add(t);
+  for (size_t a = 0; a < ctx.axis_sizes.size(); ++a) {
+    if (where[a] < 0) continue;
+    for (size_t b = 0; b < ctx.axis_sizes.size(); ++b) {
+      if (b == a || ctx.axis_sizes[a] != ctx.axis_sizes[b] || (where[b] >= 0 && b < a)) continue;
+      AxisLists v = s;
+      for (auto& l : v)
+        for (int32_t& x : l) x = x == static_cast<int32_t>(a) ? static_cast<int32_t>(b) : x == static_cast<int32_t>(b) ? static_cast<int32_t>(a) : x;
+      add(v);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+class NamedPlanner {
+ public:
+  NamedPlanner(const PlanMesh& pm, const Layout& source, const Layout& target, const PlannerOptions& o, int64_t cap)
+      : pm_(pm), ctx_(pm, o.topology, source.shape(), source.element_bytes()), source_(source), target_(target),
+        options_(o), cap_(cap) {}
+
+  // The cheapest path of edges from the source state to the target state.
+  std::optional<std::vector<std::pair<AxisLists, Edge>>> Search(std::vector<PlanCandidate>& candidates,
+                                                                int64_t& explored) {
+    struct Node {
+      AxisLists state;
+      Cost cost;
+      int parent = -1;
+      Edge via;
+      bool done = false;
+    };
+    std::vector<Node> nodes;
+    std::map<AxisLists, int> index;
+    using Entry = std::pair<Cost, int>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+    auto relax = [&](int from, const AxisLists& to, Edge e, Cost c) {
+      auto [it, fresh] = index.try_emplace(to, static_cast<int>(nodes.size()));
+      if (fresh) nodes.push_back(Node{to, c, from, std::move(e)});
+      else if (nodes[it->second].done || !(c < nodes[it->second].cost)) return;
+      else nodes[it->second] = Node{to, c, from, std::move(e)};
+      queue.push({c, it->second});
+      if (to == pm_.target) candidates.push_back(Describe(nodes, it->second, "found"));
+    };
+    relax(-1, pm_.source, Edge{}, Cost{});
+    const bool structured = options_.strategy != Strategy::kExchange;
+    const bool ragged = options_.strategy != Strategy::kCollectives && HasRaggedExchange(options_.target);
+    int exchanges_left = options_.strategy == Strategy::kExchange ? 1 : 8;
+    while (!queue.empty()) {
+      auto [cost, u] = queue.top();
+      queue.pop();
+      if (nodes[u].done || nodes[u].cost < cost) continue;
+      nodes[u].done = true;
+      ++explored;
+      if (nodes[u].state == pm_.target) return Path(nodes, u);
+      const AxisLists s = nodes[u].state;
+      if (structured)
+        for (const AxisLists& v : Neighbours(ctx_, s, pm_.target)) {
+          std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
+          if (!d || d->peak_bytes > cap_) continue;
+          Edge e{false, v, *d, d->time_us, d->recv_bytes, d->peak_bytes};
+          relax(u, v, std::move(e), cost + Cost{Picoseconds(d->time_us), d->recv_bytes, 0, 1});
+        }
+      if (ragged && exchanges_left > 0) {
+        --exchanges_left;
+        Layout from = StateLayout(pm_, s, source_.shape(), source_.dtype());
+        Exchange ex = Exchange::Create(from, target_).value();
+        ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
+        Edge e{true, pm_.target, {}, d.time_us, d.max_recv_bytes, d.peak_bytes};
+        if (d.peak_bytes <= cap_) relax(u, pm_.target, std::move(e), cost + Cost{Picoseconds(d.time_us), d.max_recv_bytes, 1, 1});
+        else candidates.push_back(Describe(nodes, u, fmt::format("then {} (peak {} B, over the cap)",
+                                                                  EdgeText(pm_, s, e), d.peak_bytes)));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A fixed sequence of states (a baseline), as edges; nullopt if a step has no structured form.
+  std::optional<std::vector<std::pair<AxisLists, Edge>>> Walk(const std::vector<AxisLists>& states) {
+    std::vector<std::pair<AxisLists, Edge>> path;
+    for (size_t i = 0; i + 1 < states.size(); ++i) {
+      std::optional<StepDraft> d = DraftStep(ctx_, states[i], states[i + 1], /*detailed=*/false);
+      if (!d) return std::nullopt;
+      path.push_back({states[i], Edge{false, states[i + 1], *d, d->time_us, d->recv_bytes, d->peak_bytes}});
+    }
+    return path;
+  }
+
+  // Shardy's reshard-to-collectives order: slices first, then one
+  // all-to-all per axis moved between dims, collective-permutes where axes
+  // are out of order, all-gathers of misplaced minor axes last; gathering
+  // everything where uneven dims block every single step.
+  std::vector<AxisLists> ShardyStates() {
+    const AxisLists& t = pm_.target;
+    std::vector<AxisLists> states = {pm_.source};
+    for (int iter = 0; iter < 64 && states.back() != t; ++iter) {
+      const AxisLists s = states.back();
+      const size_t rank = s.size();
+      auto valid = [&](const AxisLists& v) { return v != s && DraftStep(ctx_, s, v, false).has_value(); };
+      std::vector<int> where(ctx_.axis_sizes.size(), -1);
+      for (size_t d = 0; d < rank; ++d)
+        for (int32_t a : s[d]) where[a] = static_cast<int>(d);
+      AxisLists v = s;
+      for (size_t d = 0; d < rank; ++d)
+        if (IsPrefix(s[d], t[d]))
+          for (size_t i = s[d].size(); i < t[d].size() && where[t[d][i]] < 0; ++i) v[d].push_back(t[d][i]);
+      if (valid(v)) { states.push_back(v); continue; }
+      // The longest run of the target's next axes that ends another dim, in order: one all-to-all.
+      bool moved = false;
+      for (size_t e = 0; e < rank && !moved; ++e) {
+        if (!IsPrefix(s[e], t[e]) || s[e].size() == t[e].size()) continue;
+        const int d = where[t[e][s[e].size()]];
+        if (d < 0) continue;
+        for (size_t run = std::min(t[e].size() - s[e].size(), s[d].size()); run > 0 && !moved; --run) {
+          if (!std::equal(s[d].end() - run, s[d].end(), t[e].begin() + s[e].size())) continue;
+          v = s;
+          v[d].resize(s[d].size() - run);
+          v[e].insert(v[e].end(), s[d].end() - run, s[d].end());
+          if (valid(v)) { states.push_back(v); moved = true; }
+        }
+      }
+      if (moved) continue;
+      if (std::optional<StepDraft> p = DraftStep(ctx_, s, t, false); p && p->op == StepOp::kCollectivePermute) {
+        states.push_back(t);
+        continue;
+      }
+      for (size_t d = 0; d < rank && !moved; ++d) {
+        if (IsPrefix(s[d], t[d])) continue;
+        v = s;
+        v[d].pop_back();
+        if (valid(v)) { states.push_back(v); moved = true; }
+      }
+      if (moved) continue;
+      v = AxisLists(rank);  // gather everything: always a valid all-gather
+      if (valid(v)) states.push_back(v);
+      else break;
+    }
+    if (states.back() != t) states.push_back(t);
+    return states;
+  }
+
+  std::vector<AxisLists> RematStates() { return {pm_.source, AxisLists(pm_.source.size()), pm_.target}; }
+
+  PlanStep Finalize(PlanBuilder& b, const AxisLists& from, const Edge& e) {
+    const Layout in = StateLayout(pm_, from, source_.shape(), source_.dtype());
+    const Layout out = StateLayout(pm_, e.to, source_.shape(), source_.dtype());
+    PlanStep step{StepOp::kExchange, in, out};
+    step.input_spec = StateText(pm_, from);
+    step.output_spec = StateText(pm_, e.to);
+    step.input_shard = ctx_.ShardShape(from);
+    step.output_shard = ctx_.ShardShape(e.to);
+    const size_t n = b.num_devices();
+    if (e.exchange) {
+      FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
+      return step;
+    }
+    const StepDraft d = *DraftStep(ctx_, from, e.to, /*detailed=*/true);
+    step.op = d.op;
+    step.group_axes = d.group;
+    step.group_size = 1;
+    for (int32_t a : d.group) step.group_size *= ctx_.axis_sizes[a];
+    step.num_groups = d.op == StepOp::kSlice ? 0 : ctx_.num_devices() / step.group_size;
+    step.program = d.program;
+    step.time_us = d.time_us;
+    step.peak_bytes.assign(n, d.peak_bytes);
+    if (d.op == StepOp::kCollectivePermute) {
+      step.send_bytes.assign(n, 0);
+      step.recv_bytes.assign(n, 0);
+      step.sends.assign(n, 0);
+      step.recvs.assign(n, 0);
+      for (const auto& [s, t] : d.pairs) {
+        const size_t si = b.Index(pm_.mesh.device(s)), ti = b.Index(pm_.mesh.device(t));
+        step.send_bytes[si] = d.send_bytes;
+        step.sends[si] = 1;
+        step.recv_bytes[ti] = d.recv_bytes;
+        step.recvs[ti] = 1;
+      }
+    } else {
+      step.send_bytes.assign(n, d.send_bytes);
+      step.recv_bytes.assign(n, d.recv_bytes);
+      step.sends.assign(n, d.messages);
+      step.recvs.assign(n, d.messages);
+    }
+    return step;
+  }
+
+  static void FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo) {
+    const ExchangeDraft d = DraftExchange(ex, topo, /*detailed=*/true);
+    step.op = StepOp::kExchange;
+    ProgramOp op{ProgramOp::Kind::kExchange, step.output_shard};
+    step.program = {op};
+    step.time_us = d.time_us;
+    step.send_bytes = d.send_bytes;
+    step.recv_bytes = d.recv_bytes;
+    step.sends = d.sends;
+    step.recvs = d.recvs;
+    step.peak_bytes = d.peak;
+  }
+
+  PlanCandidate Price(const std::vector<std::pair<AxisLists, Edge>>& path, std::string note) const {
+    PlanCandidate c;
+    for (const auto& [from, e] : path) {
+      c.steps.push_back(EdgeText(pm_, from, e));
+      c.time_us += e.time_us;
+      c.max_recv_bytes += e.recv_bytes;
+      c.peak_bytes = std::max(c.peak_bytes, e.peak_bytes);
+    }
+    c.note = std::move(note);
+    return c;
+  }
+
+  const PlanContext& context() const { return ctx_; }
+
+ private:
+  template <typename Nodes>
+  std::vector<std::pair<AxisLists, Edge>> Path(const Nodes& nodes, int v) const {
+    std::vector<std::pair<AxisLists, Edge>> path;
+    for (; nodes[v].parent >= 0; v = nodes[v].parent) path.push_back({nodes[nodes[v].parent].state, nodes[v].via});
+    std::reverse(path.begin(), path.end());
+    return path;
+  }
+  template <typename Nodes>
+  PlanCandidate Describe(const Nodes& nodes, int v, std::string note) const {
+    return Price(Path(nodes, v), std::move(note));
+  }
+
+  const PlanMesh& pm_;
+  PlanContext ctx_;
+  const Layout& source_;
+  const Layout& target_;
+  const PlannerOptions& options_;
+  int64_t cap_;
+};
+
+int64_t MaxLocalBytes(const Layout& l) {
+  int64_t m = 0;
+  for (int64_t d : l.devices()) m = std::max(m, l.LocalBytes(d));
+  return m;
+}
+
+std::vector<int64_t> LargestTile(const Layout& l) {
+  std::vector<int64_t> s(l.rank(), 0);
+  for (int64_t d : l.devices()) {
+    std::vector<int64_t> ls = l.LocalShape(d);
+    if (l.LocalBytes(d) >= 0)
+      for (int64_t i = 0; i < l.rank(); ++i) s[i] = std::max(s[i], ls[i]);
+  }
+  return s;
+}
+
+// XLA's fallback without a common mesh: every target device receives the
+// source shards it lacks, one message per source tile.
+BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Topology& topo) {
+  BaselineCost b{"full_rematerialization"};
+  const Baseline base = FullRematerialization(source, target);
+  b.max_recv_bytes = base.max_recv_bytes;
+  b.total_bytes = base.total_bytes;
+  b.peak_bytes = base.peak_bytes;
+  b.collectives = 1;
+  b.ops = {"all-gather", "slice"};
+  const int64_t eb = source.element_bytes();
+  const auto& devs = target.devices();
+  const int64_t n = static_cast<int64_t>(devs.size()), samples = n <= 256 ? n : 32;
+  for (int64_t i = 0; i < samples; ++i) {
+    const int64_t dev = devs[i * n / samples];
+    const int64_t own = source.TileOf(dev);
+    double t = 0;
+    for (int64_t tile = 0; tile < source.num_tiles(); ++tile) {
+      if (tile == own || source.Holders(tile).empty()) continue;
+      t += topo.MessageTime(source.Holders(tile)[0], dev, source.TileElements(tile) * eb);
+    }
+    b.time_us = std::max(b.time_us, t);
+  }
+  if (b.max_recv_bytes > 0) b.time_us += topo.step_latency_us();
+  return b;
+}
+
+BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t devices, int64_t collectives,
+                        std::vector<std::string> ops) {
+  BaselineCost b{name};
+  b.max_recv_bytes = c.max_recv_bytes;
+  b.total_bytes = c.max_recv_bytes * devices;
+  b.peak_bytes = c.peak_bytes;
+  b.time_us = c.time_us;
+  b.collectives = collectives;
+  b.ops = std::move(ops);
+  return b;
+}
+
+}  // namespace
+
+Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const PlannerOptions& options) {
+  RESHARD_ASSIGN_OR_RETURN(Exchange oracle, Exchange::Create(source, target));
+  PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
+  const int64_t floor = MaxLocalBytes(source) + MaxLocalBytes(target);
+  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
+  result.memory_cap_bytes = cap;
+  const bool ragged = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);
+  if (options.strategy == Strategy::kExchange && !HasRaggedExchange(options.target))
+    return Status::NotSupported(fmt::format("the exchange strategy needs a ragged all-to-all, which {} lacks",
+                                            PlanTargetName(options.target)));
+  const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
+  std::optional<PlanMesh> pm = FindPlanMesh(source, target, options.meshes, node);
+  PlanBuilder builder(source, target);
+
+  if (!pm) {
+    // Explicit layouts (other device sets, non-mesh tile lists, block-cyclic): the exchange.
+    result.baselines.push_back(ExplicitRemat(source, target, options.topology));
+    if (!ragged)
+      return Status::NotSupported(
+          "the layouts are not named shardings over one mesh, so only the ragged exchange moves this data, and " +
+          std::string(options.strategy == Strategy::kCollectives ? "--strategy collectives excludes it"
+                                                                 : fmt::format("{} lacks it", PlanTargetName(options.target))));
+    if (!(source == target)) {
+      PlanStep step{StepOp::kExchange, source, target};
+      step.input_shard = LargestTile(source);
+      step.output_shard = LargestTile(target);
+      NamedPlanner::FillExchange(step, oracle, options.topology);
+      const int64_t peak = *std::max_element(step.peak_bytes.begin(), step.peak_bytes.end());
+      if (peak > cap)
+        return Status::InvalidArgument(fmt::format(
+            "no plan fits the memory cap of {} bytes per device: the exchange, the only plan for these layouts, "
+            "needs {} bytes on one device",
+            cap, peak));
+      PlanCandidate c{{"exchange (ragged)"}, step.time_us, 0, peak, "chosen"};
+      builder.Add(std::move(step));
+      result.plan = builder.Finish();
+      c.max_recv_bytes = result.plan.totals().max_recv_bytes;
+      result.candidates.push_back(c);
+    } else {
+      result.plan = builder.Finish();
+    }
+    return result;
+  }
+
+  builder.SetMesh(pm->mesh);
+  NamedPlanner planner(*pm, source, target, options, cap);
+  // Baselines first: they bound the search's answer.
+  std::optional<std::vector<std::pair<AxisLists, Edge>>> remat = planner.Walk(planner.RematStates());
+  std::optional<std::vector<std::pair<AxisLists, Edge>>> shardy = planner.Walk(planner.ShardyStates());
+  auto ops_of = [](const std::vector<std::pair<AxisLists, Edge>>& p) {
+    std::vector<std::string> ops;
+    int64_t collectives = 0;
+    for (const auto& [from, e] : p) {
+      ops.emplace_back(StepOpName(e.draft.op));
+      collectives += IsCollective(e.draft.op);
+    }
+    return std::make_pair(ops, collectives);
+  };
+  const int64_t devices = static_cast<int64_t>(source.devices().size());
+  if (remat) {
+    auto [ops, n] = ops_of(*remat);
+    result.baselines.push_back(BaselineOf("full_rematerialization", planner.Price(*remat, "baseline"), devices, n, ops));
+  }
+  if (shardy) {
+    auto [ops, n] = ops_of(*shardy);
+    result.baselines.push_back(BaselineOf("shardy", planner.Price(*shardy, "baseline"), devices, n, ops));
+  }
+
+  std::optional<std::vector<std::pair<AxisLists, Edge>>> best;
+  if (pm->source != pm->target) best = planner.Search(result.candidates, result.states_explored);
+  else best.emplace();
+  // A baseline that fits the cap and the target bounds the answer.
+  auto total = [](const std::vector<std::pair<AxisLists, Edge>>& p) {
+    Cost c;
+    for (const auto& [from, e] : p)
+      c = c + Cost{Picoseconds(e.time_us), e.recv_bytes, e.exchange ? 1 : 0, 1};
+    return c;
+  };
+  for (auto* base : {&shardy, &remat}) {
+    if (!*base || options.strategy == Strategy::kExchange) continue;
+    bool fits = true;
+    for (const auto& [from, e] : **base) fits = fits && e.peak_bytes <= cap;
+    if (fits && (!best || total(**base) < total(*best))) best = *base;
+  }
+  if (!best) {
+    const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
+                                   shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
+    if (!ragged && options.strategy == Strategy::kExchange)
+      return Status::NotSupported("no plan: the target has no ragged exchange");
+    return Status::InvalidArgument(fmt::format(
+        "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {}; the "
+        "baselines need {})",
+        cap, floor, least == INT64_MAX ? std::string("more") : std::to_string(least)));
+  }
+  result.candidates.push_back(planner.Price(*best, "chosen"));
+  for (const auto& [from, e] : *best) builder.Add(planner.Finalize(builder, from, e));
+  result.plan = builder.Finish();
+  return result;
+}
+
+}  // namespace reshard

@@ -1,0 +1,364 @@
+#include "plan/structured_step.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace reshard {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+int64_t ShardExtent(int64_t n, int64_t k) { return (n + k - 1) / k; }
+
+// Emits the ops of one step's program and tracks the buffers they need.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(std::vector<int64_t> shape, int64_t element_bytes) : shape_(std::move(shape)), eb_(element_bytes) {}
+
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t Bytes(const std::vector<int64_t>& s) const { return Product(s) * eb_; }
+
+  void Reshape(std::vector<int64_t> s) {
+    if (s == shape_) return;
+    Push({ProgramOp::Kind::kReshape, std::move(s)});
+  }
+  void Transpose(const std::vector<int64_t>& perm) {
+    std::vector<int64_t> s;
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) {
+      s.push_back(shape_[perm[i]]);
+      identity = identity && perm[i] == static_cast<int64_t>(i);
+    }
+    if (identity) return;
+    // Moving size-1 dims does not reorder memory: a reshape suffices.
+    std::vector<int64_t> big_in, big_out;
+    for (size_t i = 0; i < perm.size(); ++i) {
+      if (shape_[i] != 1) big_in.push_back(static_cast<int64_t>(i));
+      if (shape_[perm[i]] != 1) big_out.push_back(perm[i]);
+    }
+    if (big_in == big_out) return Reshape(std::move(s));
+    ProgramOp op{ProgramOp::Kind::kTranspose, std::move(s)};
+    op.perm = perm;
+    Push(std::move(op));
+  }
+  void Pad(std::vector<int64_t> s) {
+    if (s == shape_) return;
+    Push({ProgramOp::Kind::kPad, std::move(s)});
+  }
+  void Slice(std::vector<int64_t> s) {
+    if (s == shape_) return;
+    Push({ProgramOp::Kind::kSlice, std::move(s)});
+  }
+  void DynamicSlice(int64_t dim, int64_t size, std::vector<int32_t> axes) {
+    ProgramOp op{ProgramOp::Kind::kDynamicSlice, shape_};
+    op.shape[dim] = size;
+    op.dim = dim;
+    op.axes = std::move(axes);
+    Push(std::move(op));
+  }
+  void Collective(ProgramOp op) { Push(std::move(op)); }
+
+  std::vector<ProgramOp> TakeOps() { return std::move(ops_); }
+  int64_t peak_bytes() const { return peak_; }
+
+ private:
+  void Push(ProgramOp op) {
+    const int64_t in = Bytes(shape_), out = Bytes(op.shape);
+    if (op.kind != ProgramOp::Kind::kReshape) peak_ = std::max(peak_, in + out);
+    shape_ = op.shape;
+    ops_.push_back(std::move(op));
+  }
+  std::vector<int64_t> shape_;
+  int64_t eb_;
+  std::vector<ProgramOp> ops_;
+  int64_t peak_ = 0;
+};
+
+struct DimChange {
+  size_t prefix = 0;
+  std::vector<int32_t> removed, added;  // S and T
+};
+
+}  // namespace
+
+PlanContext::PlanContext(const PlanMesh& pm, const Topology& topo, std::vector<int64_t> s, int64_t eb)
+    : plan_mesh(&pm), topology(&topo), shape(std::move(s)), element_bytes(eb) {
+  const auto& axes = pm.mesh.axes();
+  axis_sizes.resize(axes.size());
+  axis_strides.resize(axes.size());
+  int64_t stride = 1;
+  for (size_t a = axes.size(); a-- > 0;) {
+    axis_sizes[a] = axes[a].size;
+    axis_strides[a] = stride;
+    stride *= axes[a].size;
+  }
+}
+
+std::vector<int64_t> PlanContext::ShardShape(const AxisLists& state) const {
+  std::vector<int64_t> s(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t k = 1;
+    for (int32_t a : state[d]) k *= axis_sizes[a];
+    s[d] = ShardExtent(shape[d], k);
+  }
+  return s;
+}
+
+int64_t PlanContext::ShardBytes(const AxisLists& state) const { return Product(ShardShape(state)) * element_bytes; }
+
+std::vector<int64_t> PlanContext::GroupOf(int64_t pos, const std::vector<int32_t>& axes) const {
+  int64_t base = pos;
+  for (int32_t a : axes) base -= Coordinate(pos, a) * axis_strides[a];
+  std::vector<int64_t> members = {base};
+  for (int32_t a : axes) {
+    std::vector<int64_t> next;
+    next.reserve(members.size() * axis_sizes[a]);
+    for (int64_t m : members)
+      for (int64_t c = 0; c < axis_sizes[a]; ++c) next.push_back(m + c * axis_strides[a]);
+    members = std::move(next);
+  }
+  return members;
+}
+
+double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64_t bytes) {
+  int64_t k = 1;
+  for (int32_t a : axes) k *= ctx.axis_sizes[a];
+  if (k <= 1) return 0;
+  const Topology& topo = *ctx.topology;
+  if (topo.Uniform()) return static_cast<double>(k - 1) * topo.MessageTime(0, 1, bytes);
+  // A device's time is affine in the message size: a + b * bytes. Keep the
+  // distinct (a, b) of the group's devices per axis set.
+  auto it = ctx.group_cost_cache.find(axes);
+  if (it == ctx.group_cost_cache.end()) {
+    const Mesh& mesh = ctx.plan_mesh->mesh;
+    const int64_t n = ctx.num_devices();
+    const int64_t samples = n * k <= (int64_t{1} << 22) ? n : std::min<int64_t>(64, n);
+    std::vector<std::pair<double, double>> lines;
+    for (int64_t i = 0; i < samples; ++i) {
+      const int64_t pos = samples == n ? i : i * n / samples;
+      double a = 0, b = 0;
+      for (int64_t q : ctx.GroupOf(pos, axes)) {
+        if (q == pos) continue;
+        const double t0 = topo.MessageTime(mesh.device(pos), mesh.device(q), 0);
+        a += t0;
+        b += topo.MessageTime(mesh.device(pos), mesh.device(q), 1) - t0;
+      }
+      lines.push_back({a, b});
+    }
+    std::sort(lines.begin(), lines.end());
+    lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+    it = ctx.group_cost_cache.emplace(axes, std::move(lines)).first;
+  }
+  double worst = 0;
+  for (const auto& [a, b] : it->second) worst = std::max(worst, a + b * static_cast<double>(bytes));
+  return worst;
+}
+
+namespace {
+
+int64_t AxesProduct(const PlanContext& ctx, const std::vector<int32_t>& axes, size_t begin, size_t end) {
+  int64_t k = 1;
+  for (size_t i = begin; i < end; ++i) k *= ctx.axis_sizes[axes[i]];
+  return k;
+}
+
+// Whether a dim changing from `from` to `to` (common prefix length p) keeps its blocks aligned.
+bool Aligned(const PlanContext& ctx, int64_t n, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
+             size_t p) {
+  const int64_t kp = AxesProduct(ctx, from, 0, p);
+  if (kp == 1) return true;
+  const int64_t kf = AxesProduct(ctx, from, 0, from.size()), kt = AxesProduct(ctx, to, 0, to.size());
+  return ShardExtent(n, kf) * (kf / kp) == ShardExtent(n, kt) * (kt / kp);
+}
+
+// The group's member order: plan-mesh order of its axes.
+std::vector<int32_t> GroupAxes(const std::vector<DimChange>& changes, bool removed) {
+  std::vector<int32_t> g;
+  for (const DimChange& c : changes) {
+    const auto& l = removed ? c.removed : c.added;
+    g.insert(g.end(), l.begin(), l.end());
+  }
+  std::sort(g.begin(), g.end());
+  return g;
+}
+
+// After a collective that left the group's members on a leading dim (sizes
+// in `group` order), moves each gathered axis in front of its dim's extent,
+// merges, and trims padding down to `to_shard`.
+void ScatterLeading(const PlanContext& ctx, ProgramBuilder& b, const std::vector<int32_t>& group,
+                    const std::vector<DimChange>& changes, const std::vector<int64_t>& rest,
+                    const std::vector<int64_t>& to_shard) {
+  const size_t rank = rest.size(), k = group.size();
+  std::vector<int64_t> split;
+  for (int32_t a : group) split.push_back(ctx.axis_sizes[a]);
+  split.insert(split.end(), rest.begin(), rest.end());
+  b.Reshape(split);
+  std::vector<int64_t> perm, merged;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t extent = rest[d];
+    for (int32_t a : changes[d].removed) {
+      const size_t at = std::find(group.begin(), group.end(), a) - group.begin();
+      perm.push_back(static_cast<int64_t>(at));
+      extent *= ctx.axis_sizes[a];
+    }
+    perm.push_back(static_cast<int64_t>(k + d));
+    merged.push_back(extent);
+  }
+  b.Transpose(perm);
+  b.Reshape(merged);
+  b.Slice(to_shard);
+}
+
+}  // namespace
+
+std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to, bool detailed) {
+  if (from == to) return std::nullopt;
+  const size_t rank = ctx.shape.size();
+  std::vector<DimChange> changes(rank);
+  bool any_removed = false, any_added = false, both_in_one_dim = false, same_counts = true;
+  for (size_t d = 0; d < rank; ++d) {
+    const auto &f = from[d], &t = to[d];
+    size_t p = 0;
+    while (p < f.size() && p < t.size() && f[p] == t[p]) ++p;
+    changes[d] = {p, {f.begin() + p, f.end()}, {t.begin() + p, t.end()}};
+    any_removed = any_removed || !changes[d].removed.empty();
+    any_added = any_added || !changes[d].added.empty();
+    both_in_one_dim = both_in_one_dim || (!changes[d].removed.empty() && !changes[d].added.empty());
+    same_counts = same_counts && AxesProduct(ctx, f, 0, f.size()) == AxesProduct(ctx, t, 0, t.size());
+  }
+  const std::vector<int64_t> from_shard = ctx.ShardShape(from), to_shard = ctx.ShardShape(to);
+  const int64_t eb = ctx.element_bytes;
+  StepDraft draft;
+  ProgramBuilder b(from_shard, eb);
+
+  bool structured = !both_in_one_dim;
+  for (size_t d = 0; d < rank && structured; ++d)
+    if (!changes[d].removed.empty() || !changes[d].added.empty())
+      structured = Aligned(ctx, ctx.shape[d], from[d], to[d], changes[d].prefix);
+  std::vector<int32_t> gathered = GroupAxes(changes, true), scattered = GroupAxes(changes, false);
+  if (structured && any_removed && any_added && gathered != scattered) structured = false;
+
+  if (structured && !any_removed) {
+    // Slice: pick this device's block of each grown dim, by its coordinates.
+    draft.op = StepOp::kSlice;
+    std::vector<int64_t> padded = from_shard;
+    for (size_t d = 0; d < rank; ++d)
+      if (!changes[d].added.empty())
+        padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added, 0, changes[d].added.size());
+    b.Pad(padded);
+    for (size_t d = 0; d < rank; ++d)
+      if (!changes[d].added.empty()) b.DynamicSlice(static_cast<int64_t>(d), to_shard[d], changes[d].added);
+  } else if (structured && !any_added) {
+    draft.op = StepOp::kAllGather;
+    draft.group = gathered;
+    std::vector<int64_t> lead = {1};
+    lead.insert(lead.end(), from_shard.begin(), from_shard.end());
+    b.Reshape(lead);
+    const int64_t k = AxesProduct(ctx, gathered, 0, gathered.size());
+    ProgramOp ag{ProgramOp::Kind::kAllGather, lead};
+    ag.shape[0] = k;
+    ag.axes = gathered;
+    b.Collective(std::move(ag));
+    ScatterLeading(ctx, b, gathered, changes, from_shard, to_shard);
+    const int64_t m = Product(from_shard) * eb;
+    draft.send_bytes = draft.recv_bytes = (k - 1) * m;
+    draft.messages = k - 1;
+    draft.time_us = GroupTime(ctx, gathered, m);
+  } else if (structured) {
+    draft.op = StepOp::kAllToAll;
+    draft.group = gathered;
+    // Each dim that grows is cut into its new axes' digits; those digits go
+    // to the front in group order, one chunk per destination.
+    std::vector<int64_t> padded = from_shard, digits, rest(rank);
+    for (size_t d = 0; d < rank; ++d)
+      if (!changes[d].added.empty())
+        padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added, 0, changes[d].added.size());
+    b.Pad(padded);
+    std::vector<int64_t> digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      for (int32_t a : changes[d].added) {
+        digit_of_axis[a] = static_cast<int64_t>(digits.size());
+        digits.push_back(ctx.axis_sizes[a]);
+      }
+      rest[d] = changes[d].added.empty() ? padded[d] : to_shard[d];
+      rest_digit[d] = static_cast<int64_t>(digits.size());
+      digits.push_back(rest[d]);
+    }
+    b.Reshape(digits);
+    std::vector<int64_t> perm;
+    for (int32_t a : gathered) perm.push_back(digit_of_axis[a]);
+    for (size_t d = 0; d < rank; ++d) perm.push_back(rest_digit[d]);
+    b.Transpose(perm);
+    const int64_t k = AxesProduct(ctx, gathered, 0, gathered.size());
+    std::vector<int64_t> lead = {k};
+    lead.insert(lead.end(), rest.begin(), rest.end());
+    b.Reshape(lead);
+    ProgramOp a2a{ProgramOp::Kind::kAllToAll, lead};
+    a2a.axes = gathered;
+    b.Collective(std::move(a2a));
+    ScatterLeading(ctx, b, gathered, changes, rest, to_shard);
+    const int64_t m = Product(rest) * eb;  // one chunk
+    draft.send_bytes = draft.recv_bytes = (k - 1) * m;
+    draft.messages = k - 1;
+    draft.time_us = GroupTime(ctx, gathered, m);
+  } else if (same_counts) {
+    // Collective-permute: per shard index, the devices that need it and do
+    // not hold it are paired, in ascending order, with holders that no
+    // longer keep it. Every shard index is held by as many devices in both
+    // states (the same shard counts), so the pairs form a permutation.
+    draft.op = StepOp::kCollectivePermute;
+    const int64_t m = Product(from_shard) * eb;
+    draft.send_bytes = draft.recv_bytes = m;
+    draft.messages = 1;
+    if (!detailed) {
+      draft.time_us = ctx.topology->WorstMessageTime(m);
+    } else {
+      const int64_t n = ctx.num_devices();
+      auto tile_of = [&](const AxisLists& s, int64_t pos) {
+        int64_t t = 0;
+        for (size_t d = 0; d < rank; ++d)
+          for (int32_t a : s[d]) t = t * ctx.axis_sizes[a] + ctx.Coordinate(pos, a);
+        return t;
+      };
+      std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<int64_t>>> by_tile;  // tile -> (senders, receivers)
+      for (int64_t pos = 0; pos < n; ++pos) {
+        const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
+        if (tf == tt) continue;
+        by_tile[tf].first.push_back(pos);
+        by_tile[tt].second.push_back(pos);
+      }
+      for (auto& [tile, sr] : by_tile) {
+        if (sr.first.size() != sr.second.size()) return std::nullopt;  // not a permutation
+        for (size_t i = 0; i < sr.first.size(); ++i) draft.pairs.push_back({sr.first[i], sr.second[i]});
+      }
+      std::sort(draft.pairs.begin(), draft.pairs.end());
+      const Mesh& mesh = ctx.plan_mesh->mesh;
+      for (const auto& [s, t] : draft.pairs)
+        draft.time_us = std::max(draft.time_us, ctx.topology->MessageTime(mesh.device(s), mesh.device(t), m));
+    }
+    ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
+    cp.pairs = draft.pairs;
+    b.Collective(std::move(cp));
+  } else {
+    return std::nullopt;
+  }
+  if (b.shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
+  draft.peak_bytes = std::max(b.peak_bytes(), b.Bytes(from_shard) + b.Bytes(to_shard));
+  // Local copies as an executor makes them: pack what is sent where it is
+  // not one contiguous buffer (an all-to-all's chunks), then lay out the
+  // result (not needed where a permute receives straight into it). The
+  // exchange is priced the same way, so the two compare on traffic alone.
+  const int64_t packed = draft.op == StepOp::kAllToAll ? draft.send_bytes : 0;
+  const int64_t laid_out = draft.op == StepOp::kCollectivePermute ? 0 : b.Bytes(to_shard);
+  draft.time_us += ctx.topology->CopyTime(packed + laid_out);
+  if (IsCollective(draft.op)) draft.time_us += ctx.topology->step_latency_us();
+  draft.program = b.TakeOps();
+  return draft;
+}
+
+}  // namespace reshard

@@ -1,0 +1,82 @@
+// Structured steps between two named states over the plan mesh: which single
+// collective (or local step) goes from one to the other, its SPMD program,
+// and its modeled cost.
+//
+// A state lists, per tensor dim, the plan-mesh axes that split it (major to
+// minor); a device's shard along dim d is ceil(n_d / K_d) long (K_d the
+// product of the dim's axis sizes), padded past n_d. Between states `from`
+// and `to`, each dim keeps its longest common prefix P and trades the suffix
+// S (from) for the suffix T (to):
+//   slice               no dim has S, the T axes are unused: local dynamic slice
+//   all-gather          no dim has T: gather the S axes
+//   all-to-all          S axes == T axes as sets, and no dim has both: one
+//                       all-to-all over their union (several axes between several
+//                       dims at once, with local reshapes and transposes)
+//   collective-permute  every dim keeps its shard count: devices swap shards
+// A dim that changes must keep its blocks aligned: either P is empty (the
+// whole dim is one block; padding is trimmed or added locally) or the block
+// of extent n / K(P) is the same padded length in both states. Otherwise no
+// single structured step exists (the planner then gathers further, or uses
+// the ragged exchange).
+#ifndef RESHARD_SRC_PLAN_STRUCTURED_STEP_H_
+#define RESHARD_SRC_PLAN_STRUCTURED_STEP_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "plan/plan_mesh.h"
+#include "reshard/collective_plan.h"
+#include "reshard/topology.h"
+
+namespace reshard {
+
+struct PlanContext {
+  const PlanMesh* plan_mesh = nullptr;
+  const Topology* topology = nullptr;
+  std::vector<int64_t> shape;
+  int64_t element_bytes = 4;
+  std::vector<int64_t> axis_sizes;    // per plan-mesh axis
+  std::vector<int64_t> axis_strides;  // mesh positions between neighbours along each axis
+
+  PlanContext(const PlanMesh& pm, const Topology& topo, std::vector<int64_t> shape, int64_t element_bytes);
+  int64_t num_devices() const { return plan_mesh->mesh.num_devices(); }
+  // Padded local shape of a state.
+  std::vector<int64_t> ShardShape(const AxisLists& state) const;
+  int64_t ShardBytes(const AxisLists& state) const;
+  // Mesh positions of the group of position `pos` over `axes`, in member order.
+  std::vector<int64_t> GroupOf(int64_t pos, const std::vector<int32_t>& axes) const;
+  int64_t Coordinate(int64_t pos, int32_t axis) const { return (pos / axis_strides[axis]) % axis_sizes[axis]; }
+  // GroupTime's per-axis-set cost lines (planning is single-threaded).
+  mutable std::map<std::vector<int32_t>, std::vector<std::pair<double, double>>> group_cost_cache;
+};
+
+// One step drafted between two states: every device sends and receives the
+// same (send_bytes, recv_bytes, messages), except for a collective-permute,
+// where only `pairs` move.
+struct StepDraft {
+  StepOp op = StepOp::kCopy;
+  std::vector<int32_t> group;
+  std::vector<ProgramOp> program;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  int64_t send_bytes = 0, recv_bytes = 0, messages = 0;  // per device (permute: per mover)
+  int64_t peak_bytes = 0;                                // per device
+  double time_us = 0;
+};
+
+// The single structured step from `from` to `to`, if one exists.
+// `detailed` = false skips what only the final plan needs (a permute's pairs;
+// its time is then priced at the network link, an upper estimate).
+std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
+                                   bool detailed = true);
+
+// The time of one collective where every device exchanges `bytes` with each
+// other member of its group over `axes` (the slowest device; devices sampled
+// evenly when the group pairs exceed 2^22).
+double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64_t bytes);
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_PLAN_STRUCTURED_STEP_H_
