@@ -68,6 +68,7 @@ struct PlanStep {
   Layout input, output;                   // exact layouts before and after
   std::string input_spec = {}, output_spec = {};    // over the plan mesh, "[{y}, {}, {x}]"; empty for explicit layouts
   std::vector<int64_t> input_shard = {}, output_shard = {};  // padded local shapes (explicit layouts: the largest tile)
+  std::string group_spec = {};            // "{x,y}": the group's axes as the caller's mesh names them
   std::vector<int32_t> group_axes = {};      // plan-mesh axes of the group, in member order
   int64_t group_size = 1;
   int64_t num_groups = 0;

@@ -266,12 +266,13 @@ class PlanRun {
         return true;
       }
       case ProgramOp::Kind::kCollectivePermute: {
-        if (!mesh) return fail("a collective-permute needs a mesh");
+        // Positions are mesh positions, or indices into the plan's devices without a mesh.
+        auto device_at = [&](int64_t p) { return mesh ? mesh->device(p) : plan_.devices().at(p); };
         next = buffers_;
         std::map<int64_t, int> targeted;
         for (const auto& [s, t] : op.pairs) {
           if (++targeted[t] > 1) return fail(fmt::format("position {} is targeted twice", t));
-          next[mesh->device(t)] = buffers_.at(mesh->device(s));
+          next[device_at(t)] = buffers_.at(device_at(s));
         }
         for (auto& [dev, b] : buffers_) hold(dev, 2 * static_cast<int64_t>(b.data.size()) * eb);
         buffers_ = std::move(next);
@@ -283,7 +284,7 @@ class PlanRun {
         const ExchangePlan xp = ex->Plan();
         for (int64_t dev : plan_.devices()) {
           Buffer out;
-          out.shape = step.output_spec.empty() ? step.output.LocalShape(dev) : step.output_shard;
+          out.shape = Padded(step) ? step.output_shard : step.output.LocalShape(dev);
           out.data.assign(Product(out.shape), 0);
           next[dev] = std::move(out);
           hold(dev, (static_cast<int64_t>(buffers_[dev].data.size()) + Product(next[dev].shape)) * eb);
@@ -307,9 +308,13 @@ class PlanRun {
     return fail("unknown op");
   }
 
+  // Structured steps keep padded shards of one shape on every device; a
+  // ragged exchange between explicit layouts works on exact local buffers.
+  static bool Padded(const PlanStep& s) { return s.op != StepOp::kExchange || !s.input_spec.empty(); }
+
   void Execute() {
-    const bool named0 = plan_.steps().empty() ? false : !plan_.steps()[0].input_spec.empty();
-    Load(plan_.source(), named0 ? plan_.steps()[0].input_shard : std::vector<int64_t>{});
+    const bool padded0 = !plan_.steps().empty() && Padded(plan_.steps()[0]);
+    Load(plan_.source(), padded0 ? plan_.steps()[0].input_shard : std::vector<int64_t>{});
     for (size_t si = 0; si < plan_.steps().size(); ++si) {
       const PlanStep& step = plan_.steps()[si];
       std::map<int64_t, int64_t> peak;
@@ -323,7 +328,7 @@ class PlanRun {
             return;
           }
       }
-      Check(&step, step.output, !step.output_spec.empty(), si);
+      Check(&step, step.output, Padded(step), si);
       for (size_t i = 0; i < plan_.devices().size(); ++i) {
         const int64_t dev = plan_.devices()[i];
         const int64_t held = std::max(peak[dev], (Product(buffers_[dev].shape)) * plan_.source().element_bytes());
@@ -335,8 +340,8 @@ class PlanRun {
       }
     }
     // The end state is the target layout.
-    const bool named = !plan_.steps().empty() && !plan_.steps().back().output_spec.empty();
-    Check(nullptr, plan_.target(), named, plan_.steps().size());
+    const bool padded = !plan_.steps().empty() && Padded(plan_.steps().back());
+    Check(nullptr, plan_.target(), padded, plan_.steps().size());
     report_.devices = static_cast<int64_t>(plan_.devices().size());
   }
 

@@ -32,17 +32,39 @@ std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, cons
       stride *= n;
     }
   }
-  std::vector<Mesh::Axis> pieces;
-  std::map<std::pair<int64_t, int64_t>, int32_t> piece_at;  // (axis, pre) -> piece
+  size_t count = 0, primes = 0;
   for (int64_t a = 0; a < m.num_axes(); ++a) {
     const std::vector<int64_t> c(cuts[a].begin(), cuts[a].end());
     for (size_t i = 0; i + 1 < c.size(); ++i) {
       if (c[i + 1] % c[i]) return std::nullopt;  // the cuts do not form a chain of factors
+      ++count;
+      for (int64_t r = c[i + 1] / c[i], p = 2; r > 1; p = r % p ? p + 1 : p)
+        if (r % p == 0) { r /= p; ++primes; }
+    }
+  }
+  if (primes > count && primes <= static_cast<size_t>(kMaxPrimePieces))
+    for (int64_t a = 0; a < m.num_axes(); ++a) {
+      const std::vector<int64_t> c(cuts[a].begin(), cuts[a].end());
+      for (size_t i = 0; i + 1 < c.size(); ++i)
+        for (int64_t at = c[i], r = c[i + 1] / c[i], p = 2; r > 1; p = r % p ? p + 1 : p)
+          if (r % p == 0) {
+            r /= p;
+            at *= p;
+            cuts[a].insert(at);
+          }
+    }
+  std::vector<Mesh::Axis> pieces;
+  std::vector<AxisRef> origin;
+  std::map<std::pair<int64_t, int64_t>, int32_t> piece_at;  // (axis, pre) -> piece
+  for (int64_t a = 0; a < m.num_axes(); ++a) {
+    const std::vector<int64_t> c(cuts[a].begin(), cuts[a].end());
+    for (size_t i = 0; i + 1 < c.size(); ++i) {
       const int64_t size = c[i + 1] / c[i];
       const bool whole = c.size() == 2;
       AxisRef r{a, c[i], whole ? 0 : size};
       piece_at[{a, c[i]}] = static_cast<int32_t>(pieces.size());
       pieces.push_back({r.ToString(m), size});
+      origin.push_back(r);
     }
   }
   Result<Mesh> pm = Mesh::Create(pieces, m.is_iota() ? std::vector<int64_t>{} : m.DeviceIds());
@@ -61,7 +83,7 @@ std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, cons
     }
     return out;
   };
-  return PlanMesh{*pm, m, lists(*s), lists(*t)};
+  return PlanMesh{*pm, m, std::move(origin), lists(*s), lists(*t)};
 }
 
 // Axes of the prime factors of n, major first.
@@ -77,6 +99,30 @@ std::vector<Mesh::Axis> PrimeAxes(int64_t n) {
 }
 
 }  // namespace
+
+std::string PlanMesh::AxesText(const std::vector<int32_t>& p, const char* sep) const {
+  std::string out;
+  for (size_t i = 0; i < p.size();) {
+    // A run of pieces that covers one whole axis of the caller's mesh, in order.
+    size_t j = i;
+    int64_t pre = 1;
+    while (j < p.size() && origin[p[j]].axis == origin[p[i]].axis && origin[p[j]].pre_size == pre) {
+      pre *= mesh.axes()[p[j]].size;
+      ++j;
+      if (pre == original.axes()[origin[p[i]].axis].size) break;
+    }
+    const bool whole = pre == original.axes()[origin[p[i]].axis].size && origin[p[i]].pre_size == 1;
+    if (!out.empty()) out += sep;
+    if (whole) {
+      out += original.axes()[origin[p[i]].axis].name;
+      i = j;
+    } else {
+      out += mesh.axes()[p[i]].name;
+      ++i;
+    }
+  }
+  return out;
+}
 
 std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
                                      int64_t node_size) {

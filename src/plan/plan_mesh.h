@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
+#include "reshard/named_sharding.h"
 
 namespace reshard {
 
@@ -25,12 +27,20 @@ using AxisLists = std::vector<std::vector<int32_t>>;
 
 struct PlanMesh {
   Mesh mesh;
-  Mesh original;           // the caller's mesh the pieces cut
+  Mesh original;              // the caller's mesh the pieces cut
+  std::vector<AxisRef> origin;  // per piece, what it is of `original`
   AxisLists source, target;
+
+  // "x" for a run of pieces that make up axis x in order, else piece names.
+  std::string AxesText(const std::vector<int32_t>& pieces, const char* sep) const;
 };
 
 // nullopt when the layouts are not named shardings over one common mesh.
-// node_size > 1 adds node-boundary cuts where the mesh is iota.
+// node_size > 1 adds node-boundary cuts where the mesh is iota. Pieces are
+// further cut into prime factors while the plan mesh keeps at most
+// kMaxPrimePieces axes: more pieces let the search move part of an axis
+// (slice half of x, swap it for y), at the price of a larger search.
+inline constexpr int kMaxPrimePieces = 6;
 std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
                                      int64_t node_size);
 

@@ -76,6 +76,7 @@ class PlanBuilder {
     return std::lower_bound(plan_.devices_.begin(), plan_.devices_.end(), device) - plan_.devices_.begin();
   }
   size_t num_devices() const { return plan_.devices_.size(); }
+  int64_t device(size_t index) const { return plan_.devices_[index]; }
   void Add(PlanStep step) { plan_.steps_.push_back(std::move(step)); }
 
   CollectivePlan Finish() {
@@ -122,19 +123,11 @@ int64_t Picoseconds(double us) { return std::llround(us * 1e6); }
 
 std::string StateText(const PlanMesh& pm, const AxisLists& s) {
   std::string out = "[";
-  for (size_t d = 0; d < s.size(); ++d) {
-    out += d ? ", {" : "{";
-    for (size_t i = 0; i < s[d].size(); ++i) out += (i ? ", " : "") + pm.mesh.axes()[s[d][i]].name;
-    out += "}";
-  }
+  for (size_t d = 0; d < s.size(); ++d) out += (d ? ", {" : "{") + pm.AxesText(s[d], ", ") + "}";
   return out + "]";
 }
 
-std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes) {
-  std::string out = "{";
-  for (size_t i = 0; i < axes.size(); ++i) out += (i ? "," : "") + pm.mesh.axes()[axes[i]].name;
-  return out + "}";
-}
+std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes) { return "{" + pm.AxesText(axes, ",") + "}"; }
 
 Layout StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype) {
   std::vector<NamedSharding::Dim> dims;
@@ -202,6 +195,19 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
     }
   }
   add(all_slices);
+  // Slices of any unused target axis onto any dim: less data for the steps
+  // after (a permute can put the axes in order later).
+  std::vector<bool> in_target(ctx.axis_sizes.size(), false);
+  for (const auto& l : t)
+    for (int32_t a : l) in_target[a] = true;
+  for (size_t a = 0; a < ctx.axis_sizes.size(); ++a) {
+    if (where[a] >= 0 || !in_target[a]) continue;
+    for (size_t d = 0; d < rank; ++d) {
+      AxisLists v = s;
+      v[d].push_back(static_cast<int32_t>(a));
+      add(v);
+    }
+  }
   // All-to-alls: the target's next axes of a dim, taken from other dims'
   // minor ends; each dim alone, then every dim at once.
   auto move_next = [&](const AxisLists& base, size_t e, size_t count, AxisLists& v) {
@@ -248,8 +254,21 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
         v[d].resize(s[d].size() - m);
         add(v);
       }
-  // Collective-permutes: straight to the target; swaps of equal-size axes.
+  // Collective-permutes: straight to the target; each dim's axes reordered
+  // with those its target has first, in the target's order; swaps of
+  // equal-size axes.
   add(t);
+  for (size_t d = 0; d < rank; ++d) {
+    AxisLists v = s;
+    std::stable_sort(v[d].begin(), v[d].end(), [&](int32_t a, int32_t b) {
+      auto rank_of = [&](int32_t x) {
+        auto it = std::find(t[d].begin(), t[d].end(), x);
+        return it == t[d].end() ? t[d].size() : static_cast<size_t>(it - t[d].begin());
+      };
+      return rank_of(a) < rank_of(b);
+    });
+    add(v);
+  }
   for (size_t a = 0; a < ctx.axis_sizes.size(); ++a) {
     if (where[a] < 0) continue;
     for (size_t b = 0; b < ctx.axis_sizes.size(); ++b) {
@@ -406,6 +425,7 @@ class NamedPlanner {
     const StepDraft d = *DraftStep(ctx_, from, e.to, /*detailed=*/true);
     step.op = d.op;
     step.group_axes = d.group;
+    if (!d.group.empty()) step.group_spec = AxesText(pm_, d.group);
     step.group_size = 1;
     for (int32_t a : d.group) step.group_size *= ctx_.axis_sizes[a];
     step.num_groups = d.op == StepOp::kSlice ? 0 : ctx_.num_devices() / step.group_size;
@@ -524,6 +544,52 @@ BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Top
   return b;
 }
 
+// Where both layouts cut the array alike and only the devices holding each
+// tile differ: one collective-permute over explicit device pairs (positions
+// index plan.devices()); each tile's new holders take it from its old ones
+// that no longer hold it, in ascending order.
+std::optional<PlanStep> ExplicitPermute(const PlanBuilder& b, const Layout& source, const Layout& target,
+                                        const Topology& topo) {
+  if (source.rank() != target.rank() || source.devices().size() != target.devices().size()) return std::nullopt;
+  for (int64_t d = 0; d < source.rank(); ++d)
+    if (!(source.dim(d) == target.dim(d))) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t tile = 0; tile < source.num_tiles(); ++tile) {
+    const auto h = source.Holders(tile), r = target.Holders(tile);
+    if (h.size() != r.size()) return std::nullopt;
+    std::vector<int64_t> senders, receivers;
+    std::set_difference(h.begin(), h.end(), r.begin(), r.end(), std::back_inserter(senders));
+    std::set_difference(r.begin(), r.end(), h.begin(), h.end(), std::back_inserter(receivers));
+    for (size_t i = 0; i < senders.size(); ++i)
+      pairs.push_back({static_cast<int64_t>(b.Index(senders[i])), static_cast<int64_t>(b.Index(receivers[i]))});
+  }
+  PlanStep step{StepOp::kCollectivePermute, source, target};
+  step.input_shard = LargestTile(source);
+  step.output_shard = step.input_shard;
+  const int64_t bytes = [&] {
+    int64_t n = source.element_bytes();
+    for (int64_t e : step.input_shard) n *= e;
+    return n;
+  }();
+  std::sort(pairs.begin(), pairs.end());
+  ProgramOp op{ProgramOp::Kind::kCollectivePermute, step.input_shard};
+  op.pairs = pairs;
+  step.program = {op};
+  const size_t n = b.num_devices();
+  step.send_bytes.assign(n, 0);
+  step.recv_bytes.assign(n, 0);
+  step.sends.assign(n, 0);
+  step.recvs.assign(n, 0);
+  step.peak_bytes.assign(n, 2 * bytes);
+  for (const auto& [s, t] : pairs) {
+    step.send_bytes[s] = step.recv_bytes[t] = bytes;
+    step.sends[s] = step.recvs[t] = 1;
+    step.time_us = std::max(step.time_us, topo.MessageTime(b.device(s), b.device(t), bytes));
+  }
+  step.time_us += topo.step_latency_us() + topo.CopyTime(0);
+  return step;
+}
+
 BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t devices, int64_t collectives,
                         std::vector<std::string> ops) {
   BaselineCost b{name};
@@ -553,80 +619,125 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
   PlanBuilder builder(source, target);
 
   if (!pm) {
-    // Explicit layouts (other device sets, non-mesh tile lists, block-cyclic): the exchange.
+    // Explicit layouts (other device sets, non-mesh tile lists, block-cyclic):
+    // a collective-permute where only the devices differ, else the exchange.
     result.baselines.push_back(ExplicitRemat(source, target, options.topology));
-    if (!ragged)
-      return Status::NotSupported(
-          "the layouts are not named shardings over one mesh, so only the ragged exchange moves this data, and " +
-          std::string(options.strategy == Strategy::kCollectives ? "--strategy collectives excludes it"
-                                                                 : fmt::format("{} lacks it", PlanTargetName(options.target))));
-    if (!(source == target)) {
+    if (source == target) {
+      result.plan = builder.Finish();
+      return result;
+    }
+    std::optional<PlanStep> permute;
+    if (options.strategy != Strategy::kExchange) permute = ExplicitPermute(builder, source, target, options.topology);
+    std::optional<PlanStep> exchange;
+    if (ragged) {
       PlanStep step{StepOp::kExchange, source, target};
       step.input_shard = LargestTile(source);
       step.output_shard = LargestTile(target);
       NamedPlanner::FillExchange(step, oracle, options.topology);
-      const int64_t peak = *std::max_element(step.peak_bytes.begin(), step.peak_bytes.end());
-      if (peak > cap)
-        return Status::InvalidArgument(fmt::format(
-            "no plan fits the memory cap of {} bytes per device: the exchange, the only plan for these layouts, "
-            "needs {} bytes on one device",
-            cap, peak));
-      PlanCandidate c{{"exchange (ragged)"}, step.time_us, 0, peak, "chosen"};
-      builder.Add(std::move(step));
-      result.plan = builder.Finish();
-      c.max_recv_bytes = result.plan.totals().max_recv_bytes;
-      result.candidates.push_back(c);
-    } else {
-      result.plan = builder.Finish();
+      exchange = std::move(step);
     }
+    auto price = [](const PlanStep& st) {
+      return Cost{Picoseconds(st.time_us), *std::max_element(st.recv_bytes.begin(), st.recv_bytes.end()),
+                  st.op == StepOp::kExchange ? 1 : 0, 1};
+    };
+    auto peak = [](const PlanStep& st) { return *std::max_element(st.peak_bytes.begin(), st.peak_bytes.end()); };
+    std::optional<PlanStep> chosen;
+    for (std::optional<PlanStep>* c : {&permute, &exchange}) {
+      if (!*c) continue;
+      result.candidates.push_back(PlanCandidate{{std::string(StepOpName((*c)->op))}, (*c)->time_us,
+                                                *std::max_element((*c)->recv_bytes.begin(), (*c)->recv_bytes.end()),
+                                                peak(**c), peak(**c) > cap ? "over the memory cap" : "priced"});
+      if (peak(**c) <= cap && (!chosen || price(**c) < price(*chosen))) chosen = **c;
+    }
+    if (!chosen && options.memory_cap_bytes == 0) {
+      // The default cap is soft (as for named layouts): take the cheapest.
+      for (std::optional<PlanStep>* c : {&permute, &exchange})
+        if (*c && (!chosen || price(**c) < price(*chosen))) chosen = **c;
+      if (chosen) {
+        result.candidates.push_back(PlanCandidate{
+            {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+        result.memory_cap_bytes = 0;
+      }
+    }
+    if (!chosen) {
+      if (!permute && !exchange)
+        return Status::NotSupported(
+            "the layouts are not named shardings over one mesh and differ in more than their devices, so only the "
+            "ragged exchange moves this data, and " +
+            std::string(options.strategy == Strategy::kCollectives
+                            ? "--strategy collectives excludes it"
+                            : fmt::format("{} lacks it", PlanTargetName(options.target))));
+      return Status::InvalidArgument(fmt::format(
+          "no plan fits the memory cap of {} bytes per device: the only plans for these layouts need {}", cap,
+          std::min(permute ? peak(*permute) : INT64_MAX, exchange ? peak(*exchange) : INT64_MAX)));
+    }
+    for (PlanCandidate& c : result.candidates)
+      if (!c.steps.empty() && c.steps[0] == StepOpName(chosen->op)) c.note = "chosen";
+    builder.Add(std::move(*chosen));
+    result.plan = builder.Finish();
     return result;
   }
 
   builder.SetMesh(pm->mesh);
-  NamedPlanner planner(*pm, source, target, options, cap);
-  // Baselines first: they bound the search's answer.
-  std::optional<std::vector<std::pair<AxisLists, Edge>>> remat = planner.Walk(planner.RematStates());
-  std::optional<std::vector<std::pair<AxisLists, Edge>>> shardy = planner.Walk(planner.ShardyStates());
-  auto ops_of = [](const std::vector<std::pair<AxisLists, Edge>>& p) {
-    std::vector<std::string> ops;
-    int64_t collectives = 0;
-    for (const auto& [from, e] : p) {
-      ops.emplace_back(StepOpName(e.draft.op));
-      collectives += IsCollective(e.draft.op);
+  using Path = std::vector<std::pair<AxisLists, Edge>>;
+  std::optional<Path> best, remat, shardy;
+  // The default cap is soft: where no plan fits it (tiny or uneven arrays
+  // with no ragged exchange), the cheapest plan under no cap is taken.
+  for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
+    NamedPlanner planner(*pm, source, target, options, try_cap);
+    remat = planner.Walk(planner.RematStates());
+    shardy = planner.Walk(planner.ShardyStates());
+    if (result.baselines.empty()) {
+      auto ops_of = [](const Path& p) {
+        std::vector<std::string> ops;
+        int64_t collectives = 0;
+        for (const auto& [from, e] : p) {
+          ops.emplace_back(StepOpName(e.draft.op));
+          collectives += IsCollective(e.draft.op);
+        }
+        return std::make_pair(ops, collectives);
+      };
+      const int64_t devices = static_cast<int64_t>(source.devices().size());
+      if (remat) {
+        auto [ops, n] = ops_of(*remat);
+        result.baselines.push_back(BaselineOf("full_rematerialization", planner.Price(*remat, "baseline"), devices, n, ops));
+      }
+      if (shardy) {
+        auto [ops, n] = ops_of(*shardy);
+        result.baselines.push_back(BaselineOf("shardy", planner.Price(*shardy, "baseline"), devices, n, ops));
+      }
     }
-    return std::make_pair(ops, collectives);
-  };
-  const int64_t devices = static_cast<int64_t>(source.devices().size());
-  if (remat) {
-    auto [ops, n] = ops_of(*remat);
-    result.baselines.push_back(BaselineOf("full_rematerialization", planner.Price(*remat, "baseline"), devices, n, ops));
+    if (pm->source != pm->target) best = planner.Search(result.candidates, result.states_explored);
+    else best.emplace();
+    // A baseline that fits the cap and the target bounds the answer.
+    auto total = [](const Path& p) {
+      Cost c;
+      for (const auto& [from, e] : p) c = c + Cost{Picoseconds(e.time_us), e.recv_bytes, e.exchange ? 1 : 0, 1};
+      return c;
+    };
+    for (auto* base : {&shardy, &remat}) {
+      if (!*base || options.strategy == Strategy::kExchange) continue;
+      bool fits = true;
+      for (const auto& [from, e] : **base) fits = fits && e.peak_bytes <= try_cap;
+      if (fits && (!best || total(**base) < total(*best))) best = *base;
+    }
+    if (best) {
+      if (try_cap != cap)
+        result.candidates.push_back(PlanCandidate{{}, 0, 0, 0,
+                                                  fmt::format("no plan fits the default memory cap of {} B; planned "
+                                                              "without a cap",
+                                                              cap)});
+      result.memory_cap_bytes = try_cap == INT64_MAX ? 0 : try_cap;
+      break;
+    }
   }
-  if (shardy) {
-    auto [ops, n] = ops_of(*shardy);
-    result.baselines.push_back(BaselineOf("shardy", planner.Price(*shardy, "baseline"), devices, n, ops));
-  }
-
-  std::optional<std::vector<std::pair<AxisLists, Edge>>> best;
-  if (pm->source != pm->target) best = planner.Search(result.candidates, result.states_explored);
-  else best.emplace();
-  // A baseline that fits the cap and the target bounds the answer.
-  auto total = [](const std::vector<std::pair<AxisLists, Edge>>& p) {
-    Cost c;
-    for (const auto& [from, e] : p)
-      c = c + Cost{Picoseconds(e.time_us), e.recv_bytes, e.exchange ? 1 : 0, 1};
-    return c;
-  };
-  for (auto* base : {&shardy, &remat}) {
-    if (!*base || options.strategy == Strategy::kExchange) continue;
-    bool fits = true;
-    for (const auto& [from, e] : **base) fits = fits && e.peak_bytes <= cap;
-    if (fits && (!best || total(**base) < total(*best))) best = *base;
-  }
+  NamedPlanner planner(*pm, source, target, options, INT64_MAX);
   if (!best) {
     const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
                                    shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
-    if (!ragged && options.strategy == Strategy::kExchange)
-      return Status::NotSupported("no plan: the target has no ragged exchange");
+    if (options.strategy == Strategy::kExchange)
+      return Status::InvalidArgument(fmt::format(
+          "no plan fits the memory cap of {} bytes per device: the exchange needs more", cap));
     return Status::InvalidArgument(fmt::format(
         "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {}; the "
         "baselines need {})",

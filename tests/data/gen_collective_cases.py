@@ -41,8 +41,6 @@ def inline(axes, dims, ids=None):
     mesh = ", ".join('"%s"=%d' % a for a in axes)
     if ids is not None:
         mesh += "], device_ids=[" + ",".join(map(str, ids))
-    else:
-        mesh += ""
     return "#sdy.sharding<mesh<[%s]>, [%s]>" % (mesh, ", ".join(dims))
 
 

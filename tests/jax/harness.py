@@ -115,7 +115,8 @@ def emitted_source(case: corpus.Case) -> tuple[str, str]:
     if path:
         with open(path) as f:
             return f.read(), path
-    args = ["plan"] + case.pair_args() + ["--for", "jax-cpu", "--emit", "jax"]
+    # Bytes are what this test compares with XLA, so plan by bytes alone.
+    args = ["plan"] + case.pair_args() + ["--for", "jax-cpu"] + os.environ.get("RESHARD_PLAN_FLAGS", "--bandwidth-only").split() + ["--emit", "jax"]
     r = corpus.run_cli(args)
     if r.returncode != 0:
         raise HarnessFailure("%s: the CLI failed (exit %d):\n$ %s\n%s%s" %

@@ -100,9 +100,88 @@ void AddPairOptions(CLI::App* app, PairOptions& o) {
   app->add_option("--to", o.to, "the target layout, in any notation")->required();
   app->add_option("--from-mesh", o.from_mesh, "the source's mesh (default: --mesh)");
   app->add_option("--to-mesh", o.to_mesh, "the target's mesh (default: --mesh)");
-  app->add_option("--strategy", o.strategy, "planning strategy: exchange (one all-to-all-v; the only one so far)")
-      ->check(CLI::IsMember({"exchange"}))
+  app->add_option("--strategy", o.strategy,
+                  "auto (cheapest under the cost model), exchange (one ragged all-to-all-v), collectives (structured "
+                  "collectives only)")
+      ->check(CLI::IsMember({"auto", "exchange", "collectives"}))
       ->capture_default_str();
+  app->add_option("--topology", o.topology, "the network: flat, nodes:K (K devices per node) or torus:AxB[xC]")
+      ->capture_default_str();
+  app->add_option("--for", o.target,
+                  "where the plan runs, which decides the collectives it may use: any, xla, jax-cpu (no ragged "
+                  "exchange), jax-gpu, mpi, nccl (default: any; jax-cpu with --emit hlo|jax)")
+      ->check(CLI::IsMember({"any", "xla", "jax-cpu", "jax-gpu", "mpi", "nccl"}));
+  app->add_option("--memory-cap", o.memory_cap,
+                  "most bytes a device may hold during a step, e.g. 65536, 64K, 1.5M, 2G (default: twice its largest "
+                  "source and target shards together)");
+  app->add_option("--alpha-us", o.alpha_us, "latency per message over the network (flat: 1; nodes: 3; torus: 1)");
+  app->add_option("--bandwidth-gbps", o.bandwidth_gbps, "network bandwidth per device, GB/s (25; torus links 45)");
+  app->add_option("--intra-alpha-us", o.intra_alpha_us, "nodes:K: latency per message inside a node (0.5)");
+  app->add_option("--intra-bandwidth-gbps", o.intra_bandwidth_gbps, "nodes:K: bandwidth inside a node, GB/s (450)");
+  app->add_option("--hop-alpha-us", o.hop_alpha_us, "torus: latency per hop (0.1)");
+  app->add_option("--step-latency-us", o.step_latency_us, "fixed cost of each collective step (10)");
+  app->add_option("--copy-bandwidth-gbps", o.copy_bandwidth_gbps, "local copy bandwidth, GB/s (1000)");
+  app->add_flag("--bandwidth-only", o.bandwidth_only, "zero every latency: plans are priced by bytes alone");
+}
+
+namespace {
+
+// "65536", "64K", "1.5M", "2G" (binary multiples).
+int64_t ParseBytes(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw CliError(kExitBadInput, fmt::format("{}: expected a byte count at column 1 of '{}'", option, text));
+  }
+  double scale = 1;
+  if (used < text.size()) {
+    const std::string suffix = text.substr(used);
+    if (suffix == "K" || suffix == "KiB") scale = 1024.0;
+    else if (suffix == "M" || suffix == "MiB") scale = 1048576.0;
+    else if (suffix == "G" || suffix == "GiB") scale = 1073741824.0;
+    else
+      throw CliError(kExitBadInput, fmt::format("{}: unknown unit '{}' at column {} of '{}' (expected K, M or G)", option,
+                                                suffix, used + 1, text));
+  }
+  const double bytes = v * scale;
+  if (!(bytes >= 1) || bytes > 9.0e18)
+    throw CliError(kExitBadInput, fmt::format("{}: '{}' is not a byte count between 1 and 9e18", option, text));
+  return static_cast<int64_t>(bytes);
+}
+
+}  // namespace
+
+PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, bool emitting) {
+  PlannerOptions p;
+  p.strategy = ParseStrategy(o.strategy).value();
+  Result<Topology> topo = Topology::Parse(o.topology);
+  ThrowIfError(topo.status(), "--topology");
+  p.topology = *topo;
+  auto positive = [](const std::optional<double>& v, const char* option, bool allow_zero) {
+    if (v && (!(*v >= 0) || (!allow_zero && *v == 0)))
+      throw CliError(kExitBadInput, fmt::format("{}: {} must be {}", option, *v, allow_zero ? ">= 0" : "> 0"));
+  };
+  positive(o.alpha_us, "--alpha-us", true);
+  positive(o.intra_alpha_us, "--intra-alpha-us", true);
+  positive(o.hop_alpha_us, "--hop-alpha-us", true);
+  positive(o.step_latency_us, "--step-latency-us", true);
+  positive(o.bandwidth_gbps, "--bandwidth-gbps", false);
+  positive(o.intra_bandwidth_gbps, "--intra-bandwidth-gbps", false);
+  positive(o.copy_bandwidth_gbps, "--copy-bandwidth-gbps", false);
+  if (o.alpha_us) p.topology.network().alpha_us = *o.alpha_us;
+  if (o.bandwidth_gbps) p.topology.network().bytes_per_us = *o.bandwidth_gbps * 1000.0;
+  if (o.intra_alpha_us) p.topology.intra_node().alpha_us = *o.intra_alpha_us;
+  if (o.intra_bandwidth_gbps) p.topology.intra_node().bytes_per_us = *o.intra_bandwidth_gbps * 1000.0;
+  if (o.hop_alpha_us) p.topology.network().hop_alpha_us = *o.hop_alpha_us;
+  if (o.step_latency_us) p.topology.step_latency_us() = *o.step_latency_us;
+  if (o.copy_bandwidth_gbps) p.topology.copy_bytes_per_us() = *o.copy_bandwidth_gbps * 1000.0;
+  if (o.bandwidth_only) p.topology.MakeBandwidthOnly();
+  p.target = o.target.empty() ? (emitting ? PlanTarget::kJaxCpu : PlanTarget::kAny) : ParsePlanTarget(o.target).value();
+  if (!o.memory_cap.empty()) p.memory_cap_bytes = ParseBytes(o.memory_cap, "--memory-cap");
+  p.meshes = pair.meshes;
+  return p;
 }
 
 LayoutPair LoadPair(const PairOptions& o) {
@@ -125,7 +204,16 @@ LayoutPair LoadPair(const PairOptions& o) {
   borrow(dst, to_mesh, src, o.to);
   ThrowIfError(src.status(), "--from");
   ThrowIfError(dst.status(), "--to");
-  return LayoutPair{std::move(src).value(), std::move(dst).value()};
+  LayoutPair pair{std::move(src).value(), std::move(dst).value(), {}};
+  // Meshes for the planner: those given or carried by the texts, then those an HLO tile assignment suggests.
+  for (const std::optional<Mesh>& m : {from_mesh, to_mesh, pair.source.mesh, pair.target.mesh})
+    if (m) pair.meshes.push_back(*m);
+  for (const std::string* text : {&o.from, &o.to}) {
+    Result<HloSharding> h = ParseHloSharding(*text);
+    if (!h.ok()) continue;
+    for (Mesh& m : SuggestMeshes(*h)) pair.meshes.push_back(std::move(m));
+  }
+  return pair;
 }
 
 std::string FormatShape(const std::vector<int64_t>& shape, DType dtype) {

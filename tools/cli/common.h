@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reshard/notation.h"
+#include "reshard/planner.h"
 
 namespace reshard::cli {
 
@@ -50,14 +51,23 @@ ParsedLayout LoadLayout(const std::string& text, const std::vector<int64_t>& sha
 struct PairOptions {
   CommonOptions common;
   std::string from, to, from_mesh, to_mesh;
-  std::string strategy = "exchange";
+  std::string strategy = "auto";
+  std::string topology = "flat";
+  std::string target;  // --for; empty: any (jax-cpu when emitting HLO or JAX)
+  std::string memory_cap;
+  std::optional<double> alpha_us, bandwidth_gbps, intra_alpha_us, intra_bandwidth_gbps, hop_alpha_us, step_latency_us,
+      copy_bandwidth_gbps;
+  bool bandwidth_only = false;
 };
 struct LayoutPair {
   ParsedLayout source, target;
+  std::vector<Mesh> meshes;  // every mesh the texts were stated over or suggest, for the planner
 };
 void AddPairOptions(CLI::App* app, PairOptions& o);
 // A side without a device set of its own ({replicated} with no mesh) takes the other side's.
 LayoutPair LoadPair(const PairOptions& o);
+// The planner's options from the flags; `emitting` picks jax-cpu when --for is absent. Throws CliError(2).
+PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, bool emitting);
 
 // Throws CliError(code) with the status message when !s.ok().
 void ThrowIfError(const Status& s, const std::string& context, int code = kExitBadInput);

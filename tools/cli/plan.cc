@@ -1,5 +1,6 @@
-// reshard plan: the minimal exchange between two layouts, its cost, the lower
-// bound and XLA's full-rematerialization baseline.
+// reshard plan: the cheapest plan of collectives between two layouts under a
+// cost model, its cost, the lower bound and the baselines; or the plan
+// emitted as HLO, JAX or JSON.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -7,8 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "reshard/emit.h"
 #include "reshard/exchange.h"
 #include "reshard/plan_stats.h"
+#include "reshard/planner.h"
 
 namespace reshard::cli {
 namespace {
@@ -16,6 +19,8 @@ namespace {
 struct PlanCliOptions {
   PairOptions pair;
   bool transfers = false;
+  bool explain = false;
+  std::string emit;
 };
 
 // Bytes between buckets of devices (rows: senders, columns: receivers). With
@@ -74,131 +79,153 @@ struct TrafficMatrix {
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
+int64_t Max(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+std::string GroupText(const PlanStep& s) {
+  if (s.group_axes.empty()) return "";
+  return fmt::format(" over {} ({} of {})", s.group_spec, Plural(s.num_groups, "group"), s.group_size);
+}
+
+void PrintExplain(std::ostream& out, const PlanResult& r) {
+  out << fmt::format("\ncandidates ({} states explored; memory cap {}):\n", r.states_explored,
+                     r.memory_cap_bytes ? FormatBytes(r.memory_cap_bytes) : std::string("none"));
+  for (const PlanCandidate& c : r.candidates) {
+    out << fmt::format("  {:>10.2f} us  max recv {:>9} B  peak {:>9} B  [{}]\n", c.time_us, c.max_recv_bytes,
+                       c.peak_bytes, c.note);
+    for (const std::string& step : c.steps) out << "      " << step << "\n";
+  }
+  for (const BaselineCost& b : r.baselines)
+    out << fmt::format("  {:>10.2f} us  max recv {:>9} B  peak {:>9} B  [baseline {}: {}]\n", b.time_us,
+                       b.max_recv_bytes, b.peak_bytes, b.name, fmt::join(b.ops, ", "));
+}
+
 void RunPlan(const PlanCliOptions& o) {
   LayoutPair pair = LoadPair(o.pair);
   const Layout& src = pair.source.layout;
   const Layout& dst = pair.target.layout;
-  Result<Exchange> ex = Exchange::Create(src, dst);
-  ThrowIfError(ex.status(), "");
-  TrafficMatrix matrix(ex->devices());
-  int64_t local_copies = 0;
-  bool uniform = true;
-  int64_t first_size = -1;
-  // One pass over the plan gives the stats, the traffic matrix and the step shapes.
-  const PlanStats stats = ComputeStats(*ex, [&](const Transfer& t) {
-    const int64_t b = t.elements * src.element_bytes();
-    matrix.Add(t.from, t.to, b);
-    if (t.from == t.to) { ++local_copies; return; }
-    if (first_size < 0) first_size = b;
-    uniform = uniform && b == first_size;
-  });
-  const LowerBound lb = ComputeLowerBound(src, dst);
-  const Baseline base = FullRematerialization(src, dst);
-  const bool list_transfers = o.transfers || (o.pair.common.json && ex->devices().size() <= 64);
-  nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
-  // All-to-all-v is uniform only if every pair of participants exchanges the same amount.
-  uniform = uniform && stats.messages == static_cast<int64_t>(ex->devices().size() * (ex->devices().size() - 1));
-
-  if (o.pair.common.json) {
-    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
-    if (stats.messages > 0)
-      steps.push_back({{"op", "all-to-all"},
-                       {"variant", uniform ? "uniform" : "all-to-all-v"},
-                       {"messages", stats.messages},
-                       {"bytes", stats.total_bytes}});
-    if (stats.local_bytes > 0) steps.push_back({{"op", "copy"}, {"copies", local_copies}, {"bytes", stats.local_bytes}});
-    nlohmann::ordered_json per_device = nlohmann::ordered_json::array();
-    for (const DeviceStats& d : stats.per_device)
-      per_device.push_back({{"id", d.device}, {"send_bytes", d.send_bytes}, {"recv_bytes", d.recv_bytes},
-                            {"local_bytes", d.local_bytes}, {"sends", d.sends}, {"recvs", d.recvs},
-                            {"source_bytes", d.source_bytes}, {"target_bytes", d.target_bytes}, {"peak_bytes", d.peak_bytes}});
-    nlohmann::ordered_json j = {
-        {"shape", src.shape()},
-        {"dtype", std::string(DTypeName(src.dtype()))},
-        {"devices", stats.devices},
-        {"strategy", o.pair.strategy},
-        {"steps", steps},
-        {"stats",
-         {{"collectives", stats.collectives}, {"messages", stats.messages}, {"max_send_bytes", stats.max_send_bytes},
-          {"max_recv_bytes", stats.max_recv_bytes}, {"total_bytes", stats.total_bytes}, {"local_bytes", stats.local_bytes},
-          {"peak_bytes", stats.peak_bytes}}},
-        {"lower_bound", {{"max_recv_bytes", lb.max_recv_bytes}, {"total_bytes", lb.total_bytes}}},
-        {"baseline_full_remat",
-         {{"max_recv_bytes", base.max_recv_bytes}, {"total_bytes", base.total_bytes}, {"peak_bytes", base.peak_bytes}}},
-        {"per_device", per_device}};
+  if (!o.emit.empty() && o.emit != "hlo" && o.emit != "jax" && o.emit != "json")
+    throw CliError(kExitBadInput, fmt::format("--emit: '{}' is not one of hlo, jax, json", o.emit));
+  const bool emitting = o.emit == "hlo" || o.emit == "jax";
+  const PlannerOptions options = MakePlannerOptions(o.pair, pair, emitting);
+  Result<PlanResult> planned = PlanReshard(src, dst, options);
+  if (!planned.ok())
+    ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+  const PlanResult& r = *planned;
+  const CollectivePlan& plan = r.plan;
+  if (emitting) {
+    Result<std::string> text = o.emit == "hlo" ? EmitHlo(plan) : EmitJax(plan);
+    ThrowIfError(text.status(), "--emit", kExitUnmet);
+    std::cout << *text;
+    return;
+  }
+  const bool single_exchange = plan.steps().size() == 1 && plan.steps()[0].op == StepOp::kExchange;
+  if (o.pair.common.json || o.emit == "json") {
+    nlohmann::ordered_json j = PlanJson(r);
+    j["strategy"] = o.pair.strategy;
+    j["topology"] = options.topology.ToString();
+    j["for"] = std::string(PlanTargetName(options.target));
+    const bool list_transfers = single_exchange && (o.transfers || plan.devices().size() <= 64);
     if (list_transfers) {
       // Each transfer with what it moves: per dim, runs [global_lo, length,
       // offset in the sender's source buffer, offset in the receiver's target
       // buffer]; the elements moved are their cross product.
-      const ExchangePlan plan = ex->Plan();
-      for (const Transfer& t : plan.transfers()) {
+      const ExchangePlan xp = Exchange::Create(src, dst).value().Plan();
+      nlohmann::ordered_json transfers = nlohmann::ordered_json::array();
+      for (const Transfer& t : xp.transfers()) {
         nlohmann::ordered_json dims = nlohmann::ordered_json::array();
         for (int64_t d = 0; d < src.rank(); ++d) {
           nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-          for (const Segment& seg : plan.Segments(t, d)) runs.push_back({seg.global_lo, seg.length, seg.src_offset, seg.dst_offset});
+          for (const Segment& seg : xp.Segments(t, d)) runs.push_back({seg.global_lo, seg.length, seg.src_offset, seg.dst_offset});
           dims.push_back(runs);
         }
-        transfers.push_back({{"from", t.from}, {"to", t.to}, {"bytes", plan.Bytes(t)}, {"runs", dims}});
+        transfers.push_back({{"from", t.from}, {"to", t.to}, {"bytes", xp.Bytes(t)}, {"runs", dims}});
       }
       j["transfers"] = transfers;
+    }
+    if (o.explain) {
+      nlohmann::ordered_json cands = nlohmann::ordered_json::array();
+      for (const PlanCandidate& c : r.candidates)
+        cands.push_back({{"steps", c.steps}, {"modeled_time_us", c.time_us}, {"max_recv_bytes", c.max_recv_bytes},
+                         {"peak_bytes", c.peak_bytes}, {"note", c.note}});
+      j["candidates"] = cands;
     }
     std::cout << j.dump() << "\n";
     return;
   }
 
   std::ostream& out = std::cout;
-  out << fmt::format("reshard plan: {} on {} (strategy: {})\n", FormatShape(src.shape(), src.dtype()),
-                     Plural(ex->devices().size(), "device"), o.pair.strategy);
-  out << fmt::format("  from {}   [{}]\n  to   {}   [{}]\n\n", o.pair.from, NotationName(pair.source.notation), o.pair.to,
+  const PlanTotals& t = plan.totals();
+  out << fmt::format("reshard plan: {} on {} (strategy: {}, for: {})\n", FormatShape(src.shape(), src.dtype()),
+                     Plural(plan.devices().size(), "device"), o.pair.strategy, PlanTargetName(options.target));
+  out << fmt::format("  from {}   [{}]\n  to   {}   [{}]\n", o.pair.from, NotationName(pair.source.notation), o.pair.to,
                      NotationName(pair.target.notation));
-  out << "steps:\n";
-  int step = 0;
-  if (stats.messages > 0)
-    out << fmt::format("  {}. all-to-all{}  {}, {} in total\n", ++step, uniform ? "" : " (variable sizes: all-to-all-v)",
-                       Plural(stats.messages, "message"), FormatBytes(stats.total_bytes));
-  if (stats.local_bytes > 0)
-    out << fmt::format("  {}. copy        {}, {} (no communication)\n", ++step, (local_copies == 1 ? std::string("1 local copy") : fmt::format("{} local copies", local_copies)),
-                       FormatBytes(stats.local_bytes));
-  if (step == 0) out << "  (nothing to do)\n";
-  out << "\nper device:\n";
-  out << fmt::format("  {:>6} {:>10} {:>10} {:>10} {:>9} {:>10}\n", "device", "send B", "recv B", "local B", "msgs o/i", "peak B");
-  const size_t shown = std::min<size_t>(stats.per_device.size(), 16);
-  for (size_t i = 0; i < shown; ++i) {
-    const DeviceStats& d = stats.per_device[i];
-    out << fmt::format("  {:>6} {:>10} {:>10} {:>10} {:>9} {:>10}\n", d.device, d.send_bytes, d.recv_bytes, d.local_bytes,
-                       fmt::format("{}/{}", d.sends, d.recvs), d.peak_bytes);
+  out << fmt::format("  topology {}\n", options.topology.ToString());
+  if (plan.mesh()) out << fmt::format("  plan mesh {}\n", plan.mesh()->ToString());
+  out << "\nsteps:\n";
+  int step_no = 0;
+  for (const PlanStep& s : plan.steps()) {
+    const int64_t recv = Max(s.recv_bytes);
+    out << fmt::format("  {}. {}{}: {}\n", ++step_no, StepOpName(s.op), GroupText(s),
+                       IsCollective(s.op) ? fmt::format("{} into the busiest device, {:.2f} us", FormatBytes(recv), s.time_us)
+                                          : std::string("local, no communication"));
+    if (!s.input_spec.empty()) out << fmt::format("     {} -> {}\n", s.input_spec, s.output_spec);
   }
-  if (shown < stats.per_device.size()) out << fmt::format("  ... {} more devices\n", stats.per_device.size() - shown);
-  out << fmt::format("\nplan:                   max recv {}, total {}, max send {}, peak {}\n", FormatBytes(stats.max_recv_bytes),
-                     FormatBytes(stats.total_bytes), FormatBytes(stats.max_send_bytes), FormatBytes(stats.peak_bytes));
-  out << fmt::format("lower bound:            max recv {}, total {}{}\n", FormatBytes(lb.max_recv_bytes), FormatBytes(lb.total_bytes),
-                     lb.max_recv_bytes == stats.max_recv_bytes && lb.total_bytes == stats.total_bytes ? "  (the plan meets it)" : "");
-  out << fmt::format("full rematerialization: max recv {}, total {}, peak {}\n", FormatBytes(base.max_recv_bytes),
-                     FormatBytes(base.total_bytes), FormatBytes(base.peak_bytes));
-  if (stats.total_bytes > 0 && stats.total_bytes == base.total_bytes)
-    out << "the same traffic as full rematerialization, ";
-  else if (stats.total_bytes > 0)
-    out << fmt::format("{:.1f}x less traffic than full rematerialization, ", Ratio(base.total_bytes, stats.total_bytes));
-  else
-    out << "no data moves between devices, ";
-  // The plan's peak counts source, target and staging buffers; the baseline's only the gathered array.
-  if (stats.peak_bytes <= base.peak_bytes)
-    out << fmt::format("{:.1f}x less peak memory\n", Ratio(base.peak_bytes, stats.peak_bytes));
-  else
-    out << fmt::format("{:.1f}x more peak memory (the plan counts source, target and staging buffers; the baseline only "
-                       "the gathered array)\n", Ratio(stats.peak_bytes, base.peak_bytes));
-  out << "\n";
-  matrix.Print(out);
+  if (step_no == 0) out << "  (nothing to do)\n";
+  out << "\nper device (all steps):\n";
+  out << fmt::format("  {:>6} {:>10} {:>10} {:>9} {:>10}\n", "device", "send B", "recv B", "msgs o/i", "peak B");
+  const size_t shown = std::min<size_t>(plan.devices().size(), 16);
+  for (size_t i = 0; i < shown; ++i) {
+    int64_t send = 0, recv = 0, sends = 0, recvs = 0, peak = 0;
+    for (const PlanStep& s : plan.steps()) {
+      send += s.send_bytes[i];
+      recv += s.recv_bytes[i];
+      sends += s.sends[i];
+      recvs += s.recvs[i];
+      peak = std::max(peak, s.peak_bytes[i]);
+    }
+    out << fmt::format("  {:>6} {:>10} {:>10} {:>9} {:>10}\n", plan.devices()[i], send, recv,
+                       fmt::format("{}/{}", sends, recvs), peak);
+  }
+  if (shown < plan.devices().size()) out << fmt::format("  ... {} more devices\n", plan.devices().size() - shown);
+  const LowerBound& lb = r.lower_bound;
+  out << fmt::format("\nplan:        max recv {}, total {}, {}, peak {}, {:.2f} us modeled\n", FormatBytes(t.max_recv_bytes),
+                     FormatBytes(t.total_bytes), Plural(t.collectives, "collective"), FormatBytes(t.peak_bytes), t.time_us);
+  out << fmt::format("lower bound: max recv {}, total {}{}\n", FormatBytes(lb.max_recv_bytes), FormatBytes(lb.total_bytes),
+                     lb.max_recv_bytes == t.max_recv_bytes && lb.total_bytes == t.total_bytes ? "  (the plan meets it)" : "");
+  for (const BaselineCost& b : r.baselines)
+    out << fmt::format("{}: max recv {}, total {}, {} ({}), peak {}, {:.2f} us modeled\n",
+                       b.name == "shardy" ? "Shardy-style (one axis move at a time)" : "full rematerialization (XLA's fallback)",
+                       FormatBytes(b.max_recv_bytes), FormatBytes(b.total_bytes), Plural(b.collectives, "collective"),
+                       fmt::join(b.ops, ", "), FormatBytes(b.peak_bytes), b.time_us);
+  for (const BaselineCost& b : r.baselines) {
+    if (b.name != "full_rematerialization") continue;
+    if (t.total_bytes > 0 && t.total_bytes < b.total_bytes)
+      out << fmt::format("{:.1f}x less traffic than full rematerialization\n", Ratio(b.total_bytes, t.total_bytes));
+    else if (t.total_bytes == 0)
+      out << "no data moves between devices\n";
+  }
+  if (o.explain) PrintExplain(out, r);
+  if (single_exchange && plan.devices().size() <= 4096) {
+    Exchange ex = Exchange::Create(src, dst).value();
+    TrafficMatrix matrix(ex.devices());
+    ex.ForEachTransfer([&](const Transfer& tr) { matrix.Add(tr.from, tr.to, tr.elements * src.element_bytes()); });
+    out << "\n";
+    matrix.Print(out);
+  }
 }
 
 }  // namespace
 
 void RegisterPlan(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
-  CLI::App* cmd = app.add_subcommand("plan", "plan the minimal exchange between two layouts");
+  CLI::App* cmd = app.add_subcommand("plan", "plan the cheapest sequence of collectives between two layouts");
   AddPairOptions(cmd, o->pair);
   cmd->add_flag("--transfers", o->transfers,
-                "list every transfer (local copies included) with its runs in --json output (default: up to 64 devices)");
+                "with --json and a one-step exchange plan: list every transfer with its runs (default: up to 64 devices)");
+  cmd->add_flag("--explain", o->explain, "list the candidate plans the search priced, and the baselines");
+  cmd->add_option("--emit", o->emit,
+                  "print the plan as: hlo (an HLO module per device), jax (a Python module with reshard(x, mesh)), "
+                  "json (as --json)");
   cmd->callback([o]() { RunPlan(*o); });
 }
 

@@ -1,0 +1,135 @@
+// The plan as JSON (docs/plan_format.md).
+#include <fmt/format.h>
+
+#include "reshard/emit.h"
+#include "reshard/notation.h"
+
+namespace reshard {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json LayoutJson(const CollectivePlan& plan, const Layout& layout, const std::string& spec,
+                const std::vector<int64_t>& shard) {
+  Json j = Json::object();
+  if (!spec.empty()) j["spec"] = spec;
+  Result<std::string> hlo = PrintLayout(layout, Notation::kHlo, plan.mesh());
+  if (hlo.ok()) j["hlo"] = *hlo;
+  j["shard"] = shard;
+  return j;
+}
+
+int64_t Max(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+int64_t Sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+Json ProgramJson(const CollectivePlan& plan, const ProgramOp& op) {
+  Json j = {{"op", std::string(ProgramOpName(op.kind))}, {"shape", op.shape}};
+  if (op.kind == ProgramOp::Kind::kTranspose) j["perm"] = op.perm;
+  if (op.kind == ProgramOp::Kind::kDynamicSlice) j["dim"] = op.dim;
+  if (!op.axes.empty()) {
+    Json axes = Json::array();
+    for (int32_t a : op.axes) axes.push_back(plan.mesh()->axes()[a].name);
+    j["axes"] = axes;
+  }
+  return j;
+}
+
+}  // namespace
+
+Json PlanJson(const PlanResult& r, const JsonOptions& o) {
+  const CollectivePlan& plan = r.plan;
+  const Layout& src = plan.source();
+  Json steps = Json::array();
+  for (const PlanStep& s : plan.steps()) {
+    Json j = {{"op", std::string(StepOpName(s.op))}};
+    if (!s.group_axes.empty()) {
+      Json axes = Json::array();
+      for (int32_t a : s.group_axes) axes.push_back(plan.mesh()->axes()[a].name);
+      j["group"] = {{"axes", axes}, {"size", s.group_size}, {"count", s.num_groups},
+                    {"replica_groups", ReplicaGroupsText(plan, s.group_axes)}};
+    }
+    if (s.op == StepOp::kAllToAll && s.group_size > 0)
+      j["chunk_bytes"] = Max(s.send_bytes) / std::max<int64_t>(1, s.group_size - 1);
+    if (s.op == StepOp::kCollectivePermute) {
+      for (const ProgramOp& op : s.program) {
+        if (op.kind != ProgramOp::Kind::kCollectivePermute) continue;
+        Json pairs = Json::array();
+        for (size_t i = 0; i < op.pairs.size() && i < o.max_pairs; ++i)
+          pairs.push_back(plan.mesh() ? Json{plan.mesh()->device(op.pairs[i].first), plan.mesh()->device(op.pairs[i].second)}
+                                      : Json{plan.devices()[op.pairs[i].first], plan.devices()[op.pairs[i].second]});
+        j["source_target_pairs"] = pairs;
+        j["pairs"] = op.pairs.size();
+      }
+    }
+    j["messages"] = Sum(s.sends);
+    j["max_recv_bytes"] = Max(s.recv_bytes);
+    j["total_bytes"] = Sum(s.recv_bytes);
+    j["modeled_time_us"] = s.time_us;
+    j["peak_bytes"] = Max(s.peak_bytes);
+    j["input"] = LayoutJson(plan, s.input, s.input_spec, s.input_shard);
+    j["output"] = LayoutJson(plan, s.output, s.output_spec, s.output_shard);
+    if (o.programs) {
+      Json prog = Json::array();
+      for (const ProgramOp& op : s.program) prog.push_back(ProgramJson(plan, op));
+      j["program"] = prog;
+    }
+    steps.push_back(std::move(j));
+  }
+  const PlanTotals& t = plan.totals();
+  int64_t messages = 0, target_total = 0;
+  for (const PlanStep& s : plan.steps()) messages += Sum(s.sends);
+  for (int64_t d : plan.target().devices()) target_total += plan.target().LocalBytes(d);
+  Json baselines = Json::object();
+  for (const BaselineCost& b : r.baselines)
+    baselines[b.name] = {{"max_recv_bytes", b.max_recv_bytes}, {"total_bytes", b.total_bytes},
+                         {"collectives", b.collectives},       {"modeled_time_us", b.time_us},
+                         {"peak_bytes", b.peak_bytes},         {"ops", b.ops}};
+  const Baseline remat = FullRematerialization(src, plan.target());
+  Json j = {
+      {"shape", src.shape()},
+      {"dtype", std::string(DTypeName(src.dtype()))},
+      {"devices", plan.devices().size()},
+      {"mesh", plan.mesh() ? Json(plan.mesh()->ToString()) : Json(nullptr)},
+      {"steps", steps},
+      {"stats",
+       {{"collectives", t.collectives},
+        {"messages", messages},
+        {"max_send_bytes", t.max_send_bytes},
+        {"max_recv_bytes", t.max_recv_bytes},
+        {"total_bytes", t.total_bytes},
+        {"local_bytes", std::max<int64_t>(0, target_total - t.total_bytes)},
+        {"peak_bytes", t.peak_bytes},
+        {"modeled_time_us", t.time_us}}},
+      {"lower_bound", {{"max_recv_bytes", r.lower_bound.max_recv_bytes}, {"total_bytes", r.lower_bound.total_bytes}}},
+      {"baseline_full_remat",
+       {{"max_recv_bytes", remat.max_recv_bytes}, {"total_bytes", remat.total_bytes}, {"peak_bytes", remat.peak_bytes}}},
+      {"baselines", baselines},
+      {"memory_cap_bytes", r.memory_cap_bytes}};
+  if (o.per_device) {
+    Json per = Json::array();
+    const size_t n = plan.devices().size();
+    std::vector<int64_t> send(n, 0), recv(n, 0), sends(n, 0), recvs(n, 0), peak(n, 0);
+    for (const PlanStep& s : plan.steps())
+      for (size_t i = 0; i < n; ++i) {
+        send[i] += s.send_bytes[i];
+        recv[i] += s.recv_bytes[i];
+        sends[i] += s.sends[i];
+        recvs[i] += s.recvs[i];
+        peak[i] = std::max(peak[i], s.peak_bytes[i]);
+      }
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t dev = plan.devices()[i];
+      per.push_back({{"id", dev}, {"send_bytes", send[i]}, {"recv_bytes", recv[i]}, {"sends", sends[i]},
+                     {"recvs", recvs[i]}, {"source_bytes", src.LocalBytes(dev)},
+                     {"target_bytes", plan.target().LocalBytes(dev)}, {"peak_bytes", peak[i]}});
+    }
+    j["per_device"] = per;
+  }
+  return j;
+}
+
+}  // namespace reshard
