@@ -18,8 +18,10 @@
 // device is the larger of its send and receive sums, and a step takes as long
 // as its slowest device, plus a fixed step latency for every step that
 // communicates (launching and synchronizing one collective). Local copies
-// (pack, transpose, pad) cost bytes / copy_beta. Setting every alpha and the
-// step latency to 0 gives the bandwidth-only model.
+// (pack, transpose, pad) cost bytes / copy_beta. The bandwidth-only model
+// (MakeBandwidthOnly) sets every alpha and the step latency to 0, makes
+// local copies free and prices a device by what it receives: plans are
+// ordered by received bytes alone, the quantity the lower bound bounds.
 // Immutable value; thread-safe.
 #ifndef RESHARD_TOPOLOGY_H_
 #define RESHARD_TOPOLOGY_H_
@@ -71,8 +73,10 @@ class Topology {
   double& copy_bytes_per_us() { return copy_beta_; }
   double copy_bytes_per_us() const { return copy_beta_; }
 
-  // Sets every alpha, hop alpha and the step latency to 0.
+  // Sets every alpha, hop alpha and the step latency to 0; local copies free;
+  // receives alone priced.
   void MakeBandwidthOnly();
+  bool receive_only() const { return receive_only_; }
 
   // Cost of one message of `bytes` from device p to device q (p != q).
   double MessageTime(int64_t p, int64_t q, int64_t bytes) const;
@@ -95,6 +99,7 @@ class Topology {
   LinkCost intra_{0.5, 450000.0, 0.0};
   double step_latency_ = 10.0;
   double copy_beta_ = 1000000.0;
+  bool receive_only_ = false;
 };
 
 }  // namespace reshard

@@ -118,8 +118,7 @@ class PlanRun {
     for (int64_t dev : plan_.devices()) {
       Buffer b;
       b.shape = shape.empty() ? layout.LocalShape(dev) : shape;
-      if (layout.TileOf(dev) >= 0) b.data = *Expected(layout, dev, b.shape);
-      else b.data.assign(Product(b.shape), 0);
+      if (layout.TileOf(dev) >= 0) b.data = *Expected(layout, dev, b.shape);  // devices holding nothing: no data
       buffers_[dev] = std::move(b);
     }
   }
@@ -130,6 +129,7 @@ class PlanRun {
       if (layout.TileOf(dev) < 0) continue;
       const Buffer& b = buffers_[dev];
       const std::vector<int64_t> want_shape = padded ? b.shape : layout.LocalShape(dev);
+      if (Product(want_shape) == 0 && b.data.empty()) continue;  // an empty shard: nothing to hold
       std::optional<std::vector<Tag>> want = Expected(layout, dev, want_shape);
       if (!want || (!padded && b.shape != want_shape)) {
         ++report_.mismatches;
@@ -285,9 +285,9 @@ class PlanRun {
         for (int64_t dev : plan_.devices()) {
           Buffer out;
           out.shape = Padded(step) ? step.output_shard : step.output.LocalShape(dev);
-          out.data.assign(Product(out.shape), 0);
+          if (Padded(step) || step.output.TileOf(dev) >= 0) out.data.assign(Product(out.shape), 0);
           next[dev] = std::move(out);
-          hold(dev, (static_cast<int64_t>(buffers_[dev].data.size()) + Product(next[dev].shape)) * eb);
+          hold(dev, static_cast<int64_t>(buffers_[dev].data.size() + next[dev].data.size()) * eb);
         }
         std::map<int64_t, int64_t> staged;
         for (const Transfer& t : xp.transfers()) {
@@ -331,7 +331,8 @@ class PlanRun {
       Check(&step, step.output, Padded(step), si);
       for (size_t i = 0; i < plan_.devices().size(); ++i) {
         const int64_t dev = plan_.devices()[i];
-        const int64_t held = std::max(peak[dev], (Product(buffers_[dev].shape)) * plan_.source().element_bytes());
+        const int64_t held =
+            std::max(peak[dev], static_cast<int64_t>(buffers_[dev].data.size()) * plan_.source().element_bytes());
         report_.peak_bytes = std::max(report_.peak_bytes, held);
         if (held > step.peak_bytes[i]) {
           ++report_.peak_excess_devices;

@@ -20,7 +20,8 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
       send_time[index(t.from)] += c;
       recv_time[index(t.to)] += c;
     });
-    for (int64_t i = 0; i < n; ++i) out.time_us = std::max({out.time_us, send_time[i], recv_time[i]});
+    for (int64_t i = 0; i < n; ++i)
+      out.time_us = std::max({out.time_us, topo.receive_only() ? 0.0 : send_time[i], recv_time[i]});
     // Local copies: pack what is sent, lay out the whole target buffer.
     int64_t copies = 0;
     for (const DeviceStats& d : stats.per_device) copies = std::max(copies, d.send_bytes + d.target_bytes);
@@ -31,6 +32,7 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
     out.peak_bytes = stats.peak_bytes;
     out.messages = stats.messages;
     for (const DeviceStats& d : stats.per_device) {
+      out.max_staging_bytes = std::max(out.max_staging_bytes, d.send_bytes + d.recv_bytes);
       out.send_bytes.push_back(d.send_bytes);
       out.recv_bytes.push_back(d.recv_bytes);
       out.sends.push_back(d.sends);
@@ -55,8 +57,10 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
       if (t.from == dev) { send += c; send_bytes += b; }
       if (t.to == dev) { recv += c; recv_bytes += b; ++out.messages; }
     }
-    out.time_us = std::max(out.time_us, std::max(send, recv) + topo.CopyTime(send_bytes + ex.target().LocalBytes(dev)));
+    out.time_us = std::max(out.time_us, std::max(topo.receive_only() ? 0.0 : send, recv) +
+                                            topo.CopyTime(send_bytes + ex.target().LocalBytes(dev)));
     out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + send_bytes + recv_bytes);
+    out.max_staging_bytes = std::max(out.max_staging_bytes, send_bytes + recv_bytes);
   }
   if (out.total_bytes > 0) out.time_us += topo.step_latency_us();
   return out;

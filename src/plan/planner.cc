@@ -111,12 +111,13 @@ class PlanBuilder {
 namespace {
 
 // Additive and totally ordered: modeled time (picoseconds), then bytes
-// received by the busiest device, then ragged exchanges, then steps.
+// received by the busiest device, then bytes received in all, then ragged
+// exchanges, then steps.
 struct Cost {
-  int64_t time_ps = 0, bytes = 0, exchanges = 0, steps = 0;
+  int64_t time_ps = 0, bytes = 0, total = 0, exchanges = 0, steps = 0;
   friend auto operator<=>(const Cost&, const Cost&) = default;
   Cost operator+(const Cost& o) const {
-    return {time_ps + o.time_ps, bytes + o.bytes, exchanges + o.exchanges, steps + o.steps};
+    return {time_ps + o.time_ps, bytes + o.bytes, total + o.total, exchanges + o.exchanges, steps + o.steps};
   }
 };
 int64_t Picoseconds(double us) { return std::llround(us * 1e6); }
@@ -146,7 +147,8 @@ struct Edge {
   AxisLists to;
   StepDraft draft;            // structured
   double time_us = 0;
-  int64_t recv_bytes = 0, peak_bytes = 0;
+  int64_t recv_bytes = 0, peak_bytes = 0, total_bytes = 0;
+  Cost cost() const { return Cost{Picoseconds(time_us), recv_bytes, total_bytes, exchange ? 1 : 0, 1}; }
 };
 
 std::string EdgeText(const PlanMesh& pm, const AxisLists& from, const Edge& e) {
@@ -326,18 +328,28 @@ class NamedPlanner {
         for (const AxisLists& v : Neighbours(ctx_, s, pm_.target)) {
           std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
           if (!d || d->peak_bytes > cap_) continue;
-          Edge e{false, v, *d, d->time_us, d->recv_bytes, d->peak_bytes};
-          relax(u, v, std::move(e), cost + Cost{Picoseconds(d->time_us), d->recv_bytes, 0, 1});
+          Edge e{false, v, *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
+          const Cost c = cost + e.cost();
+          relax(u, v, std::move(e), c);
         }
       if (ragged && exchanges_left > 0) {
         --exchanges_left;
         Layout from = StateLayout(pm_, s, source_.shape(), source_.dtype());
         Exchange ex = Exchange::Create(from, target_).value();
         ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
-        Edge e{true, pm_.target, {}, d.time_us, d.max_recv_bytes, d.peak_bytes};
-        if (d.peak_bytes <= cap_) relax(u, pm_.target, std::move(e), cost + Cost{Picoseconds(d.time_us), d.max_recv_bytes, 1, 1});
-        else candidates.push_back(Describe(nodes, u, fmt::format("then {} (peak {} B, over the cap)",
-                                                                  EdgeText(pm_, s, e), d.peak_bytes)));
+        // Padded shards on both sides, plus the staging the exchange needs.
+        const int64_t peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + d.max_staging_bytes;
+        Edge e{true, pm_.target, {}, d.time_us, d.max_recv_bytes, peak, d.total_bytes};
+        candidates.push_back(Price(Path(nodes, u), "") );
+        candidates.back().steps.push_back(EdgeText(pm_, s, e));
+        candidates.back().time_us += e.time_us;
+        candidates.back().max_recv_bytes += e.recv_bytes;
+        candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, peak);
+        candidates.back().note = peak <= cap_ ? "priced" : "over the memory cap";
+        if (peak <= cap_) {
+          const Cost c = cost + e.cost();
+          relax(u, pm_.target, std::move(e), c);
+        }
       }
     }
     return std::nullopt;
@@ -349,7 +361,7 @@ class NamedPlanner {
     for (size_t i = 0; i + 1 < states.size(); ++i) {
       std::optional<StepDraft> d = DraftStep(ctx_, states[i], states[i + 1], /*detailed=*/false);
       if (!d) return std::nullopt;
-      path.push_back({states[i], Edge{false, states[i + 1], *d, d->time_us, d->recv_bytes, d->peak_bytes}});
+      path.push_back({states[i], Edge{false, states[i + 1], *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)}});
     }
     return path;
   }
@@ -409,6 +421,13 @@ class NamedPlanner {
 
   std::vector<AxisLists> RematStates() { return {pm_.source, AxisLists(pm_.source.size()), pm_.target}; }
 
+  // Bytes all devices receive through a drafted step.
+  int64_t Total(const StepDraft& d) const {
+    // A permute drafted without its pairs is priced as if every device moved.
+    if (d.op == StepOp::kCollectivePermute && !d.pairs.empty()) return d.recv_bytes * static_cast<int64_t>(d.pairs.size());
+    return d.recv_bytes * ctx_.num_devices();
+  }
+
   PlanStep Finalize(PlanBuilder& b, const AxisLists& from, const Edge& e) {
     const Layout in = StateLayout(pm_, from, source_.shape(), source_.dtype());
     const Layout out = StateLayout(pm_, e.to, source_.shape(), source_.dtype());
@@ -420,6 +439,9 @@ class NamedPlanner {
     const size_t n = b.num_devices();
     if (e.exchange) {
       FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
+      // Buffers are padded shards here: the peak counts them so.
+      for (size_t i = 0; i < n; ++i)
+        step.peak_bytes[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + step.send_bytes[i] + step.recv_bytes[i];
       return step;
     }
     const StepDraft d = *DraftStep(ctx_, from, e.to, /*detailed=*/true);
@@ -637,7 +659,9 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
       exchange = std::move(step);
     }
     auto price = [](const PlanStep& st) {
-      return Cost{Picoseconds(st.time_us), *std::max_element(st.recv_bytes.begin(), st.recv_bytes.end()),
+      int64_t total = 0;
+      for (int64_t b : st.recv_bytes) total += b;
+      return Cost{Picoseconds(st.time_us), *std::max_element(st.recv_bytes.begin(), st.recv_bytes.end()), total,
                   st.op == StepOp::kExchange ? 1 : 0, 1};
     };
     auto peak = [](const PlanStep& st) { return *std::max_element(st.peak_bytes.begin(), st.peak_bytes.end()); };
@@ -712,7 +736,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     // A baseline that fits the cap and the target bounds the answer.
     auto total = [](const Path& p) {
       Cost c;
-      for (const auto& [from, e] : p) c = c + Cost{Picoseconds(e.time_us), e.recv_bytes, e.exchange ? 1 : 0, 1};
+      for (const auto& [from, e] : p) c = c + e.cost();
       return c;
     };
     for (auto* base : {&shardy, &remat}) {

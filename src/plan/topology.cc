@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <fmt/format.h>
 
 namespace reshard {
@@ -72,6 +73,8 @@ void Topology::MakeBandwidthOnly() {
   network_.alpha_us = network_.hop_alpha_us = 0;
   intra_.alpha_us = intra_.hop_alpha_us = 0;
   step_latency_ = 0;
+  copy_beta_ = std::numeric_limits<double>::infinity();
+  receive_only_ = true;
 }
 
 bool Topology::Uniform() const {
@@ -138,7 +141,9 @@ std::string Topology::ToString() const {
   if (kind_ == Kind::kNodes)
     s += fmt::format("; inside a node {} us, {} GB/s", intra_.alpha_us, intra_.bytes_per_us / 1000.0);
   if (kind_ == Kind::kTorus) s += fmt::format("; {} us per hop", network_.hop_alpha_us);
-  return s + fmt::format("; local copies {} GB/s)", copy_beta_ / 1000.0);
+  if (receive_only_) s += "; bandwidth only: receives priced, copies free";
+  else s += fmt::format("; local copies {} GB/s", copy_beta_ / 1000.0);
+  return s + ")";
 }
 
 }  // namespace reshard
