@@ -20,7 +20,8 @@ namespace reshard {
 // Parses V1 and V2 HLO sharding text; `metadata=...` is ignored. Errors name
 // the column and the expected token; manual, unreduced and tuple shardings
 // are refused as not supported.
-// Example: "{devices=[2,1,4]<=[4,2]T(1,0)}" is Tile(Iota({2,1,4}, {4,2}, {1,0}), false).
+// Example: "{devices=[2,1,4]<=[4,2]T(1,0)}" is
+// HloSharding::Tile(TileAssignment::Iota({2,1,4}, {4,2}, {1,0}).value(), false).
 Result<HloSharding> ParseHloSharding(std::string_view text);
 
 }  // namespace reshard
