@@ -1,5 +1,6 @@
-// Planning time: the canonical case, and full-to-full 3-D reshards (every
-// device sends to every other) at 64, 512 and 4096 devices.
+// Planning time: the canonical case, full-to-full 3-D reshards (every device
+// sends to every other) at 64, 512 and 4096 devices, and one device's part of
+// a reshard from a replicated source at 512, 2048 and 4096 devices.
 //   build/bench/plan_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
@@ -100,6 +101,30 @@ void BM_FullToFullOneDeviceFromScratch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FullToFullOneDeviceFromScratch)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
+
+// Mesh a=2, b=n/2 on f32[4096,4096]: rows split over b and replicated over a
+// -> columns split over all n devices. Every source tile has two holders and n
+// receivers, so the sender rule for replicated sources decides who sends what.
+Case Replicated(int64_t devices) {
+  Mesh mesh = Mesh::Create({{"a", 2}, {"b", devices / 2}}).value();
+  std::vector<int64_t> shape = {4096, 4096};
+  return {MustParse("P('b', None)", shape, mesh), MustParse("P(None, ('a', 'b'))", shape, mesh)};
+}
+
+// One device's part with a replicated source, planner set up once.
+void BM_ReplicatedSourceOneDevice(benchmark::State& state) {
+  Case c = Replicated(state.range(0));
+  Exchange ex = Exchange::Create(c.src, c.dst).value();
+  const int64_t device = state.range(0) / 2 + 1;
+  size_t transfers = 0;
+  for (auto _ : state) {
+    ExchangePlan part = ex.DevicePlan(device);
+    transfers = part.transfers().size();
+    benchmark::DoNotOptimize(part);
+  }
+  state.counters["transfers"] = static_cast<double>(transfers);
+}
+BENCHMARK(BM_ReplicatedSourceOneDevice)->Arg(512)->Arg(2048)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace reshard

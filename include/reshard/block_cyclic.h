@@ -4,13 +4,12 @@
 // is the p-th device of the device list. A device's local buffer holds its
 // blocks concatenated per dim in global order.
 //
-// Text: "blockcyclic(block=[64,64], grid=[2,4])". Immutable value.
+// Text: "blockcyclic(block=[64,64], grid=[2,4])", parsed and printed by
+// block_cyclic_text.h (notation library). Immutable value.
 #ifndef RESHARD_BLOCK_CYCLIC_H_
 #define RESHARD_BLOCK_CYCLIC_H_
 
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "reshard/layout.h"
@@ -28,9 +27,6 @@ struct BlockCyclic {
   std::vector<int64_t> grid;   // per dim, >= 1
   friend bool operator==(const BlockCyclic&, const BlockCyclic&) = default;
 };
-
-Result<BlockCyclic> ParseBlockCyclic(std::string_view text);
-std::string PrintBlockCyclic(const BlockCyclic& bc);
 
 // `devices` lists prod(grid) device ids in row-major grid order (empty: iota).
 // Fails beyond kMaxDevices processes or kMaxBlocks blocks.

@@ -4,13 +4,13 @@
 // and each level splits the previous chunk with torch.chunk (chunks of
 // ceil(n/k), fewer when that runs out), which differs from XLA's single ceil
 // split: 10 over 2x3 is [0,2,4,5,7,9,10] here and [0,2,4,6,8,10,10] in XLA.
-// Partial() and _StridedShard are refused as not supported. Immutable value.
+// Partial() and _StridedShard are refused as not supported. The text form
+// "[Shard(0), Replicate()]" is in dtensor_text.h (notation library).
+// Immutable value.
 #ifndef RESHARD_DTENSOR_H_
 #define RESHARD_DTENSOR_H_
 
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "reshard/layout.h"
@@ -25,10 +25,6 @@ struct Placement {
   int64_t dim = 0;  // kShard only; negative counts from the last dim, as in PyTorch
   friend bool operator==(const Placement&, const Placement&) = default;
 };
-
-// "[Shard(0), Replicate()]": one placement per mesh dim.
-Result<std::vector<Placement>> ParsePlacements(std::string_view text);
-std::string PrintPlacements(const std::vector<Placement>& placements);
 
 // REQUIRES nothing; fails unless placements.size() == mesh.num_axes() and
 // every Shard dim is < shape.size().

@@ -10,12 +10,24 @@
 // not to the whole device-by-device plan.
 //
 // Sender rule where source data is replicated: a receiver that holds the
-// source tile copies locally; otherwise the tile's holders share its receivers
-// by longest-processing-time: receivers by bytes descending (ties: lower id)
-// each go to the holder with the fewest bytes assigned so far (ties: lower
-// id). A device holds one source tile, so this balances each device's total
-// send bytes (optimal when a tile's receivers need equal bytes; within 4/3 of
-// optimal otherwise).
+// source tile copies locally. Otherwise, for source tile S with holders
+// h_0 < ... < h_{n-1}, the receiving pair (target tile T, device r holding T)
+// has position rank(T) * slots + index(r): rank(T) is how many of the target
+// tiles S overlaps come before T in row-major order, index(r) is r's place
+// among T's holders (ascending), and slots is the most holders any target
+// tile has. The pair goes to h_k, k = (position - local copies at earlier
+// positions) mod n. This is a closed form of (S, T, r): one device finds its
+// senders without the rest of the plan, and DevicePlan, Plan and
+// ForEachTransfer agree.
+//
+// Guarantee: when every target tile S overlaps has the same number of
+// holders (true of every notation reshard parses), h_i sends
+// ceil((m - i) / n) of S's m messages: floor or ceil of m / n, exactly
+// balanced. A device holds one source tile, so when those messages are of
+// equal size (as when both layouts split evenly) the most bytes any device
+// sends is optimal too. Otherwise a holder sends at most ceil(C * slots / n)
+// messages (C: target tiles S overlaps), and bytes are balanced only as far
+// as message counts are: at most that many of S's largest messages.
 //
 // Exchange, ExchangePlan: immutable after creation; const methods are
 // thread-safe.
@@ -84,8 +96,9 @@ class Exchange {
   // The whole plan, materialized.
   ExchangePlan Plan() const;
   // One device's part: what it sends, receives and copies locally. Cost is
-  // proportional to its peers (plus, for replicated source tiles, the other
-  // receivers of those tiles).
+  // proportional to its peers (each sender found in O(rank + log devices)),
+  // plus, when its source tile is replicated, that tile's other receivers,
+  // which it walks to find the ones it serves.
   ExchangePlan DevicePlan(int64_t device) const;
   // Visits every transfer of the whole plan without storing it (grouped by
   // source tile; order otherwise unspecified).

@@ -8,14 +8,14 @@
 //
 // Tiled dims split with XLA's rule: c = ceil(n/k), shard i covers
 // [min(i*c, n), min((i+1)*c, n)). Manual, unreduced and tuple shardings are
-// refused as not supported. Immutable value; thread-safe.
+// refused as not supported. The parser of this text is ParseHloSharding
+// (hlo_text.h, notation library). Immutable value; thread-safe.
 #ifndef RESHARD_HLO_SHARDING_H_
 #define RESHARD_HLO_SHARDING_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -59,11 +59,6 @@ class HloSharding {
   explicit HloSharding(std::variant<Replicated, Maximal, Tiled> k) : kind_(std::move(k)) {}
   std::variant<Replicated, Maximal, Tiled> kind_;
 };
-
-// Parses HLO sharding text (V1 and V2; the named V3 form is parsed by
-// ParseNamedSharding). `metadata=...` is ignored. Errors name the column and
-// the expected token. Inverse of ToString for canonical text.
-Result<HloSharding> ParseHloSharding(std::string_view text);
 
 }  // namespace reshard
 

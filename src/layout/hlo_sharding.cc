@@ -56,4 +56,11 @@ Result<Layout> HloSharding::ToLayout(const std::vector<int64_t>& shape, DType dt
   return Layout::Create(shape, dtype, std::move(dims), std::move(placement));
 }
 
+std::string HloSharding::ToString() const {
+  if (std::holds_alternative<Replicated>(kind_)) return "{replicated}";
+  if (const auto* m = std::get_if<Maximal>(&kind_)) return "{maximal device=" + std::to_string(m->device) + "}";
+  const Tiled& t = std::get<Tiled>(kind_);
+  return "{devices=" + t.tiles.ToString() + (t.replicate_last ? " last_tile_dim_replicate" : "") + "}";
+}
+
 }  // namespace reshard

@@ -1,8 +1,9 @@
 // Block-cyclic text: "blockcyclic(block=[64,64], grid=[2,4])"; the two
 // keywords may come in either order.
+#include "reshard/block_cyclic_text.h"
+
 #include "layout/int_list.h"
 #include "notation/text_cursor.h"
-#include "reshard/block_cyclic.h"
 
 namespace reshard {
 Result<BlockCyclic> ParseBlockCyclic(std::string_view text) {

@@ -1,7 +1,8 @@
 // DTensor placement lists: "[Shard(0), Replicate()]" (also "(...)" tuples and
 // "Shard(dim=0)").
+#include "reshard/dtensor_text.h"
+
 #include "notation/text_cursor.h"
-#include "reshard/dtensor.h"
 
 namespace reshard {
 

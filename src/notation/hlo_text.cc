@@ -1,9 +1,11 @@
-// HLO sharding text: parser and printer (V1 explicit lists, V2 iota lists).
+// HLO sharding text: the parser (V1 explicit lists, V2 iota lists); the
+// printer is HloSharding::ToString, in the layout library.
+#include "reshard/hlo_text.h"
+
 #include <string>
 #include <vector>
 
 #include "notation/text_cursor.h"
-#include "reshard/hlo_sharding.h"
 
 namespace reshard {
 namespace {
@@ -105,13 +107,6 @@ Result<HloSharding> ParseHloSharding(std::string_view text) {
   RESHARD_RETURN_IF_ERROR(c.Expect("}"));
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
   return out;
-}
-
-std::string HloSharding::ToString() const {
-  if (std::holds_alternative<Replicated>(kind_)) return "{replicated}";
-  if (const auto* m = std::get_if<Maximal>(&kind_)) return "{maximal device=" + std::to_string(m->device) + "}";
-  const Tiled& t = std::get<Tiled>(kind_);
-  return "{devices=" + t.tiles.ToString() + (t.replicate_last ? " last_tile_dim_replicate" : "") + "}";
 }
 
 }  // namespace reshard

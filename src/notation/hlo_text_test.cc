@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "reshard/hlo_sharding.h"
+#include "reshard/hlo_text.h"
 
 namespace reshard {
 namespace {

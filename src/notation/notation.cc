@@ -5,7 +5,10 @@
 #include <cctype>
 
 #include "reshard/block_cyclic.h"
+#include "reshard/block_cyclic_text.h"
 #include "reshard/dtensor.h"
+#include "reshard/dtensor_text.h"
+#include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
 
 namespace reshard {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "reshard/hlo_text.h"
+
 namespace reshard {
 namespace {
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "reshard/exchange.h"
@@ -43,6 +44,11 @@ class ExchangeTables {
  public:
   Layout source, target;
   std::vector<DimOverlap> dims;
+  // For the sender rule (exchange.h): the most holders of any target tile,
+  // and, sorted, the (source tile, position) of each holder of a replicated
+  // source tile that also receives from it (and so copies locally).
+  int64_t target_slots = 1;
+  std::vector<std::pair<int64_t, int64_t>> local_receivers;
 };
 
 }  // namespace reshard

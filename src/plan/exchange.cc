@@ -1,7 +1,6 @@
 #include "reshard/exchange.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "plan/dim_overlap.h"
 
@@ -36,32 +35,19 @@ bool Holds(std::span<const int64_t> holders, int64_t device) {
   return std::binary_search(holders.begin(), holders.end(), device);
 }
 
-struct Receiver {
-  int64_t device;
-  int64_t elements;
-};
-
-// Longest-processing-time assignment of a replicated tile's receivers to its
-// holders. Returns (receiver, sender) sorted by receiver.
-std::vector<std::pair<int64_t, int64_t>> AssignSenders(std::span<const int64_t> holders, std::vector<Receiver> receivers) {
-  std::sort(receivers.begin(), receivers.end(), [](const Receiver& a, const Receiver& b) {
-    return a.elements != b.elements ? a.elements > b.elements : a.device < b.device;
-  });
-  using Load = std::pair<int64_t, int64_t>;  // (elements assigned, holder id): least first
-  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> heap;
-  for (int64_t h : holders) heap.push({0, h});
-  std::vector<std::pair<int64_t, int64_t>> out;
-  out.reserve(receivers.size());
-  for (const Receiver& r : receivers) {
-    Load l = heap.top();
-    heap.pop();
-    out.push_back({r.device, l.second});
-    heap.push({l.first + r.elements, l.second});
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+// Index of `device` among `devices` (ascending). REQUIRES: it is there.
+int64_t IndexOf(std::span<const int64_t> devices, int64_t device) {
+  return std::lower_bound(devices.begin(), devices.end(), device) - devices.begin();
 }
 
+// The sender rule for replicated sources (exchange.h). Source tile S's
+// receiving pairs (target tile T, holder r of T) have position
+// rank(T) * target_slots + index of r among T's holders, where rank(T) is the
+// row-major index of T's overlap ids in the cross product of S's per-dim
+// overlap lists (the order ForEachChoice visits them). A pair whose receiver
+// holds S copies locally; any other goes to S's holder
+// (position - local copies at earlier positions) mod h. Everything is a
+// closed form of (S, T, r), so each device computes its senders alone.
 class Planner {
  public:
   explicit Planner(const ExchangeTables& t) : t_(t), rank_(t.source.rank()) {}
@@ -80,6 +66,18 @@ class Planner {
     int64_t n = 1;
     for (int64_t d = 0; d < rank_; ++d) n *= t_.dims[d].overlaps[choice[d]].length;
     return n;
+  }
+  // Rank of the choice's target tile among those its source tile overlaps:
+  // its row-major index in the cross product of the source tile's per-dim
+  // overlap lists (each ascending in target coordinate).
+  int64_t ChoiceRank(const std::vector<int32_t>& choice) const {
+    int64_t i = 0;
+    for (int64_t d = 0; d < rank_; ++d) {
+      const DimOverlap& o = t_.dims[d];
+      const int32_t s = o.overlaps[choice[d]].src;
+      i = i * (o.by_src_begin[s + 1] - o.by_src_begin[s]) + (choice[d] - o.by_src_begin[s]);
+    }
+    return i;
   }
 
   // Overlap lists of source tile `tile` (against every target coordinate).
@@ -101,49 +99,51 @@ class Planner {
     return lists;
   }
 
-  // Receivers of source tile `tile` that do not hold it.
-  std::vector<Receiver> ReceiversOf(int64_t tile) const {
-    std::span<const int64_t> holders = t_.source.Holders(tile);
-    std::vector<std::vector<int32_t>> storage;
-    auto lists = SourceLists(tile, storage);
-    std::vector<Receiver> out;
-    std::vector<int32_t> choice;
-    ForEachChoice(lists, choice, [&](const std::vector<int32_t>& c) {
-      const int64_t n = Elements(c);
-      for (int64_t r : t_.target.Holders(TargetTileOf(c)))
-        if (!Holds(holders, r)) out.push_back({r, n});
-    });
-    return out;
+  // Local copies of replicated source tile `tile` at positions before `position`.
+  int64_t LocalsBefore(int64_t tile, int64_t position) const {
+    const auto& local = t_.local_receivers;
+    const auto first = std::lower_bound(local.begin(), local.end(), std::pair<int64_t, int64_t>{tile, INT64_MIN});
+    return std::lower_bound(first, local.end(), std::pair<int64_t, int64_t>{tile, position}) - first;
   }
 
-  int64_t SenderFor(int64_t tile, int64_t receiver) const {
+  // Who sends `receiver` (the holder at `index` among the holders of the
+  // choice's target tile) its part of source tile `tile`.
+  int64_t SenderFor(int64_t tile, const std::vector<int32_t>& choice, int64_t receiver, int64_t index) const {
     std::span<const int64_t> holders = t_.source.Holders(tile);
     if (Holds(holders, receiver)) return receiver;
     if (holders.size() == 1) return holders[0];
-    auto assignment = AssignSenders(holders, ReceiversOf(tile));
-    auto it = std::lower_bound(assignment.begin(), assignment.end(), std::pair<int64_t, int64_t>{receiver, INT64_MIN});
-    return it->second;
+    const int64_t position = ChoiceRank(choice) * t_.target_slots + index;
+    return holders[(position - LocalsBefore(tile, position)) % static_cast<int64_t>(holders.size())];
   }
 
-  // Every transfer out of source tile `tile`.
+  // Every transfer out of source tile `tile`, in position order (so the
+  // local copies before a position are counted as they pass).
   void VisitSourceTile(int64_t tile, Transfer& tr, const std::function<void(const Transfer&)>& visit) const {
     std::span<const int64_t> holders = t_.source.Holders(tile);
     if (holders.empty()) return;
-    std::vector<std::pair<int64_t, int64_t>> assignment;
-    if (holders.size() > 1) assignment = AssignSenders(holders, ReceiversOf(tile));
+    const int64_t h = static_cast<int64_t>(holders.size());
     std::vector<std::vector<int32_t>> storage;
     auto lists = SourceLists(tile, storage);
     std::vector<int32_t> choice;
+    int64_t rank = 0;    // ChoiceRank(c): ForEachChoice walks the cross product row-major
+    int64_t locals = 0;  // local copies so far
     ForEachChoice(lists, choice, [&](const std::vector<int32_t>& c) {
       tr.elements = Elements(c);
       tr.overlaps = c;
-      for (int64_t r : t_.target.Holders(TargetTileOf(c))) {
-        tr.to = r;
-        if (Holds(holders, r)) tr.from = r;
-        else if (holders.size() == 1) tr.from = holders[0];
-        else tr.from = std::lower_bound(assignment.begin(), assignment.end(), std::pair<int64_t, int64_t>{r, INT64_MIN})->second;
+      std::span<const int64_t> receivers = t_.target.Holders(TargetTileOf(c));
+      for (size_t j = 0; j < receivers.size(); ++j) {
+        tr.to = receivers[j];
+        if (Holds(holders, tr.to)) {
+          tr.from = tr.to;
+          ++locals;
+        } else if (h == 1) {
+          tr.from = holders[0];
+        } else {
+          tr.from = holders[(rank * t_.target_slots + static_cast<int64_t>(j) - locals) % h];
+        }
         visit(tr);
       }
+      ++rank;
     });
   }
 
@@ -151,6 +151,36 @@ class Planner {
   const ExchangeTables& t_;
   int64_t rank_;
 };
+
+// Fills the sender rule's tables: target_slots and the positions of the
+// holders of each replicated source tile that receive from it themselves.
+// O(tiles + devices * rank * log(cells)), once per Exchange.
+void BuildSenderRule(ExchangeTables& t) {
+  for (int64_t tile = 0; tile < t.target.num_tiles(); ++tile)
+    t.target_slots = std::max<int64_t>(t.target_slots, static_cast<int64_t>(t.target.Holders(tile).size()));
+  const int64_t rank = t.source.rank();
+  for (int64_t tile = 0; tile < t.source.num_tiles(); ++tile) {
+    std::span<const int64_t> holders = t.source.Holders(tile);
+    if (holders.size() < 2) continue;
+    const std::vector<int32_t> sc = t.source.TileCoords(tile);
+    for (int64_t g : holders) {
+      const int64_t dst_tile = t.target.TileOf(g);
+      if (dst_tile < 0) continue;
+      const std::vector<int32_t> tc = t.target.TileCoords(dst_tile);
+      int64_t i = 0;
+      bool overlaps = true;
+      for (int64_t d = 0; d < rank && overlaps; ++d) {
+        const DimOverlap& o = t.dims[d];
+        const auto begin = o.overlaps.begin() + o.by_src_begin[sc[d]], end = o.overlaps.begin() + o.by_src_begin[sc[d] + 1];
+        const auto it = std::lower_bound(begin, end, tc[d], [](const DimOverlap::Overlap& ov, int32_t dst) { return ov.dst < dst; });
+        overlaps = it != end && it->dst == tc[d];
+        i = i * (end - begin) + (it - begin);
+      }
+      if (overlaps) t.local_receivers.push_back({tile, i * t.target_slots + IndexOf(t.target.Holders(dst_tile), g)});
+    }
+  }
+  std::sort(t.local_receivers.begin(), t.local_receivers.end());
+}
 
 bool ByEndpoints(const Transfer& a, const Transfer& b) { return a.from != b.from ? a.from < b.from : a.to < b.to; }
 
@@ -197,8 +227,9 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   if (__builtin_mul_overflow(source.num_elements() * source.element_bytes(), static_cast<int64_t>(devices) + 4, &bound))
     return Status::InvalidArgument("the array is too large for its byte counts over " + std::to_string(devices) +
                                    " devices to fit in int64");
-  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}});
+  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
+  BuildSenderRule(*tables);
   Exchange e;
   e.tables_ = std::move(tables);
   std::merge(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
@@ -233,9 +264,9 @@ ExchangePlan Exchange::DevicePlan(int64_t device) const {
   // What it receives (and copies locally).
   const int64_t dst_tile = t.target.TileOf(device);
   if (dst_tile >= 0) {
+    const int64_t index = IndexOf(t.target.Holders(dst_tile), device);
     ForEachChoice(p.TargetLists(dst_tile), choice, [&](const std::vector<int32_t>& c) {
-      const int64_t src_tile = p.SourceTileOf(c);
-      plan.transfers_.push_back(Transfer{p.SenderFor(src_tile, device), device, p.Elements(c), c});
+      plan.transfers_.push_back(Transfer{p.SenderFor(p.SourceTileOf(c), c, device, index), device, p.Elements(c), c});
     });
   }
   // What it sends.

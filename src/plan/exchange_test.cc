@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 #include "reshard/notation.h"
 #include "reshard/plan_stats.h"
 #include "reshard/simulator.h"
@@ -62,17 +66,133 @@ TEST(Exchange, ReplicatedSourceSpreadsSendersEvenly) {
   EXPECT_TRUE(Simulate(ex.Plan(), s).ok());
 }
 
-TEST(Exchange, LptBalancesUnequalReceivers) {
-  // Two holders of the whole array; receivers need 6, 3, 3, 2 elements.
+// Sends per device, from the whole plan.
+std::map<int64_t, int64_t> SendsPerDevice(const Exchange& ex) {
+  std::map<int64_t, int64_t> sends;
+  for (const DeviceStats& d : ComputeStats(ex).per_device) sends[d.device] = d.sends;
+  return sends;
+}
+
+TEST(Exchange, ReplicatedSourceSplitsMessagesExactlyAmongHolders) {
+  // Three holders, eight receivers that hold nothing: 3, 3 and 2 messages,
+  // the extra ones to the lowest ids (receiver k goes to holder k mod 3).
+  Mesh src_mesh = Mesh::Create({{"r", 3}}).value();
+  Layout src = Parse("{replicated}", {64}, src_mesh);
+  Layout dst = Parse("{devices=[8]3,4,5,6,7,8,9,10}", {64});
+  Exchange ex = Exchange::Create(src, dst).value();
+  std::map<int64_t, int64_t> sends = SendsPerDevice(ex);
+  EXPECT_EQ(sends[0], 3);
+  EXPECT_EQ(sends[1], 3);
+  EXPECT_EQ(sends[2], 2);
+  ExchangePlan plan = ex.Plan();
+  std::vector<int64_t> from;
+  for (const Transfer& t : plan.transfers()) from.push_back(t.from);
+  EXPECT_EQ(from, (std::vector<int64_t>{0, 0, 0, 1, 1, 1, 2, 2}));
+  // Receiver 3 gets [0,8) from holder 0, receiver 4 [8,16) from holder 1, ...
+  EXPECT_EQ(plan.transfers()[3].to, 4);
+  EXPECT_EQ(plan.transfers()[0].to, 3);
+  EXPECT_TRUE(Simulate(plan, ComputeStats(ex)).ok());
+}
+
+TEST(Exchange, ReplicatedSourceSkipsLocalCopiesAndStaysBalanced) {
+  // Mesh a=2, b=4 (device 4a+b): rows over b, replicated over a -> columns
+  // over all 8. Row block b is held by b and 4+b, which copy their own
+  // columns locally; the other 6 receivers split 3 and 3. (Counting the local
+  // copies as turns would give one holder 4 and the other 2: positions b and
+  // 4+b have the same parity.)
+  Mesh mesh = Mesh::Create({{"a", 2}, {"b", 4}}).value();
+  Layout src = Parse("P('b', None)", {16, 16}, mesh);
+  Layout dst = Parse("P(None, ('a', 'b'))", {16, 16}, mesh);
+  Exchange ex = Exchange::Create(src, dst).value();
+  PlanStats s = ComputeStats(ex);
+  for (const DeviceStats& d : s.per_device) {
+    EXPECT_EQ(d.sends, 3) << "device " << d.device;
+    EXPECT_EQ(d.send_bytes, 3 * 4 * 2 * 4) << "device " << d.device;  // 4 rows x 2 columns of f32 each
+    EXPECT_EQ(d.local_bytes, 4 * 2 * 4) << "device " << d.device;
+  }
+  EXPECT_EQ(s.total_bytes, ComputeLowerBound(src, dst).total_bytes);
+  ExchangePlan plan = ex.Plan();
+  EXPECT_TRUE(Simulate(plan, s).ok());
+  for (int64_t dev = 0; dev < 8; ++dev) {
+    std::vector<std::pair<int64_t, int64_t>> want, got;
+    for (const Transfer& t : plan.transfers())
+      if (t.from == dev || t.to == dev) want.push_back({t.from, t.to});
+    const ExchangePlan part = ex.DevicePlan(dev);
+    for (const Transfer& t : part.transfers()) got.push_back({t.from, t.to});
+    EXPECT_EQ(got, want) << "device " << dev;
+  }
+}
+
+TEST(Exchange, ReplicatedSourceBalancesCountsNotBytesWhenReceiversDiffer) {
+  // Two holders of the whole array; receivers need 6, 3, 3 and 2 elements.
+  // Messages alternate between the holders in target-tile order: 6 and 3 from
+  // holder 0, 3 and 2 from holder 1. Counts are balanced (2 and 2); bytes are
+  // 9 and 5, within the stated bound of ceil(4/2) = 2 largest messages (12).
   Mesh src_mesh = Mesh::Create({{"r", 2}}).value();
   Layout src = Parse("{replicated}", {14}, src_mesh);
   DimGrid g = DimGrid::FromCuts({0, 6, 9, 12, 14});
   Layout dst = Layout::Create({14}, DType::kF32, {g}, {{10, 0}, {11, 1}, {12, 2}, {13, 3}}).value();
-  PlanStats s = ComputeStats(Exchange::Create(src, dst).value());
-  // LPT: 6 -> h0, 3 -> h1, 3 -> h1, 2 -> h0 (tie at 6, lower id): loads 8 and 6.
-  // No split of {6,3,3,2} does better than 8.
-  EXPECT_EQ(s.max_send_bytes, 8 * 4);
+  Exchange ex = Exchange::Create(src, dst).value();
+  PlanStats s = ComputeStats(ex);
+  EXPECT_EQ(s.per_device[0].sends, 2);
+  EXPECT_EQ(s.per_device[1].sends, 2);
+  EXPECT_EQ(s.per_device[0].send_bytes, 9 * 4);
+  EXPECT_EQ(s.per_device[1].send_bytes, 5 * 4);
+  EXPECT_LE(s.max_send_bytes, 2 * 6 * 4);
   EXPECT_EQ(s.total_bytes, 14 * 4);
+  EXPECT_TRUE(Simulate(ex.Plan(), s).ok());
+}
+
+TEST(Exchange, ReplicatedSourceWithUnevenlyHeldTargetTilesKeepsTheStatedBound) {
+  // Target tile 0 is held by 2 devices, tiles 1..3 by one each, so positions
+  // have gaps (2 slots per tile): 0, 1 | 2 | 4 | 6. Holder k mod 2 takes
+  // position k: holder 0 sends 4 messages, holder 1 one. The bound is
+  // ceil(4 tiles x 2 slots / 2 holders) = 4; the optimum would be 3 and 2.
+  Mesh src_mesh = Mesh::Create({{"r", 2}}).value();
+  Layout src = Parse("{replicated}", {8}, src_mesh);
+  DimGrid g = DimGrid::FromCuts({0, 2, 4, 6, 8});
+  Layout dst = Layout::Create({8}, DType::kF32, {g}, {{10, 0}, {11, 0}, {12, 1}, {13, 2}, {14, 3}}).value();
+  Exchange ex = Exchange::Create(src, dst).value();
+  std::map<int64_t, int64_t> sends = SendsPerDevice(ex);
+  EXPECT_EQ(sends[0], 4);
+  EXPECT_EQ(sends[1], 1);
+  ExchangePlan plan = ex.Plan();
+  EXPECT_TRUE(Simulate(plan, ComputeStats(ex)).ok());
+  for (int64_t dev : ex.devices()) {
+    size_t mine = 0;
+    for (const Transfer& t : plan.transfers()) mine += t.from == dev || t.to == dev ? 1 : 0;
+    EXPECT_EQ(ex.DevicePlan(dev).transfers().size(), mine) << "device " << dev;
+  }
+}
+
+// The case the quadratic sender rule was slow on, at 4096 devices: one
+// device's part must be its share of the whole plan, streamed once (8.4 M
+// transfers, never stored), and every holder sends (4096 - 2) / 2 messages.
+TEST(Exchange, ReplicatedSourceAt4096DevicesOneDevicesPartIsItsShare) {
+  const int64_t n = 4096;
+  Mesh mesh = Mesh::Create({{"a", 2}, {"b", n / 2}}).value();
+  Layout src = Parse("P('b', None)", {4096, 4096}, mesh);
+  Layout dst = Parse("P(None, ('a', 'b'))", {4096, 4096}, mesh);
+  Exchange ex = Exchange::Create(src, dst).value();
+  const std::vector<int64_t> checked = {0, 1, n / 2 - 1, n / 2 + 1, n - 1};
+  using Key = std::tuple<int64_t, int64_t, int64_t, std::vector<int32_t>>;
+  std::map<int64_t, std::vector<Key>> want;
+  std::vector<int64_t> sends(n, 0);
+  ex.ForEachTransfer([&](const Transfer& t) {
+    if (t.from != t.to) ++sends[t.from];
+    for (int64_t dev : checked)
+      if (t.from == dev || t.to == dev) want[dev].push_back({t.from, t.to, t.elements, t.overlaps});
+  });
+  for (int64_t dev = 0; dev < n; ++dev) ASSERT_EQ(sends[dev], (n - 2) / 2) << "device " << dev;
+  for (int64_t dev : checked) {
+    std::sort(want[dev].begin(), want[dev].end());
+    std::vector<Key> got;
+    const ExchangePlan part = ex.DevicePlan(dev);
+    for (const Transfer& t : part.transfers()) got.push_back({t.from, t.to, t.elements, t.overlaps});
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got.size(), static_cast<size_t>(n / 2 + (n - 2) / 2)) << "device " << dev;  // receives + sends
+    EXPECT_EQ(got, want[dev]) << "device " << dev;
+  }
 }
 
 TEST(Exchange, DisjointDeviceSetsAndMaximal) {

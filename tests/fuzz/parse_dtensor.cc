@@ -1,7 +1,9 @@
 // Fuzzes DTensor placement and block-cyclic parsing, and their layouts.
 #include "fuzz_common.h"
 #include "reshard/block_cyclic.h"
+#include "reshard/block_cyclic_text.h"
 #include "reshard/dtensor.h"
+#include "reshard/dtensor_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace reshard;

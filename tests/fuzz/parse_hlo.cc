@@ -1,7 +1,7 @@
 // Fuzzes the HLO sharding parser: print(parse(s)) must parse to itself, and
 // small shardings must convert to a layout or fail cleanly.
 #include "fuzz_common.h"
-#include "reshard/hlo_sharding.h"
+#include "reshard/hlo_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace reshard;

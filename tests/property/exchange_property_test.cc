@@ -2,9 +2,12 @@
 // uneven, replicated, maximal, permuted, different device sets, block-cyclic,
 // DTensor nesting, rank 0 and 1, empty shards): each plan runs in the
 // reference simulator exactly, within its stated peak, and its traffic equals
-// the lower bound. One device's part must equal its share of the whole plan.
+// the lower bound. One device's part must equal its share of the whole plan,
+// and a replicated source tile's holders share its messages evenly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <tuple>
 
@@ -48,6 +51,19 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
     const ExchangePlan plan = ex->Plan();
     const SimulationReport r = Simulate(plan, stats);
     ASSERT_TRUE(r.ok()) << r.first_problem;
+    // The sender rule: every notation holds each target tile by the same
+    // number of devices, so a replicated source tile's holders send counts
+    // that differ by at most one.
+    for (int64_t tile = 0; tile < src->layout.num_tiles(); ++tile) {
+      if (src->layout.Holders(tile).size() < 2) continue;
+      int64_t lo = INT64_MAX, hi = 0;
+      for (int64_t dev : src->layout.Holders(tile)) {
+        const int64_t at = std::lower_bound(ex->devices().begin(), ex->devices().end(), dev) - ex->devices().begin();
+        lo = std::min(lo, stats.per_device[at].sends);
+        hi = std::max(hi, stats.per_device[at].sends);
+      }
+      EXPECT_LE(hi - lo, 1) << "source tile " << tile;
+    }
     moved += stats.total_bytes;
     ++seen[a.notation];
     disjoint += src->layout.devices() != dst->layout.devices() ? 1 : 0;  // different device sets

@@ -5,8 +5,9 @@
 // the device-to-box map.
 #include <gtest/gtest.h>
 
-#include "reshard/block_cyclic.h"
-#include "reshard/dtensor.h"
+#include "reshard/block_cyclic_text.h"
+#include "reshard/dtensor_text.h"
+#include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
 #include "reshard/notation.h"
 #include "testing/random_layouts.h"

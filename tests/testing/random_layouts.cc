@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "reshard/dtensor.h"
+#include "reshard/dtensor_text.h"
 #include "reshard/named_sharding.h"
 #include "reshard/named_text.h"
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
 
 namespace reshard::cli {
