@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
 
 namespace reshard::cli {
