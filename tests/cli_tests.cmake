@@ -41,6 +41,27 @@ cli_exit_test(dims_checked_first 2 ${R} show --shape 8,8 --mesh a=2 --sharding "
 cli_test(devices_over_32 "^verified" ${R} verify --shape 66 --devices 32,31,30,29,28,27,26,25,24,23,22,21,20,19,18,17,16,15,14,13,12,11,10,9,8,7,6,5,4,3,2,1,0 --from "{replicated}" --to "[Shard(0)]")
 cli_test(convert_replicated_without_mesh "^P\\('a', None, None\\)" ${R} convert --shape 16,16,16 --sharding "{devices=[4,1,1,2]<=[8] last_tile_dim_replicate}" --to jax)
 
+# Collective plans: the canonical case is one all-to-all; the baselines are Shardy's two and XLA's gather.
+cli_test(plan_json_baselines "\"steps\":\\[{\"op\":\"all-to-all\",\"group\":{\"axes\":\\[\"x\",\"y\"\\],\"size\":8.*\"modeled_time_us\".*\"baselines\":{\"full_rematerialization\":{\"max_recv_bytes\":14336,.*\"shardy\":{\"max_recv_bytes\":2560,\"total_bytes\":20480,\"collectives\":2"
+         ${R} plan --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --json)
+cli_test(plan_emit_hlo "^HloModule reshard_plan.*all-to-all\\(%v[0-9]+\\), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}"
+         ${R} plan --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --emit hlo)
+cli_test(plan_emit_jax "jax.lax.all_to_all\\(x, \\('x', 'y'\\), 0, 0, tiled=True\\).*def reshard\\(x, mesh\\):"
+         ${R} plan --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --emit jax)
+cli_test(plan_hierarchical "all-to-all over {x:\\(8\\)8}.*collective-permute.*all-to-all over {x:\\(8\\)8}"
+         ${R} plan --shape 64,64 --mesh x=64 --from "P('x', None)" --to "P(None, 'x')" --topology nodes:8)
+cli_test(plan_65536_devices "all-to-all over {x} \\(1 group of 65536\\)"
+         ${R} plan --shape 65536,65536 --mesh x=65536 --from "P('x', None)" --to "P(None, 'x')")
+cli_test(verify_collectives "^verified: 60 elements on 8 devices arrived exactly after"
+         ${R} verify --shape 10,6 --mesh x=4,y=2 --from "P('x')" --to "P(('x','y'))" --for jax-cpu)
+cli_exit_test(bad_topology 2 ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology ring:4)
+cli_exit_test(bad_memory_cap 2 ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --memory-cap 5X)
+cli_exit_test(memory_cap_too_small 2 ${R} plan --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --memory-cap 1000)
+cli_exit_test(bad_emit 2 ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --emit xml)
+cli_exit_test(bad_for 2 ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --for tpu)
+cli_exit_test(no_ragged_on_jax_cpu 1 ${R} plan --shape 8,8 --from "{devices=[2,2]0,1,2,3}" --to "{devices=[4,1]4,5,6,7}" --for jax-cpu)
+cli_exit_test(no_ragged_emitter 1 ${R} plan --shape 8,8 --from "{devices=[2,2]0,1,2,3}" --to "{devices=[4,1]4,5,6,7}" --for any --emit hlo)
+
 # Every `$ reshard ...` example in the docs, run and diffed against the text shown.
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_FOUND)

@@ -27,7 +27,7 @@ inline constexpr int64_t kMaxSimulatedElements = int64_t{1} << 27;
 struct SimulationReport {
   bool too_large = false;         // refused: more than kMaxSimulatedElements
   int64_t devices = 0;
-  int64_t elements_checked = 0;   // target elements compared
+  int64_t elements_checked = 0;   // target elements compared (at the end of a collective plan)
   int64_t mismatches = 0;         // wrong value, never written, or written twice
   int64_t peak_bytes = 0;         // most bytes any device held at once
   int64_t peak_excess_devices = 0;  // devices that held more than the stats claim

@@ -9,7 +9,8 @@
 namespace reshard {
 namespace {
 
-std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, const Mesh& m, int64_t node_size) {
+std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, const Mesh& m, int64_t node_size,
+                                bool prime_pieces) {
   Result<NamedSharding> s = NamedShardingFromLayout(source, m, /*allow_sub_axes=*/true);
   if (!s.ok()) return std::nullopt;
   Result<NamedSharding> t = NamedShardingFromLayout(target, m, /*allow_sub_axes=*/true);
@@ -42,7 +43,7 @@ std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, cons
         if (r % p == 0) { r /= p; ++primes; }
     }
   }
-  if (primes > count && primes <= static_cast<size_t>(kMaxPrimePieces))
+  if (prime_pieces && primes > count && primes <= static_cast<size_t>(kMaxPrimePieces))
     for (int64_t a = 0; a < m.num_axes(); ++a) {
       const std::vector<int64_t> c(cuts[a].begin(), cuts[a].end());
       for (size_t i = 0; i + 1 < c.size(); ++i)
@@ -125,17 +126,17 @@ std::string PlanMesh::AxesText(const std::vector<int32_t>& p, const char* sep) c
 }
 
 std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
-                                     int64_t node_size) {
+                                     int64_t node_size, bool prime_pieces) {
   if (source.devices() != target.devices()) return std::nullopt;
   for (const Mesh& m : hints) {
     std::vector<int64_t> ids = m.DeviceIds();
     std::sort(ids.begin(), ids.end());
     if (ids != source.devices()) continue;
-    if (auto pm = TryMesh(source, target, m, node_size)) return pm;
+    if (auto pm = TryMesh(source, target, m, node_size, prime_pieces)) return pm;
   }
   Result<Mesh> primes = Mesh::Create(PrimeAxes(static_cast<int64_t>(source.devices().size())), source.devices());
   if (!primes.ok()) return std::nullopt;
-  return TryMesh(source, target, *primes, node_size);
+  return TryMesh(source, target, *primes, node_size, prime_pieces);
 }
 
 }  // namespace reshard

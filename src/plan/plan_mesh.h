@@ -36,13 +36,14 @@ struct PlanMesh {
 };
 
 // nullopt when the layouts are not named shardings over one common mesh.
-// node_size > 1 adds node-boundary cuts where the mesh is iota. Pieces are
-// further cut into prime factors while the plan mesh keeps at most
-// kMaxPrimePieces axes: more pieces let the search move part of an axis
-// (slice half of x, swap it for y), at the price of a larger search.
-inline constexpr int kMaxPrimePieces = 6;
+// node_size > 1 adds node-boundary cuts where the mesh is iota. With
+// prime_pieces, pieces are further cut into prime factors where the plan
+// mesh keeps at most kMaxPrimePieces axes: more pieces let the search move
+// part of an axis (slice half of x, swap it for y), at the price of a larger
+// search and of axis names that are sub-axes.
+inline constexpr int kMaxPrimePieces = 4;
 std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
-                                     int64_t node_size);
+                                     int64_t node_size, bool prime_pieces);
 
 }  // namespace reshard
 

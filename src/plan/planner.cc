@@ -560,6 +560,8 @@ BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Top
       if (tile == own || source.Holders(tile).empty()) continue;
       t += topo.MessageTime(source.Holders(tile)[0], dev, source.TileElements(tile) * eb);
     }
+    // Lay out the gathered array, then slice the target shard from it.
+    t += topo.CopyTime(source.num_elements() * eb + target.LocalBytes(dev));
     b.time_us = std::max(b.time_us, t);
   }
   if (b.max_recv_bytes > 0) b.time_us += topo.step_latency_us();
@@ -637,7 +639,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     return Status::NotSupported(fmt::format("the exchange strategy needs a ragged all-to-all, which {} lacks",
                                             PlanTargetName(options.target)));
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
-  std::optional<PlanMesh> pm = FindPlanMesh(source, target, options.meshes, node);
+  std::optional<PlanMesh> pm = FindPlanMesh(source, target, options.meshes, node, /*prime_pieces=*/false);
   PlanBuilder builder(source, target);
 
   if (!pm) {
@@ -702,61 +704,75 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     return result;
   }
 
-  builder.SetMesh(pm->mesh);
+  // Search over the layouts' own axes, then over their prime pieces (which
+  // can move part of an axis); the finer mesh is kept only if strictly cheaper.
   using Path = std::vector<std::pair<AxisLists, Edge>>;
-  std::optional<Path> best, remat, shardy;
-  // The default cap is soft: where no plan fits it (tiny or uneven arrays
-  // with no ragged exchange), the cheapest plan under no cap is taken.
-  for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
-    NamedPlanner planner(*pm, source, target, options, try_cap);
-    remat = planner.Walk(planner.RematStates());
-    shardy = planner.Walk(planner.ShardyStates());
-    if (result.baselines.empty()) {
-      auto ops_of = [](const Path& p) {
-        std::vector<std::string> ops;
-        int64_t collectives = 0;
-        for (const auto& [from, e] : p) {
-          ops.emplace_back(StepOpName(e.draft.op));
-          collectives += IsCollective(e.draft.op);
+  auto total = [](const Path& p) {
+    Cost c;
+    for (const auto& [from, e] : p) c = c + e.cost();
+    return c;
+  };
+  std::vector<PlanMesh> meshes = {*pm};
+  if (std::optional<PlanMesh> fine = FindPlanMesh(source, target, options.meshes, node, /*prime_pieces=*/true);
+      fine && !(fine->mesh == pm->mesh))
+    meshes.push_back(*fine);
+  std::optional<Path> best;
+  size_t best_mesh = 0;
+  int64_t best_cap = cap;
+  std::optional<Path> remat, shardy;
+  for (size_t mi = 0; mi < meshes.size(); ++mi) {
+    const PlanMesh& mesh = meshes[mi];
+    // The default cap is soft: where no plan fits it (tiny or uneven arrays
+    // with no ragged exchange), the cheapest plan under no cap is taken.
+    for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
+      NamedPlanner planner(mesh, source, target, options, try_cap);
+      std::optional<Path> found;
+      if (mi == 0) {
+        // Baselines on the caller's axes: Shardy moves whole axes.
+        remat = planner.Walk(planner.RematStates());
+        shardy = planner.Walk(planner.ShardyStates());
+        if (result.baselines.empty()) {
+          auto ops_of = [](const Path& p) {
+            std::vector<std::string> ops;
+            int64_t collectives = 0;
+            for (const auto& [from, e] : p) {
+              ops.emplace_back(StepOpName(e.draft.op));
+              collectives += IsCollective(e.draft.op);
+            }
+            return std::make_pair(ops, collectives);
+          };
+          const int64_t devices = static_cast<int64_t>(source.devices().size());
+          if (remat) {
+            auto [ops, n] = ops_of(*remat);
+            result.baselines.push_back(BaselineOf("full_rematerialization", planner.Price(*remat, "baseline"), devices, n, ops));
+          }
+          if (shardy) {
+            auto [ops, n] = ops_of(*shardy);
+            result.baselines.push_back(BaselineOf("shardy", planner.Price(*shardy, "baseline"), devices, n, ops));
+          }
         }
-        return std::make_pair(ops, collectives);
-      };
-      const int64_t devices = static_cast<int64_t>(source.devices().size());
-      if (remat) {
-        auto [ops, n] = ops_of(*remat);
-        result.baselines.push_back(BaselineOf("full_rematerialization", planner.Price(*remat, "baseline"), devices, n, ops));
       }
-      if (shardy) {
-        auto [ops, n] = ops_of(*shardy);
-        result.baselines.push_back(BaselineOf("shardy", planner.Price(*shardy, "baseline"), devices, n, ops));
+      if (mesh.source != mesh.target) found = planner.Search(result.candidates, result.states_explored);
+      else found.emplace();
+      // A baseline that fits the cap and the target bounds the answer.
+      if (mi == 0)
+        for (auto* base : {&shardy, &remat}) {
+          if (!*base || options.strategy == Strategy::kExchange) continue;
+          bool fits = true;
+          for (const auto& [from, e] : **base) fits = fits && e.peak_bytes <= try_cap;
+          if (fits && (!found || total(**base) < total(*found))) found = *base;
+        }
+      if (!found) continue;
+      if (!best || total(*found) < total(*best) || (best_cap == INT64_MAX && try_cap != INT64_MAX)) {
+        best = found;
+        best_mesh = mi;
+        best_cap = try_cap;
       }
-    }
-    if (pm->source != pm->target) best = planner.Search(result.candidates, result.states_explored);
-    else best.emplace();
-    // A baseline that fits the cap and the target bounds the answer.
-    auto total = [](const Path& p) {
-      Cost c;
-      for (const auto& [from, e] : p) c = c + e.cost();
-      return c;
-    };
-    for (auto* base : {&shardy, &remat}) {
-      if (!*base || options.strategy == Strategy::kExchange) continue;
-      bool fits = true;
-      for (const auto& [from, e] : **base) fits = fits && e.peak_bytes <= try_cap;
-      if (fits && (!best || total(**base) < total(*best))) best = *base;
-    }
-    if (best) {
-      if (try_cap != cap)
-        result.candidates.push_back(PlanCandidate{{}, 0, 0, 0,
-                                                  fmt::format("no plan fits the default memory cap of {} B; planned "
-                                                              "without a cap",
-                                                              cap)});
-      result.memory_cap_bytes = try_cap == INT64_MAX ? 0 : try_cap;
       break;
     }
   }
-  NamedPlanner planner(*pm, source, target, options, INT64_MAX);
   if (!best) {
+    NamedPlanner planner(*pm, source, target, options, INT64_MAX);
     const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
                                    shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
     if (options.strategy == Strategy::kExchange)
@@ -767,6 +783,12 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
         "baselines need {})",
         cap, floor, least == INT64_MAX ? std::string("more") : std::to_string(least)));
   }
+  if (best_cap != cap)
+    result.candidates.push_back(PlanCandidate{
+        {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+  result.memory_cap_bytes = best_cap == INT64_MAX ? 0 : best_cap;
+  NamedPlanner planner(meshes[best_mesh], source, target, options, INT64_MAX);
+  builder.SetMesh(meshes[best_mesh].mesh);
   result.candidates.push_back(planner.Price(*best, "chosen"));
   for (const auto& [from, e] : *best) builder.Add(planner.Finalize(builder, from, e));
   result.plan = builder.Finish();

@@ -55,6 +55,8 @@ Result<Topology> Topology::Parse(std::string_view text) {
     size_t pos = 6;
     std::vector<int64_t> dims;
     while (true) {
+      if (dims.size() == 3)
+        return Status::InvalidArgument(fmt::format("a torus has at most 3 dims: '{}' goes on at column {}", text, pos + 1));
       RESHARD_ASSIGN_OR_RETURN(int64_t k, ParsePositive(text, pos));
       dims.push_back(k);
       if (pos == text.size()) break;
@@ -62,7 +64,6 @@ Result<Topology> Topology::Parse(std::string_view text) {
         return Status::InvalidArgument(fmt::format("expected 'x' at column {} of '{}'", pos + 1, text));
       ++pos;
     }
-    if (dims.size() > 3) return Status::InvalidArgument(fmt::format("a torus has at most 3 dims: '{}'", text));
     return Torus(std::move(dims));
   }
   return Status::InvalidArgument(
