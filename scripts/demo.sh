@@ -17,5 +17,12 @@ $R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "P('y', None, 'x')" --to h
 $R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "$SRC" --to shardy
 $R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "$DST" --to jax
 $R convert --shape 16,16,16 --mesh x=4,y=2 --sharding "$SRC" --to dtensor
-$R plan --shape 16,16,16 --from "$SRC" --to "$DST"
+$R plan --shape 16,16,16 --from "$SRC" --to "$DST" --explain
+$R plan --shape 16,16,16 --from "$SRC" --to "$DST" --emit hlo
+$R plan --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --for jax-cpu --emit jax
 $R verify --shape 16,16,16 --from "$SRC" --to "$DST"
+# The emitted JAX module in real JAX (8 CPU devices), beside XLA's own reshard.
+set +x
+py=$(scripts/setup_python.sh)
+set -x
+"$py" examples/jax_canonical.py --reshard $R

@@ -11,6 +11,9 @@ echo "== release build and tests"
 scripts/build.sh release
 (cd build && ctest --output-on-failure -j "$jobs")
 
+echo "== real JAX 0.10.2 (8 CPU devices): emitted JAX and HLO over the corpus, the canonical example"
+tests/jax/run_jax_tests.sh
+
 echo "== fuzzers (${FUZZ_SECONDS:-20} s each)"
 scripts/build.sh fuzz
 for f in build-fuzz/tests/fuzz/fuzz_*; do
