@@ -59,6 +59,31 @@ struct ProgramOp {
 };
 std::string_view ProgramOpName(ProgramOp::Kind k);  // "reshape", ..., "all-to-all", "exchange"
 
+// Per-device values of a step, indexed like CollectivePlan::devices().
+// Structured steps are SPMD, so their values are usually one number for
+// every device: stored so, and expanded only where devices differ (a
+// permute's movers, the exchange), which keeps plans over 2^24 devices small.
+class DeviceValues {
+ public:
+  DeviceValues() = default;
+  static DeviceValues Uniform(size_t devices, int64_t value) { return DeviceValues(devices, value); }
+  // Stored as one number when all equal.
+  static DeviceValues Each(std::vector<int64_t> values);
+
+  size_t size() const { return size_; }
+  bool uniform() const { return each_.empty(); }
+  int64_t operator[](size_t i) const { return each_.empty() ? uniform_ : each_[i]; }
+  void Set(size_t i, int64_t value);  // expands a uniform store first when value differs
+  int64_t Max() const;
+  int64_t Sum() const;
+
+ private:
+  DeviceValues(size_t n, int64_t v) : size_(n), uniform_(v) {}
+  size_t size_ = 0;
+  int64_t uniform_ = 0;
+  std::vector<int64_t> each_;
+};
+
 enum class StepOp { kAllToAll, kAllGather, kCollectivePermute, kExchange, kSlice, kPad, kCopy };
 std::string_view StepOpName(StepOp op);  // "all-to-all", "all-gather", "collective-permute", "exchange", "slice", "pad", "copy"
 bool IsCollective(StepOp op);
@@ -73,9 +98,9 @@ struct PlanStep {
   int64_t group_size = 1;
   int64_t num_groups = 0;
   std::vector<ProgramOp> program = {};
-  // Per device, in plan.devices() order: bytes sent and received through
-  // this step (padding included), messages, and the most bytes it holds at once.
-  std::vector<int64_t> send_bytes = {}, recv_bytes = {}, sends = {}, recvs = {}, peak_bytes = {};
+  // Per device: bytes sent and received through this step (padding
+  // included), messages, and the most bytes it holds at once.
+  DeviceValues send_bytes = {}, recv_bytes = {}, sends = {}, recvs = {}, peak_bytes = {};
   double time_us = 0;                     // modeled, the slowest device
 };
 
@@ -99,6 +124,12 @@ class CollectivePlan {
   const PlanTotals& totals() const { return totals_; }
   // "all-to-all" per step, in order (local steps included).
   std::vector<std::string> OpNames() const;
+
+  // One device's totals over every step (peak: its largest step peak).
+  struct DeviceTotals {
+    int64_t send_bytes = 0, recv_bytes = 0, sends = 0, recvs = 0, peak_bytes = 0;
+  };
+  DeviceTotals TotalsOf(size_t device_index) const;
 
  private:
   friend class PlanBuilder;

@@ -39,6 +39,9 @@ struct JsonOptions {
   size_t max_pairs = 4096;  // collective-permute pairs listed per step (the rest counted)
 };
 nlohmann::ordered_json PlanJson(const PlanResult& result, const JsonOptions& options = {});
+// One entry of "per_device" (device index i of plan.devices()), for callers
+// that stream that list instead of building it whole.
+nlohmann::ordered_json DeviceJson(const CollectivePlan& plan, size_t i);
 
 // XLA's replica_groups text for a step's groups ("{{0,1},{2,3}}" or "[2,2]<=[4]").
 std::string ReplicaGroupsText(const CollectivePlan& plan, const std::vector<int32_t>& axes);

@@ -82,6 +82,9 @@ class Topology {
   double MessageTime(int64_t p, int64_t q, int64_t bytes) const;
   // The most one message of `bytes` can cost between any two devices.
   double WorstMessageTime(int64_t bytes) const;
+  // The most bytes per microsecond any one message can move (a bound for
+  // search heuristics).
+  double FastestBytesPerUs() const;
   // True when every pair costs the same (flat, or nodes:K and torus with
   // equal link classes): lets callers price a group without visiting it.
   bool Uniform() const;

@@ -19,13 +19,6 @@ Json LayoutJson(const CollectivePlan& plan, const Layout& layout, const std::str
   return j;
 }
 
-int64_t Max(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
-int64_t Sum(const std::vector<int64_t>& v) {
-  int64_t s = 0;
-  for (int64_t x : v) s += x;
-  return s;
-}
-
 Json ProgramJson(const CollectivePlan& plan, const ProgramOp& op) {
   Json j = {{"op", std::string(ProgramOpName(op.kind))}, {"shape", op.shape}};
   if (op.kind == ProgramOp::Kind::kTranspose) j["perm"] = op.perm;
@@ -40,6 +33,19 @@ Json ProgramJson(const CollectivePlan& plan, const ProgramOp& op) {
 
 }  // namespace
 
+Json DeviceJson(const CollectivePlan& plan, size_t i) {
+  const CollectivePlan::DeviceTotals t = plan.TotalsOf(i);
+  const int64_t dev = plan.devices()[i];
+  return {{"id", dev},
+          {"send_bytes", t.send_bytes},
+          {"recv_bytes", t.recv_bytes},
+          {"sends", t.sends},
+          {"recvs", t.recvs},
+          {"source_bytes", plan.source().LocalBytes(dev)},
+          {"target_bytes", plan.target().LocalBytes(dev)},
+          {"peak_bytes", t.peak_bytes}};
+}
+
 Json PlanJson(const PlanResult& r, const JsonOptions& o) {
   const CollectivePlan& plan = r.plan;
   const Layout& src = plan.source();
@@ -53,7 +59,7 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
                     {"replica_groups", ReplicaGroupsText(plan, s.group_axes)}};
     }
     if (s.op == StepOp::kAllToAll && s.group_size > 0)
-      j["chunk_bytes"] = Max(s.send_bytes) / std::max<int64_t>(1, s.group_size - 1);
+      j["chunk_bytes"] = s.send_bytes.Max() / std::max<int64_t>(1, s.group_size - 1);
     if (s.op == StepOp::kCollectivePermute) {
       for (const ProgramOp& op : s.program) {
         if (op.kind != ProgramOp::Kind::kCollectivePermute) continue;
@@ -65,11 +71,11 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
         j["pairs"] = op.pairs.size();
       }
     }
-    j["messages"] = Sum(s.sends);
-    j["max_recv_bytes"] = Max(s.recv_bytes);
-    j["total_bytes"] = Sum(s.recv_bytes);
+    j["messages"] = s.sends.Sum();
+    j["max_recv_bytes"] = s.recv_bytes.Max();
+    j["total_bytes"] = s.recv_bytes.Sum();
     j["modeled_time_us"] = s.time_us;
-    j["peak_bytes"] = Max(s.peak_bytes);
+    j["peak_bytes"] = s.peak_bytes.Max();
     j["input"] = LayoutJson(plan, s.input, s.input_spec, s.input_shard);
     j["output"] = LayoutJson(plan, s.output, s.output_spec, s.output_shard);
     if (o.programs) {
@@ -81,7 +87,7 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
   }
   const PlanTotals& t = plan.totals();
   int64_t messages = 0, target_total = 0;
-  for (const PlanStep& s : plan.steps()) messages += Sum(s.sends);
+  for (const PlanStep& s : plan.steps()) messages += s.sends.Sum();
   for (int64_t d : plan.target().devices()) target_total += plan.target().LocalBytes(d);
   Json baselines = Json::object();
   for (const BaselineCost& b : r.baselines)
@@ -111,22 +117,7 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
       {"memory_cap_bytes", r.memory_cap_bytes}};
   if (o.per_device) {
     Json per = Json::array();
-    const size_t n = plan.devices().size();
-    std::vector<int64_t> send(n, 0), recv(n, 0), sends(n, 0), recvs(n, 0), peak(n, 0);
-    for (const PlanStep& s : plan.steps())
-      for (size_t i = 0; i < n; ++i) {
-        send[i] += s.send_bytes[i];
-        recv[i] += s.recv_bytes[i];
-        sends[i] += s.sends[i];
-        recvs[i] += s.recvs[i];
-        peak[i] = std::max(peak[i], s.peak_bytes[i]);
-      }
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t dev = plan.devices()[i];
-      per.push_back({{"id", dev}, {"send_bytes", send[i]}, {"recv_bytes", recv[i]}, {"sends", sends[i]},
-                     {"recvs", recvs[i]}, {"source_bytes", src.LocalBytes(dev)},
-                     {"target_bytes", plan.target().LocalBytes(dev)}, {"peak_bytes", peak[i]}});
-    }
+    for (size_t i = 0; i < plan.devices().size(); ++i) per.push_back(DeviceJson(plan, i));
     j["per_device"] = per;
   }
   return j;

@@ -35,6 +35,51 @@ bool IsCollective(StepOp op) {
          op == StepOp::kExchange;
 }
 
+DeviceValues DeviceValues::Each(std::vector<int64_t> values) {
+  DeviceValues d(values.size(), values.empty() ? 0 : values[0]);
+  for (int64_t v : values)
+    if (v != d.uniform_) {
+      d.each_ = std::move(values);
+      break;
+    }
+  return d;
+}
+
+void DeviceValues::Set(size_t i, int64_t value) {
+  if (each_.empty()) {
+    if (value == uniform_) return;
+    each_.assign(size_, uniform_);
+  }
+  each_[i] = value;
+}
+
+int64_t DeviceValues::Max() const {
+  if (each_.empty()) return size_ ? uniform_ : 0;
+  int64_t m = each_[0];
+  for (int64_t v : each_) m = v > m ? v : m;
+  return m;
+}
+
+int64_t DeviceValues::Sum() const {
+  if (each_.empty()) return uniform_ * static_cast<int64_t>(size_);
+  int64_t s = 0;
+  for (int64_t v : each_) s += v;
+  return s;
+}
+
+CollectivePlan::DeviceTotals CollectivePlan::TotalsOf(size_t i) const {
+  DeviceTotals t;
+  for (const PlanStep& s : steps_) {
+    t.send_bytes += s.send_bytes[i];
+    t.recv_bytes += s.recv_bytes[i];
+    t.sends += s.sends[i];
+    t.recvs += s.recvs[i];
+    t.peak_bytes = s.peak_bytes[i] > t.peak_bytes ? s.peak_bytes[i] : t.peak_bytes;
+  }
+  if (steps_.empty()) t.peak_bytes = source_->LocalBytes(devices_[i]) + target_->LocalBytes(devices_[i]);
+  return t;
+}
+
 std::vector<std::string> CollectivePlan::OpNames() const {
   std::vector<std::string> out;
   for (const PlanStep& s : steps_) out.emplace_back(StepOpName(s.op));

@@ -12,7 +12,7 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const int64_t n = static_cast<int64_t>(devices.size());
   const int64_t eb = ex.source().element_bytes();
   auto index = [&](int64_t dev) { return std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin(); };
-  if (detailed || n <= 1024) {
+  if (detailed || n <= 64) {
     std::vector<double> send_time(n, 0), recv_time(n, 0);
     const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
       if (t.from == t.to) return;
@@ -44,7 +44,8 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const LowerBound lb = ComputeLowerBound(ex.source(), ex.target());
   out.max_recv_bytes = lb.max_recv_bytes;
   out.total_bytes = lb.total_bytes;
-  const int64_t samples = 32;
+  // Each sample costs its device's peers (up to every device): bound the work.
+  const int64_t samples = std::clamp<int64_t>((int64_t{1} << 22) / n, 2, 32);
   for (int64_t i = 0; i < samples; ++i) {
     const int64_t dev = devices[i * n / samples];
     const ExchangePlan part = ex.DevicePlan(dev);

@@ -4,9 +4,10 @@
 // Every device sends and receives its messages of the minimal exchange
 // (exchange.h) in one round; its time is the larger of its send and receive
 // sums of per-message costs. `detailed` streams the whole exchange for exact
-// per-device figures; otherwise, above 1024 devices, the time is the largest
-// over 32 evenly spaced devices' own parts (each computed alone), and the
-// bytes are the lower bound's, which the exchange meets exactly.
+// per-device figures; otherwise, above 64 devices, the time is the largest
+// over evenly spaced devices' own parts (each computed alone; 32 of them, or
+// fewer above 2^17 devices so that the work stays near 2^22 transfers), and
+// the bytes are the lower bound's, which the exchange meets exactly.
 #ifndef RESHARD_SRC_PLAN_EXCHANGE_STEP_H_
 #define RESHARD_SRC_PLAN_EXCHANGE_STEP_H_
 

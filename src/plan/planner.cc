@@ -8,6 +8,9 @@
 #include <memory>
 #include <queue>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <tuple>
 
 #include "plan/exchange_step.h"
 #include "plan/plan_mesh.h"
@@ -82,25 +85,27 @@ class PlanBuilder {
   CollectivePlan Finish() {
     PlanTotals& t = plan_.totals_;
     const size_t n = plan_.devices_.size();
-    std::vector<int64_t> send(n, 0), recv(n, 0);
+    bool uniform = true;
     for (const PlanStep& s : plan_.steps_) {
       if (IsCollective(s.op)) ++t.collectives;
       t.time_us += s.time_us;
+      t.peak_bytes = std::max(t.peak_bytes, s.peak_bytes.Max());
+      t.total_bytes += s.recv_bytes.Sum();
+      uniform = uniform && s.send_bytes.uniform() && s.recv_bytes.uniform();
+    }
+    if (uniform) {  // SPMD all through: one device stands for all
+      const CollectivePlan::DeviceTotals d = n ? plan_.TotalsOf(0) : CollectivePlan::DeviceTotals{};
+      t.max_send_bytes = d.send_bytes;
+      t.max_recv_bytes = d.recv_bytes;
+    } else {
       for (size_t i = 0; i < n; ++i) {
-        send[i] += s.send_bytes[i];
-        recv[i] += s.recv_bytes[i];
-        t.peak_bytes = std::max(t.peak_bytes, s.peak_bytes[i]);
+        const CollectivePlan::DeviceTotals d = plan_.TotalsOf(i);
+        t.max_send_bytes = std::max(t.max_send_bytes, d.send_bytes);
+        t.max_recv_bytes = std::max(t.max_recv_bytes, d.recv_bytes);
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      t.max_send_bytes = std::max(t.max_send_bytes, send[i]);
-      t.max_recv_bytes = std::max(t.max_recv_bytes, recv[i]);
-      t.total_bytes += recv[i];
-    }
     if (plan_.steps_.empty())
-      for (size_t i = 0; i < n; ++i)
-        t.peak_bytes = std::max(t.peak_bytes, plan_.source_->LocalBytes(plan_.devices_[i]) +
-                                                  plan_.target_->LocalBytes(plan_.devices_[i]));
+      for (size_t i = 0; i < n; ++i) t.peak_bytes = std::max(t.peak_bytes, plan_.TotalsOf(i).peak_bytes);
     return std::move(plan_);
   }
 
@@ -109,6 +114,10 @@ class PlanBuilder {
 };
 
 namespace {
+
+// The search expands at most this many states; past it, the cheapest
+// complete plan found so far is taken (the baselines always are plans).
+constexpr int64_t kMaxStatesExpanded = 2048;
 
 // Additive and totally ordered: modeled time (picoseconds), then bytes
 // received by the busiest device, then bytes received in all, then ragged
@@ -158,6 +167,17 @@ std::string EdgeText(const PlanMesh& pm, const AxisLists& from, const Edge& e) {
   return fmt::format("{}: {} -> {}", op, StateText(pm, from), StateText(pm, e.to));
 }
 
+// A state as a short string (axis ids, dims separated by 0xFF): hashed and
+// compared far faster than nested vectors.
+std::string StateKey(const AxisLists& s) {
+  std::string k;
+  for (const auto& l : s) {
+    for (int32_t a : l) k.push_back(static_cast<char>(a));
+    k.push_back(static_cast<char>(0xFF));
+  }
+  return k;
+}
+
 bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
@@ -165,12 +185,13 @@ bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
 // States one structured step from `s` that may lead toward `t`.
 std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, const AxisLists& t) {
   const size_t rank = s.size();
-  std::set<AxisLists> out;
+  std::vector<AxisLists> out;
+  std::unordered_set<std::string> seen = {StateKey(s)};
   std::vector<int> where(ctx.axis_sizes.size(), -1);  // dim holding each axis
   for (size_t d = 0; d < rank; ++d)
     for (int32_t a : s[d]) where[a] = static_cast<int>(d);
   auto add = [&](const AxisLists& v) {
-    if (v != s) out.insert(v);
+    if (seen.insert(StateKey(v)).second) out.push_back(v);
   };
   // All-gathers of one dim's minor axes; and of everything off the target's prefix.
   AxisLists off = s;
@@ -281,7 +302,7 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
       add(v);
     }
   }
-  return {out.begin(), out.end()};
+  return out;
 }
 
 class NamedPlanner {
@@ -301,28 +322,84 @@ class NamedPlanner {
       bool done = false;
     };
     std::vector<Node> nodes;
-    std::map<AxisLists, int> index;
-    using Entry = std::pair<Cost, int>;
+    std::unordered_map<std::string, int> index;
+    // A*: the queue orders by cost so far plus a lower bound of what
+    // remains, the larger of: one step latency unless slices alone reach the
+    // target; and, over 64 evenly spaced devices, the bytes a device still
+    // lacks of its target shard (its target box less its overlap with the box
+    // it holds) at the fastest link's rate. Both are consistent: a step's
+    // receives add at most what they bring to a device's overlap, and a slice
+    // never makes the target need less than before.
+    const int64_t latency_ps = Picoseconds(ctx_.topology->step_latency_us());
+    const double fastest = ctx_.topology->FastestBytesPerUs();
+    const int64_t n = ctx_.num_devices();
+    std::vector<int64_t> sample;
+    for (int64_t i = 0, k = std::min<int64_t>(64, n); i < k; ++i) sample.push_back(i * n / k);
+    auto box = [&](const AxisLists& s, int64_t pos, size_t d) {
+      int64_t k = 1, coord = 0;
+      for (int32_t a : s[d]) {
+        k *= ctx_.axis_sizes[a];
+        coord = coord * ctx_.axis_sizes[a] + ctx_.Coordinate(pos, a);
+      }
+      const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
+      return std::make_pair(std::min(coord * c, extent), std::min((coord + 1) * c, extent));
+    };
+    auto remaining = [&](const AxisLists& s) {
+      int64_t missing = 0;
+      for (int64_t pos : sample) {
+        int64_t want = 1, have = 1;
+        for (size_t d = 0; d < s.size(); ++d) {
+          const auto [tl, th] = box(pm_.target, pos, d);
+          const auto [sl, sh] = box(s, pos, d);
+          want *= th - tl;
+          have *= std::max<int64_t>(0, std::min(th, sh) - std::max(tl, sl));
+        }
+        missing = std::max(missing, (want - have) * ctx_.element_bytes);
+      }
+      const int64_t transfer_ps = Picoseconds(static_cast<double>(missing) / fastest);
+      std::vector<bool> used(ctx_.axis_sizes.size(), false);
+      for (const auto& l : s)
+        for (int32_t a : l) used[a] = true;
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (!IsPrefix(s[d], pm_.target[d])) return std::max(latency_ps, transfer_ps);
+        for (size_t i = s[d].size(); i < pm_.target[d].size(); ++i)
+          if (used[pm_.target[d][i]]) return std::max(latency_ps, transfer_ps);
+      }
+      return transfer_ps;
+    };
+    using Entry = std::tuple<Cost, Cost, int>;  // (estimate, cost so far, node)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
     auto relax = [&](int from, const AxisLists& to, Edge e, Cost c) {
-      auto [it, fresh] = index.try_emplace(to, static_cast<int>(nodes.size()));
+      auto [it, fresh] = index.try_emplace(StateKey(to), static_cast<int>(nodes.size()));
       if (fresh) nodes.push_back(Node{to, c, from, std::move(e)});
       else if (nodes[it->second].done || !(c < nodes[it->second].cost)) return;
       else nodes[it->second] = Node{to, c, from, std::move(e)};
-      queue.push({c, it->second});
+      Cost estimate = c;
+      estimate.time_ps += remaining(to);
+      queue.push({estimate, c, it->second});
       if (to == pm_.target) candidates.push_back(Describe(nodes, it->second, "found"));
     };
     relax(-1, pm_.source, Edge{}, Cost{});
     const bool structured = options_.strategy != Strategy::kExchange;
     const bool ragged = options_.strategy != Strategy::kCollectives && HasRaggedExchange(options_.target);
     int exchanges_left = options_.strategy == Strategy::kExchange ? 1 : 8;
+    int64_t expanded = 0;
     while (!queue.empty()) {
-      auto [cost, u] = queue.top();
+      auto [estimate, cost, u] = queue.top();
       queue.pop();
       if (nodes[u].done || nodes[u].cost < cost) continue;
       nodes[u].done = true;
       ++explored;
       if (nodes[u].state == pm_.target) return Path(nodes, u);
+      if (++expanded > kMaxStatesExpanded) {
+        // Out of budget: the cheapest complete plan found so far (the
+        // caller also weighs the baselines).
+        candidates.push_back(PlanCandidate{{}, 0, 0, 0,
+                                           fmt::format("search stopped after {} states", kMaxStatesExpanded)});
+        auto it = index.find(StateKey(pm_.target));
+        if (it == index.end()) return std::nullopt;
+        return Path(nodes, it->second);
+      }
       const AxisLists s = nodes[u].state;
       if (structured)
         for (const AxisLists& v : Neighbours(ctx_, s, pm_.target)) {
@@ -440,8 +517,10 @@ class NamedPlanner {
     if (e.exchange) {
       FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
       // Buffers are padded shards here: the peak counts them so.
+      std::vector<int64_t> peak(n);
       for (size_t i = 0; i < n; ++i)
-        step.peak_bytes[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + step.send_bytes[i] + step.recv_bytes[i];
+        peak[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + step.send_bytes[i] + step.recv_bytes[i];
+      step.peak_bytes = DeviceValues::Each(std::move(peak));
       return step;
     }
     const StepDraft d = *DraftStep(ctx_, from, e.to, /*detailed=*/true);
@@ -453,24 +532,20 @@ class NamedPlanner {
     step.num_groups = d.op == StepOp::kSlice ? 0 : ctx_.num_devices() / step.group_size;
     step.program = d.program;
     step.time_us = d.time_us;
-    step.peak_bytes.assign(n, d.peak_bytes);
+    step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
     if (d.op == StepOp::kCollectivePermute) {
-      step.send_bytes.assign(n, 0);
-      step.recv_bytes.assign(n, 0);
-      step.sends.assign(n, 0);
-      step.recvs.assign(n, 0);
+      step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
       for (const auto& [s, t] : d.pairs) {
         const size_t si = b.Index(pm_.mesh.device(s)), ti = b.Index(pm_.mesh.device(t));
-        step.send_bytes[si] = d.send_bytes;
-        step.sends[si] = 1;
-        step.recv_bytes[ti] = d.recv_bytes;
-        step.recvs[ti] = 1;
+        step.send_bytes.Set(si, d.send_bytes);
+        step.sends.Set(si, 1);
+        step.recv_bytes.Set(ti, d.recv_bytes);
+        step.recvs.Set(ti, 1);
       }
     } else {
-      step.send_bytes.assign(n, d.send_bytes);
-      step.recv_bytes.assign(n, d.recv_bytes);
-      step.sends.assign(n, d.messages);
-      step.recvs.assign(n, d.messages);
+      step.send_bytes = DeviceValues::Uniform(n, d.send_bytes);
+      step.recv_bytes = DeviceValues::Uniform(n, d.recv_bytes);
+      step.sends = step.recvs = DeviceValues::Uniform(n, d.messages);
     }
     return step;
   }
@@ -481,11 +556,11 @@ class NamedPlanner {
     ProgramOp op{ProgramOp::Kind::kExchange, step.output_shard};
     step.program = {op};
     step.time_us = d.time_us;
-    step.send_bytes = d.send_bytes;
-    step.recv_bytes = d.recv_bytes;
-    step.sends = d.sends;
-    step.recvs = d.recvs;
-    step.peak_bytes = d.peak;
+    step.send_bytes = DeviceValues::Each(d.send_bytes);
+    step.recv_bytes = DeviceValues::Each(d.recv_bytes);
+    step.sends = DeviceValues::Each(d.sends);
+    step.recvs = DeviceValues::Each(d.recvs);
+    step.peak_bytes = DeviceValues::Each(d.peak);
   }
 
   PlanCandidate Price(const std::vector<std::pair<AxisLists, Edge>>& path, std::string note) const {
@@ -600,14 +675,13 @@ std::optional<PlanStep> ExplicitPermute(const PlanBuilder& b, const Layout& sour
   op.pairs = pairs;
   step.program = {op};
   const size_t n = b.num_devices();
-  step.send_bytes.assign(n, 0);
-  step.recv_bytes.assign(n, 0);
-  step.sends.assign(n, 0);
-  step.recvs.assign(n, 0);
-  step.peak_bytes.assign(n, 2 * bytes);
+  step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
+  step.peak_bytes = DeviceValues::Uniform(n, 2 * bytes);
   for (const auto& [s, t] : pairs) {
-    step.send_bytes[s] = step.recv_bytes[t] = bytes;
-    step.sends[s] = step.recvs[t] = 1;
+    step.send_bytes.Set(s, bytes);
+    step.recv_bytes.Set(t, bytes);
+    step.sends.Set(s, 1);
+    step.recvs.Set(t, 1);
     step.time_us = std::max(step.time_us, topo.MessageTime(b.device(s), b.device(t), bytes));
   }
   step.time_us += topo.step_latency_us() + topo.CopyTime(0);
@@ -661,17 +735,14 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
       exchange = std::move(step);
     }
     auto price = [](const PlanStep& st) {
-      int64_t total = 0;
-      for (int64_t b : st.recv_bytes) total += b;
-      return Cost{Picoseconds(st.time_us), *std::max_element(st.recv_bytes.begin(), st.recv_bytes.end()), total,
-                  st.op == StepOp::kExchange ? 1 : 0, 1};
+      return Cost{Picoseconds(st.time_us), st.recv_bytes.Max(), st.recv_bytes.Sum(), st.op == StepOp::kExchange ? 1 : 0, 1};
     };
-    auto peak = [](const PlanStep& st) { return *std::max_element(st.peak_bytes.begin(), st.peak_bytes.end()); };
+    auto peak = [](const PlanStep& st) { return st.peak_bytes.Max(); };
     std::optional<PlanStep> chosen;
     for (std::optional<PlanStep>* c : {&permute, &exchange}) {
       if (!*c) continue;
       result.candidates.push_back(PlanCandidate{{std::string(StepOpName((*c)->op))}, (*c)->time_us,
-                                                *std::max_element((*c)->recv_bytes.begin(), (*c)->recv_bytes.end()),
+                                                (*c)->recv_bytes.Max(),
                                                 peak(**c), peak(**c) > cap ? "over the memory cap" : "priced"});
       if (peak(**c) <= cap && (!chosen || price(**c) < price(*chosen))) chosen = **c;
     }

@@ -18,7 +18,9 @@ int64_t ShardExtent(int64_t n, int64_t k) { return (n + k - 1) / k; }
 // Emits the ops of one step's program and tracks the buffers they need.
 class ProgramBuilder {
  public:
-  ProgramBuilder(std::vector<int64_t> shape, int64_t element_bytes) : shape_(std::move(shape)), eb_(element_bytes) {}
+  // keep_ops = false tracks shapes and the peak only (the search's drafts).
+  ProgramBuilder(std::vector<int64_t> shape, int64_t element_bytes, bool keep_ops)
+      : shape_(std::move(shape)), eb_(element_bytes), keep_ops_(keep_ops) {}
 
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t Bytes(const std::vector<int64_t>& s) const { return Product(s) * eb_; }
@@ -71,10 +73,11 @@ class ProgramBuilder {
     const int64_t in = Bytes(shape_), out = Bytes(op.shape);
     if (op.kind != ProgramOp::Kind::kReshape) peak_ = std::max(peak_, in + out);
     shape_ = op.shape;
-    ops_.push_back(std::move(op));
+    if (keep_ops_) ops_.push_back(std::move(op));
   }
   std::vector<int64_t> shape_;
   int64_t eb_;
+  bool keep_ops_;
   std::vector<ProgramOp> ops_;
   int64_t peak_ = 0;
 };
@@ -137,7 +140,7 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
   if (it == ctx.group_cost_cache.end()) {
     const Mesh& mesh = ctx.plan_mesh->mesh;
     const int64_t n = ctx.num_devices();
-    const int64_t samples = n * k <= (int64_t{1} << 22) ? n : std::min<int64_t>(64, n);
+    const int64_t samples = std::min<int64_t>(64, n);  // evenly spaced devices; exact for symmetric meshes
     std::vector<std::pair<double, double>> lines;
     for (int64_t i = 0; i < samples; ++i) {
       const int64_t pos = samples == n ? i : i * n / samples;
@@ -234,7 +237,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   const std::vector<int64_t> from_shard = ctx.ShardShape(from), to_shard = ctx.ShardShape(to);
   const int64_t eb = ctx.element_bytes;
   StepDraft draft;
-  ProgramBuilder b(from_shard, eb);
+  ProgramBuilder b(from_shard, eb, detailed);
 
   bool structured = !both_in_one_dim;
   for (size_t d = 0; d < rank && structured; ++d)

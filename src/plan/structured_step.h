@@ -73,8 +73,8 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
                                    bool detailed = true);
 
 // The time of one collective where every device exchanges `bytes` with each
-// other member of its group over `axes` (the slowest device; devices sampled
-// evenly when the group pairs exceed 2^22).
+// other member of its group over `axes` (the slowest of 64 evenly spaced
+// devices, or of all where there are fewer).
 double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64_t bytes);
 
 }  // namespace reshard

@@ -113,6 +113,15 @@ double Topology::MessageTime(int64_t p, int64_t q, int64_t bytes) const {
   return 0;
 }
 
+double Topology::FastestBytesPerUs() const {
+  switch (kind_) {
+    case Kind::kFlat: return network_.bytes_per_us;
+    case Kind::kNodes: return std::max(network_.bytes_per_us, intra_.bytes_per_us);
+    case Kind::kTorus: return 2.0 * static_cast<double>(torus_dims_.size()) * network_.bytes_per_us;
+  }
+  return network_.bytes_per_us;
+}
+
 double Topology::WorstMessageTime(int64_t bytes) const {
   const double b = static_cast<double>(bytes);
   switch (kind_) {

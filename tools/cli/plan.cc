@@ -79,7 +79,6 @@ struct TrafficMatrix {
 
 double Ratio(int64_t a, int64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
 
-int64_t Max(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
 std::string GroupText(const PlanStep& s) {
   if (s.group_axes.empty()) return "";
@@ -120,7 +119,9 @@ void RunPlan(const PlanCliOptions& o) {
   }
   const bool single_exchange = plan.steps().size() == 1 && plan.steps()[0].op == StepOp::kExchange;
   if (o.pair.common.json || o.emit == "json") {
-    nlohmann::ordered_json j = PlanJson(r);
+    // per_device is streamed row by row after the rest: it is the only part
+    // that grows with the device count (2^24 devices fit in a few MB of memory).
+    nlohmann::ordered_json j = PlanJson(r, JsonOptions{.programs = true, .per_device = false});
     j["strategy"] = o.pair.strategy;
     j["topology"] = options.topology.ToString();
     j["for"] = std::string(PlanTargetName(options.target));
@@ -149,7 +150,11 @@ void RunPlan(const PlanCliOptions& o) {
                          {"peak_bytes", c.peak_bytes}, {"note", c.note}});
       j["candidates"] = cands;
     }
-    std::cout << j.dump() << "\n";
+    std::string head = j.dump();
+    head.pop_back();  // the closing brace: per_device follows
+    std::cout << head << ",\"per_device\":[";
+    for (size_t i = 0; i < plan.devices().size(); ++i) std::cout << (i ? "," : "") << DeviceJson(plan, i).dump();
+    std::cout << "]}\n";
     return;
   }
 
@@ -164,7 +169,7 @@ void RunPlan(const PlanCliOptions& o) {
   out << "\nsteps:\n";
   int step_no = 0;
   for (const PlanStep& s : plan.steps()) {
-    const int64_t recv = Max(s.recv_bytes);
+    const int64_t recv = s.recv_bytes.Max();
     out << fmt::format("  {}. {}{}: {}\n", ++step_no, StepOpName(s.op), GroupText(s),
                        IsCollective(s.op) ? fmt::format("{} into the busiest device, {:.2f} us", FormatBytes(recv), s.time_us)
                                           : std::string("local, no communication"));
@@ -175,16 +180,9 @@ void RunPlan(const PlanCliOptions& o) {
   out << fmt::format("  {:>6} {:>10} {:>10} {:>9} {:>10}\n", "device", "send B", "recv B", "msgs o/i", "peak B");
   const size_t shown = std::min<size_t>(plan.devices().size(), 16);
   for (size_t i = 0; i < shown; ++i) {
-    int64_t send = 0, recv = 0, sends = 0, recvs = 0, peak = 0;
-    for (const PlanStep& s : plan.steps()) {
-      send += s.send_bytes[i];
-      recv += s.recv_bytes[i];
-      sends += s.sends[i];
-      recvs += s.recvs[i];
-      peak = std::max(peak, s.peak_bytes[i]);
-    }
-    out << fmt::format("  {:>6} {:>10} {:>10} {:>9} {:>10}\n", plan.devices()[i], send, recv,
-                       fmt::format("{}/{}", sends, recvs), peak);
+    const CollectivePlan::DeviceTotals d = plan.TotalsOf(i);
+    out << fmt::format("  {:>6} {:>10} {:>10} {:>9} {:>10}\n", plan.devices()[i], d.send_bytes, d.recv_bytes,
+                       fmt::format("{}/{}", d.sends, d.recvs), d.peak_bytes);
   }
   if (shown < plan.devices().size()) out << fmt::format("  ... {} more devices\n", plan.devices().size() - shown);
   const LowerBound& lb = r.lower_bound;
