@@ -65,7 +65,7 @@ cli_exit_test(no_ragged_emitter 1 ${R} plan --shape 8,8 --from "{devices=[2,2]0,
 # Every `$ reshard ...` example in the docs, run and diffed against the text shown.
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_FOUND)
-  file(GLOB RESHARD_DOCS ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/docs/notations/*.md)
+  file(GLOB RESHARD_DOCS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/docs/notations/*.md)
   add_test(NAME docs.examples COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_doc_examples.py
            --reshard $<TARGET_FILE:reshard_cli> ${RESHARD_DOCS})
 endif()

@@ -106,7 +106,7 @@ struct PlanStep {
 
 struct PlanTotals {
   int64_t collectives = 0;
-  int64_t max_send_bytes = 0, max_recv_bytes = 0, total_bytes = 0, padding_bytes = 0, peak_bytes = 0;
+  int64_t max_send_bytes = 0, max_recv_bytes = 0, total_bytes = 0, peak_bytes = 0;
   double time_us = 0;
 };
 

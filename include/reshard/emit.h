@@ -17,7 +17,8 @@
 //   PlanJson  the plan and its costs as JSON (docs/plan_format.md).
 //
 // Errors: NotSupported for a plan with a ragged exchange step (neither
-// emitter writes one yet) or, for HLO and JAX, layouts without a common mesh.
+// emitter writes one yet) and, for JAX, layouts without a common mesh
+// (shard_map needs one; EmitHlo writes an explicit collective-permute).
 #ifndef RESHARD_EMIT_H_
 #define RESHARD_EMIT_H_
 

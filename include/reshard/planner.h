@@ -3,13 +3,16 @@
 // collectives a target has.
 //
 // Where both layouts are named shardings over one mesh (given, or found from
-// the device count's factors), the planner searches (Dijkstra, deterministic)
+// the device count's factors), the planner searches (A*, deterministic)
 // over named states of the plan mesh (collective_plan.h): each edge one
 // structured step (slice, all-gather, all-to-all over any set of axes between
 // any dims at once, collective-permute), plus the ragged exchange from any
 // explored state straight to the target (hierarchical plans: structured steps
-// inside nodes, then one exchange across). Otherwise the plan is the one-step
-// exchange. Costs order plans by modeled time, then bytes received, then
+// inside nodes, then one exchange across). The search expands at most 2048
+// states (then the cheapest complete plan found so far is taken). Otherwise
+// (no common mesh) the plan is a collective-permute where only the devices
+// differ, or the one-step exchange. Costs order plans by modeled time, then
+// bytes received by the busiest device, then bytes received in all, then
 // fewer ragged exchanges, then fewer steps.
 //
 // Baselines, costed under the same model: "full_rematerialization" (XLA's
@@ -81,7 +84,8 @@ struct PlanResult {
   LowerBound lower_bound;
   std::vector<BaselineCost> baselines = {};
   std::vector<PlanCandidate> candidates = {};
-  int64_t memory_cap_bytes = 0;
+  int64_t memory_cap_bytes = 0;   // the cap the plan was made under; 0: none
+  bool memory_cap_lifted = false;  // no plan fit the default cap, so none was applied
   int64_t states_explored = 0;
 };
 

@@ -80,8 +80,16 @@ class HloWriter {
   }
 
   Result<std::string> Write() {
-    const std::vector<int64_t> in_shape =
-        plan_.steps().empty() ? std::vector<int64_t>{} : plan_.steps().front().input_shard;
+    std::vector<int64_t> in_shape;
+    if (!plan_.steps().empty()) {
+      in_shape = plan_.steps().front().input_shard;
+    } else {  // nothing moves: the program returns its (largest) shard as it is
+      in_shape.assign(plan_.source().rank(), 0);
+      for (int64_t d : plan_.source().devices()) {
+        const std::vector<int64_t> local = plan_.source().LocalShape(d);
+        for (size_t i = 0; i < local.size(); ++i) in_shape[i] = std::max(in_shape[i], local[i]);
+      }
+    }
     std::string cur = Emit(Shape(in_shape), "parameter(0)");
     std::vector<int64_t> shape = in_shape;
     int channel = 1;
@@ -148,8 +156,8 @@ class HloWriter {
           }
           case ProgramOp::Kind::kExchange:
             return Status::NotSupported(
-                "the plan has a ragged exchange step, which --emit hlo does not write yet; plan with --for jax-cpu "
-                "or --strategy collectives");
+                "the plan has a ragged exchange step, which --emit hlo does not write yet; where a structured plan "
+                "exists, --for jax-cpu or --strategy collectives finds it");
         }
         shape = op.shape;
       }

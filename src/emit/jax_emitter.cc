@@ -50,8 +50,8 @@ std::string SpecOf(const CollectivePlan& plan, const Layout& layout) {
 Result<std::string> EmitJax(const CollectivePlan& plan) {
   if (!plan.mesh())
     return Status::NotSupported(
-        "--emit jax needs both layouts to be named shardings over one mesh; these layouts move by the ragged "
-        "exchange only");
+        "--emit jax needs both layouts to be named shardings over one mesh (jax.shard_map runs over one); these "
+        "are not");
   const Mesh& mesh = *plan.mesh();
   const Layout& src = plan.source();
   std::vector<int64_t> sizes, ids = mesh.DeviceIds();
@@ -66,7 +66,7 @@ Result<std::string> EmitJax(const CollectivePlan& plan) {
   std::string body;
   int step_no = 0;
   for (const PlanStep& step : plan.steps()) {
-    body += fmt::format("    # step {}: {} {} -> {}\n", step_no++, StepOpName(step.op), step.input_spec, step.output_spec);
+    body += fmt::format("    # step {}: {} {} -> {}\n", ++step_no, StepOpName(step.op), step.input_spec, step.output_spec);
     std::vector<int64_t> shape = step.input_shard;
     for (const ProgramOp& op : step.program) {
       switch (op.kind) {

@@ -114,7 +114,8 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
       {"baseline_full_remat",
        {{"max_recv_bytes", remat.max_recv_bytes}, {"total_bytes", remat.total_bytes}, {"peak_bytes", remat.peak_bytes}}},
       {"baselines", baselines},
-      {"memory_cap_bytes", r.memory_cap_bytes}};
+      {"memory_cap_bytes", r.memory_cap_bytes},
+      {"memory_cap_lifted", r.memory_cap_lifted}};
   if (o.per_device) {
     Json per = Json::array();
     for (size_t i = 0; i < plan.devices().size(); ++i) per.push_back(DeviceJson(plan, i));

@@ -436,6 +436,7 @@ class NamedPlanner {
   std::optional<std::vector<std::pair<AxisLists, Edge>>> Walk(const std::vector<AxisLists>& states) {
     std::vector<std::pair<AxisLists, Edge>> path;
     for (size_t i = 0; i + 1 < states.size(); ++i) {
+      if (states[i] == states[i + 1]) continue;  // e.g. a replicated source gathers nothing
       std::optional<StepDraft> d = DraftStep(ctx_, states[i], states[i + 1], /*detailed=*/false);
       if (!d) return std::nullopt;
       path.push_back({states[i], Edge{false, states[i + 1], *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)}});
@@ -754,6 +755,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
         result.candidates.push_back(PlanCandidate{
             {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
         result.memory_cap_bytes = 0;
+        result.memory_cap_lifted = true;
       }
     }
     if (!chosen) {
@@ -762,8 +764,8 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
             "the layouts are not named shardings over one mesh and differ in more than their devices, so only the "
             "ragged exchange moves this data, and " +
             std::string(options.strategy == Strategy::kCollectives
-                            ? "--strategy collectives excludes it"
-                            : fmt::format("{} lacks it", PlanTargetName(options.target))));
+                            ? "the collectives strategy excludes it"
+                            : fmt::format("the target {} has none", PlanTargetName(options.target))));
       return Status::InvalidArgument(fmt::format(
           "no plan fits the memory cap of {} bytes per device: the only plans for these layouts need {}", cap,
           std::min(permute ? peak(*permute) : INT64_MAX, exchange ? peak(*exchange) : INT64_MAX)));
@@ -858,9 +860,19 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     result.candidates.push_back(PlanCandidate{
         {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
   result.memory_cap_bytes = best_cap == INT64_MAX ? 0 : best_cap;
+  result.memory_cap_lifted = best_cap != cap;
   NamedPlanner planner(meshes[best_mesh], source, target, options, INT64_MAX);
   builder.SetMesh(meshes[best_mesh].mesh);
   result.candidates.push_back(planner.Price(*best, "chosen"));
+  // One line per distinct plan, keeping the most telling note.
+  auto rank = [](const std::string& note) { return note == "chosen" ? 0 : note == "found" ? 1 : 2; };
+  std::vector<PlanCandidate> unique;
+  for (PlanCandidate& c : result.candidates) {
+    auto same = std::find_if(unique.begin(), unique.end(), [&](const PlanCandidate& u) { return u.steps == c.steps && !c.steps.empty(); });
+    if (same == unique.end()) unique.push_back(std::move(c));
+    else if (rank(c.note) < rank(same->note)) *same = std::move(c);
+  }
+  result.candidates = std::move(unique);
   for (const auto& [from, e] : *best) builder.Add(planner.Finalize(builder, from, e));
   result.plan = builder.Finish();
   return result;

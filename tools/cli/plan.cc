@@ -202,6 +202,8 @@ void RunPlan(const PlanCliOptions& o) {
     else if (t.total_bytes == 0)
       out << "no data moves between devices\n";
   }
+  if (r.memory_cap_lifted)
+    out << "memory cap: none (no plan fits the default cap; see --explain)\n";
   if (o.explain) PrintExplain(out, r);
   if (single_exchange && plan.devices().size() <= 4096) {
     Exchange ex = Exchange::Create(src, dst).value();
