@@ -76,9 +76,8 @@ void BM_FullToFullWholePlanMaterialized(benchmark::State& state) {
 }
 BENCHMARK(BM_FullToFullWholePlanMaterialized)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 
-// One device's part, planner set up once (every rank builds its Exchange once).
-void BM_FullToFullOneDevice(benchmark::State& state) {
-  Case c = FullToFull(Side(state.range(0)));
+// One device's part (device N/2+1), planner set up once (every rank builds its Exchange once).
+void TimeOneDevicePart(benchmark::State& state, const Case& c) {
   Exchange ex = Exchange::Create(c.src, c.dst).value();
   const int64_t device = state.range(0) / 2 + 1;
   size_t transfers = 0;
@@ -89,6 +88,8 @@ void BM_FullToFullOneDevice(benchmark::State& state) {
   }
   state.counters["transfers"] = static_cast<double>(transfers);
 }
+
+void BM_FullToFullOneDevice(benchmark::State& state) { TimeOneDevicePart(state, FullToFull(Side(state.range(0)))); }
 BENCHMARK(BM_FullToFullOneDevice)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 // One device's part including building the planner from the two layouts.
@@ -113,16 +114,7 @@ Case Replicated(int64_t devices) {
 
 // One device's part with a replicated source, planner set up once.
 void BM_ReplicatedSourceOneDevice(benchmark::State& state) {
-  Case c = Replicated(state.range(0));
-  Exchange ex = Exchange::Create(c.src, c.dst).value();
-  const int64_t device = state.range(0) / 2 + 1;
-  size_t transfers = 0;
-  for (auto _ : state) {
-    ExchangePlan part = ex.DevicePlan(device);
-    transfers = part.transfers().size();
-    benchmark::DoNotOptimize(part);
-  }
-  state.counters["transfers"] = static_cast<double>(transfers);
+  TimeOneDevicePart(state, Replicated(state.range(0)));
 }
 BENCHMARK(BM_ReplicatedSourceOneDevice)->Arg(512)->Arg(2048)->Arg(4096)->Unit(benchmark::kMicrosecond);
 

@@ -47,17 +47,11 @@ ABBREV = {
 
 
 def load_cases(path: str) -> list[dict]:
-    cases = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip() or line.startswith("#"):
-                continue
-            cols = line.split("\t")
-            if len(cols) != len(COLUMNS):
-                raise SystemExit("%s:%d: %d columns, expected %d" % (path, lineno, len(cols), len(COLUMNS)))
-            cases.append(dict(zip(COLUMNS, cols)))
-    return cases
+    """The corpus rows as dicts keyed by COLUMNS, read by tests/jax/corpus.py."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "jax"))
+    import corpus  # noqa: E402 (the one reader of the corpus)
+    return [dict(zip(COLUMNS, (c.name, c.shape, c.mesh, c.devices, c.src, c.dst, "1" if c.jax else "0", c.origin)))
+            for c in corpus.load_cases(path)]
 
 
 def case_args(c: dict) -> list[str]:
