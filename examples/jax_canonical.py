@@ -1,14 +1,15 @@
-"""The canonical case in real JAX, both ways: XLA's own reshard
-(with_sharding_constraint) and the module `reshard plan --emit jax` writes.
-Prints each compiled program's collectives and the bytes one device receives,
-and checks that both give exactly jax.device_put(x, target).
+"""The canonical case in real JAX, both ways, inside jax.jit: XLA's own reshard
+(with_sharding_constraint) and reshard.jax.reshard (reshard's plan, run as the
+jax.shard_map module the C++ JAX emitter writes). Prints each compiled
+program's collectives and the bytes one device receives, what reshard.jax.explain
+says, and checks that both give exactly jax.device_put(x, target).
 
-  python3 examples/jax_canonical.py [--reshard build/reshard]
-(8 host CPU devices are forced; needs jax 0.10.2: scripts/setup_python.sh)
+  python3 examples/jax_canonical.py
+(8 host CPU devices are forced; needs the reshard package and jax 0.10.2:
+ tests/python/run_python_tests.sh installs both into .venv)
 """
 import argparse
 import os
-import subprocess
 import sys
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
@@ -19,17 +20,16 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "jax"))
-import hlo_bytes  # noqa: E402
+import reshard.jax as rj  # noqa: E402
+from reshard import hlo_bytes  # noqa: E402
 
-SHAPE, MESH = (16, 16, 16), (("x", 4), ("y", 2))
-SOURCE, TARGET = "P('y', None, 'x')", "P(None, ('x','y'), None)"
+SHAPE = (16, 16, 16)
 
 
 def report(name, compiled):
     text = compiled.as_text()
     ops = hlo_bytes.collectives(text)
-    print("%-26s %6d bytes into each device: %s" % (
+    print("%-27s %5d bytes into each device: %s" % (
         name, hlo_bytes.recv_bytes(text),
         ", ".join("%s (%d B, group of %s)" % (c["op"], c["bytes"], c["group_size"]) for c in ops) or "none"))
     return hlo_bytes.recv_bytes(text), [c["op"] for c in ops]
@@ -37,14 +37,8 @@ def report(name, compiled):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reshard", default="build/reshard")
-    args = ap.parse_args()
-    source = subprocess.run(
-        [args.reshard, "plan", "--shape", ",".join(map(str, SHAPE)), "--mesh", ",".join("%s=%d" % a for a in MESH),
-         "--from", SOURCE, "--to", TARGET, "--for", "jax-cpu", "--emit", "jax"],
-        check=True, capture_output=True, text=True).stdout
-    module = {}
-    exec(compile(source, "<reshard plan --emit jax>", "exec"), module)  # noqa: S102 (our emitter's output)
+    ap.add_argument("--reshard", help="ignored (the CLI is no longer needed: reshard.jax plans in-process)")
+    ap.parse_args()
 
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
     src, dst = NamedSharding(mesh, P("y", None, "x")), NamedSharding(mesh, P(None, ("x", "y"), None))
@@ -52,16 +46,18 @@ def main():
     want = jax.device_put(x, dst)
 
     xla = jax.jit(lambda v: jax.lax.with_sharding_constraint(v, dst), out_shardings=dst)
-    ours = jax.jit(lambda v: module["reshard"](v, mesh), out_shardings=dst)
-    print("f32[16,16,16] on mesh x=4,y=2: %s -> %s" % (SOURCE, TARGET))
+    ours = jax.jit(lambda v: rj.reshard(v, dst, source=src), out_shardings=dst)
+    print("f32[16,16,16] on mesh x=4,y=2: P('y', None, 'x') -> P(None, ('x','y'), None)")
     xla_bytes, xla_ops = report("XLA (sharding constraint)", xla.lower(x).compile())
-    our_bytes, our_ops = report("reshard (--emit jax)", ours.lower(x).compile())
+    our_bytes, our_ops = report("reshard.jax.reshard", ours.lower(x).compile())
     for name, fn in (("XLA", xla), ("reshard", ours)):
         got = fn(x)
         if not (np.array_equal(np.asarray(got), np.asarray(want)) and got.sharding.is_equivalent_to(dst, 3)):
             sys.exit("%s: result differs from jax.device_put(x, target)" % name)
     print("both equal jax.device_put(x, target); reshard receives %.1fx fewer bytes (%d vs %d)" % (
         xla_bytes / our_bytes, our_bytes, xla_bytes))
+    print()
+    print(rj.explain(x, dst))
     if our_ops != ["all-to-all"] or our_bytes != 1792:
         sys.exit("expected one all-to-all of 1792 bytes, got %s (%d B)" % (our_ops, our_bytes))
 

@@ -21,8 +21,8 @@ $R plan --shape 16,16,16 --from "$SRC" --to "$DST" --explain
 $R plan --shape 16,16,16 --from "$SRC" --to "$DST" --emit hlo
 $R plan --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --for jax-cpu --emit jax
 $R verify --shape 16,16,16 --from "$SRC" --to "$DST"
-# The emitted JAX module in real JAX (8 CPU devices), beside XLA's own reshard.
+# reshard.jax.reshard in real JAX (8 CPU devices), beside XLA's own reshard.
 set +x
-py=$(scripts/setup_python.sh)
+py=$(scripts/setup_python_package.sh)
 set -x
-"$py" examples/jax_canonical.py --reshard $R
+"$py" examples/jax_canonical.py

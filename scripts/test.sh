@@ -11,8 +11,11 @@ echo "== release build and tests"
 scripts/build.sh release
 (cd build && ctest --output-on-failure -j "$jobs")
 
-echo "== real JAX 0.10.2 (8 CPU devices): emitted JAX and HLO over the corpus, the canonical example"
+echo "== real JAX 0.10.2 (8 CPU devices): emitted JAX and HLO over the corpus"
 tests/jax/run_jax_tests.sh
+
+echo "== Python package (pip install .) and reshard.jax in real JAX (8 CPU devices), the canonical example"
+tests/python/run_python_tests.sh
 
 echo "== fuzzers (${FUZZ_SECONDS:-20} s each)"
 scripts/build.sh fuzz

@@ -69,3 +69,61 @@ if(Python3_FOUND)
   add_test(NAME docs.examples COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_doc_examples.py
            --reshard $<TARGET_FILE:reshard_cli> ${RESHARD_DOCS})
 endif()
+
+# Issue "Hardening": each item's command.
+# Printed forms: named shardings keep their axes as written (4); HLO texts print as XLA prints them (5);
+# rank-0 subgroups (6); every printed form reads back (7).
+cli_test(convert_keeps_size1_axis "^#sdy.sharding<@mesh, \\[{}, {\"z\"}\\]>"
+         ${R} convert --shape 4,4 --mesh z=1 --sharding "P(None, 'z')" --to shardy)
+cli_test(convert_keeps_size1_axes_in_order "^#sdy.sharding<@mesh, \\[{\"one\"}, {\"y\"}, {\"x\"}\\]>"
+         ${R} convert --shape 16,16,16 --mesh x=4,one=1,y=2 --sharding "P('one', 'y', 'x')" --to shardy)
+cli_test(convert_keeps_size1_axes_jax "^P\\('one', 'y', 'x'\\)"
+         ${R} convert --shape 16,16,16 --mesh x=4,one=1,y=2 --sharding "P('one', 'y', 'x')" --to jax)
+cli_test(convert_hlo_keeps_iota "^{devices=\\[2,3\\]<=\\[2,3\\]T\\(1,0\\)}"
+         ${R} convert --shape 4,6 --sharding "{devices=[2,3]<=[2,3]T(1,0)}" --to hlo)
+cli_test(convert_hlo_sorts_replica_groups "^{devices=\\[2,2\\]1,3,0,2 last_tile_dim_replicate}"
+         ${R} convert --shape 16 --sharding "{devices=[2,2]3,1,2,0 last_tile_dim_replicate}" --to hlo)
+cli_test(show_rank0_last_tile_dims "^f32\\[\\] on 2 devices"
+         ${R} show --shape [] --sharding "{devices=[2]0,1 last_tile_dims={replicated}}")
+cli_test(convert_rank0_last_tile_dims "^{replicated}"
+         ${R} convert --shape [] --sharding "{devices=[2]0,1 last_tile_dims={replicated}}" --to hlo)
+cli_test(convert_no_placements "^\\(\\)"
+         ${R} convert --mesh "<[]>" --sharding "[{}]" --shape 4 --to dtensor)
+cli_test(show_no_placements "dtensor notation: \\(\\)"
+         ${R} show --mesh "<[]>" --sharding "()" --shape 4)
+# Error text and exit codes: columns count characters (8); malformed text is bad input even after an
+# unsupported keyword (9); no sign in --shape, no empty iota, long texts cut to a window (10).
+cli_test(error_column_in_characters "col 8: unknown mesh axis 'z'"
+         ${R} show --shape 4,4 --mesh "<[\"é\"=2]>" --sharding "P('é', 'z')")
+cli_test(error_found_whole_character "col 7: expected '\\)' \\(found '☃'\\)"
+         ${R} show --shape 4,4 --mesh x=2 --sharding "P('x' ☃)")
+cli_exit_test(malformed_tuple 2 ${R} show --shape 4 --mesh x=2 --sharding "{{")
+cli_exit_test(malformed_manual 2 ${R} show --shape 4 --mesh x=2 --sharding "{manual")
+cli_exit_test(malformed_unknown 2 ${R} show --shape 4 --mesh x=2 --sharding "{unknown junk}")
+cli_exit_test(malformed_unconstrained 2 ${R} show --shape 4 --mesh x=2 --sharding "P(P.UNCONSTRAINED, )))")
+cli_exit_test(unsupported_unconstrained 1 ${R} show --shape 4 --mesh x=2 --sharding "P(P.UNCONSTRAINED)")
+cli_exit_test(unsupported_tuple 1 ${R} show --shape 4 --mesh x=2 --sharding "{{replicated}, {manual}}")
+cli_exit_test(shape_with_sign 2 ${R} show --shape +4 --mesh x=2 --sharding "P('x')")
+cli_exit_test(empty_iota 2 ${R} show --shape 16 --sharding "{devices=[1]<=[]}")
+string(REPEAT "None, " 10000 LONG_SPEC)
+cli_test(long_text_echoed_as_a_window "col 60003: unknown mesh axis 'z'[^\n]*\n  \\.\\.\\.None, None, [^\n]*'z'\\)\n        +\\^"
+         ${R} show --shape 4 --mesh x=2 --sharding "P(${LONG_SPEC}'z')")
+# Memory and time at sizes the tool accepts (1-3): each JSON form within 2x the peak RSS and time of its
+# text form (plus slack), measured; the transfers of a replicated source gathered, not walked per sender.
+if(Python3_FOUND AND NOT RESHARD_SANITIZE)
+  set(MEM ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_memory.py --reshard ${R})
+  add_test(NAME memory.show_json COMMAND ${MEM} -- show --json --shape 4 --mesh x=1048576 --sharding "P('x')"
+           --- show --shape 4 --mesh x=1048576 --sharding "P('x')")
+  add_test(NAME memory.plan_json COMMAND ${MEM} -- plan --json --shape 4 --mesh x=262144 --from "P('x')" --to "P()"
+           --- plan --shape 4 --mesh x=262144 --from "P('x')" --to "P()")
+  add_test(NAME memory.plan_json_transfers COMMAND ${MEM} -- plan --json --transfers --strategy exchange --shape 2048,2048
+           --mesh x=2048 --from "P('x', None)" --to "P(None, 'x')"
+           --- plan --strategy exchange --shape 2048,2048 --mesh x=2048 --from "P('x', None)" --to "P(None, 'x')")
+  add_test(NAME memory.plan_json_block_cyclic COMMAND ${MEM} -- plan --json --shape 2000000
+           --from "blockcyclic(block=[1], grid=[8])" --to "blockcyclic(block=[3], grid=[8])"
+           --- plan --shape 2000000 --from "blockcyclic(block=[1], grid=[8])" --to "blockcyclic(block=[3], grid=[8])")
+  add_test(NAME memory.plan_json_transfers_replicated COMMAND ${MEM} --max-mb 256 -- plan --json --transfers
+           --strategy exchange --shape 65536 --mesh x=65536 --from "P()" --to "P('x')")
+  set_tests_properties(memory.show_json memory.plan_json memory.plan_json_transfers memory.plan_json_block_cyclic
+                       memory.plan_json_transfers_replicated PROPERTIES RUN_SERIAL TRUE TIMEOUT 120)
+endif()

@@ -13,6 +13,7 @@ Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
   RESHARD_RETURN_IF_ERROR(c.Expect(tuple ? "(" : "["));
   const std::string close = tuple ? ")" : "]";
   std::vector<Placement> out;
+  Status unsupported;  // the first placement read in full but not supported yet
   while (!c.TryConsume(close)) {
     const size_t at = c.Mark();
     if (c.TryConsumeWord("Shard")) {
@@ -28,18 +29,25 @@ Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
       RESHARD_RETURN_IF_ERROR(c.Expect(")"));
       out.push_back({Placement::Kind::kReplicate, 0});
     } else if (c.TryConsumeWord("Partial") || c.TryConsumeWord("_StridedShard") || c.TryConsumeWord("_Partial")) {
-      return Status::NotSupported(c.ErrorAt(at, "'" + std::string(text.substr(at, c.pos() - at)) +
-                                                    "' placements are not supported yet").message());
+      const std::string what(text.substr(at, c.pos() - at));
+      if (c.Peek() != '(') return c.Error("expected '(' (found " + c.Found() + ")");
+      RESHARD_RETURN_IF_ERROR(c.SkipBalanced());  // the arguments, read only as far as their brackets
+      if (unsupported.ok())
+        unsupported = Status::NotSupported(c.ErrorAt(at, "'" + what + "' placements are not supported yet").message());
     } else {
       return c.Error("expected Shard(d) or Replicate() (found " + c.Found() + ")");
     }
     if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(close)); break; }
   }
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  if (!unsupported.ok()) return unsupported;
   return out;
 }
 
 std::string PrintPlacements(const std::vector<Placement>& placements) {
+  // No placements (a mesh with no axes) print as the empty tuple: "[]" would
+  // read back as a rank-0 Shardy sharding.
+  if (placements.empty()) return "()";
   std::string s = "[";
   for (size_t i = 0; i < placements.size(); ++i) {
     s += i ? ", " : "";

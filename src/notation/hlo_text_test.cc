@@ -1,6 +1,9 @@
+#include "reshard/hlo_text.h"
+
 #include <gtest/gtest.h>
 
-#include "reshard/hlo_text.h"
+#include <string>
+#include <variant>
 
 namespace reshard {
 namespace {
@@ -74,6 +77,95 @@ TEST(HloText, RejectsBadInputWithPosition) {
     EXPECT_NE(s.status().message().find(c.message), std::string::npos) << c.text << " -> " << s.status().message();
   }
   EXPECT_EQ(ParseHloSharding("{manual}").status().code(), Status::Code::kNotSupported);
+}
+
+// What jaxlib 0.10.2 prints for each text (HloSharding.from_string, then str):
+// replica groups ascending, size-1 replication dims dropped, subgroups
+// merged, iotas kept (issue "Hardening", item 5; also checked live on random
+// texts in tests/jax/test_named_shardings_live.py).
+TEST(HloText, PrintsWhatXlaPrints) {
+  struct Case {
+    const char* in;
+    const char* xla;
+  } cases[] = {
+      {"{devices=[2,3]<=[2,3]T(1,0)}", "{devices=[2,3]<=[2,3]T(1,0)}"},
+      {"{devices=[2,2]0,1,2,3}", "{devices=[2,2]0,1,2,3}"},
+      {"{devices=[2,1,4]<=[1,4,2]T(0,2,1)}", "{devices=[2,1,4]<=[4,2]T(1,0)}"},
+      {"{devices=[2,2]<=[2,2]T(0,1)}", "{devices=[2,2]<=[4]}"},
+      {"{devices=[4]<=[2,2]T(0,1)}", "{devices=[4]<=[4]}"},
+      {"{devices=[2,4]<=[2,2,2]T(1,2,0)}", "{devices=[2,4]<=[2,4]T(1,0)}"},
+      {"{devices=[2,4]<=[2,2,2]T(1,2,0) last_tile_dim_replicate}", "{devices=[2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}"},
+      {"{devices=[2,2]<=[2,2]T(1,0) last_tile_dims={replicated}}", "{devices=[2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"},
+      {"{devices=[2,2,1]<=[4] last_tile_dim_replicate}", "{devices=[2,2]<=[4]}"},
+      {"{devices=[2,2,1]0,2,1,3 last_tile_dim_replicate}", "{devices=[2,2]0,2,1,3}"},
+      {"{devices=[2,1,2]3,2,1,0 last_tile_dim_replicate}", "{devices=[2,1,2]2,3,0,1 last_tile_dim_replicate}"},
+      {"{devices=[2,2]3,1,2,0 last_tile_dim_replicate}", "{devices=[2,2]1,3,0,2 last_tile_dim_replicate}"},
+      {"{devices=[1,2,2]1,0,3,2 last_tile_dim_replicate}", "{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}"},
+      {"{devices=[2,2]0,1,2,3 last_tile_dim_replicate}", "{devices=[2,2]0,1,2,3 last_tile_dim_replicate}"},
+      {"{devices=[2,2,1,1]<=[4] last_tile_dims={replicated,replicated}}", "{devices=[2,2]<=[4]}"},
+      {"{devices=[2,1,1]<=[2] last_tile_dims={replicated}}", "{devices=[2,1]<=[2]}"},
+      {"{devices=[2,1,2,1]<=[4] last_tile_dims={replicated,replicated}}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}"},
+      {"{devices=[2,2,2]<=[8] last_tile_dims={replicated, replicated}}", "{devices=[2,4]<=[8] last_tile_dim_replicate}"},
+      {"{devices=[1,1]<=[1]}", "{devices=[1,1]<=[1]}"},
+  };
+  for (const Case& c : cases) {
+    Result<HloSharding> s = ParseHloSharding(c.in);
+    ASSERT_TRUE(s.ok()) << c.in << ": " << s.status();
+    EXPECT_EQ(XlaText(*s), c.xla) << c.in;
+    EXPECT_EQ(ParseHloSharding(c.xla)->ToString(), c.xla);  // XLA's text is canonical here too
+  }
+  // The parser keeps the text's device order; only XlaText sorts the groups.
+  EXPECT_EQ(ParseHloSharding("{devices=[2,2]3,1,2,0 last_tile_dim_replicate}")->ToString(),
+            "{devices=[2,2]3,1,2,0 last_tile_dim_replicate}");
+  EXPECT_EQ(XlaText(ParseHloSharding("{devices=[1,4]<=[4] last_tile_dim_replicate}").value()), "{replicated}");
+  EXPECT_EQ(XlaText(ParseHloSharding("{devices=[2]0,1 last_tile_dims={replicated}}").value()), "{replicated}");
+  EXPECT_EQ(XlaText(ParseHloSharding("{maximal device=3}").value()), "{maximal device=3}");
+}
+
+// XLA reads these as {replicated}; reshard keeps their devices (the text's
+// only device set) as a tiled sharding whose data dims are all 1.
+TEST(HloText, ReplicationOnlyKeepsItsDevices) {
+  const char* cases[] = {
+      "{devices=[2]0,1 last_tile_dims={replicated}}",  // rank 0 (item 6)
+      "{devices=[2]0,1 last_tile_dim_replicate}",
+      "{devices=[1,1,4]<=[4] last_tile_dim_replicate}",
+      "{devices=[2,2]<=[4] last_tile_dims={replicated,replicated}}",
+      "{devices=[1,1]<=[1] last_tile_dims={replicated}}",
+  };
+  for (const char* text : cases) {
+    Result<HloSharding> s = ParseHloSharding(text);
+    ASSERT_TRUE(s.ok()) << text << ": " << s.status();
+    const auto* t = std::get_if<HloSharding::Tiled>(&s->kind());
+    ASSERT_NE(t, nullptr) << text;
+    EXPECT_TRUE(t->replicate_last) << text;
+    for (size_t d = 0; d + 1 < t->tiles.dims().size(); ++d) EXPECT_EQ(t->tiles.dims()[d], 1) << text;
+  }
+  Layout scalar = ParseHloSharding(cases[0])->ToLayout({}, DType::kF32, std::nullopt).value();
+  EXPECT_EQ(scalar.devices(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(scalar.LocalBytes(1), 4);
+}
+
+// Forms not supported yet are refused as such only when the whole text
+// parses; anything malformed is bad input wherever it fails (item 9).
+TEST(HloText, RefusesUnsupportedFormsOnlyWhenTheyParse) {
+  const char* unsupported[] = {
+      "{manual}", "{unreduced}", "{unknown}", "{manual metadata={op_name=\"a\"}}",
+      "{{replicated}, {maximal device=0}}", "{{manual}, {{replicated}}}", "{}",
+      "{devices=[2,2]<=[4] last_tile_dims={manual}}", "{devices=[4]<=[4] shard_like 0}",
+      "{replicated shard_as 1}",
+  };
+  for (const char* text : unsupported)
+    EXPECT_EQ(ParseHloSharding(text).status().code(), Status::Code::kNotSupported) << text;
+  const char* malformed[] = {
+      "{{", "{manual", "{unknown junk}", "{manual}}", "{{replicated}, {bogus}}", "{{replicated},}",
+      "{devices=[2,2]<=[4] last_tile_dims={manual}", "{devices=[4]<=[4] shard_like}",
+      "{devices=[2,2]<=[8] last_tile_dims={manual}}", "{devices=[2]<=[2] last_tile_dims={manual, replicated, replicated}}",
+      "{devices=[1]<=[]}", "{devices=[2]<=[2]T()}", "{devices=[]<=[1]}",
+  };
+  for (const char* text : malformed)
+    EXPECT_EQ(ParseHloSharding(text).status().code(), Status::Code::kInvalidArgument) << text;
+  // Nesting is bounded: a hostile text cannot exhaust the stack.
+  EXPECT_EQ(ParseHloSharding(std::string(100000, '{')).status().code(), Status::Code::kInvalidArgument);
 }
 
 TEST(HloSharding, LayoutChecksAgainstTheMesh) {

@@ -61,8 +61,9 @@ Result<std::vector<NamedText::Dim>> ParseDimList(TextCursor& c, bool quoted) {
   return dims;
 }
 
-// ", replicated={...}" and friends after the dim list.
-Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
+// ", replicated={...}" and friends after the dim list. An unreduced set is
+// read in full and noted in `unsupported`: it is refused only if the rest parses.
+Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted, Status& unsupported) {
   while (c.TryConsume(",")) {
     const size_t at = c.Mark();
     if (c.TryConsumeWord("replicated")) {
@@ -70,7 +71,10 @@ Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
       RESHARD_ASSIGN_OR_RETURN(NamedText::Dim set, ParseDimSet(c, quoted));
       t.replicated = std::move(set.axes);
     } else if (c.TryConsumeWord("unreduced")) {
-      return Status::NotSupported(c.ErrorAt(at, "unreduced axes are not supported yet").message());
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_ASSIGN_OR_RETURN(NamedText::Dim ignored, ParseDimSet(c, quoted));
+      (void)ignored;
+      if (unsupported.ok()) unsupported = Status::NotSupported(c.ErrorAt(at, "unreduced axes are not supported yet").message());
     } else if (c.TryConsumeWord("metadata")) {
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_RETURN_IF_ERROR(c.SkipBalanced());
@@ -158,6 +162,9 @@ std::string PrintDimSet(const NamedText::Dim& d, char quote) {
 
 }  // namespace
 
+// PartitionSpec entries, then keyword arguments (unreduced={...},
+// reduced={...}). P.UNCONSTRAINED entries and the keyword arguments are read
+// in full and refused as not supported only when the whole text parses.
 Result<NamedText> ParseJaxSpec(std::string_view text) {
   TextCursor c(text);
   if (c.AtEnd()) return Status::InvalidArgument("empty PartitionSpec text");
@@ -168,6 +175,10 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
   }
   if (t.jax_head == "P" && text.find('P') == std::string_view::npos) return c.Error("expected 'P(' or 'PartitionSpec('");
   RESHARD_RETURN_IF_ERROR(c.Expect("("));
+  Status unsupported;
+  auto note = [&](size_t at, const std::string& what) {
+    if (unsupported.ok()) unsupported = Status::NotSupported(c.ErrorAt(at, what).message());
+  };
   bool first_quote = true;
   auto parse_name = [&](NamedText::Dim& d) -> Status {
     const size_t col = c.Mark();
@@ -177,9 +188,30 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
     d.axes.push_back(Axis{std::move(name), 1, 0, col});
     return Status::Ok();
   };
+  // A Python set of names: {'a', 'b'} (possibly empty, trailing comma allowed).
+  auto parse_set = [&]() -> Status {
+    RESHARD_RETURN_IF_ERROR(c.Expect("{"));
+    while (!c.TryConsume("}")) {
+      NamedText::Dim ignored;
+      RESHARD_RETURN_IF_ERROR(parse_name(ignored));
+      if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect("}")); break; }
+    }
+    return Status::Ok();
+  };
+  bool keywords = false;  // a keyword argument was read: no more entries
   while (!c.TryConsume(")")) {
     NamedText::Dim d;
     const size_t at = c.Mark();
+    if (c.TryConsumeWord("unreduced") || c.TryConsumeWord("reduced")) {
+      const std::string what(text.substr(at, c.pos() - at));
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      RESHARD_RETURN_IF_ERROR(parse_set());
+      note(at, "'" + what + "' axes are not supported yet");
+      keywords = true;
+      if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(")")); break; }
+      continue;
+    }
+    if (keywords) return c.Error("expected a keyword argument or ')' after a keyword argument (found " + c.Found() + ")");
     if (c.TryConsumeWord("None")) {
     } else if (c.TryConsume("(")) {
       d.tuple = true;
@@ -189,10 +221,10 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
       }
     } else if (c.Peek() == '\'' || c.Peek() == '"') {
       RESHARD_RETURN_IF_ERROR(parse_name(d));
-    } else if (c.TryConsumeWord("unreduced") || c.TryConsumeWord("reduced") || c.TryConsumeWord("P")) {
-      const std::string what(text.substr(at, c.pos() - at));
-      return Status::NotSupported(
-          c.ErrorAt(at, (what == "P" ? std::string("P.UNCONSTRAINED is") : "'" + what + "' axes are") + " not supported yet").message());
+    } else if (c.TryConsumeWord("PartitionSpec") || c.TryConsumeWord("P")) {
+      RESHARD_RETURN_IF_ERROR(c.Expect("."));
+      if (!c.TryConsumeWord("UNCONSTRAINED")) return c.Error("expected 'UNCONSTRAINED' (found " + c.Found() + ")");
+      note(at, "P.UNCONSTRAINED is not supported yet");
     } else {
       return c.Error("expected None, an axis name in quotes, or a tuple of names (found " + c.Found() + ")");
     }
@@ -200,6 +232,7 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
     if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(")")); break; }
   }
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  if (!unsupported.ok()) return unsupported;
   return t;
 }
 
@@ -208,11 +241,13 @@ Result<NamedText> ParseShardySharding(std::string_view text) {
   if (c.AtEnd()) return Status::InvalidArgument("empty Shardy sharding text");
   NamedText t;
   t.syntax = NamedText::Syntax::kShardy;
+  Status unsupported;
   if (c.Peek() == '[') {
     t.shardy_form = NamedText::ShardyForm::kBare;
     RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, true));
-    RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true));
+    RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true, unsupported));
     RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+    if (!unsupported.ok()) return unsupported;
     return t;
   }
   t.shardy_form = c.TryConsume("#sdy.sharding") ? NamedText::ShardyForm::kAttribute : NamedText::ShardyForm::kAngle;
@@ -229,9 +264,10 @@ Result<NamedText> ParseShardySharding(std::string_view text) {
   }
   RESHARD_RETURN_IF_ERROR(c.Expect(","));
   RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, true));
-  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true));
+  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true, unsupported));
   RESHARD_RETURN_IF_ERROR(c.Expect(">"));
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  if (!unsupported.ok()) return unsupported;
   return t;
 }
 
@@ -254,10 +290,12 @@ Result<NamedText> ParseHloV3(std::string_view text) {
   if (!m.ok()) return c.ErrorAt(mesh_at, m.status().message());
   t.inline_mesh = std::move(m).value();
   RESHARD_RETURN_IF_ERROR(c.Expect(","));
+  Status unsupported;
   RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, false));
-  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, false));
+  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, false, unsupported));
   RESHARD_RETURN_IF_ERROR(c.Expect("}"));
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
+  if (!unsupported.ok()) return unsupported;
   return t;
 }
 
@@ -341,7 +379,7 @@ Result<NamedSharding> BindNamedText(const NamedText& t, const std::optional<Mesh
     replicated.push_back(r);
   }
   Result<NamedSharding> s = NamedSharding::Create(*mesh, std::move(dims), std::move(replicated));
-  if (!s.ok()) return Status::InvalidArgument(s.status().message() + "\n  " + std::string(source));
+  if (!s.ok()) return Status::InvalidArgument(EscapeInvalidUtf8(s.status().message()) + EchoText(source, 0, /*caret=*/false));
   return s;
 }
 

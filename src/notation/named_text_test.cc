@@ -66,6 +66,50 @@ TEST(NamedText, RejectsBadInputWithPosition) {
   EXPECT_FALSE(BindNamedText(ParseJaxSpec("P('x')").value(), std::nullopt, "P('x')").ok());  // no mesh
 }
 
+// Forms not supported yet are refused as such only when the whole text
+// parses; anything malformed is bad input (item 9).
+TEST(NamedText, RefusesUnsupportedFormsOnlyWhenTheyParse) {
+  const char* unsupported[] = {
+      "P(P.UNCONSTRAINED)", "P('x', P.UNCONSTRAINED, None)", "P('x', unreduced={'y'})", "P(unreduced={'y'}, reduced={})",
+      "P('x', unreduced={'y',},)", "PartitionSpec(PartitionSpec.UNCONSTRAINED)",
+  };
+  for (const char* text : unsupported) EXPECT_EQ(ParseJaxSpec(text).status().code(), Status::Code::kNotSupported) << text;
+  const char* malformed[] = {
+      "P(P.UNCONSTRAINED, )))", "P(P.", "P(P.UNCONSTRAINED", "P(P.FOO)", "P(unreduced={'y'}, 'x')",
+      "P(unreduced='y')", "P('x', unreduced={'y')",
+  };
+  for (const char* text : malformed) EXPECT_EQ(ParseJaxSpec(text).status().code(), Status::Code::kInvalidArgument) << text;
+  EXPECT_EQ(ParseShardySharding("[{\"x\"}], unreduced={\"y\"}").status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(ParseShardySharding("#sdy.sharding<@mesh, [{}], unreduced={\"y\"}>").status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(ParseShardySharding("[{\"x\"}], unreduced={\"y\"").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(ParseShardySharding("<@mesh, [{}], unreduced={}>>").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(ParseHloV3("{mesh[x=2], [{}], unreduced={x}}").status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(ParseHloV3("{mesh[x=2], [{}], unreduced={x}").status().code(), Status::Code::kInvalidArgument);
+}
+
+// Columns count characters; messages are valid UTF-8; long texts are cut to a
+// window around the column (items 8 and 10).
+TEST(NamedText, ErrorsCountCharactersAndStayShort) {
+  Mesh m = ParseMesh("<[\"\xc3\xa9\"=2]>").value();  // axis "é"
+  Status st = BindNamedText(ParseJaxSpec("P('\xc3\xa9', 'z')").value(), m, "P('\xc3\xa9', 'z')").status();
+  EXPECT_EQ(st.message().rfind("col 8: unknown mesh axis 'z'", 0), 0u) << st.message();
+  EXPECT_NE(st.message().find("\n         ^"), std::string::npos) << st.message();  // caret under column 8
+  st = ParseJaxSpec("P('x' \xe2\x98\x83)").status();                                  // a snowman
+  EXPECT_EQ(st.message().rfind("col 7: expected ')' (found '\xe2\x98\x83')", 0), 0u) << st.message();
+  st = ParseJaxSpec("P('x' \xe2)").status();                                            // a lone byte
+  EXPECT_EQ(st.message().rfind("col 7: expected ')' (found '\\xe2')", 0), 0u) << st.message();
+  EXPECT_EQ(st.message().find('\xe2'), std::string::npos) << "the echo shows U+FFFD, not the byte";
+  const std::string long_text = "P(" + std::string(100000, ' ') + "x)";
+  st = ParseJaxSpec(long_text).status();
+  EXPECT_EQ(st.message().rfind("col 100003: expected None", 0), 0u) << st.message().substr(0, 80);
+  EXPECT_LT(st.message().size(), 400u);
+  EXPECT_NE(st.message().find("  ..."), std::string::npos);
+  st = BindNamedText(ParseShardySharding("[{\"x\":(1)3}, {}" + std::string(100000, ' ') + "]").value(),
+                     Mesh::Create({{"x", 4}}).value(), "[{\"x\":(1)3}, {}" + std::string(100000, ' ') + "]")
+           .status();
+  EXPECT_LT(st.message().size(), 400u) << st.message().substr(0, 200);
+}
+
 TEST(Mesh, ParsesEveryForm) {
   EXPECT_EQ(ParseMesh("x=4,y=2")->ToString(), "x=4,y=2");
   std::string name;

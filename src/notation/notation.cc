@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 
+#include "notation/text_cursor.h"
 #include "reshard/block_cyclic.h"
 #include "reshard/block_cyclic_text.h"
 #include "reshard/dtensor.h"
@@ -95,7 +96,7 @@ Result<Notation> DetectNotation(std::string_view text) {
     return Notation::kDTensor;
   }
   return Status::InvalidArgument(
-      "cannot tell the notation of '" + std::string(text) +
+      "cannot tell the notation of '" + ShortText(text, 60) +
       "': expected HLO '{devices=...}', JAX 'P(...)', Shardy '#sdy.sharding<...>' or '[{...}]', DTensor '[Shard(0), ...]' "
       "or 'blockcyclic(...)'");
 }

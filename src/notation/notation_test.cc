@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reshard/hlo_text.h"
+#include "reshard/named_text.h"
 
 namespace reshard {
 namespace {
@@ -41,6 +42,40 @@ TEST(Notation, ReplicatedNeedsTheMeshsOwnDevices) {
   Mesh one = Mesh::Create({{"x", 1}}).value();
   EXPECT_EQ(PrintLayout(Parse("P('x')", {4}, one), Notation::kHlo, one).value(), "{replicated}");  // as JAX
   EXPECT_EQ(PrintLayout(Parse("P('x')", {4}, one), Notation::kHlo, std::nullopt).value(), "{maximal device=0}");
+}
+
+// Every printed form reads back to the layout it prints (item 7): edge cases
+// of each notation, through PrintLayout and ParseLayout over the same mesh.
+TEST(Notation, EveryPrintedFormReadsBack) {
+  struct Case {
+    const char* mesh;
+    const char* text;
+    std::vector<int64_t> shape;
+  } cases[] = {
+      {"<[]>", "[{}]", {4}},
+      {"<[]>", "[]", {}},
+      {"x=1", "P('x')", {4}},
+      {"x=2", "P()", {}},
+      {"x=4,one=1,y=2", "P('one', 'y', 'x')", {16, 16, 16}},
+      {"x=4,y=2", "P(('x', 'y'))", {10}},
+      {"x=4", "[{\"x\":(2)2}, {\"x\":(1)2}]", {8, 8}},
+      {"<[\"x\"=2, \"y\"=2], device_ids=[3,1,0,2]>", "P('y', 'x')", {4, 6}},
+      {"a=2,b=3", "[Shard(0), Shard(0)]", {10}},
+      {"x=4", "{maximal device=2}", {4}},
+  };
+  for (const Case& c : cases) {
+    const Mesh mesh = ParseMesh(c.mesh).value();
+    const Layout l = Parse(c.text, c.shape, mesh);
+    for (Notation n : {Notation::kHlo, Notation::kHloV3, Notation::kJax, Notation::kShardy, Notation::kDTensor}) {
+      Result<std::string> text = PrintLayout(l, n, mesh);
+      if (!text.ok()) continue;  // not expressible in n
+      Result<ParsedLayout> back = ParseLayout(*text, c.shape, DType::kF32, mesh);
+      ASSERT_TRUE(back.ok()) << c.text << " as " << NotationName(n) << ": " << *text << ": " << back.status();
+      EXPECT_TRUE(back->layout == l) << c.text << " as " << NotationName(n) << ": " << *text;
+      EXPECT_EQ(back->notation, n) << *text;
+    }
+  }
+  EXPECT_EQ(PrintLayout(Parse("[{}]", {4}, ParseMesh("<[]>").value()), Notation::kDTensor, ParseMesh("<[]>").value()).value(), "()");
 }
 
 TEST(Notation, IncompatibleSubAxesAreRefused) {

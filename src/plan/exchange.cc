@@ -225,8 +225,9 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   size_t devices = source.devices().size() + target.devices().size();
   int64_t bound = 0;
   if (__builtin_mul_overflow(source.num_elements() * source.element_bytes(), static_cast<int64_t>(devices) + 4, &bound))
-    return Status::InvalidArgument("the array is too large for its byte counts over " + std::to_string(devices) +
-                                   " devices to fit in int64");
+    return Status::InvalidArgument("the array is too large for its byte counts over " +
+                                   std::to_string(source.devices().size()) + " source and " +
+                                   std::to_string(target.devices().size()) + " target devices to fit in int64");
   auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);

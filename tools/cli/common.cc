@@ -21,13 +21,69 @@ void AddCommonOptions(CLI::App* app, CommonOptions& o) {
   app->add_flag("--json", o.json, "machine-readable output");
 }
 
+namespace {
+std::vector<std::pair<size_t, std::string>> Characters(const std::string& t);
+}  // namespace
+
 void ThrowIfError(const Status& s, const std::string& context, int code) {
   if (s.ok()) return;
   // Valid input reshard does not handle yet is a request it cannot meet, not bad input.
   if (s.code() == Status::Code::kNotSupported) code = kExitUnmet;
   if (s.code() == Status::Code::kInternal) code = kExitInternal;
-  throw CliError(code, context.empty() ? s.message() : s.WithContext(context).message());
+  // The library quotes texts as valid UTF-8; this keeps any other message so too.
+  std::string msg;
+  for (const auto& c : Characters(context.empty() ? s.message() : s.WithContext(context).message())) msg += c.second;
+  throw CliError(code, msg);
 }
+
+namespace {
+
+// A list text as echoed under an error: the characters around byte `pos`
+// (at most 100 of them, "..." where cut), then a caret under `pos`. Columns
+// count characters, as the notation parsers' do; bytes that are not UTF-8
+// show as '?', so that the message stays valid UTF-8.
+struct Echo {
+  size_t column = 1;  // 1-based, in characters
+  std::string shown;  // the text as shown
+  std::string lines;  // "\n  TEXT\n     ^"
+};
+// One entry per character of `t`: its first byte and its bytes as shown
+// ('?' for a byte that does not start a UTF-8 sequence of the right length).
+std::vector<std::pair<size_t, std::string>> Characters(const std::string& t) {
+  std::vector<std::pair<size_t, std::string>> chars;
+  for (size_t i = 0; i < t.size();) {
+    const unsigned char c = static_cast<unsigned char>(t[i]);
+    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    for (size_t k = 1; k < n; ++k)
+      if (i + k >= t.size() || (static_cast<unsigned char>(t[i + k]) & 0xC0) != 0x80) n = 0;
+    chars.emplace_back(i, n ? t.substr(i, n) : "?");
+    i += n ? n : 1;
+  }
+  return chars;
+}
+
+Echo EchoAt(const std::string& t, size_t pos) {
+  const std::vector<std::pair<size_t, std::string>> chars = Characters(t);
+  Echo e;
+  size_t col = 0;
+  while (col < chars.size() && chars[col].first < pos) ++col;
+  e.column = col + 1;
+  size_t first = 0, last = chars.size();
+  if (chars.size() > 100) {
+    first = col > 40 ? col - 40 : 0;
+    last = std::min(chars.size(), first + 100);
+    first = last - 100;
+  }
+  e.shown = first > 0 ? "..." : "";
+  for (size_t k = first; k < last; ++k) e.shown += chars[k].second;
+  if (last < chars.size()) e.shown += "...";
+  e.lines = "\n  " + e.shown + "\n  " + std::string((first > 0 ? 3 : 0) + col - first, ' ') + "^";
+  return e;
+}
+
+}  // namespace
+
+std::string Short(const std::string& text) { return EchoAt(text, 0).shown; }
 
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option) {
   std::vector<int64_t> out;
@@ -37,20 +93,24 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
   if (pos == end_all) return out;
   while (true) {
     size_t end = t.find(',', pos);
-    if (end == std::string::npos || end > end_all) end = std::string::npos;
-    const std::string item = t.substr(pos, (end == std::string::npos ? end_all : end) - pos);
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    if (end == std::string::npos || end > end_all) end = end_all;
+    // Decimal digits only: no sign, no spaces, and the value fits in int64.
+    int64_t v = 0;
+    bool ok = end > pos;
+    for (size_t i = pos; ok && i < end; ++i)
+      ok = t[i] >= '0' && t[i] <= '9' && !__builtin_mul_overflow(v, 10, &v) && !__builtin_add_overflow(v, t[i] - '0', &v);
+    if (!ok) {
+      const Echo e = EchoAt(t, pos);
+      std::string item = t.substr(pos, end - pos);
+      const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
+      if (item.size() > 40) item = item.substr(0, 40) + "...";
+      for (char& c : item)
+        if (static_cast<unsigned char>(c) >= 0x80 || static_cast<unsigned char>(c) < 0x20) c = '?';
+      throw CliError(kExitBadInput, fmt::format("{}: '{}' at column {} is not a non-negative integer{}{}", option, item,
+                                                e.column, digits ? " that fits in int64" : "", e.lines));
     }
-    if (used == 0 || used != item.size() || v < 0)
-      throw CliError(kExitBadInput, fmt::format("{}: '{}' at column {} is not a non-negative integer\n  {}\n  {}^", option, item,
-                                                pos + 1, t, std::string(pos, ' ')));
     out.push_back(v);
-    if (end == std::string::npos) break;
+    if (end == end_all) break;
     pos = end + 1;
   }
   return out;
@@ -134,7 +194,7 @@ int64_t ParseBytes(const std::string& text, const std::string& option) {
   try {
     v = std::stod(text, &used);
   } catch (const std::exception&) {
-    throw CliError(kExitBadInput, fmt::format("{}: expected a byte count at column 1 of '{}'", option, text));
+    throw CliError(kExitBadInput, fmt::format("{}: expected a byte count at column 1 of '{}'", option, Short(text)));
   }
   double scale = 1;
   if (used < text.size()) {
@@ -144,11 +204,11 @@ int64_t ParseBytes(const std::string& text, const std::string& option) {
     else if (suffix == "G" || suffix == "GiB") scale = 1073741824.0;
     else
       throw CliError(kExitBadInput, fmt::format("{}: unknown unit '{}' at column {} of '{}' (expected K, M or G)", option,
-                                                suffix, used + 1, text));
+                                                Short(suffix), used + 1, Short(text)));
   }
   const double bytes = v * scale;
   if (!(bytes >= 1) || bytes > 9.0e18)
-    throw CliError(kExitBadInput, fmt::format("{}: '{}' is not a byte count between 1 and 9e18", option, text));
+    throw CliError(kExitBadInput, fmt::format("{}: '{}' is not a byte count between 1 and 9e18", option, Short(text)));
   return static_cast<int64_t>(bytes);
 }
 

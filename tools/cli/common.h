@@ -36,6 +36,9 @@ struct CommonOptions {
 
 void AddCommonOptions(CLI::App* app, CommonOptions& o);
 
+// `text` as error messages quote it: at most 100 characters ("..." where cut),
+// bytes that are not UTF-8 as '?'.
+std::string Short(const std::string& text);
 // "1,2,3" or "[1,2,3]" -> {1,2,3}; throws CliError(2) naming `option` and the column.
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option);
 // "16,16,16" -> {16,16,16}; "" or "[]" -> rank 0. Throws CliError(2).
@@ -83,6 +86,8 @@ void RegisterShow(CLI::App& app);
 void RegisterConvert(CLI::App& app);
 void RegisterPlan(CLI::App& app);
 void RegisterVerify(CLI::App& app);
+void RegisterRun(CLI::App& app);
+void RegisterAudit(CLI::App& app);
 
 }  // namespace reshard::cli
 

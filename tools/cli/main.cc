@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   reshard::cli::RegisterConvert(app);
   reshard::cli::RegisterPlan(app);
   reshard::cli::RegisterVerify(app);
+  reshard::cli::RegisterRun(app);
+  reshard::cli::RegisterAudit(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

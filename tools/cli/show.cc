@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,105 @@ void DrawPicture(const Layout& l, int64_t di, int64_t dj, std::ostream& out) {
   rule();
 }
 
+// Appends JSON text to a string, integers through std::to_chars.
+struct JsonText {
+  std::string s;
+  void Int(int64_t v) {
+    char digits[24];
+    s.append(digits, std::to_chars(digits, digits + sizeof(digits), v).ptr);
+  }
+  void Ints(std::span<const int64_t> v) {
+    s += '[';
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) s += ',';
+      Int(v[i]);
+    }
+    s += ']';
+  }
+};
+
+// `show --json`, written as it is produced: one device entry at a time, so
+// that memory stays that of the layout (the text of 2^24 devices is about 1.5
+// GB, and a JSON value of it would take several times that).
+void WriteJson(const ParsedLayout& p, const std::vector<int64_t>& shape, DType dtype, std::ostream& out) {
+  const Layout& l = p.layout;
+  JsonText j;
+  j.s = nlohmann::ordered_json({{"shape", shape},
+                                {"dtype", std::string(DTypeName(dtype))},
+                                {"notation", std::string(NotationName(p.notation))}})
+            .dump();
+  j.s.pop_back();  // the closing brace: the devices follow
+  j.s += ",\"devices\":[";
+  // Block-cyclic layouts can hold very many boxes; past kMaxListed only counts
+  // are printed. A layout with one cell per tile in every dim holds at most
+  // one box per device.
+  constexpr int64_t kMaxListed = 1'000'000;
+  bool one_cell_per_tile = true;
+  for (int64_t d = 0; d < l.rank(); ++d)
+    one_cell_per_tile = one_cell_per_tile && static_cast<int64_t>(l.dim(d).cell_tile.size()) == l.dim(d).tiles;
+  int64_t total_boxes = 0;
+  if (!one_cell_per_tile || static_cast<int64_t>(l.devices().size()) > kMaxListed)
+    for (int64_t dev : l.devices()) total_boxes += l.DeviceBoxCount(dev);
+  const bool listed = total_boxes <= kMaxListed;
+  const std::vector<int64_t> zeros(l.rank(), 0);
+  for (size_t i = 0; i < l.devices().size(); ++i) {
+    const int64_t dev = l.devices()[i];
+    j.s += i ? ",{\"id\":" : "{\"id\":";
+    j.Int(dev);
+    if (listed) {
+      const std::vector<Box> boxes = l.DeviceBoxes(dev);
+      j.s += ",\"boxes\":[";
+      int64_t elements = 0;
+      for (size_t b = 0; b < boxes.size(); ++b) {
+        j.s += b ? ",[" : "[";
+        int64_t n = 1;
+        for (size_t d = 0; d < boxes[b].dims.size(); ++d) {
+          const Interval& iv = boxes[b].dims[d];
+          j.s += d ? ",[" : "[";
+          j.Int(iv.lo);
+          j.s += ',';
+          j.Int(iv.hi);
+          j.s += ']';
+          n *= iv.hi - iv.lo;
+        }
+        elements += n;
+        j.s += ']';
+      }
+      j.s += "],\"bytes\":";
+      j.Int(elements * l.element_bytes());
+      j.s += ",\"box_count\":";
+      j.Int(static_cast<int64_t>(boxes.size()));
+      j.s += ",\"local_shape\":";
+      j.Ints(l.LocalShape(dev));
+      j.s += ",\"box_origins\":[";
+      if (boxes.size() == 1) {
+        j.Ints(zeros);
+      } else if (boxes.size() > 1) {
+        const std::vector<std::vector<int64_t>> origins = l.DeviceBoxOrigins(dev);
+        for (size_t b = 0; b < origins.size(); ++b) {
+          if (b) j.s += ',';
+          j.Ints(origins[b]);
+        }
+      }
+      j.s += "]}";
+    } else {
+      j.s += ",\"bytes\":";
+      j.Int(l.LocalBytes(dev));
+      j.s += ",\"box_count\":";
+      j.Int(l.DeviceBoxCount(dev));
+      j.s += ",\"local_shape\":";
+      j.Ints(l.LocalShape(dev));
+      j.s += '}';
+    }
+    if (j.s.size() >= (1 << 20)) {
+      out.write(j.s.data(), static_cast<std::streamsize>(j.s.size()));
+      j.s.clear();
+    }
+  }
+  j.s += "]}\n";
+  out.write(j.s.data(), static_cast<std::streamsize>(j.s.size()));
+}
+
 void RunShow(const ShowOptions& o) {
   const std::vector<int64_t> shape = ParseShape(o.common.shape);
   const DType dtype = ParseDTypeOrThrow(o.common.dtype);
@@ -83,38 +183,12 @@ void RunShow(const ShowOptions& o) {
   if (!o.dims.empty()) {
     std::vector<int64_t> d = ParseIntList(o.dims, "--dims");
     if (d.size() != 2 || d[0] >= l.rank() || d[1] >= l.rank() || d[0] == d[1])
-      throw CliError(kExitBadInput, fmt::format("--dims: '{}' must name two different dims below rank {}", o.dims, l.rank()));
+      throw CliError(kExitBadInput, fmt::format("--dims: '{}' must name two different dims below rank {}", Short(o.dims), l.rank()));
     di = d[0];
     dj = d[1];
   }
   if (o.common.json) {
-    nlohmann::ordered_json j;
-    j["shape"] = shape;
-    j["dtype"] = std::string(DTypeName(dtype));
-    j["notation"] = std::string(NotationName(p.notation));
-    j["devices"] = nlohmann::ordered_json::array();
-    int64_t total_boxes = 0;
-    for (int64_t dev : l.devices()) total_boxes += l.DeviceBoxCount(dev);
-    // Block-cyclic layouts can hold very many boxes; past kMaxListed only counts are printed.
-    constexpr int64_t kMaxListed = 1'000'000;
-    for (int64_t dev : l.devices()) {
-      nlohmann::ordered_json entry = {{"id", dev}};
-      if (total_boxes <= kMaxListed) {
-        nlohmann::ordered_json boxes = nlohmann::ordered_json::array();
-        for (const Box& b : l.DeviceBoxes(dev)) {
-          nlohmann::ordered_json box = nlohmann::ordered_json::array();
-          for (const Interval& iv : b.dims) box.push_back({iv.lo, iv.hi});
-          boxes.push_back(box);
-        }
-        entry["boxes"] = boxes;
-      }
-      entry["bytes"] = l.LocalBytes(dev);
-      entry["box_count"] = l.DeviceBoxCount(dev);
-      entry["local_shape"] = l.LocalShape(dev);
-      if (total_boxes <= kMaxListed) entry["box_origins"] = l.DeviceBoxOrigins(dev);
-      j["devices"].push_back(entry);
-    }
-    std::cout << j.dump() << "\n";
+    WriteJson(p, shape, dtype, std::cout);
     return;
   }
   std::cout << fmt::format("{} on {}, {} notation: {}\n", FormatShape(shape, dtype), Plural(l.devices().size(), "device"),

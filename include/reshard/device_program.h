@@ -1,0 +1,141 @@
+// DeviceProgram: the one executable form of a plan. Every executor (the
+// in-process one, MPI, later NCCL) runs only this.
+//
+// A plan step becomes, per device, a flat program of three parts:
+//   pack    copies from the device's input buffer into one contiguous send
+//           buffer, one message after another (ascending receiver);
+//   the exchange  messages: per peer a byte count and an offset into the
+//           send buffer (sends) or the receive buffer (receives), exactly the
+//           counts and displacements MPI_Alltoallv and NCCL take;
+//   unpack  copies from the receive buffer into the output buffer, and
+//   local   copies from the input buffer straight into the output buffer.
+// Every copy is an N-d box with byte strides on both sides, its dims merged
+// where they are contiguous on both sides, so its inner run is as long as the
+// two buffers allow. Copies, dims and messages live in flat arrays (no heap
+// object per transfer).
+//
+// Each step is lowered through the minimal exchange between the step's input
+// and output layouts (exchange.h): a structured collective (all-to-all,
+// all-gather, collective-permute, slice) and the ragged exchange alike become
+// pack + one exchange of contiguous chunks + unpack. The data each device
+// holds after the step is exactly what the step's output layout states; the
+// buffers are the layouts' exact local buffers (no padding), so which peer
+// sends a replicated element follows the exchange's sender rule rather than
+// the collective's group. The SPMD program ops of collective_plan.h remain
+// what SimulatePlan checks and the emitters print.
+//
+// Immutable after compilation; thread-safe to read.
+#ifndef RESHARD_DEVICE_PROGRAM_H_
+#define RESHARD_DEVICE_PROGRAM_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "reshard/collective_plan.h"
+#include "reshard/exchange.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+// One strided dim of a box copy: `count` steps of the given byte strides.
+struct CopyDim {
+  int64_t count = 0, src_stride = 0, dst_stride = 0;
+  friend bool operator==(const CopyDim&, const CopyDim&) = default;
+};
+
+// One N-d box copy: `run_bytes` contiguous bytes at src_offset / dst_offset,
+// repeated over dims [first_dim, first_dim + num_dims) of the program's dim
+// array (outermost first). Example: a [4,8] f32 box at (2,0) of a [16,8]
+// buffer, packed contiguously: its rows are contiguous on both sides, so it
+// is one run of 128 bytes with no dims.
+struct CopyOp {
+  int64_t src_offset = 0, dst_offset = 0, run_bytes = 0;
+  int32_t first_dim = 0, num_dims = 0;
+};
+
+// A list of box copies in flat arrays.
+struct CopyProgram {
+  std::vector<CopyOp> ops;
+  std::vector<CopyDim> dims;
+  int64_t bytes = 0;  // bytes written, all ops
+
+  // Appends the box copy of `extent` elements (row-major) from src_offset in
+  // a buffer of element strides `src_strides` to dst_offset in one of
+  // `dst_strides`, elements of elem_bytes; dims are merged where contiguous
+  // on both sides, and dims of extent 1 dropped. Offsets in bytes.
+  void AddBox(std::span<const int64_t> extent, int64_t src_offset, std::span<const int64_t> src_strides,
+              int64_t dst_offset, std::span<const int64_t> dst_strides, int64_t elem_bytes);
+  int64_t OpBytes(const CopyOp& op) const;
+  // One past the last byte `op` reads (src) or writes (dst).
+  int64_t SrcEnd(const CopyOp& op) const;
+  int64_t DstEnd(const CopyOp& op) const;
+};
+
+// One device's part of one step.
+struct DeviceProgram {
+  int64_t device = 0;                     // device id
+  int64_t input_bytes = 0, output_bytes = 0;  // its exact local buffers before and after the step
+  int64_t send_bytes = 0, recv_bytes = 0;     // its send and receive buffers
+  // Messages, ascending peer. Peers are indices into PlanProgram::devices().
+  std::vector<int64_t> send_peer, send_count, send_offset;
+  std::vector<int64_t> recv_peer, recv_count, recv_offset;
+  // Where each received message starts in its sender's send buffer (what a
+  // one-sided or shared-memory transport reads).
+  std::vector<int64_t> recv_peer_offset;
+  CopyProgram pack;    // input buffer -> send buffer
+  CopyProgram unpack;  // receive buffer -> output buffer
+  CopyProgram local;   // input buffer -> output buffer
+  // unpack.ops[unpack_begin[m], unpack_begin[m+1]) read received message m.
+  std::vector<int32_t> unpack_begin;
+  // For transports where the receiver can read its sender's input buffer
+  // (shared memory): received message m as copies straight from sender
+  // recv_peer[m]'s input buffer into this output buffer, pack and unpack in
+  // one, direct.ops[direct_begin[m], direct_begin[m+1]).
+  CopyProgram direct;
+  std::vector<int32_t> direct_begin;
+};
+
+struct StepProgram {
+  std::vector<DeviceProgram> devices;  // indexed like PlanProgram::devices()
+};
+
+// A whole plan compiled: one StepProgram per plan step. Buffers between
+// steps are the step layouts' exact local buffers.
+class PlanProgram {
+ public:
+  // Compiles every device's part of every step. Checks each copy against the
+  // bounds of the buffers it touches, and each message against both sides'
+  // buffers, so a planner bug is an Internal error here, never memory
+  // corruption later. Cost: proportional to the plan's transfers and boxes.
+  // Example: the canonical f32[16,16,16] P('y',None,'x') -> P(None,('x','y'),None)
+  // plan gives one step; device 0 sends 7 messages of 256 bytes, copies 256
+  // bytes locally, and packs each message as 8 runs of 32 bytes (a [8,2,4] box
+  // of its [8,16,4] buffer).
+  static Result<PlanProgram> Compile(const CollectivePlan& plan);
+  // The one-step program of the minimal exchange.
+  static Result<PlanProgram> Compile(const Exchange& exchange);
+  // Only `device`'s part (the other devices' programs are empty): built from
+  // Exchange::DevicePlan, so its cost is proportional to the device's peers.
+  static Result<PlanProgram> CompileDevice(const CollectivePlan& plan, int64_t device);
+
+  const Layout& source() const { return layouts_.front(); }
+  const Layout& target() const { return layouts_.back(); }
+  // Every device of either layout (and any intermediate), ascending.
+  const std::vector<int64_t>& devices() const { return devices_; }
+  int64_t element_bytes() const { return source().element_bytes(); }
+  const std::vector<StepProgram>& steps() const { return steps_; }
+  // Layout after step i is layouts()[i + 1]; layouts()[0] is the source.
+  const std::vector<Layout>& layouts() const { return layouts_; }
+  int64_t IndexOf(int64_t device) const;  // -1 when absent
+
+ private:
+  static Result<PlanProgram> Build(std::vector<Layout> layouts, int64_t only_device);
+  std::vector<int64_t> devices_;
+  std::vector<Layout> layouts_;
+  std::vector<StepProgram> steps_;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_DEVICE_PROGRAM_H_

@@ -1,0 +1,65 @@
+// The execution checker: runs a compiled plan with tagged data and proves
+// the result exact, in time and memory linear in the data.
+//
+// Every element's value is a tag of its global row-major index g, written at
+// the element's real size: the low bytes of (g + 1) * 0x9E3779B97F4A7C15
+// (an odd multiplier, so tags differ for indices below 2^(8 x size)); a
+// 16-byte element also carries g + 1 in its high half. The checker
+//   - compiles and bounds-checks every copy (PlanProgram::Compile does),
+//   - counts, from the program's copies, how often each output element of
+//     every step is written, and reports any written never or twice,
+//   - fills the sources with tags, executes, and compares every step's
+//     output with its layout, element by element,
+//   - reports what the executor really held per device.
+// Nothing holds a full copy of the array: tags are computed, not stored.
+// Stateless; thread-safe.
+#ifndef RESHARD_EXEC_CHECKER_H_
+#define RESHARD_EXEC_CHECKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "reshard/device_program.h"
+#include "reshard/executor.h"
+#include "reshard/layout.h"
+
+namespace reshard {
+
+// Writes device's local buffer of `layout` with every element's tag.
+// REQUIRES: buffer.size() == layout.LocalBytes(device).
+void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer);
+
+struct TagCheck {
+  int64_t checked = 0, mismatches = 0;
+  std::string first_problem = {};
+};
+// Compares device's local buffer of `layout` with the tags.
+TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer);
+
+// FillTags / CheckTags over every device of the program's source / target,
+// `threads` at a time (<= 0: the hardware's count). Buffers indexed like
+// PlanProgram::devices().
+void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads = 0);
+TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads = 0);
+
+// Every output element of every step written exactly once by the program's
+// unpack and local copies, and by its direct and local copies. InvalidArgument names the first that is not.
+Status CheckCoverage(const PlanProgram& program);
+
+struct CheckReport {
+  ExecStats stats;
+  int64_t elements_checked = 0;  // elements of the target layout compared
+  int64_t mismatches = 0;        // over every step
+  std::string first_problem = {};
+  bool ok() const { return mismatches == 0 && first_problem.empty(); }
+};
+// Runs `program` on the in-process executor with tagged sources and checks
+// every step.
+// Fails (the Status) only on a malformed program or wrong buffers.
+Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged);
+
+}  // namespace reshard
+
+#endif  // RESHARD_EXEC_CHECKER_H_

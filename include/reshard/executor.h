@@ -1,0 +1,85 @@
+// Executor: runs a compiled plan (PlanProgram, device_program.h) on real
+// buffers. Every backend implements this one interface, as leveldb's Env:
+// the in-process executor (N virtual devices in one process, the embedded
+// default and what every test runs), and MPI where built.
+//
+// Buffers are the layouts' exact local buffers, row-major, indexed like
+// PlanProgram::devices(): sources[i] holds device i's part of the source
+// layout, targets[i] receives its part of the target layout (an empty span
+// for a device that holds nothing). Sizes are checked before anything runs;
+// a wrong size is InvalidArgument naming the device, never a partial run.
+//
+// The in-process executor runs each step as the program says: every device
+// packs its messages into its send buffer and copies its local part, then
+// every device unpacks what it receives, reading each message in place from
+// its sender's send buffer (shared memory is the transport); or, with
+// Transport::kDirect, every message is one copy from its sender's input. Copies spread
+// over a thread pool; large ones are split into row ranges. It holds the
+// sources, the targets, one send buffer per device (reused across runs) and
+// the intermediate layouts' buffers of multi-step plans, freed as soon as
+// the next step has read them: never a full copy of the array unless a step's
+// layout is one.
+//
+// An executor object runs one plan at a time (not thread-safe); the program
+// is only read.
+#ifndef RESHARD_EXECUTOR_H_
+#define RESHARD_EXECUTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "reshard/device_program.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+struct ExecStats {
+  int64_t bytes_moved = 0;  // bytes written into every step's output buffers (received or copied locally)
+  int64_t bytes_sent = 0;   // of which arrived as messages
+  int64_t peak_bytes = 0;   // most bytes one device held: its buffers, send buffer and intermediates
+  std::vector<int64_t> peak_per_device = {};  // indexed like PlanProgram::devices()
+  double seconds = 0;
+};
+
+// How the in-process executor moves a message: kStaged packs it into the
+// sender's send buffer and unpacks it from there (the path MPI and NCCL
+// take); kDirect copies it once, from the sender's input buffer straight
+// into the receiver's output buffer (DeviceProgram::direct), as a
+// shared-memory transport can.
+enum class Transport { kStaged, kDirect };
+
+struct ExecOptions {
+  int threads = 0;  // <= 0: the hardware's thread count
+  Transport transport = Transport::kStaged;
+  // Called after every step with the step's output buffers (the checker's hook).
+  std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)> after_step = {};
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string_view name() const = 0;  // "in-process", "mpi"
+  // REQUIRES: buffers sized as the program's source and target layouts say.
+  virtual Result<ExecStats> Run(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
+                                std::span<const std::span<std::byte>> targets) = 0;
+};
+
+std::unique_ptr<Executor> MakeInProcessExecutor(ExecOptions options = {});
+
+// Plain memcpy bandwidth in GB/s (1e9 bytes/s) of `bytes` bytes, split over
+// `threads` threads, best of `repeat` runs: the reference executors are
+// measured against. Copies through two buffers of at most 256 MiB.
+double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat = 3);
+
+// Checks buffer sizes against the layouts (shared by every backend).
+Status CheckBuffers(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
+                    std::span<const std::span<std::byte>> targets);
+
+}  // namespace reshard
+
+#endif  // RESHARD_EXECUTOR_H_

@@ -1,0 +1,191 @@
+"""reshard: plans how to move a distributed N-d array between shardings as real collectives.
+
+The Python face of the C++ library (built with nanobind). It mirrors the C++
+API: read a sharding in any notation, show a layout (device -> boxes), plan
+the move (steps, stats, lower bound, baselines, modeled time), and emit the
+plan as XLA HLO, a JAX module or JSON. ``reshard.jax`` applies plans to JAX
+arrays.
+
+Error rule (every function here, stated once as leveldb's c.h states its own):
+
+    ValueError           bad input. The message is the library's (the C++
+                         Status message), with the column and a caret for text:
+                         "col 14: unknown mesh axis 'q' (mesh is x=4,y=2)".
+    NotImplementedError  valid input reshard does not handle yet (Status
+                         NotSupported): HLO manual/tuple shardings, JAX
+                         unreduced axes, emitting a plan with a ragged exchange.
+    RuntimeError         an internal error (a bug: please report it).
+    TypeError            an argument of the wrong Python type.
+
+Example, the canonical case::
+
+    >>> import reshard
+    >>> src = reshard.parse("P('y', None, 'x')", (16, 16, 16), mesh="x=4,y=2")
+    >>> dst = reshard.parse("{devices=[1,8,1]<=[8]}", (16, 16, 16))
+    >>> reshard.show(src)[1]
+    [((8, 16), (0, 16), (0, 4))]
+    >>> p = reshard.plan(src, dst)
+    >>> [(s.op, s.group) for s in p.steps], p.stats["max_recv_bytes"], p.lower_bound["max_recv_bytes"]
+    ([('all-to-all', ['x', 'y'])], 1792, 1792)
+    >>> hlo = p.emit("hlo")    # also "jax" and "json"
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional, Sequence, Union
+
+from . import _core
+from ._core import (  # noqa: F401  (re-exported)
+    Layout,
+    Mesh,
+    NamedSharding,
+    ParsedLayout,
+    PlanResult,
+    Step,
+    detect_notation,
+    named_sharding_from_layout,
+)
+
+__all__ = [
+    "Layout", "Mesh", "NamedSharding", "ParsedLayout", "PlanResult", "Step",
+    "parse", "parse_mesh", "show", "convert", "plan", "emit", "detect_notation",
+    "named_sharding_from_layout", "dtype_name", "NOTATIONS", "STRATEGIES", "BACKENDS", "EMIT_FORMATS",
+]
+__version__ = "0.1.0"
+
+NOTATIONS = ("hlo", "hlo-v3", "jax", "shardy", "dtensor", "blockcyclic")
+STRATEGIES = ("auto", "exchange", "collectives")
+BACKENDS = ("any", "xla", "jax-cpu", "jax-gpu", "mpi", "nccl")
+EMIT_FORMATS = ("hlo", "jax", "json")
+
+MeshLike = Union[Mesh, str, None]
+LayoutLike = Union[Layout, ParsedLayout]
+
+_XLA_NAMES = {
+    "bool": "pred", "int8": "s8", "uint8": "u8", "int16": "s16", "uint16": "u16", "float16": "f16",
+    "bfloat16": "bf16", "int32": "s32", "uint32": "u32", "float32": "f32", "int64": "s64", "uint64": "u64",
+    "float64": "f64", "complex64": "c64", "complex128": "c128",
+}
+_XLA_VALUES = frozenset(_XLA_NAMES.values())
+_BY_SIZE = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "c128"}
+
+
+def dtype_name(dtype) -> str:
+    """The XLA element type name for `dtype`: an XLA name ("f32", "bf16"), a numpy or JAX dtype,
+    or a type such as numpy.float32. Other types of 1, 2, 4, 8 or 16 bytes (float8, int4 as JAX
+    stores them) plan as the unsigned type of that size: only byte counts matter to a plan."""
+    if isinstance(dtype, str) and dtype in _XLA_VALUES:
+        return dtype
+    import numpy as np
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        if isinstance(dtype, str):
+            _core.dtype_bytes(dtype)  # raises ValueError with the library's list of names
+        raise ValueError("dtype: %r is not an element type" % (dtype,)) from None
+    name = _XLA_NAMES.get(dt.name)
+    if name is not None:
+        return name
+    if dt.itemsize in _BY_SIZE:
+        return _BY_SIZE[dt.itemsize]
+    raise ValueError("dtype: %r (%d bytes per element) has no XLA element type" % (dt.name, dt.itemsize))
+
+
+def parse_mesh(mesh: MeshLike) -> Optional[Mesh]:
+    """A Mesh from a Mesh, mesh text ("x=4,y=2", Shardy mesh text) or None."""
+    if mesh is None or isinstance(mesh, Mesh):
+        return mesh
+    if isinstance(mesh, str):
+        return Mesh.parse(mesh)
+    raise TypeError("mesh: expected reshard.Mesh, mesh text or None, got %s" % type(mesh).__name__)
+
+
+def parse(text: str, shape: Sequence[int], dtype="f32", mesh: MeshLike = None) -> ParsedLayout:
+    """Reads a sharding in any notation (detected from the text; see NOTATIONS) for an array of
+    `shape`. `mesh` supplies the axes for JAX and DTensor text, the devices for {replicated}, and
+    the device order for block-cyclic layouts. Raises ValueError with the column on bad text."""
+    return _core.parse(text, [int(n) for n in shape], dtype_name(dtype), parse_mesh(mesh))
+
+
+def _layout(x: LayoutLike, what: str) -> Layout:
+    if isinstance(x, ParsedLayout):
+        return x.layout
+    if isinstance(x, Layout):
+        return x
+    raise TypeError("%s: expected reshard.Layout or ParsedLayout, got %s" % (what, type(x).__name__))
+
+
+def show(layout: LayoutLike) -> dict:
+    """device -> the boxes it holds, each a tuple of (lo, hi) per dim (half-open), in its local
+    buffer's order: what `reshard show` prints."""
+    return _layout(layout, "layout").boxes()
+
+
+def convert(layout: LayoutLike, notation: str, mesh: MeshLike = None) -> str:
+    """The layout as text in `notation` ("hlo", "hlo-v3", "jax", "shardy", "dtensor"). JAX,
+    Shardy and DTensor need a mesh (a ParsedLayout's own mesh is used when none is given).
+    Raises NotImplementedError when the notation cannot state the layout."""
+    m = parse_mesh(mesh)
+    if m is None and isinstance(layout, ParsedLayout):
+        m = layout.mesh
+    return _layout(layout, "layout").to_text(notation, m)
+
+
+_UNITS = {"": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30, "GiB": 1 << 30}
+
+
+def _bytes(value) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise TypeError("memory_cap: expected bytes (int or text such as '64K'), got bool")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError("memory_cap: %d is not a byte count >= 1" % value)
+        return value
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
+        if not m or m.group(2) not in _UNITS:
+            raise ValueError("memory_cap: %r is not a byte count such as 65536, 64K, 1.5M or 2G" % value)
+        n = int(float(m.group(1)) * _UNITS[m.group(2)])
+        if n < 1:
+            raise ValueError("memory_cap: %r is less than one byte" % value)
+        return n
+    raise TypeError("memory_cap: expected bytes (int or text such as '64K'), got %s" % type(value).__name__)
+
+
+def plan(source: LayoutLike, target: LayoutLike, *, strategy: str = "auto", topology: str = "flat",
+         backend: str = "any", memory_cap=None, bandwidth_only: bool = False,
+         meshes: Iterable[MeshLike] = ()) -> PlanResult:
+    """The cheapest plan of collectives from `source` to `target` (the C++ PlanReshard).
+
+    strategy:       "auto" (cheapest under the cost model), "exchange" (one ragged all-to-all-v),
+                    "collectives" (structured collectives only)
+    topology:       "flat", "nodes:K" or "torus:AxB[xC]" (docs/cost_model.md)
+    backend:        where the plan runs, which decides the collectives it may use: "any", "xla",
+                    "jax-cpu" (no ragged exchange), "jax-gpu", "mpi", "nccl" (the CLI's --for)
+    memory_cap:     most bytes a device may hold during a step: an int or "64K", "1.5M", "2G";
+                    None: twice the largest source and target shards together
+    bandwidth_only: zero every latency, so plans are priced by received bytes alone
+    meshes:         meshes to try first for the plan mesh; the meshes ParsedLayouts were stated
+                    over (and those an HLO tile assignment suggests) are tried after them
+
+    Returns a PlanResult: .steps (each with .op, .group, .input_spec, .output_spec, .program, ...),
+    .stats, .lower_bound, .baselines, .modeled_time_us, .emit("hlo" | "jax" | "json").
+    Raises ValueError for mismatched layouts or a cap no plan fits, NotImplementedError when the
+    backend lacks every collective that could move the data."""
+    ms = [parse_mesh(m) for m in meshes]
+    for side in (source, target):
+        if isinstance(side, ParsedLayout):
+            ms.extend(side.meshes)
+    return _core.plan(_layout(source, "source"), _layout(target, "target"), strategy=strategy,
+                      topology=topology, backend=backend, memory_cap=_bytes(memory_cap),
+                      bandwidth_only=bool(bandwidth_only), meshes=[m for m in ms if m is not None])
+
+
+def emit(p: PlanResult, format: str) -> str:  # noqa: A002 (the CLI's name)
+    """The plan as "hlo" (an HLO module, one device's program), "jax" (a Python module defining
+    reshard(x, mesh) over jax.shard_map) or "json" (docs/plan_format.md). HLO and JAX raise
+    NotImplementedError for a plan with a ragged exchange step: plan with backend="jax-cpu" or
+    strategy="collectives"."""
+    return p.emit(format)

@@ -1,0 +1,26 @@
+// reshard._core: the module definition and the Status -> exception rule
+// (bindings.h states it).
+#include <nanobind/nanobind.h>
+
+#include "bindings.h"
+
+namespace reshard::python {
+
+void Raise(const Status& s) {
+  PyObject* type = PyExc_RuntimeError;
+  if (s.code() == Status::Code::kInvalidArgument) type = PyExc_ValueError;
+  if (s.code() == Status::Code::kNotSupported) type = PyExc_NotImplementedError;
+  PyErr_SetString(type, s.message().c_str());
+  throw nanobind::python_error();
+}
+
+}  // namespace reshard::python
+
+NB_MODULE(_core, m) {
+  m.doc() =
+      "reshard's C++ library: layouts in every notation, collective plans, emitters.\n\n"
+      "Errors: ValueError for bad input (the library's message, with the column for text), "
+      "NotImplementedError for valid input not supported yet, RuntimeError for internal errors.";
+  reshard::python::BindLayout(m);
+  reshard::python::BindPlan(m);
+}

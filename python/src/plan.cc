@@ -1,0 +1,255 @@
+// plan(), PlanResult, Step and the emitters, as Python types. Conversions
+// only; errors follow the rule in bindings.h.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "reshard/collective_plan.h"
+#include "reshard/emit.h"
+#include "reshard/planner.h"
+#include "reshard/topology.h"
+
+namespace nb = nanobind;
+
+namespace reshard::python {
+namespace {
+
+// A plan with the options it was made under (the JSON names them, as the CLI's does).
+struct Plan {
+  PlanResult result;
+  std::string strategy, topology, backend;
+};
+
+// One step, with the plan-mesh axis names its groups and programs refer to.
+struct Step {
+  PlanStep step;
+  std::vector<std::string> axis_names;
+  std::vector<int64_t> mesh_ids;  // plan-mesh position -> device id (empty: explicit layouts)
+  std::vector<int64_t> devices;   // the plan's devices (explicit layouts: pair positions index these)
+
+  std::vector<std::string> Names(const std::vector<int32_t>& axes) const {
+    std::vector<std::string> out;
+    for (int32_t a : axes) out.push_back(axis_names[a]);
+    return out;
+  }
+  int64_t DeviceAt(int64_t position) const { return mesh_ids.empty() ? devices[position] : mesh_ids[position]; }
+};
+
+nb::dict OpDict(const Step& s, const ProgramOp& op) {
+  nb::dict d;
+  d["op"] = std::string(ProgramOpName(op.kind));
+  d["shape"] = op.shape;
+  if (op.kind == ProgramOp::Kind::kTranspose) d["perm"] = op.perm;
+  if (op.kind == ProgramOp::Kind::kDynamicSlice) d["dim"] = op.dim;
+  if (!op.axes.empty()) d["axes"] = s.Names(op.axes);
+  if (op.kind == ProgramOp::Kind::kCollectivePermute) {
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (const auto& [a, b] : op.pairs) pairs.emplace_back(s.DeviceAt(a), s.DeviceAt(b));
+    d["source_target_pairs"] = pairs;
+  }
+  return d;
+}
+
+std::vector<int64_t> PerDevice(const DeviceValues& v) {
+  std::vector<int64_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = v[i];
+  return out;
+}
+
+nb::dict BaselineDict(const BaselineCost& b) {
+  nb::dict d;
+  d["name"] = b.name;
+  d["max_recv_bytes"] = b.max_recv_bytes;
+  d["total_bytes"] = b.total_bytes;
+  d["collectives"] = b.collectives;
+  d["peak_bytes"] = b.peak_bytes;
+  d["modeled_time_us"] = b.time_us;
+  d["ops"] = b.ops;
+  return d;
+}
+
+Plan MakePlan(const Layout& source, const Layout& target, const std::string& strategy, const std::string& topology,
+              const std::string& backend, int64_t memory_cap, bool bandwidth_only, const std::vector<Mesh>& meshes) {
+  PlannerOptions o;
+  o.strategy = Unwrap(ParseStrategy(strategy));
+  o.topology = Unwrap(Topology::Parse(topology));
+  if (bandwidth_only) o.topology.MakeBandwidthOnly();
+  o.target = Unwrap(ParsePlanTarget(backend));
+  if (memory_cap < 0) Raise(Status::InvalidArgument("memory_cap: " + std::to_string(memory_cap) + " must be >= 0"));
+  o.memory_cap_bytes = memory_cap;
+  o.meshes = meshes;
+  Plan p{Unwrap(PlanReshard(source, target, o)), std::string(StrategyName(o.strategy)), o.topology.ToString(),
+         std::string(PlanTargetName(o.target))};
+  return p;
+}
+
+std::vector<Step> Steps(const Plan& p) {
+  const CollectivePlan& plan = p.result.plan;
+  std::vector<std::string> names;
+  std::vector<int64_t> ids;
+  if (plan.mesh()) {
+    for (const Mesh::Axis& a : plan.mesh()->axes()) names.push_back(a.name);
+    ids = plan.mesh()->DeviceIds();
+  }
+  std::vector<Step> out;
+  for (const PlanStep& s : plan.steps()) out.push_back(Step{s, names, ids, plan.devices()});
+  return out;
+}
+
+}  // namespace
+
+void BindPlan(nb::module_& m) {
+  nb::class_<Step>(m, "Step", "One step of a plan: a collective over a group, or a local slice.")
+      .def_prop_ro("op", [](const Step& s) { return std::string(StepOpName(s.step.op)); },
+                   "'all-to-all', 'all-gather', 'collective-permute', 'exchange' or 'slice'")
+      .def_prop_ro("is_collective", [](const Step& s) { return IsCollective(s.step.op); })
+      .def_prop_ro("group", [](const Step& s) { return s.Names(s.step.group_axes); },
+                   "plan-mesh axes of the group, in member order; [] for local steps and the exchange")
+      .def_prop_ro("group_spec", [](const Step& s) { return s.step.group_spec; })
+      .def_prop_ro("group_size", [](const Step& s) { return s.step.group_size; })
+      .def_prop_ro("num_groups", [](const Step& s) { return s.step.num_groups; })
+      .def_prop_ro("input_spec", [](const Step& s) { return s.step.input_spec; }, "'[{y}, {}, {x}]' over the plan mesh")
+      .def_prop_ro("output_spec", [](const Step& s) { return s.step.output_spec; })
+      .def_prop_ro("input_shard", [](const Step& s) { return s.step.input_shard; }, "padded local shape before")
+      .def_prop_ro("output_shard", [](const Step& s) { return s.step.output_shard; }, "padded local shape after")
+      .def_prop_ro("input", [](const Step& s) { return s.step.input; })
+      .def_prop_ro("output", [](const Step& s) { return s.step.output; })
+      .def_prop_ro("program",
+                   [](const Step& s) {
+                     nb::list out;
+                     for (const ProgramOp& op : s.step.program) out.append(OpDict(s, op));
+                     return out;
+                   },
+                   "the SPMD program every device runs (docs/plan_format.md#program)")
+      .def_prop_ro("max_recv_bytes", [](const Step& s) { return s.step.recv_bytes.Max(); })
+      .def_prop_ro("max_send_bytes", [](const Step& s) { return s.step.send_bytes.Max(); })
+      .def_prop_ro("total_bytes", [](const Step& s) { return s.step.recv_bytes.Sum(); })
+      .def_prop_ro("peak_bytes", [](const Step& s) { return s.step.peak_bytes.Max(); })
+      .def_prop_ro("recv_bytes", [](const Step& s) { return PerDevice(s.step.recv_bytes); },
+                   "per device of the plan (PlanResult.devices order)")
+      .def_prop_ro("send_bytes", [](const Step& s) { return PerDevice(s.step.send_bytes); })
+      .def_prop_ro("modeled_time_us", [](const Step& s) { return s.step.time_us; })
+      .def("__repr__", [](const Step& s) {
+        std::string text = "<reshard.Step " + std::string(StepOpName(s.step.op));
+        if (!s.step.group_spec.empty()) text += " over " + s.step.group_spec;
+        if (!s.step.input_spec.empty()) text += ": " + s.step.input_spec + " -> " + s.step.output_spec;
+        return text + ">";
+      });
+
+  nb::class_<Plan>(m, "PlanResult", "A collective plan with its costs, lower bound and baselines. Immutable.")
+      .def_prop_ro("steps", &Steps)
+      .def_prop_ro("op_names", [](const Plan& p) { return p.result.plan.OpNames(); })
+      .def_prop_ro("source", [](const Plan& p) { return p.result.plan.source(); })
+      .def_prop_ro("target", [](const Plan& p) { return p.result.plan.target(); })
+      .def_prop_ro("devices", [](const Plan& p) { return p.result.plan.devices(); }, "every device of either layout, ascending")
+      .def_prop_ro("mesh", [](const Plan& p) { return p.result.plan.mesh(); },
+                   "the plan mesh (axes cut into pieces where needed), or None for explicit layouts")
+      .def_prop_ro("axis_labels", [](const Plan& p) { return p.result.plan.axis_labels(); })
+      .def_prop_ro("stats",
+                   [](const Plan& p) {
+                     const PlanTotals& t = p.result.plan.totals();
+                     nb::dict d;
+                     d["collectives"] = t.collectives;
+                     d["max_send_bytes"] = t.max_send_bytes;
+                     d["max_recv_bytes"] = t.max_recv_bytes;
+                     d["total_bytes"] = t.total_bytes;
+                     d["peak_bytes"] = t.peak_bytes;
+                     d["modeled_time_us"] = t.time_us;
+                     return d;
+                   })
+      .def_prop_ro("modeled_time_us", [](const Plan& p) { return p.result.plan.totals().time_us; })
+      .def_prop_ro("lower_bound",
+                   [](const Plan& p) {
+                     nb::dict d;
+                     d["max_recv_bytes"] = p.result.lower_bound.max_recv_bytes;
+                     d["total_bytes"] = p.result.lower_bound.total_bytes;
+                     return d;
+                   })
+      .def_prop_ro("baselines",
+                   [](const Plan& p) {
+                     nb::list out;
+                     for (const BaselineCost& b : p.result.baselines) out.append(BaselineDict(b));
+                     return out;
+                   },
+                   "'full_rematerialization' (XLA's fallback) and 'shardy' (one axis move at a time), priced alike")
+      .def_prop_ro("candidates",
+                   [](const Plan& p) {
+                     nb::list out;
+                     for (const PlanCandidate& c : p.result.candidates) {
+                       nb::dict d;
+                       d["steps"] = c.steps;
+                       d["modeled_time_us"] = c.time_us;
+                       d["max_recv_bytes"] = c.max_recv_bytes;
+                       d["peak_bytes"] = c.peak_bytes;
+                       d["note"] = c.note;
+                       out.append(d);
+                     }
+                     return out;
+                   })
+      .def_prop_ro("memory_cap_bytes", [](const Plan& p) { return p.result.memory_cap_bytes; })
+      .def_prop_ro("states_explored", [](const Plan& p) { return p.result.states_explored; })
+      .def_prop_ro("strategy", [](const Plan& p) { return p.strategy; })
+      .def_prop_ro("topology", [](const Plan& p) { return p.topology; })
+      .def_prop_ro("backend", [](const Plan& p) { return p.backend; }, "where the plan runs ('--for')")
+      .def(
+          "per_device",
+          [](const Plan& p) {
+            nb::list out;
+            for (size_t i = 0; i < p.result.plan.devices().size(); ++i) {
+              const CollectivePlan::DeviceTotals t = p.result.plan.TotalsOf(i);
+              nb::dict d;
+              d["id"] = p.result.plan.devices()[i];
+              d["send_bytes"] = t.send_bytes;
+              d["recv_bytes"] = t.recv_bytes;
+              d["sends"] = t.sends;
+              d["recvs"] = t.recvs;
+              d["peak_bytes"] = t.peak_bytes;
+              out.append(d);
+            }
+            return out;
+          },
+          "per device, over all steps: send/recv bytes, messages, peak")
+      .def(
+          "emit",
+          [](const Plan& p, const std::string& format) {
+            if (format == "hlo") return Unwrap(EmitHlo(p.result.plan));
+            if (format == "jax") return Unwrap(EmitJax(p.result.plan));
+            if (format == "json") {
+              nlohmann::ordered_json j = PlanJson(p.result);
+              // the same keys, in the same order, as `reshard plan --json` (docs/plan_format.md)
+              nlohmann::ordered_json per = j["per_device"];
+              j.erase("per_device");
+              j["strategy"] = p.strategy;
+              j["topology"] = p.topology;
+              j["for"] = p.backend;
+              j["per_device"] = per;
+              return j.dump();
+            }
+            Raise(Status::InvalidArgument("emit: '" + format + "' is not one of hlo, jax, json"));
+          },
+          nb::arg("format"),
+          "the plan as 'hlo' (an HLO module), 'jax' (a module defining reshard(x, mesh)) or 'json' "
+          "(docs/plan_format.md). HLO and JAX raise NotImplementedError for a plan with a ragged exchange step.")
+      .def("__repr__", [](const Plan& p) {
+        std::string ops;
+        for (const std::string& o : p.result.plan.OpNames()) ops += (ops.empty() ? "" : ", ") + o;
+        return "<reshard.PlanResult [" + ops + "], max recv " + std::to_string(p.result.plan.totals().max_recv_bytes) +
+               " B>";
+      });
+
+  m.def("plan", &MakePlan, nb::arg("source"), nb::arg("target"), nb::arg("strategy") = "auto",
+        nb::arg("topology") = "flat", nb::arg("backend") = "any", nb::arg("memory_cap") = 0,
+        nb::arg("bandwidth_only") = false, nb::arg("meshes") = std::vector<Mesh>{},
+        "The cheapest plan of collectives from source to target (PlanReshard). strategy: auto, exchange, "
+        "collectives; topology: flat, nodes:K, torus:AxB[xC]; backend: any, xla, jax-cpu, jax-gpu, mpi, nccl; "
+        "memory_cap: bytes per device (0: the default); bandwidth_only: price plans by received bytes alone; "
+        "meshes: meshes to try first for the plan mesh.");
+}
+
+}  // namespace reshard::python

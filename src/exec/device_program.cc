@@ -1,0 +1,283 @@
+// Compiles plans into DeviceProgram's flat form: every step lowered through
+// the minimal exchange between its input and output layouts.
+#include "reshard/device_program.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace reshard {
+namespace {
+
+std::vector<int64_t> ElementStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+// A run along one dim after merging segments adjacent on the sides that matter.
+struct DimRun {
+  int64_t src = 0, dst = 0, length = 0;
+};
+
+enum class Side { kPack, kUnpack, kLocal };
+
+// Per dim, the transfer's runs: pack reads the input buffer at the segment's
+// source offset and writes staging positions; unpack reads staging and writes
+// the output buffer; local copies input to output. Runs adjacent on both
+// sides merge (block-cyclic tiles give many segments that merge here).
+std::vector<std::vector<DimRun>> Runs(const ExchangePlan& plan, const Transfer& t, Side side) {
+  std::vector<std::vector<DimRun>> runs(plan.source().rank());
+  for (int64_t d = 0; d < plan.source().rank(); ++d) {
+    int64_t staged = 0;
+    for (const Segment& s : plan.Segments(t, d)) {
+      DimRun r;
+      r.length = s.length;
+      r.src = side == Side::kUnpack ? staged : s.src_offset;
+      r.dst = side == Side::kPack ? staged : s.dst_offset;
+      staged += s.length;
+      auto& v = runs[d];
+      if (!v.empty() && v.back().src + v.back().length == r.src && v.back().dst + v.back().length == r.dst)
+        v.back().length += r.length;
+      else
+        v.push_back(r);
+    }
+  }
+  return runs;
+}
+
+std::vector<int64_t> StagingShape(const ExchangePlan& plan, const Transfer& t) {
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < plan.source().rank(); ++d) {
+    int64_t n = 0;
+    for (const Segment& s : plan.Segments(t, d)) n += s.length;
+    shape.push_back(n);
+  }
+  return shape;
+}
+
+// Adds the cross product of `runs` as boxes.
+void AddRuns(CopyProgram& p, const std::vector<std::vector<DimRun>>& runs, int64_t src_base,
+             const std::vector<int64_t>& src_strides, int64_t dst_base, const std::vector<int64_t>& dst_strides,
+             int64_t eb) {
+  const size_t rank = runs.size();
+  for (const auto& r : runs)
+    if (r.empty()) return;
+  std::vector<size_t> idx(rank, 0);
+  std::vector<int64_t> extent(rank);
+  while (true) {
+    int64_t so = src_base, dof = dst_base;
+    for (size_t d = 0; d < rank; ++d) {
+      const DimRun& r = runs[d][idx[d]];
+      extent[d] = r.length;
+      so += r.src * src_strides[d] * eb;
+      dof += r.dst * dst_strides[d] * eb;
+    }
+    p.AddBox(extent, so, src_strides, dof, dst_strides, eb);
+    size_t d = rank;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < runs[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return;
+    }
+    if (rank == 0) return;
+  }
+}
+
+Status CheckCopies(const CopyProgram& p, int64_t src_bytes, int64_t dst_bytes, int64_t step, int64_t device,
+                   const char* what) {
+  for (const CopyOp& op : p.ops) {
+    if (op.src_offset < 0 || op.dst_offset < 0 || op.run_bytes <= 0 || p.SrcEnd(op) > src_bytes ||
+        p.DstEnd(op) > dst_bytes)
+      return Status::Internal(fmt::format(
+          "step {}: device {}'s {} copy reads [{}, {}) of {} bytes and writes [{}, {}) of {} bytes: out of bounds", step,
+          device, what, op.src_offset, p.SrcEnd(op), src_bytes, op.dst_offset, p.DstEnd(op), dst_bytes));
+  }
+  return Status::Ok();
+}
+
+Status CheckMessages(std::span<const int64_t> count, std::span<const int64_t> offset, int64_t bytes, int64_t step,
+                     int64_t device, const char* what) {
+  int64_t end = 0;
+  for (size_t m = 0; m < count.size(); ++m) {
+    if (count[m] <= 0 || offset[m] != end || offset[m] + count[m] > bytes)
+      return Status::Internal(fmt::format("step {}: device {}'s {} message {} ({} bytes at {}) does not fit its {}-byte buffer",
+                                          step, device, what, m, count[m], offset[m], bytes));
+    end += count[m];
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void CopyProgram::AddBox(std::span<const int64_t> extent, int64_t src_offset, std::span<const int64_t> src_strides,
+                         int64_t dst_offset, std::span<const int64_t> dst_strides, int64_t elem_bytes) {
+  std::vector<CopyDim> d;
+  for (size_t i = 0; i < extent.size(); ++i) {
+    if (extent[i] == 0) return;
+    if (extent[i] > 1) d.push_back({extent[i], src_strides[i] * elem_bytes, dst_strides[i] * elem_bytes});
+  }
+  int64_t run = elem_bytes;
+  while (!d.empty() && d.back().src_stride == run && d.back().dst_stride == run) {
+    run *= d.back().count;
+    d.pop_back();
+  }
+  // Merge an outer dim into the inner one where both sides are contiguous.
+  std::vector<CopyDim> merged;
+  for (const CopyDim& c : d) {
+    if (!merged.empty()) {
+      CopyDim& o = merged.back();
+      if (o.src_stride == c.count * c.src_stride && o.dst_stride == c.count * c.dst_stride) {
+        o = {o.count * c.count, c.src_stride, c.dst_stride};
+        continue;
+      }
+    }
+    merged.push_back(c);
+  }
+  CopyOp op{src_offset, dst_offset, run, static_cast<int32_t>(dims.size()), static_cast<int32_t>(merged.size())};
+  dims.insert(dims.end(), merged.begin(), merged.end());
+  ops.push_back(op);
+  bytes += OpBytes(op);
+}
+
+int64_t CopyProgram::OpBytes(const CopyOp& op) const {
+  int64_t n = op.run_bytes;
+  for (int32_t i = 0; i < op.num_dims; ++i) n *= dims[op.first_dim + i].count;
+  return n;
+}
+
+int64_t CopyProgram::SrcEnd(const CopyOp& op) const {
+  int64_t e = op.src_offset + op.run_bytes;
+  for (int32_t i = 0; i < op.num_dims; ++i) e += (dims[op.first_dim + i].count - 1) * dims[op.first_dim + i].src_stride;
+  return e;
+}
+
+int64_t CopyProgram::DstEnd(const CopyOp& op) const {
+  int64_t e = op.dst_offset + op.run_bytes;
+  for (int32_t i = 0; i < op.num_dims; ++i) e += (dims[op.first_dim + i].count - 1) * dims[op.first_dim + i].dst_stride;
+  return e;
+}
+
+int64_t PlanProgram::IndexOf(int64_t device) const {
+  auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
+  return it != devices_.end() && *it == device ? it - devices_.begin() : -1;
+}
+
+Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan) { return CompileDevice(plan, -1); }
+
+Result<PlanProgram> PlanProgram::CompileDevice(const CollectivePlan& plan, int64_t device) {
+  std::vector<Layout> layouts = {plan.source()};
+  for (const PlanStep& s : plan.steps()) {
+    if (!(s.input == layouts.back()))
+      return Status::Internal(fmt::format("step {} starts from a layout the previous step did not leave", layouts.size() - 1));
+    layouts.push_back(s.output);
+  }
+  if (!(layouts.back() == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
+  // A plan with no steps still fills the target buffers: one step of local copies.
+  if (layouts.size() == 1) layouts.push_back(plan.target());
+  return Build(std::move(layouts), device);
+}
+
+Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange) {
+  return Build({exchange.source(), exchange.target()}, -1);
+}
+
+Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only_device) {
+  PlanProgram p;
+  for (const Layout& l : layouts) p.devices_.insert(p.devices_.end(), l.devices().begin(), l.devices().end());
+  std::sort(p.devices_.begin(), p.devices_.end());
+  p.devices_.erase(std::unique(p.devices_.begin(), p.devices_.end()), p.devices_.end());
+  p.layouts_ = std::move(layouts);
+  const int64_t eb = p.layouts_.front().element_bytes();
+  const size_t n = p.devices_.size();
+  for (size_t si = 0; si + 1 < p.layouts_.size(); ++si) {
+    const Layout& in = p.layouts_[si];
+    const Layout& out = p.layouts_[si + 1];
+    RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(in, out));
+    const ExchangePlan xp = only_device >= 0 ? ex.DevicePlan(only_device) : ex.Plan();
+    StepProgram step;
+    step.devices.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      DeviceProgram& dp = step.devices[i];
+      dp.device = p.devices_[i];
+      dp.input_bytes = in.LocalBytes(dp.device);
+      dp.output_bytes = out.LocalBytes(dp.device);
+    }
+    // Transfers by (from, to) for the senders, by (to, from) for the receivers.
+    std::vector<const Transfer*> by_sender, by_receiver;
+    for (const Transfer& t : xp.transfers()) by_sender.push_back(&t);
+    std::sort(by_sender.begin(), by_sender.end(),
+              [](const Transfer* a, const Transfer* b) { return std::pair(a->from, a->to) < std::pair(b->from, b->to); });
+    by_receiver = by_sender;
+    std::stable_sort(by_receiver.begin(), by_receiver.end(),
+                     [](const Transfer* a, const Transfer* b) { return std::pair(a->to, a->from) < std::pair(b->to, b->from); });
+    std::vector<std::pair<int64_t, int64_t>> send_at;  // (from, to) -> offset in from's send buffer, parallel to by_sender
+    for (const Transfer* t : by_sender) {
+      const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
+      if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
+      DeviceProgram& s = step.devices[fi];
+      const std::vector<int64_t> in_strides = ElementStrides(in.LocalShape(t->from));
+      if (t->from == t->to) {
+        AddRuns(s.local, Runs(xp, *t, Side::kLocal), 0, in_strides, 0, ElementStrides(out.LocalShape(t->to)), eb);
+        continue;
+      }
+      const int64_t bytes = t->elements * eb;
+      s.send_peer.push_back(ti);
+      s.send_count.push_back(bytes);
+      s.send_offset.push_back(s.send_bytes);
+      AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, s.send_bytes, ElementStrides(StagingShape(xp, *t)), eb);
+      s.send_bytes += bytes;
+    }
+    for (const Transfer* t : by_receiver) {
+      if (t->from == t->to) continue;
+      const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
+      DeviceProgram& r = step.devices[ti];
+      const DeviceProgram& s = step.devices[fi];
+      const int64_t bytes = t->elements * eb;
+      int64_t peer_offset = -1;  // a sender has at most one message per receiver, ascending
+      auto it = std::lower_bound(s.send_peer.begin(), s.send_peer.end(), ti);
+      if (it != s.send_peer.end() && *it == ti) peer_offset = s.send_offset[it - s.send_peer.begin()];
+      if (only_device < 0 && peer_offset < 0) return Status::Internal("a received message was never sent");
+      r.recv_peer.push_back(fi);
+      r.recv_count.push_back(bytes);
+      r.recv_offset.push_back(r.recv_bytes);
+      r.recv_peer_offset.push_back(peer_offset);
+      r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
+      AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, ElementStrides(StagingShape(xp, *t)), 0,
+              ElementStrides(out.LocalShape(t->to)), eb);
+      r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
+      AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, ElementStrides(in.LocalShape(t->from)), 0,
+              ElementStrides(out.LocalShape(t->to)), eb);
+      r.recv_bytes += bytes;
+    }
+    for (DeviceProgram& dp : step.devices) {
+      dp.unpack_begin.push_back(static_cast<int32_t>(dp.unpack.ops.size()));
+      dp.direct_begin.push_back(static_cast<int32_t>(dp.direct.ops.size()));
+      const int64_t s = static_cast<int64_t>(si);
+      RESHARD_RETURN_IF_ERROR(CheckCopies(dp.pack, dp.input_bytes, dp.send_bytes, s, dp.device, "pack"));
+      RESHARD_RETURN_IF_ERROR(CheckCopies(dp.unpack, dp.recv_bytes, dp.output_bytes, s, dp.device, "unpack"));
+      RESHARD_RETURN_IF_ERROR(CheckCopies(dp.local, dp.input_bytes, dp.output_bytes, s, dp.device, "local"));
+      RESHARD_RETURN_IF_ERROR(CheckMessages(dp.send_count, dp.send_offset, dp.send_bytes, s, dp.device, "send"));
+      RESHARD_RETURN_IF_ERROR(CheckMessages(dp.recv_count, dp.recv_offset, dp.recv_bytes, s, dp.device, "receive"));
+      for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
+        const int64_t sender_input = in.LocalBytes(p.devices_[dp.recv_peer[m]]);
+        for (int32_t k = dp.direct_begin[m]; k < dp.direct_begin[m + 1]; ++k) {
+          const CopyOp& op = dp.direct.ops[k];
+          if (dp.direct.SrcEnd(op) > sender_input || dp.direct.DstEnd(op) > dp.output_bytes)
+            return Status::Internal(fmt::format("step {}: device {}'s direct copy from device {} is out of bounds", si,
+                                                dp.device, p.devices_[dp.recv_peer[m]]));
+        }
+      }
+      if (dp.pack.bytes != dp.send_bytes)
+        return Status::Internal(fmt::format("step {}: device {} packs {} bytes into a {}-byte send buffer", si, dp.device,
+                                            dp.pack.bytes, dp.send_bytes));
+      if (dp.unpack.bytes != dp.recv_bytes)
+        return Status::Internal(fmt::format("step {}: device {} unpacks {} of {} received bytes", si, dp.device,
+                                            dp.unpack.bytes, dp.recv_bytes));
+    }
+    p.steps_.push_back(std::move(step));
+  }
+  return p;
+}
+
+}  // namespace reshard

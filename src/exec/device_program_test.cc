@@ -1,0 +1,147 @@
+#include "reshard/device_program.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "exec/copy_kernel.h"
+#include "reshard/exec_checker.h"
+#include "reshard/notation.h"
+#include "reshard/planner.h"
+
+namespace reshard {
+namespace {
+
+Layout Parse(const std::string& text, std::vector<int64_t> shape, DType dtype = DType::kF32) {
+  return ParseLayout(text, shape, dtype, std::nullopt).value().layout;
+}
+
+// AddBox merges dims contiguous on both sides and drops extent-1 dims.
+TEST(CopyProgram, MergesContiguousDims) {
+  struct Case {
+    std::vector<int64_t> extent, src_strides, dst_strides;
+    int64_t run_bytes;
+    std::vector<CopyDim> dims;
+  } cases[] = {
+      // a [4,8] box of a [16,8] buffer packed contiguously: one 128-byte run
+      {{4, 8}, {8, 1}, {8, 1}, 128, {}},
+      // a [4,2] box of a [16,8] buffer: rows of 8 bytes, src stride 32
+      {{4, 2}, {8, 1}, {2, 1}, 8, {{4, 32, 8}}},
+      // [2,3,4] from [2,3,8] into [2,3,4]: dims 0 and 1 merge (both sides contiguous over them)
+      {{2, 3, 4}, {24, 8, 1}, {12, 4, 1}, 16, {{6, 32, 16}}},
+      // extent-1 dims vanish
+      {{1, 5, 1}, {40, 8, 1}, {5, 1, 1}, 4, {{5, 32, 4}}},
+      // rank 0: one element
+      {{}, {}, {}, 4, {}},
+  };
+  for (const Case& c : cases) {
+    CopyProgram p;
+    p.AddBox(c.extent, 0, c.src_strides, 0, c.dst_strides, 4);
+    ASSERT_EQ(p.ops.size(), 1u);
+    EXPECT_EQ(p.ops[0].run_bytes, c.run_bytes);
+    EXPECT_EQ(std::vector<CopyDim>(p.dims.begin(), p.dims.end()), c.dims);
+  }
+  CopyProgram empty;
+  empty.AddBox(std::vector<int64_t>{3, 0}, 0, std::vector<int64_t>{1, 1}, 0, std::vector<int64_t>{1, 1}, 4);
+  EXPECT_TRUE(empty.ops.empty());
+}
+
+// RunCopy over any split of the rows equals one run over all of them.
+TEST(CopyKernel, SplitRowsEqualWhole) {
+  for (int64_t eb : {1, 2, 4, 8, 12, 16, 24}) {
+    CopyProgram p;
+    const std::vector<int64_t> extent = {3, 5, 7}, src_strides = {99, 11, 1}, dst_strides = {35, 7, 1};
+    p.AddBox(extent, eb, src_strides, 0, dst_strides, eb);
+    std::vector<std::byte> src(static_cast<size_t>((3 * 99 + 1) * eb)), a(static_cast<size_t>(105 * eb)), b(a.size());
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+    const CopyOp& op = p.ops[0];
+    const int64_t units = CopyUnits(p, op);
+    RunCopy(p, op, src.data(), a.data(), 0, units);
+    for (int64_t lo = 0; lo < units; lo += 4) RunCopy(p, op, src.data(), b.data(), lo, std::min(units, lo + 4));
+    EXPECT_EQ(a, b) << eb;
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 5; ++j)
+        for (int64_t k = 0; k < 7; ++k)
+          EXPECT_EQ(std::memcmp(a.data() + (i * 35 + j * 7 + k) * eb, src.data() + (1 + i * 99 + j * 11 + k) * eb,
+                                static_cast<size_t>(eb)),
+                    0);
+  }
+}
+
+// The canonical reshard: one step, 7 messages of 256 B per device, 256 B local, 32-byte runs.
+TEST(PlanProgram, Canonical) {
+  Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
+  Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});
+  Result<PlanResult> planned = PlanReshard(src, dst, PlannerOptions{});
+  ASSERT_TRUE(planned.ok());
+  Result<PlanProgram> p = PlanProgram::Compile(planned->plan);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->steps().size(), 1u);
+  const DeviceProgram& d0 = p->steps()[0].devices[0];
+  EXPECT_EQ(d0.send_peer.size(), 7u);
+  EXPECT_EQ(d0.recv_peer.size(), 7u);
+  for (int64_t c : d0.send_count) EXPECT_EQ(c, 256);
+  EXPECT_EQ(d0.local.bytes, 256);
+  for (const CopyOp& op : d0.pack.ops) EXPECT_EQ(op.run_bytes, 32);  // [8,2,4] boxes of [8,16,4]: 2 rows of 4 are contiguous
+  Result<CheckReport> r = RunChecked(*p, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok()) << r->first_problem;
+  EXPECT_EQ(r->elements_checked, 4096);
+  EXPECT_EQ(r->stats.bytes_moved, 8 * 2048);
+  EXPECT_EQ(r->stats.bytes_sent, 8 * 1792);
+  // source 2048 + target 2048 + send 1792
+  EXPECT_EQ(r->stats.peak_bytes, 2048 + 2048 + 1792);
+}
+
+// Device-only compilation gives the same device's program as the whole plan.
+TEST(PlanProgram, DevicePartMatchesWhole) {
+  Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
+  Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});
+  const CollectivePlan plan = PlanReshard(src, dst, PlannerOptions{}).value().plan;
+  const PlanProgram whole = PlanProgram::Compile(plan).value();
+  for (int64_t dev = 0; dev < 8; ++dev) {
+    const PlanProgram part = PlanProgram::CompileDevice(plan, dev).value();
+    const DeviceProgram& a = whole.steps()[0].devices[dev];
+    const DeviceProgram& b = part.steps()[0].devices[dev];
+    EXPECT_EQ(a.send_peer, b.send_peer);
+    EXPECT_EQ(a.send_count, b.send_count);
+    EXPECT_EQ(a.recv_peer, b.recv_peer);
+    EXPECT_EQ(a.recv_count, b.recv_count);
+    EXPECT_EQ(a.pack.bytes, b.pack.bytes);
+    EXPECT_EQ(a.unpack.bytes, b.unpack.bytes);
+  }
+}
+
+// Wrong buffer sizes are InvalidArgument naming the device, before anything runs.
+TEST(Executor, WrongSizeBuffers) {
+  Layout src = Parse("{devices=[4]<=[4]}", {16});
+  Layout dst = Parse("{devices=[4]3,2,1,0}", {16});
+  const PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value()).value();
+  std::vector<std::vector<std::byte>> a(4, std::vector<std::byte>(16)), b(4, std::vector<std::byte>(16));
+  b[2].resize(12);
+  std::vector<std::span<const std::byte>> s(a.begin(), a.end());
+  std::vector<std::span<std::byte>> t(b.begin(), b.end());
+  std::unique_ptr<Executor> ex = MakeInProcessExecutor();
+  Result<ExecStats> r = ex->Run(p, s, t);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("device 2's target buffer holds 12 bytes"), std::string::npos) << r.status();
+  t.pop_back();
+  EXPECT_FALSE(ex->Run(p, s, t).ok());
+}
+
+// The checker catches a wrong program: a copy redirected is a mismatch and a
+// coverage error, never a write out of bounds.
+TEST(Checker, CatchesWrongProgram) {
+  Layout src = Parse("{devices=[4]<=[4]}", {16});
+  Layout dst = Parse("{devices=[4]3,2,1,0}", {16});
+  PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value()).value();
+  ASSERT_TRUE(CheckCoverage(p).ok());
+  auto& ops = const_cast<DeviceProgram&>(p.steps()[0].devices[0]).unpack.ops;
+  ASSERT_FALSE(ops.empty());
+  ops[0].dst_offset += 4;  // now writes past element 0 and misses it
+  EXPECT_FALSE(CheckCoverage(p).ok());
+}
+
+}  // namespace
+}  // namespace reshard

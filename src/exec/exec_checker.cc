@@ -1,0 +1,179 @@
+// The execution checker: tags computed from global indices, coverage counted
+// from the program's copies, every step's output compared with its layout.
+#include "reshard/exec_checker.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <mutex>
+
+#include "exec/thread_pool.h"
+
+namespace reshard {
+namespace {
+
+constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+
+void Tag(int64_t g, int64_t eb, std::byte* out) {
+  const uint64_t v = (static_cast<uint64_t>(g) + 1) * kMul;
+  std::memcpy(out, &v, static_cast<size_t>(std::min<int64_t>(eb, 8)));
+  if (eb > 8) {
+    const uint64_t hi = static_cast<uint64_t>(g) + 1;
+    std::memcpy(out + 8, &hi, static_cast<size_t>(std::min<int64_t>(eb - 8, 8)));
+  }
+}
+
+// Calls f(local element index, global row-major index) for every element of
+// device's local buffer, in local order.
+template <typename F>
+void ForEachLocal(const Layout& l, int64_t device, F&& f) {
+  const int64_t t = l.TileOf(device);
+  if (t < 0) return;
+  const std::vector<int32_t> coords = l.TileCoords(t);
+  const int64_t rank = l.rank();
+  std::vector<std::vector<int64_t>> global(rank);  // per dim: local position -> global index x stride
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    for (int32_t k : l.TileCells(d, coords[d]))
+      for (int64_t g = l.dim(d).cuts[k]; g < l.dim(d).cuts[k + 1]; ++g) global[d].push_back(g * stride);
+    if (global[d].empty()) return;
+    stride *= l.shape()[d];
+  }
+  if (rank == 0) {
+    f(0, 0);
+    return;
+  }
+  std::vector<size_t> idx(rank, 0);
+  int64_t local = 0;
+  const std::vector<int64_t>& inner = global[rank - 1];
+  while (true) {
+    int64_t base = 0;
+    for (int64_t d = 0; d + 1 < rank; ++d) base += global[d][idx[d]];
+    for (int64_t g : inner) f(local++, base + g);
+    int64_t d = rank - 1;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < global[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return;
+    }
+    if (rank == 1) return;
+  }
+}
+
+}  // namespace
+
+void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer) {
+  const int64_t eb = layout.element_bytes();
+  ForEachLocal(layout, device, [&](int64_t i, int64_t g) { Tag(g, eb, buffer.data() + i * eb); });
+}
+
+TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer) {
+  const int64_t eb = layout.element_bytes();
+  TagCheck r;
+  if (static_cast<int64_t>(buffer.size()) != layout.LocalBytes(device)) {
+    r.mismatches = 1;
+    r.first_problem = fmt::format("device {} holds {} bytes; its layout needs {}", device, buffer.size(), layout.LocalBytes(device));
+    return r;
+  }
+  std::byte want[16];
+  ForEachLocal(layout, device, [&](int64_t i, int64_t g) {
+    ++r.checked;
+    Tag(g, eb, want);
+    if (std::memcmp(want, buffer.data() + i * eb, static_cast<size_t>(eb)) != 0) {
+      if (r.mismatches++ == 0)
+        r.first_problem = fmt::format("device {} element {} (global index {}) holds a wrong value", device, i, g);
+    }
+  });
+  return r;
+}
+
+Status CheckCoverage(const PlanProgram& program) {
+  const int64_t eb = program.element_bytes();
+  for (size_t si = 0; si < program.steps().size(); ++si) {
+    for (const DeviceProgram& dp : program.steps()[si].devices) {
+      for (const CopyProgram* moved : {&dp.unpack, &dp.direct}) {
+      std::vector<uint8_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+      for (const CopyProgram* p : {&dp.local, moved}) {
+        for (const CopyOp& op : p->ops) {
+          int64_t rows = 1;
+          for (int32_t d = 0; d < op.num_dims; ++d) rows *= p->dims[op.first_dim + d].count;
+          for (int64_t r = 0; r < rows; ++r) {
+            int64_t off = op.dst_offset, rem = r;
+            for (int32_t d = op.num_dims - 1; d >= 0; --d) {
+              const CopyDim& c = p->dims[op.first_dim + d];
+              off += (rem % c.count) * c.dst_stride;
+              rem /= c.count;
+            }
+            for (int64_t b = off; b < off + op.run_bytes; b += eb)
+              writes[b / eb] = static_cast<uint8_t>(std::min(writes[b / eb] + 1, 255));
+          }
+        }
+      }
+      for (size_t e = 0; e < writes.size(); ++e)
+        if (writes[e] != 1)
+          return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times", si,
+                                                     dp.device, e, writes[e]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads) {
+  ThreadPool pool(threads);
+  pool.ParallelFor(static_cast<int64_t>(sources.size()),
+                   [&](int64_t i) { FillTags(program.source(), program.devices()[i], sources[i]); });
+}
+
+TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads) {
+  ThreadPool pool(threads);
+  TagCheck all;
+  std::mutex mu;
+  pool.ParallelFor(static_cast<int64_t>(targets.size()), [&](int64_t i) {
+    TagCheck c = CheckTags(program.target(), program.devices()[i], targets[i]);
+    std::lock_guard<std::mutex> lock(mu);
+    all.checked += c.checked;
+    all.mismatches += c.mismatches;
+    if (all.first_problem.empty()) all.first_problem = c.first_problem;
+  });
+  return all;
+}
+
+Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport) {
+  RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
+  const size_t n = program.devices().size();
+  std::vector<std::vector<std::byte>> src(n), dst(n);
+  std::vector<std::span<const std::byte>> sources(n);
+  std::vector<std::span<std::byte>> targets(n);
+  ThreadPool pool(threads);
+  for (size_t i = 0; i < n; ++i) {
+    src[i].resize(static_cast<size_t>(program.source().LocalBytes(program.devices()[i])));
+    dst[i].assign(static_cast<size_t>(program.target().LocalBytes(program.devices()[i])), std::byte{0});
+    sources[i] = src[i];
+    targets[i] = dst[i];
+  }
+  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { FillTags(program.source(), program.devices()[i], src[i]); });
+  CheckReport report;
+  std::mutex mu;
+  ExecOptions o;
+  o.threads = threads;
+  o.transport = transport;
+  o.after_step = [&](size_t step, std::span<const std::span<const std::byte>> outputs) {
+    const Layout& l = program.layouts()[step + 1];
+    const bool last = step + 1 == program.steps().size();
+    pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
+      TagCheck c = CheckTags(l, program.devices()[i], outputs[i]);
+      std::lock_guard<std::mutex> lock(mu);
+      if (last) report.elements_checked += c.checked;
+      report.mismatches += c.mismatches;
+      if (report.first_problem.empty() && !c.first_problem.empty())
+        report.first_problem = fmt::format("after step {}: {}", step, c.first_problem);
+    });
+  };
+  std::unique_ptr<Executor> ex = MakeInProcessExecutor(o);
+  RESHARD_ASSIGN_OR_RETURN(report.stats, ex->Run(program, sources, targets));
+  return report;
+}
+
+}  // namespace reshard

@@ -1,0 +1,210 @@
+// The in-process executor: N virtual devices' buffers in one process, each
+// step run as pack + local copies, then unpack straight from the senders'
+// send buffers, over a thread pool.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+
+#include "exec/copy_kernel.h"
+#include "exec/thread_pool.h"
+#include "reshard/executor.h"
+
+namespace reshard {
+namespace {
+
+// A buffer the executor owns; its capacity is what counts as held.
+struct Owned {
+  std::unique_ptr<std::byte[]> data;
+  int64_t capacity = 0;
+};
+
+Owned Allocate(int64_t bytes) {
+  Owned o;
+  o.capacity = bytes;
+  if (bytes > 0) o.data.reset(new std::byte[static_cast<size_t>(bytes)]);
+  return o;
+}
+
+// One range of one copy: the unit of parallel work.
+struct Work {
+  const CopyProgram* program;
+  const CopyOp* op;
+  const std::byte* src;
+  std::byte* dst;
+  int64_t lo, hi;
+};
+
+class InProcessExecutor final : public Executor {
+ public:
+  explicit InProcessExecutor(ExecOptions o) : options_(std::move(o)), pool_(options_.threads) {}
+  std::string_view name() const override { return "in-process"; }
+
+  Result<ExecStats> Run(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
+                        std::span<const std::span<std::byte>> targets) override {
+    RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
+    const auto start = std::chrono::steady_clock::now();
+    const size_t n = program.devices().size();
+    ExecStats stats;
+    stats.peak_per_device.assign(n, 0);
+    // Send buffers: one per device, the largest any step needs, kept across runs.
+    send_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t need = 0;
+      if (options_.transport == Transport::kStaged)
+        for (const StepProgram& s : program.steps()) need = std::max(need, s.devices[i].send_bytes);
+      if (send_[i].capacity < need) {
+        send_[i] = Allocate(need);
+        Touch(send_[i]);
+      }
+    }
+    std::vector<std::span<const std::byte>> in(sources.begin(), sources.end());
+    std::vector<Owned> in_owned(n), out_owned(n);
+    std::vector<std::span<std::byte>> out(n);
+    const size_t steps = program.steps().size();
+    for (size_t si = 0; si < steps; ++si) {
+      const StepProgram& step = program.steps()[si];
+      const bool last = si + 1 == steps;
+      for (size_t i = 0; i < n; ++i) {
+        const DeviceProgram& dp = step.devices[i];
+        if (last) {
+          out[i] = targets[i];
+        } else {
+          out_owned[i] = Allocate(dp.output_bytes);
+          out[i] = std::span<std::byte>(out_owned[i].data.get(), static_cast<size_t>(dp.output_bytes));
+        }
+        const int64_t held = static_cast<int64_t>(sources[i].size() + targets[i].size()) + send_[i].capacity +
+                             in_owned[i].capacity + out_owned[i].capacity;
+        stats.peak_per_device[i] = std::max(stats.peak_per_device[i], held);
+      }
+      // Phase 1: pack and local copies. Phase 2: unpack from the senders' buffers.
+      const bool direct = options_.transport == Transport::kDirect;
+      work_.clear();
+      for (size_t i = 0; i < n; ++i) {
+        const DeviceProgram& dp = step.devices[i];
+        if (direct) {
+          for (size_t m = 0; m < dp.recv_peer.size(); ++m)
+            Add(dp.direct, dp.direct_begin[m], dp.direct_begin[m + 1], in[dp.recv_peer[m]].data(), out[i].data());
+          stats.bytes_moved += dp.local.bytes + dp.direct.bytes;
+          stats.bytes_sent += dp.direct.bytes;
+          Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
+          continue;
+        }
+        Add(dp.pack, 0, dp.pack.ops.size(), in[i].data(), send_[i].data.get());
+        Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
+        stats.bytes_moved += dp.local.bytes;
+      }
+      RunWork();
+      work_.clear();
+      for (size_t i = 0; i < n && !direct; ++i) {
+        const DeviceProgram& dp = step.devices[i];
+        for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
+          // unpack ops address the receive buffer; message m lives in its sender's send buffer.
+          const std::byte* base = send_[dp.recv_peer[m]].data.get() + dp.recv_peer_offset[m] - dp.recv_offset[m];
+          Add(dp.unpack, dp.unpack_begin[m], dp.unpack_begin[m + 1], base, out[i].data());
+        }
+        stats.bytes_moved += dp.unpack.bytes;
+        stats.bytes_sent += dp.unpack.bytes;
+      }
+      RunWork();
+      if (options_.after_step) {
+        std::vector<std::span<const std::byte>> view(out.begin(), out.end());
+        options_.after_step(si, view);
+      }
+      // The step's input is read: free it (sources belong to the caller).
+      for (size_t i = 0; i < n; ++i) {
+        in_owned[i] = std::move(out_owned[i]);
+        in[i] = out[i];
+      }
+    }
+    for (int64_t p : stats.peak_per_device) stats.peak_bytes = std::max(stats.peak_bytes, p);
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return stats;
+  }
+
+ private:
+  void Touch(Owned& o) {
+    const int64_t chunk = int64_t{1} << 20;
+    const int64_t parts = (o.capacity + chunk - 1) / chunk;
+    pool_.ParallelFor(parts, [&](int64_t k) {
+      const int64_t lo = k * chunk;
+      std::fill(o.data.get() + lo, o.data.get() + std::min(o.capacity, lo + chunk), std::byte{0});
+    });
+  }
+
+  // Splits copies into ranges of about kChunk bytes.
+  void Add(const CopyProgram& p, size_t begin, size_t end, const std::byte* src, std::byte* dst) {
+    constexpr int64_t kChunk = int64_t{1} << 18;
+    for (size_t k = begin; k < end; ++k) {
+      const CopyOp& op = p.ops[k];
+      const int64_t units = CopyUnits(p, op);
+      const int64_t per = std::max<int64_t>(1, kChunk / UnitBytes(p, op));
+      for (int64_t lo = 0; lo < units; lo += per) work_.push_back({&p, &op, src, dst, lo, std::min(units, lo + per)});
+    }
+  }
+
+  void RunWork() {
+    pool_.ParallelFor(static_cast<int64_t>(work_.size()), [this](int64_t k) {
+      const Work& w = work_[k];
+      RunCopy(*w.program, *w.op, w.src, w.dst, w.lo, w.hi);
+    });
+  }
+
+  ExecOptions options_;
+  ThreadPool pool_;
+  std::vector<Owned> send_;
+  std::vector<Work> work_;
+};
+
+}  // namespace
+
+Status CheckBuffers(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
+                    std::span<const std::span<std::byte>> targets) {
+  const size_t n = program.devices().size();
+  if (sources.size() != n || targets.size() != n)
+    return Status::InvalidArgument(fmt::format("the plan has {} devices, but {} source and {} target buffers were given", n,
+                                               sources.size(), targets.size()));
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t dev = program.devices()[i];
+    const int64_t want_src = program.source().LocalBytes(dev), want_dst = program.target().LocalBytes(dev);
+    if (static_cast<int64_t>(sources[i].size()) != want_src)
+      return Status::InvalidArgument(fmt::format("device {}'s source buffer holds {} bytes; its source layout needs {}",
+                                                 dev, sources[i].size(), want_src));
+    if (static_cast<int64_t>(targets[i].size()) != want_dst)
+      return Status::InvalidArgument(fmt::format("device {}'s target buffer holds {} bytes; its target layout needs {}",
+                                                 dev, targets[i].size(), want_dst));
+  }
+  return Status::Ok();
+}
+
+double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat) {
+  if (bytes <= 0) return 0;
+  const int64_t size = std::min<int64_t>(bytes, int64_t{1} << 28);
+  Owned a = Allocate(size), b = Allocate(size);
+  std::fill(a.data.get(), a.data.get() + size, std::byte{1});
+  std::fill(b.data.get(), b.data.get() + size, std::byte{2});
+  ThreadPool pool(threads);
+  const int64_t parts = std::max<int64_t>(pool.size(), (size + (int64_t{1} << 20) - 1) >> 20);
+  const int64_t per = (size + parts - 1) / parts;
+  double best = 0;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t done = 0; done < bytes; done += size) {
+      const int64_t now = std::min(size, bytes - done);
+      pool.ParallelFor(parts, [&](int64_t k) {
+        const int64_t lo = std::min(now, k * per), hi = std::min(now, lo + per);
+        if (hi > lo) std::memcpy(b.data.get() + lo, a.data.get() + lo, static_cast<size_t>(hi - lo));
+      });
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(bytes) / s / 1e9);
+  }
+  return best;
+}
+
+std::unique_ptr<Executor> MakeInProcessExecutor(ExecOptions options) {
+  return std::make_unique<InProcessExecutor>(std::move(options));
+}
+
+}  // namespace reshard

@@ -1,0 +1,232 @@
+// Audit() on small hand-written inputs: findings, logs, errors, reports.
+#include "reshard/audit.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace reshard {
+namespace {
+
+// The canonical case as XLA partitions it: two all-gathers, then each device
+// slices its target block (offset 2 * partition-id along dim 1).
+const char* kCanonical = R"(HloModule canonical, num_partitions=8
+
+ENTRY %main (p: f32[8,16,4]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  %ag = f32[8,16,16]{2,1,0} all-gather(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}, use_global_device_ids=true
+  %ag2 = f32[16,16,16]{2,1,0} all-gather(%ag), channel_id=2, replica_groups=[4,2]<=[8], dimensions={0}, use_global_device_ids=true
+  %pid = u32[] partition-id()
+  %two = u32[] constant(2)
+  %off = u32[] multiply(%pid, %two)
+  %zero = u32[] constant(0)
+  ROOT %ds = f32[16,2,16]{2,1,0} dynamic-slice(%ag2, %zero, %off, %zero), dynamic_slice_sizes={16,2,16}
+}
+)";
+
+const char* kLog =
+    "W1130 06:59:12.335303 18087 spmd_partitioner.cc:656] [SPMD] Involuntary full rematerialization. The compiler cannot go "
+    "from sharding {devices=[2,1,4]<=[4,2]T(1,0)} to {devices=[1,8,1]<=[8]} efficiently for HLO operation %param = "
+    "f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}, metadata={op_name=\"v\"}. As the last resort, "
+    "SPMD will replicate the tensor and then partition it to obtain the target sharding, which is inefficient.\n";
+
+AuditReport AuditOk(const std::vector<AuditInput>& inputs, AuditOptions options = {}) {
+  Result<AuditReport> r = Audit(inputs, options);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : AuditReport{};
+}
+
+TEST(Audit, FindsTheCanonicalRematerializationInHlo) {
+  const AuditReport r = AuditOk({{"canonical.hlo", kCanonical}});
+  ASSERT_EQ(r.findings.size(), 1u);
+  const AuditFinding& f = r.findings[0];
+  EXPECT_EQ(f.kind, AuditKind::kFullRematerialization);
+  EXPECT_EQ(f.instruction, "p");
+  EXPECT_EQ(f.to_instruction, "ds");
+  EXPECT_EQ(f.line, 4);
+  EXPECT_EQ(f.shape, (std::vector<int64_t>{16, 16, 16}));
+  EXPECT_EQ(f.from, "{devices=[2,1,4]<=[4,2]T(1,0)}");
+  EXPECT_EQ(f.to, "{devices=[1,8,1]<=[8]}");
+  EXPECT_EQ(f.xla_max_recv_bytes, 14336);
+  ASSERT_EQ(f.xla_collectives.size(), 2u);
+  EXPECT_EQ(f.xla_collectives[0].max_recv_bytes, 6144);
+  EXPECT_EQ(f.xla_collectives[1].max_recv_bytes, 8192);
+  EXPECT_EQ(f.reshard_max_recv_bytes, 1792);
+  EXPECT_EQ(f.reshard_collectives, std::vector<std::string>{"all-to-all"});
+  EXPECT_EQ(f.lower_bound_max_recv_bytes, 1792);
+  EXPECT_FALSE(f.logged);
+  EXPECT_FALSE(f.estimated);
+  ASSERT_EQ(r.modules.size(), 1u);
+  EXPECT_EQ(r.modules[0].findings, 1);
+  EXPECT_EQ(r.xla_recv_bytes, 14336);
+  EXPECT_EQ(r.reshard_recv_bytes, 1792);
+  EXPECT_TRUE(r.not_understood.empty());
+}
+
+// The same reshard as GPU modules print it: an async all-gather pair, the
+// second all-gather inside a fusion, the slice behind an async wrapper.
+TEST(Audit, FollowsAsyncPairsFusionsAndWrappers) {
+  const char* text = R"(HloModule canonical_async, num_partitions=8
+
+%fused (q: f32[8,16,16]) -> f32[16,16,16] {
+  %q = f32[8,16,16]{2,1,0} parameter(0)
+  ROOT %g = f32[16,16,16]{2,1,0} all-gather(q), channel_id=2, replica_groups={{0,1},{2,3},{4,5},{6,7}}, dimensions={0}
+}
+
+%wrapped (a: f32[16,16,16], o: u32[]) -> f32[16,2,16] {
+  %a = f32[16,16,16]{2,1,0} parameter(0)
+  %o = u32[] parameter(1)
+  %z = u32[] constant(0)
+  ROOT %s = f32[16,2,16]{2,1,0} dynamic-slice(a, z, o, z), dynamic_slice_sizes={16,2,16}
+}
+
+ENTRY %main (p: f32[8,16,4]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  %ags = (f32[8,16,4]{2,1,0}, f32[8,16,16]{2,1,0}) all-gather-start(p), channel_id=1, replica_groups=mesh['y'=2,'x'=4], device_ids=([4,2]T(1,0)) {'x'}, dimensions={2}
+  %ag = f32[8,16,16]{2,1,0} all-gather-done(ags)
+  %ag2 = f32[16,16,16]{2,1,0} fusion(ag), kind=kLoop, calls=%fused
+  %pid = u32[] partition-id()
+  %two = u32[] constant(2)
+  %off = u32[] multiply(pid, two)
+  %st = ((f32[16,16,16]{2,1,0}, u32[]), f32[16,2,16]{2,1,0}, s32[]) async-start(ag2, off), calls=%wrapped
+  ROOT %d = f32[16,2,16]{2,1,0} async-done(st), sharding={devices=[1,8,1]<=[8]}
+}
+)";
+  const AuditReport r = AuditOk({{"async.hlo", text}});
+  ASSERT_EQ(r.findings.size(), 1u) << AuditTable(r);
+  EXPECT_EQ(r.findings[0].kind, AuditKind::kFullRematerialization);
+  EXPECT_EQ(r.findings[0].xla_max_recv_bytes, 14336);
+  EXPECT_EQ(r.findings[0].to, "{devices=[1,8,1]<=[8]}");
+  ASSERT_EQ(r.findings[0].xla_collectives.size(), 2u);
+  EXPECT_EQ(r.findings[0].xla_collectives[0].instruction, "ags");
+  EXPECT_EQ(r.findings[0].xla_collectives[1].instruction, "g");
+  EXPECT_TRUE(r.not_understood.empty());
+}
+
+TEST(Audit, JoinsTheLogToTheHloAndReadsEachModuleOnce) {
+  const AuditReport r = AuditOk({{"a.hlo", kCanonical}, {"b.hlo", kCanonical}, {"xla.log", kLog}, {"again.log", kLog}});
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_TRUE(r.findings[0].logged);
+  EXPECT_FALSE(r.findings[0].estimated);
+  EXPECT_EQ(r.modules.size(), 1u);
+  EXPECT_EQ(r.log_lines, 2);
+}
+
+TEST(Audit, EstimatesALoggedRematerializationWithoutHlo) {
+  const AuditReport r = AuditOk({{"xla.log", std::string("some other line\n") + kLog}});
+  ASSERT_EQ(r.findings.size(), 1u);
+  const AuditFinding& f = r.findings[0];
+  EXPECT_EQ(f.kind, AuditKind::kFullRematerialization);
+  EXPECT_TRUE(f.logged);
+  EXPECT_TRUE(f.estimated);
+  EXPECT_EQ(f.line, 2);
+  EXPECT_EQ(f.instruction, "param");
+  EXPECT_EQ(f.xla_max_recv_bytes, 14336);
+  ASSERT_EQ(f.xla_collectives.size(), 2u);
+  EXPECT_EQ(f.xla_collectives[0].op, "all-gather");
+  EXPECT_EQ(f.reshard_max_recv_bytes, 1792);
+}
+
+TEST(Audit, ReportsNoWasteAtTheLowerBound) {
+  const char* gather = R"(HloModule g, num_partitions=4
+ENTRY %main (p: f32[4,16]) -> f32[16,16] {
+  %p = f32[4,16]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}
+  ROOT %ag = f32[16,16]{1,0} all-gather(%p), replica_groups={{0,1,2,3}}, dimensions={0}
+}
+)";
+  AuditReport r = AuditOk({{"g.hlo", gather}});
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_EQ(r.reshards, 1);
+  AuditOptions all;
+  all.all_reshards = true;
+  r = AuditOk({{"g.hlo", gather}}, all);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].kind, AuditKind::kNone);
+  EXPECT_EQ(r.findings[0].xla_max_recv_bytes, 768);
+  EXPECT_EQ(r.findings[0].to, "{replicated}");
+  EXPECT_EQ(AuditJson(r)["totals"]["findings"], 0);
+}
+
+TEST(Audit, UnknownSyntaxIsListedWithItsLine) {
+  std::string text = kCanonical;
+  const std::string from = "replica_groups=[4,2]<=[8]";
+  text.replace(text.find(from), from.size(), "replica_groups=ring(8)");
+  std::string log = kLog;
+  log.replace(log.find("{devices=[1,8,1]<=[8]}"), 22, "{manual}");
+  const AuditReport r = AuditOk({{"m.hlo", text}, {"x.log", log}});
+  EXPECT_TRUE(r.findings.empty());
+  ASSERT_EQ(r.not_understood.size(), 2u);
+  EXPECT_EQ(r.not_understood[0].source, "m.hlo");
+  EXPECT_EQ(r.not_understood[0].line, 6);
+  EXPECT_NE(r.not_understood[0].reason.find("replica groups not understood"), std::string::npos);
+  EXPECT_EQ(r.not_understood[1].source, "x.log");
+  EXPECT_EQ(r.not_understood[1].line, 1);
+  EXPECT_NE(r.not_understood[1].reason.find("not supported"), std::string::npos) << r.not_understood[1].reason;
+}
+
+TEST(Audit, MalformedInputIsAnError) {
+  std::string broken = kCanonical;
+  broken.replace(broken.find("all-gather(%p)"), 14, "all-gather(%q)");
+  Result<AuditReport> r = Audit({{"broken.hlo", broken}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("broken.hlo: line 5"), std::string::npos) << r.status();
+  r = Audit({{"bin", std::string("HloModule\0x", 11)}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("binary"), std::string::npos);
+}
+
+TEST(Audit, NotesWhatItDoesNotFollow) {
+  // A partial collective-permute leaves devices 0 and 1 with zeros.
+  const char* text = R"(HloModule m, num_partitions=4
+ENTRY %main (p: f32[4,16]) -> f32[4,16] {
+  %p = f32[4,16]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}
+  ROOT %cp = f32[4,16]{1,0} collective-permute(%p), source_target_pairs={{0,2},{1,3}}
+}
+)";
+  const AuditReport r = AuditOk({{"m.hlo", text}});
+  EXPECT_TRUE(r.findings.empty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("not followed"), std::string::npos);
+  AuditOptions few;
+  few.max_devices = 2;
+  const AuditReport small = AuditOk({{"m.hlo", text}}, few);
+  ASSERT_EQ(small.notes.size(), 1u);
+  EXPECT_NE(small.notes[0].find("not audited"), std::string::npos);
+}
+
+TEST(Audit, JsonAndTable) {
+  const AuditReport r = AuditOk({{"canonical.hlo", kCanonical}, {"xla.log", kLog}});
+  const nlohmann::ordered_json j = AuditJson(r);
+  const auto& f = j["findings"][0];
+  EXPECT_EQ(f["kind"], "full-rematerialization");
+  EXPECT_EQ(f["instruction"], "p");
+  EXPECT_EQ(f["shape"], nlohmann::ordered_json({16, 16, 16}));
+  EXPECT_EQ(f["dtype"], "f32");
+  EXPECT_EQ(f["from"], "{devices=[2,1,4]<=[4,2]T(1,0)}");
+  EXPECT_EQ(f["to"], "{devices=[1,8,1]<=[8]}");
+  EXPECT_EQ(f["xla"]["max_recv_bytes"], 14336);
+  EXPECT_EQ(f["xla"]["collectives"], nlohmann::ordered_json({"all-gather", "all-gather"}));
+  EXPECT_EQ(f["reshard"]["max_recv_bytes"], 1792);
+  EXPECT_EQ(f["reshard"]["collectives"], nlohmann::ordered_json({"all-to-all"}));
+  EXPECT_TRUE(f["reshard"].contains("modeled_time_us"));
+  EXPECT_EQ(f["logged"], true);
+  EXPECT_EQ(j["totals"]["findings"], 1);
+  EXPECT_EQ(j["totals"]["xla_recv_bytes"], 14336);
+  EXPECT_EQ(j["totals"]["reshard_recv_bytes"], 1792);
+  const std::string table = AuditTable(r);
+  EXPECT_NE(table.find("full-rematerialization  %p     f32[16,16,16]  14336       1792  12544 (8.0x)  2 all-gathers  1 all-to-all"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("{devices=[2,1,4]<=[4,2]T(1,0)} -> {devices=[1,8,1]<=[8]}"), std::string::npos) << table;
+}
+
+TEST(Audit, EmptyInputIsAnEmptyReport) {
+  const AuditReport r = AuditOk({{"-", ""}, {"notes.txt", "nothing to see\n"}});
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_TRUE(r.modules.empty());
+  EXPECT_EQ(AuditJson(r)["totals"]["findings"], 0);
+}
+
+}  // namespace
+}  // namespace reshard

@@ -1,0 +1,153 @@
+// The audit of real jax 0.10.2 programs (tests/data/audit, written by
+// gen_audit_fixtures.py): each case's folder holds the compiled HLO, the
+// --xla_dump_to file and XLA's log; cases.json says what the audit must find.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "reshard/audit.h"
+
+namespace reshard {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(RESHARD_TEST_DATA_DIR) / "audit";
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const nlohmann::json& Manifest() {
+  static const nlohmann::json m = nlohmann::json::parse(ReadFile(kDir / "cases.json"));
+  return m;
+}
+
+std::vector<AuditInput> Inputs(const std::string& name, bool hlo, bool dump, bool log) {
+  std::vector<AuditInput> in;
+  const fs::path dir = kDir / name;
+  if (hlo) in.push_back({(dir / "compiled.hlo.txt").string(), ReadFile(dir / "compiled.hlo.txt")});
+  if (dump)
+    for (const auto& e : fs::directory_iterator(dir / "dump")) in.push_back({e.path().string(), ReadFile(e.path())});
+  if (log) in.push_back({(dir / "xla.log").string(), ReadFile(dir / "xla.log")});
+  return in;
+}
+
+AuditReport AuditOk(const std::vector<AuditInput>& in, bool all = false) {
+  AuditOptions o;
+  o.all_reshards = all;
+  Result<AuditReport> r = Audit(in, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : AuditReport{};
+}
+
+std::string Describe(const AuditReport& r) { return AuditTable(r); }
+
+TEST(AuditFixtures, ThereAreEnough) {
+  const nlohmann::json& cases = Manifest()["cases"];
+  EXPECT_GE(cases.size(), 21u);
+  int logged = 0, clean = 0;
+  for (const auto& c : cases) {
+    logged += !c["logged_rematerializations"].empty();
+    clean += c["expect"]["findings"].empty();
+  }
+  EXPECT_GE(logged, 5);
+  EXPECT_GE(clean, 10);
+}
+
+// Every case, read whole (compiled text, dump and log): exactly the expected
+// findings, nothing not understood, every logged rematerialization found.
+TEST(AuditFixtures, EachCaseReportsWhatItShould) {
+  for (const auto& c : Manifest()["cases"]) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    const AuditReport r = AuditOk(Inputs(name, true, true, true));
+    const auto& want = c["expect"]["findings"];
+    ASSERT_EQ(r.findings.size(), want.size()) << Describe(r);
+    for (size_t k = 0; k < want.size(); ++k) {
+      const AuditFinding& f = r.findings[k];
+      EXPECT_EQ(AuditKindName(f.kind), want[k]["kind"].get<std::string>());
+      EXPECT_EQ(f.from, want[k]["from"].get<std::string>());
+      EXPECT_EQ(f.to, want[k]["to"].get<std::string>());
+      EXPECT_EQ(f.xla_max_recv_bytes, want[k]["xla"].get<int64_t>());
+      EXPECT_EQ(f.reshard_max_recv_bytes, want[k]["reshard"].get<int64_t>());
+      EXPECT_EQ(f.logged, want[k]["logged"].get<bool>());
+      EXPECT_FALSE(f.estimated);
+      EXPECT_GT(f.xla_max_recv_bytes, f.lower_bound_max_recv_bytes);
+    }
+    EXPECT_EQ(r.reshards, c["expect"]["reshards"].get<int64_t>()) << Describe(r);
+    EXPECT_TRUE(r.not_understood.empty()) << Describe(r);
+    bool not_followed = false;
+    for (const std::string& n : r.notes) not_followed = not_followed || n.find("not followed") != std::string::npos;
+    EXPECT_EQ(not_followed, !c["expect"]["followed"].get<bool>()) << Describe(r);
+    EXPECT_EQ(r.log_lines, static_cast<int64_t>(c["logged_rematerializations"].size()));
+    int logged = 0;
+    for (const AuditFinding& f : r.findings) logged += f.logged;
+    EXPECT_EQ(logged, static_cast<int>(c["logged_rematerializations"].size()));
+  }
+}
+
+// XLA's side of a reshard is what the independent Python reader counts when the
+// module has no other collectives; where no finding is made, the reshards move
+// no more than reshard's plan.
+TEST(AuditFixtures, BytesAgreeWithHloBytesPy) {
+  for (const auto& c : Manifest()["cases"]) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    const AuditReport r = AuditOk(Inputs(name, false, true, false), /*all=*/true);
+    int64_t sum = 0;
+    for (const AuditFinding& f : r.findings) {
+      sum += f.xla_max_recv_bytes;
+      if (f.kind == AuditKind::kNone) {
+        EXPECT_LE(f.xla_max_recv_bytes, f.reshard_max_recv_bytes);
+      }
+    }
+    const bool alone = r.findings.size() == 1 && r.modules.size() == 1 &&
+                       r.modules[0].collectives == static_cast<int64_t>(r.findings[0].xla_collectives.size());
+    if (alone) {
+      EXPECT_EQ(sum, c["xla_recv_bytes_all_collectives"].get<int64_t>());
+    }
+  }
+}
+
+// The HLO alone (dump folder or compiled text) finds each logged
+// rematerialization; the log alone estimates it with the logged shardings.
+TEST(AuditFixtures, HloAloneAndLogAlone) {
+  for (const auto& c : Manifest()["cases"]) {
+    const auto& logged = c["logged_rematerializations"];
+    if (logged.empty()) continue;
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    const AuditReport dump = AuditOk(Inputs(name, false, true, false));
+    ASSERT_EQ(dump.findings.size(), 1u) << Describe(dump);
+    EXPECT_EQ(dump.findings[0].xla_max_recv_bytes, c["expect"]["findings"][0]["xla"].get<int64_t>());
+    const AuditReport log = AuditOk(Inputs(name, false, false, true));
+    ASSERT_EQ(log.findings.size(), logged.size()) << Describe(log);
+    EXPECT_TRUE(log.findings[0].estimated);
+    EXPECT_EQ(log.findings[0].from, logged[0]["from"].get<std::string>());
+    EXPECT_EQ(log.findings[0].to, logged[0]["to"].get<std::string>());
+    EXPECT_EQ(log.findings[0].instruction, logged[0]["instruction"].get<std::string>());
+  }
+}
+
+TEST(AuditFixtures, TheCanonicalCase) {
+  const AuditReport r = AuditOk(Inputs("canonical_jit", false, true, false));
+  ASSERT_EQ(r.findings.size(), 1u);
+  const AuditFinding& f = r.findings[0];
+  EXPECT_EQ(f.kind, AuditKind::kFullRematerialization);
+  EXPECT_EQ(f.xla_max_recv_bytes, 14336);
+  EXPECT_EQ(f.reshard_max_recv_bytes, 1792);
+  EXPECT_EQ(f.reshard_collectives, std::vector<std::string>{"all-to-all"});
+  ASSERT_EQ(f.xla_collectives.size(), 2u);
+  EXPECT_EQ(f.xla_collectives[0].op, "all-gather");
+  EXPECT_EQ(f.xla_collectives[1].op, "all-gather");
+}
+
+}  // namespace
+}  // namespace reshard

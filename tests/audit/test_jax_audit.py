@@ -1,0 +1,62 @@
+"""python/reshard/audit.py in real JAX 0.10.2: the canonical case, and a case XLA does well.
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=8 RESHARD_CLI=build/reshard \
+        .venv/bin/python -m pytest -q tests/audit/test_jax_audit.py
+
+The module is loaded from its file, so the test needs the CLI but not the
+compiled Python extension of the reshard package.
+"""
+import importlib.util
+import os
+
+import pytest
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+_spec = importlib.util.spec_from_file_location("reshard_audit", os.path.join(ROOT, "python", "reshard", "audit.py"))
+reshard_audit = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(reshard_audit)
+
+CLI = os.environ.get("RESHARD_CLI", os.path.join(ROOT, "build", "reshard"))
+pytestmark = pytest.mark.skipif(not os.path.exists(CLI), reason="no reshard CLI at %s" % CLI)
+
+
+def mesh():
+    return Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+
+def test_canonical_case():
+    m = mesh()
+    f = jax.jit(lambda v: v * 2, in_shardings=NamedSharding(m, P("y", None, "x")),
+                out_shardings=NamedSharding(m, P(None, ("x", "y"), None)))
+    report = reshard_audit.audit(f, jax.ShapeDtypeStruct((16, 16, 16), jnp.float32), cli=CLI)
+    assert report["totals"]["findings"] == 1, report
+    finding = report["findings"][0]
+    assert finding["kind"] == "full-rematerialization"
+    assert finding["from"] == "{devices=[2,1,4]<=[4,2]T(1,0)}"
+    assert finding["to"] == "{devices=[1,8,1]<=[8]}"
+    assert finding["xla"]["max_recv_bytes"] == 14336
+    assert finding["reshard"]["max_recv_bytes"] == 1792
+    assert finding["reshard"]["collectives"] == ["all-to-all"]
+    assert report["not_understood"] == []
+
+
+def test_no_finding_at_the_lower_bound():
+    m = mesh()
+    f = jax.jit(lambda v: v + 1, in_shardings=NamedSharding(m, P("x", None)), out_shardings=NamedSharding(m, P()))
+    report = reshard_audit.audit(f, jax.ShapeDtypeStruct((16, 16), jnp.float32), cli=CLI, all_reshards=True)
+    assert report["totals"]["findings"] == 0
+    assert [x["kind"] for x in report["findings"]] == ["none"]
+
+
+def test_needs_a_jitted_function():
+    with pytest.raises(TypeError):
+        reshard_audit.audit(lambda v: v, 1, cli=CLI)

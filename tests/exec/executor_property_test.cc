@@ -1,0 +1,126 @@
+// Property test: the in-process executor runs random plans exactly. Every
+// plan is compiled to the flat program (bounds-checked), its coverage
+// checked (every output element of every step written once), and executed
+// with tagged data, each step's result compared element by element.
+// Generators: random layouts in every notation (tests/testing), through
+// the exchange and through the planner; and random named pairs (the
+// collective-plan property test's generator, repeated here) through the
+// planner, so structured steps (all-to-all, all-gather, permute, slice) run.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "reshard/device_program.h"
+#include "reshard/exec_checker.h"
+#include "reshard/named_sharding.h"
+#include "reshard/notation.h"
+#include "reshard/planner.h"
+#include "testing/random_layouts.h"
+
+namespace reshard {
+namespace {
+
+constexpr DType kDTypes[] = {DType::kU8, DType::kBF16, DType::kF32, DType::kF64, DType::kC128};
+
+void ExpectExact(const PlanProgram& p, const std::string& what) {
+  for (Transport transport : {Transport::kStaged, Transport::kDirect}) {
+    Result<CheckReport> r = RunChecked(p, 2, transport);
+    ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+    EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
+    int64_t target = 0;
+    for (int64_t d : p.target().devices()) target += p.target().LocalBytes(d);
+    EXPECT_EQ(r->elements_checked * p.element_bytes(), target) << what;
+  }
+}
+
+TEST(ExecutorProperty, RandomLayoutsEveryNotation) {
+  std::mt19937_64 rng(7);
+  int steps = 0;
+  for (int iter = 0; iter < 600; ++iter) {
+    const std::vector<int64_t> shape = testing::RandomShape(rng, 3, 512);
+    const Mesh src_mesh = testing::RandomMesh(rng);
+    const Mesh dst_mesh = iter % 3 == 0 ? testing::RandomMesh(rng, iter % 5) : src_mesh;
+    const testing::RandomLayout a = testing::RandomLayoutText(rng, shape, src_mesh);
+    const testing::RandomLayout b = testing::RandomLayoutText(rng, shape, dst_mesh);
+    const DType dtype = kDTypes[iter % 5];
+    const std::string what = "iter " + std::to_string(iter) + ": " + a.text + " -> " + b.text;
+    Result<ParsedLayout> src = ParseLayout(a.text, shape, dtype, a.mesh);
+    Result<ParsedLayout> dst = ParseLayout(b.text, shape, dtype, b.mesh);
+    ASSERT_TRUE(src.ok() && dst.ok()) << what;
+    Result<Exchange> ex = Exchange::Create(src->layout, dst->layout);
+    ASSERT_TRUE(ex.ok()) << what;
+    Result<PlanProgram> p = PlanProgram::Compile(*ex);
+    ASSERT_TRUE(p.ok()) << what << ": " << p.status();
+    ExpectExact(*p, "exchange " + what);
+    PlannerOptions o;
+    o.meshes = {src_mesh, dst_mesh};
+    Result<PlanResult> planned = PlanReshard(src->layout, dst->layout, o);
+    ASSERT_TRUE(planned.ok()) << what << ": " << planned.status();
+    Result<PlanProgram> pp = PlanProgram::Compile(planned->plan);
+    ASSERT_TRUE(pp.ok()) << what << ": " << pp.status();
+    steps += static_cast<int>(planned->plan.steps().size());
+    ExpectExact(*pp, "plan " + what);
+  }
+  EXPECT_GT(steps, 300);
+}
+
+// The named-pair generator of tests/property/collective_plan_property_test.cc.
+Mesh RandomNamedMesh(std::mt19937_64& rng) {
+  const int axes = 1 + static_cast<int>(rng() % 3);
+  std::vector<Mesh::Axis> a;
+  int64_t n = 1;
+  for (int i = 0; i < axes; ++i) {
+    const int64_t size = std::vector<int64_t>{1, 2, 2, 3, 4}[rng() % 5];
+    if (n * size > 16) break;
+    a.push_back({std::string(1, static_cast<char>('x' + i)), size});
+    n *= size;
+  }
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
+  if (rng() % 3 == 0) std::shuffle(ids.begin(), ids.end(), rng);
+  return Mesh::Create(a, ids).value();
+}
+
+NamedSharding RandomSpec(std::mt19937_64& rng, const Mesh& mesh, size_t rank) {
+  std::vector<NamedSharding::Dim> dims(rank);
+  std::vector<int64_t> order(mesh.num_axes());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int64_t a : order) {
+    const size_t slot = rng() % (rank + 1);
+    if (slot < rank) dims[slot].axes.push_back(AxisRef{a, 1, 0});
+  }
+  return NamedSharding::Create(mesh, dims).value();
+}
+
+TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
+  std::mt19937_64 rng(20261130);
+  std::map<StepOp, int> seen;
+  for (int iter = 0; iter < 800; ++iter) {
+    const Mesh mesh = RandomNamedMesh(rng);
+    const size_t rank = 1 + rng() % 3;
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+    const DType dtype = kDTypes[iter % 5];
+    const NamedSharding s = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
+    const Layout src = s.ToLayout(shape, dtype).value(), dst = t.ToLayout(shape, dtype).value();
+    for (PlanTarget target : {PlanTarget::kAny, PlanTarget::kJaxCpu}) {
+      PlannerOptions o;
+      o.meshes = {mesh};
+      o.target = target;
+      Result<PlanResult> planned = PlanReshard(src, dst, o);
+      ASSERT_TRUE(planned.ok()) << planned.status();
+      for (const PlanStep& st : planned->plan.steps()) ++seen[st.op];
+      Result<PlanProgram> p = PlanProgram::Compile(planned->plan);
+      ASSERT_TRUE(p.ok()) << p.status();
+      ExpectExact(*p, "iter " + std::to_string(iter) + " over " + mesh.ToString());
+    }
+  }
+  EXPECT_GT(seen[StepOp::kAllToAll], 100);
+  EXPECT_GT(seen[StepOp::kAllGather], 50);
+  EXPECT_GT(seen[StepOp::kCollectivePermute], 10);
+  EXPECT_GT(seen[StepOp::kSlice], 50);
+}
+
+}  // namespace
+}  // namespace reshard

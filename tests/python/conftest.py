@@ -1,0 +1,31 @@
+"""pytest setup for the Python package's tests: 8 host CPU devices, the import path, the summary.
+
+RESHARD_PY_SUMMARY=path writes the byte comparison of test_reshard_random.py (cases strictly
+better / equal / worse than with_sharding_constraint) as JSON; the counts are printed either way.
+"""
+import json
+import os
+import sys
+
+# XLA reads this once, when jax first initializes its backend.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    import cases
+    s = cases.summary()
+    if not s["cases"]:
+        return
+    line = ("reshard.jax vs with_sharding_constraint, bytes into each device: %d cases, %d strictly better, "
+            "%d equal, %d worse (%d uneven, %d with a replicated side; reshard's plan used in %d)" %
+            (s["cases"], s["better"], s["equal"], s["worse"], s["uneven"], s["replicated"], s["choices"].get("reshard", 0)))
+    terminalreporter.write_line(line)
+    path = os.environ.get("RESHARD_PY_SUMMARY")
+    if path:
+        with open(path, "w") as f:
+            json.dump(s, f, indent=1, default=str)
+        terminalreporter.write_line("summary written to %s" % path)

@@ -1,0 +1,145 @@
+"""reshard.jax's entry points beyond the canonical case: sources, fallbacks, caching, errors."""
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax._src.sharding_impls import GSPMDSharding
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+import cases
+import reshard.jax as rj
+
+wsc = jax.lax.with_sharding_constraint
+
+
+def _mesh(ids=range(8), shape=(4, 2), names=("x", "y")):
+    return cases.make_mesh([jax.devices()[i] for i in ids], shape, names)
+
+
+def _x(shape, sharding):
+    return jax.device_put(np.arange(np.prod(shape), dtype=np.float32).reshape(shape), sharding)
+
+
+def test_traced_value_needs_a_source():
+    mesh = _mesh()
+    x = _x((8, 8), NamedSharding(mesh, P("x")))
+    with pytest.raises(ValueError, match="pass source="):
+        jax.jit(lambda a: rj.reshard(a, NamedSharding(mesh, P(None, "x"))))(x)
+
+
+def test_partition_spec_needs_a_mesh():
+    x = _x((8, 8), NamedSharding(_mesh(), P("x")))
+    with pytest.raises(ValueError, match="needs a mesh"):
+        rj.reshard(x, P(None, "x"))
+    with pytest.raises(TypeError):
+        rj.reshard(x, "P(None, 'x')")
+
+
+def test_cache_and_nothing_better_than_xla():
+    """P('x', None) -> P(None, None): one all-gather either way; reshard says so and uses XLA's."""
+    rj.clear_cache()
+    mesh = _mesh()
+    src, dst = NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P(None, None))
+    x = _x((8, 4), src)
+    f = jax.jit(lambda a: rj.reshard(a, dst, source=src))
+    y = f(x)
+    assert np.array_equal(np.asarray(y), np.asarray(x))
+    e = rj.explain(x, dst)
+    assert e.choice == "xla" and "nothing better" in e.reason and e.xla_bytes == e.reshard_bytes == 96
+    assert "choice: with_sharding_constraint" in str(e)
+    info = rj.cache_info()
+    assert info["size"] == 1 and info["misses"] == 1 and info["hits"] >= 1
+
+
+def test_equal_layouts_move_nothing():
+    mesh = _mesh()
+    s = NamedSharding(mesh, P("x", "y"))
+    x = _x((8, 4), s)
+    # the same layout stated another way: a size-1 axis changes nothing
+    other = NamedSharding(_mesh(shape=(4, 2, 1), names=("x", "y", "z")), P("x", ("y", "z")))
+    assert rj.explain(x, other).choice == "none"
+    assert rj.reshard(x, other) is x
+    assert np.array_equal(np.asarray(jax.jit(lambda a: rj.reshard(a, other, source=s))(x)), np.asarray(x))
+
+
+def test_other_devices_use_device_put():
+    """Source on devices 0-3, target on 4-7: no jitted program spans both; jax.device_put moves it."""
+    src = NamedSharding(_mesh(range(4), (4,), ("x",)), P("x"))
+    dst = NamedSharding(_mesh(range(4, 8), (2, 2), ("a", "b")), P(("b", "a")))
+    x = _x((8,), src)
+    e = rj.explain(x, dst)
+    assert e.choice == "device_put", str(e)
+    y = rj.reshard(x, dst)
+    assert np.array_equal(np.asarray(y), np.asarray(x)) and y.sharding.is_equivalent_to(dst, 1)
+
+
+def test_other_device_order_uses_device_put():
+    """The same devices in another order: JAX runs no jitted program over both."""
+    src = NamedSharding(_mesh(range(8), (8,), ("x",)), P("x"))
+    dst = NamedSharding(_mesh((3, 1, 7, 4, 2, 0, 5, 6), (8,), ("x",)), P("x"))
+    x = _x((16,), src)
+    assert rj.explain(x, dst).choice == "device_put"
+    y = rj.reshard(x, dst)
+    assert np.array_equal(np.asarray(y), np.asarray(x)) and y.sharding.is_equivalent_to(dst, 1)
+
+
+def test_other_mesh_same_devices_inside_jit():
+    """Another mesh over the same device list (8 devices as x=8 and as a=2,b=4) plans over one mesh."""
+    src = NamedSharding(_mesh(range(8), (8,), ("x",)), P(None, "x"))
+    dst = NamedSharding(_mesh(range(8), (2, 4), ("a", "b")), P(("b", "a"), None))
+    x = _x((16, 16), src)
+    e = rj.explain(x, dst)
+    assert e.choice == "reshard" and e.reshard_bytes < e.xla_bytes, str(e)
+    y = jax.jit(lambda a: rj.reshard(a, dst, source=src))(x)
+    assert np.array_equal(np.asarray(y), np.asarray(x)) and y.sharding.is_equivalent_to(dst, 2)
+
+
+def test_other_sharding_types():
+    mesh = _mesh()
+    src = NamedSharding(mesh, P("y", None, "x"))
+    dst = NamedSharding(mesh, P(None, ("x", "y"), None))
+    g = GSPMDSharding(dst._device_assignment, dst._to_xla_hlo_sharding(3))
+    x = _x((16, 16, 16), src)
+    e = rj.explain(x, g)
+    assert e.choice == "reshard" and e.reshard_bytes == 1792, str(e)
+    y = jax.jit(lambda a: rj.reshard(a, g, source=src))(x)
+    assert np.array_equal(np.asarray(y), np.asarray(x)) and y.sharding.is_equivalent_to(dst, 3)
+
+
+def test_uneven_inside_jit_and_refused_outside():
+    mesh = _mesh(range(4), (4,), ("x",))
+    src, dst = NamedSharding(mesh, P(None, "x")), NamedSharding(mesh, P("x", None))
+    x6 = _x((6, 8), src)  # 8 columns split 4 ways: even; 6 rows split 4 ways: not
+    with pytest.raises(ValueError, match="evenly"):
+        rj.reshard(x6, dst)
+    y = jax.jit(lambda a: wsc(jnp.pad(rj.reshard(a, dst, source=src), [(0, 2), (0, 0)]), dst),
+                out_shardings=dst)(x6)
+    assert np.array_equal(np.asarray(y)[:6], np.asarray(x6))
+
+
+def test_explicit_axes_use_jax_reshard():
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    src, dst = NamedSharding(mesh, P("x", "y")), NamedSharding(mesh, P("y", "x"))
+    x = _x((8, 8), src)
+    y = jax.jit(lambda a: rj.reshard(a, dst))(x)  # the type carries the source: no source= needed
+    assert np.array_equal(np.asarray(y), np.asarray(x)) and y.sharding.is_equivalent_to(dst, 2)
+    assert rj.explain(x, dst).choice == "jax.sharding.reshard"
+    y2 = rj.reshard(x, dst)
+    assert np.array_equal(np.asarray(y2), np.asarray(x))
+
+
+def test_host_data_is_placed():
+    dst = NamedSharding(_mesh(), P("x"))
+    y = rj.reshard(np.ones((8, 2), np.float32), dst)
+    assert y.sharding.is_equivalent_to(dst, 2) and float(y.sum()) == 16.0
+
+
+def test_context_mesh_with_other_axis_names():
+    """The plan's shard_map runs over its own mesh even under jax.set_mesh of another mesh."""
+    mesh = _mesh()
+    src, dst = NamedSharding(mesh, P("y", None, "x")), NamedSharding(mesh, P(None, ("x", "y"), None))
+    x = _x((16, 16, 16), src)
+    with jax.set_mesh(_mesh(names=("a", "b"))):
+        y = jax.jit(lambda a: rj.reshard(a, dst, source=src))(x)
+    assert np.array_equal(np.asarray(y), np.asarray(x))
