@@ -74,10 +74,11 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 import reshard as _reshard
 from reshard import hlo_bytes
+from reshard.audit import audit
 
 __all__ = [
     "mesh_of", "named_sharding_of", "layout_of", "hlo_sharding_text", "reshard", "explain",
-    "Explanation", "cache_info", "clear_cache", "planning_backend",
+    "Explanation", "cache_info", "clear_cache", "planning_backend", "audit",
 ]
 
 _wsc = jax.lax.with_sharding_constraint

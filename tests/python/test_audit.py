@@ -1,12 +1,6 @@
-"""python/reshard/audit.py in real JAX 0.10.2: the canonical case, and a case XLA does well.
-
-    XLA_FLAGS=--xla_force_host_platform_device_count=8 RESHARD_CLI=build/reshard \
-        .venv/bin/python -m pytest -q tests/audit/test_jax_audit.py
-
-The module is loaded from its file, so the test needs the CLI but not the
-compiled Python extension of the reshard package.
+"""reshard.jax.audit in real JAX 0.10.2: the canonical case, and a case XLA does well.
+It runs `reshard audit` through the CLI ($RESHARD_CLI, default build/reshard).
 """
-import importlib.util
 import os
 
 import pytest
@@ -20,13 +14,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-_spec = importlib.util.spec_from_file_location("reshard_audit", os.path.join(ROOT, "python", "reshard", "audit.py"))
-reshard_audit = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reshard_audit)
+import reshard.jax as reshard_audit  # noqa: E402 (audit is reshard.jax.audit)
 
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CLI = os.environ.get("RESHARD_CLI", os.path.join(ROOT, "build", "reshard"))
-pytestmark = pytest.mark.skipif(not os.path.exists(CLI), reason="no reshard CLI at %s" % CLI)
 
 
 def mesh():
