@@ -127,3 +127,6 @@ if(Python3_FOUND AND NOT RESHARD_SANITIZE)
   set_tests_properties(memory.show_json memory.plan_json memory.plan_json_transfers memory.plan_json_block_cyclic
                        memory.plan_json_transfers_replicated PROPERTIES RUN_SERIAL TRUE TIMEOUT 120)
 endif()
+# Issue 10: the int64-overflow message names the layouts' own device counts.
+cli_test(overflow_names_device_counts "too large for its byte counts over 4 source and 4 target devices"
+         ${R} plan --shape 1152921504606846976 --mesh x=4 --from "P('x')" --to "P()")
