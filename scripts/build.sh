@@ -14,4 +14,6 @@ case "$flavour" in
   *) echo "usage: $0 [release|asan|fuzz]" >&2; exit 2 ;;
 esac
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
-cmake --build "$dir" -j "$jobs"
+targets=()
+[ "$flavour" = fuzz ] && targets=(--target fuzzers)  # the fuzzers and what they link, nothing else
+cmake --build "$dir" -j "$jobs" "${targets[@]}"
