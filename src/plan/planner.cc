@@ -344,13 +344,21 @@ class NamedPlanner {
       const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
       return std::make_pair(std::min(coord * c, extent), std::min((coord + 1) * c, extent));
     };
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> target_boxes;  // per sample, per dim
+    for (int64_t pos : sample) {
+      target_boxes.emplace_back();
+      for (size_t d = 0; d < pm_.target.size(); ++d) target_boxes.back().push_back(box(pm_.target, pos, d));
+    }
+    std::unordered_map<std::string, int64_t> memo;  // a state is relaxed many times
     auto remaining = [&](const AxisLists& s) {
+      auto [hit, fresh] = memo.try_emplace(StateKey(s), 0);
+      if (!fresh) return hit->second;
       int64_t missing = 0;
-      for (int64_t pos : sample) {
+      for (size_t i = 0; i < sample.size(); ++i) {
         int64_t want = 1, have = 1;
         for (size_t d = 0; d < s.size(); ++d) {
-          const auto [tl, th] = box(pm_.target, pos, d);
-          const auto [sl, sh] = box(s, pos, d);
+          const auto [tl, th] = target_boxes[i][d];
+          const auto [sl, sh] = box(s, sample[i], d);
           want *= th - tl;
           have *= std::max<int64_t>(0, std::min(th, sh) - std::max(tl, sl));
         }
@@ -360,12 +368,13 @@ class NamedPlanner {
       std::vector<bool> used(ctx_.axis_sizes.size(), false);
       for (const auto& l : s)
         for (int32_t a : l) used[a] = true;
-      for (size_t d = 0; d < s.size(); ++d) {
-        if (!IsPrefix(s[d], pm_.target[d])) return std::max(latency_ps, transfer_ps);
-        for (size_t i = s[d].size(); i < pm_.target[d].size(); ++i)
-          if (used[pm_.target[d][i]]) return std::max(latency_ps, transfer_ps);
+      bool slices_suffice = true;
+      for (size_t d = 0; d < s.size() && slices_suffice; ++d) {
+        slices_suffice = IsPrefix(s[d], pm_.target[d]);
+        for (size_t i = s[d].size(); slices_suffice && i < pm_.target[d].size(); ++i)
+          slices_suffice = !used[pm_.target[d][i]];
       }
-      return transfer_ps;
+      return hit->second = slices_suffice ? transfer_ps : std::max(latency_ps, transfer_ps);
     };
     using Entry = std::tuple<Cost, Cost, int>;  // (estimate, cost so far, node)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
