@@ -105,6 +105,9 @@ Status CheckCoverage(const PlanProgram& program) {
               off += (rem % c.count) * c.dst_stride;
               rem /= c.count;
             }
+            if (off < 0 || off + op.run_bytes > dp.output_bytes)
+              return Status::InvalidArgument(fmt::format("step {}: device {} writes bytes [{}, {}) of a {}-byte output",
+                                                         si, dp.device, off, off + op.run_bytes, dp.output_bytes));
             for (int64_t b = off; b < off + op.run_bytes; b += eb)
               writes[b / eb] = static_cast<uint8_t>(std::min(writes[b / eb] + 1, 255));
           }
