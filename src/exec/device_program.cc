@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "exec/block_copy.h"  // StagingShape
+
 namespace reshard {
 namespace {
 
@@ -43,16 +45,6 @@ std::vector<std::vector<DimRun>> Runs(const ExchangePlan& plan, const Transfer& 
     }
   }
   return runs;
-}
-
-std::vector<int64_t> StagingShape(const ExchangePlan& plan, const Transfer& t) {
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < plan.source().rank(); ++d) {
-    int64_t n = 0;
-    for (const Segment& s : plan.Segments(t, d)) n += s.length;
-    shape.push_back(n);
-  }
-  return shape;
 }
 
 // Adds the cross product of `runs` as boxes.
