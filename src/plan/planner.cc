@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -305,6 +306,200 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
   return out;
 }
 
+// The A* bound: a lower bound on the time still to come from a state, the
+// largest of
+//   - one step latency, unless slices alone reach the target;
+//   - over 64 evenly spaced devices, the bytes a device still lacks of its
+//     target shard (its target box less its overlap with the box it holds)
+//     at the fastest link's rate;
+//   - on nodes:K where a node is exactly the plan mesh's minor pieces (an
+//     iota mesh cut at the node boundary), over the nodes of those devices,
+//     the bytes a node lacks (what its devices need of their target shards
+//     and no device of the node holds) over its K network links, plus one
+//     step latency if it lacks any.
+// Each is consistent, so the first complete plan taken from the queue is the
+// cheapest the search can reach: a step's receives add at most what they
+// bring to a device's overlap; a slice never makes the target need less; a
+// node gains at most what its devices receive from other nodes, and a step
+// takes at least as long as each of them receives, since with nodes as whole
+// pieces every device of a group sees the same links and group steps are
+// priced exactly for each. The last term is why nodes:K searches stay small:
+// links inside a node are far faster than between nodes, so the bytes a
+// device lacks bound little there.
+//
+// A state's boxes are per-dim products, and a node's holdings and needs too
+// (it is a product of pieces, each in one dim), so overlaps are kept per dim
+// and list of pieces: states share most of their dims.
+class SearchBound {
+ public:
+  SearchBound(const PlanContext& ctx, const AxisLists& target) : ctx_(ctx), target_(target) {
+    const Topology& topo = *ctx.topology;
+    latency_ps_ = Picoseconds(topo.step_latency_us());
+    fastest_ = topo.FastestBytesPerUs();
+    const int64_t n = ctx.num_devices();
+    for (int64_t i = 0, k = std::min<int64_t>(64, n); i < k; ++i) {
+      const int64_t pos = i * n / k;
+      Sample sample{pos, {}, 1};
+      for (size_t d = 0; d < target.size(); ++d) {
+        sample.target.push_back(Box(target[d], pos, d));
+        sample.volume *= sample.target.back().second - sample.target.back().first;
+      }
+      samples_.push_back(std::move(sample));
+    }
+    if (topo.kind() != Topology::Kind::kNodes || topo.Uniform() || !ctx.plan_mesh->mesh.is_iota()) return;
+    const int64_t k = topo.devices_per_node();
+    int64_t span = 1;
+    size_t first = ctx.axis_sizes.size();
+    while (first > 0 && span < k) span *= ctx.axis_sizes[--first];
+    if (span != k) return;
+    first_inside_ = first;
+    node_rate_ = static_cast<double>(k) * topo.network().bytes_per_us;
+    for (const Sample& sample : samples_) {
+      const int64_t base = sample.pos / k * k;
+      if (!nodes_.empty() && nodes_.back().base == base) continue;
+      NodeNeeds node{base, {}, 1};
+      for (size_t d = 0; d < target.size(); ++d) {
+        node.target.push_back(Blocks(target[d], base, d));
+        int64_t length = 0;
+        for (const auto& [lo, hi] : node.target.back()) length += hi - lo;
+        node.volume *= length;
+      }
+      nodes_.push_back(std::move(node));
+    }
+  }
+
+  int64_t Remaining(const AxisLists& s) {
+    const std::vector<const DimOverlaps*>& dims = Overlaps(s);
+    int64_t missing = 0;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      int64_t have = 1;
+      for (const DimOverlaps* o : dims) have *= o->device[i];
+      missing = std::max(missing, samples_[i].volume - have);
+    }
+    const int64_t transfer_ps =
+        std::max(Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / fastest_), NodeRemaining(dims));
+    std::vector<bool> used(ctx_.axis_sizes.size(), false);
+    for (const auto& l : s)
+      for (int32_t a : l) used[a] = true;
+    bool slices_suffice = true;
+    for (size_t d = 0; d < s.size() && slices_suffice; ++d) {
+      slices_suffice = IsPrefix(s[d], target_[d]);
+      for (size_t i = s[d].size(); slices_suffice && i < target_[d].size(); ++i) slices_suffice = !used[target_[d][i]];
+    }
+    return slices_suffice ? transfer_ps : std::max(latency_ps_, transfer_ps);
+  }
+
+  // The node term alone (0 where it does not apply): a bound on any step
+  // straight to the target, the exchange included.
+  int64_t NodeRemaining(const AxisLists& s) { return NodeRemaining(Overlaps(s)); }
+
+ private:
+  struct Sample {
+    int64_t pos;
+    std::vector<std::pair<int64_t, int64_t>> target;  // per dim
+    int64_t volume;
+  };
+  struct NodeNeeds {
+    int64_t base;  // its first mesh position
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> target;  // per dim, disjoint blocks its devices need
+    int64_t volume;  // elements in their union
+  };
+  // Of one dim split by one list of pieces: per sample, the length of its
+  // target box it holds; per node, of the blocks its devices need.
+  struct DimOverlaps {
+    std::vector<int64_t> device, node;
+  };
+
+  // The overlaps of each dim of s (valid until the next call).
+  const std::vector<const DimOverlaps*>& Overlaps(const AxisLists& s) {
+    dims_.clear();
+    for (size_t d = 0; d < s.size(); ++d) {
+      key_.assign(1, static_cast<char>(d));
+      for (int32_t a : s[d]) key_.push_back(static_cast<char>(a));
+      auto [it, fresh] = cache_.try_emplace(key_);
+      if (fresh) {
+        DimOverlaps& o = it->second;
+        for (const Sample& sample : samples_) {
+          const auto [tl, th] = sample.target[d];
+          const auto [sl, sh] = Box(s[d], sample.pos, d);
+          o.device.push_back(std::max<int64_t>(0, std::min(th, sh) - std::max(tl, sl)));
+        }
+        for (const NodeNeeds& node : nodes_) {
+          int64_t overlap = 0;
+          for (const auto& [lo, hi] : Blocks(s[d], node.base, d))
+            for (const auto& [tl, th] : node.target[d]) overlap += std::max<int64_t>(0, std::min(hi, th) - std::max(lo, tl));
+          o.node.push_back(overlap);
+        }
+      }
+      dims_.push_back(&it->second);
+    }
+    return dims_;
+  }
+
+  int64_t NodeRemaining(const std::vector<const DimOverlaps*>& dims) const {
+    int64_t missing = 0;
+    for (size_t j = 0; j < nodes_.size(); ++j) {
+      int64_t held = 1;
+      for (const DimOverlaps* o : dims) held *= o->node[j];
+      missing = std::max(missing, nodes_[j].volume - held);
+    }
+    if (missing == 0) return 0;
+    return latency_ps_ + Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / node_rate_);
+  }
+
+  // The box of dim d at mesh position pos, split by `pieces`.
+  std::pair<int64_t, int64_t> Box(const std::vector<int32_t>& pieces, int64_t pos, size_t d) const {
+    int64_t k = 1, coord = 0;
+    for (int32_t a : pieces) {
+      k *= ctx_.axis_sizes[a];
+      coord = coord * ctx_.axis_sizes[a] + ctx_.Coordinate(pos, a);
+    }
+    const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
+    return {std::min(coord * c, extent), std::min((coord + 1) * c, extent)};
+  }
+
+  // The blocks of dim d that the devices of the node at `base` hold when
+  // `pieces` split it: their coordinates on pieces across nodes are fixed,
+  // those inside vary. Distinct coordinates give disjoint blocks; empty ones
+  // are dropped. The result lives until the next call.
+  const std::vector<std::pair<int64_t, int64_t>>& Blocks(const std::vector<int32_t>& pieces, int64_t base, size_t d) {
+    int64_t k = 1;
+    for (int32_t a : pieces) k *= ctx_.axis_sizes[a];
+    const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
+    std::vector<int64_t>& coords = coords_;
+    coords.assign(1, 0);
+    for (int32_t a : pieces) {
+      const int64_t size = ctx_.axis_sizes[a];
+      for (int64_t& x : coords) x *= size;
+      if (static_cast<size_t>(a) < first_inside_) {
+        for (int64_t& x : coords) x += ctx_.Coordinate(base, a);
+        continue;
+      }
+      const size_t n = coords.size();
+      for (int64_t v = 1; v < size; ++v)
+        for (size_t i = 0; i < n; ++i) coords.push_back(coords[i] + v);
+    }
+    blocks_.clear();
+    for (int64_t x : coords)
+      if (x * c < extent) blocks_.push_back({x * c, std::min((x + 1) * c, extent)});
+    return blocks_;
+  }
+
+  const PlanContext& ctx_;
+  const AxisLists& target_;
+  int64_t latency_ps_ = 0;
+  double fastest_ = 1, node_rate_ = 1;
+  std::vector<Sample> samples_;
+  size_t first_inside_ = 0;     // pieces from here on lie inside a node
+  std::vector<NodeNeeds> nodes_;  // empty where the node term does not apply
+  std::unordered_map<std::string, DimOverlaps> cache_;
+  // Scratch, kept to spare allocations.
+  std::string key_;
+  std::vector<const DimOverlaps*> dims_;
+  std::vector<int64_t> coords_;
+  std::vector<std::pair<int64_t, int64_t>> blocks_;
+};
+
 class NamedPlanner {
  public:
   NamedPlanner(const PlanMesh& pm, const Layout& source, const Layout& target, const PlannerOptions& o, int64_t cap)
@@ -320,75 +515,34 @@ class NamedPlanner {
       int parent = -1;
       Edge via;
       bool done = false;
+      int64_t bound_ps = 0;
     };
     std::vector<Node> nodes;
     std::unordered_map<std::string, int> index;
-    // A*: the queue orders by cost so far plus a lower bound of what
-    // remains, the larger of: one step latency unless slices alone reach the
-    // target; and, over 64 evenly spaced devices, the bytes a device still
-    // lacks of its target shard (its target box less its overlap with the box
-    // it holds) at the fastest link's rate. Both are consistent: a step's
-    // receives add at most what they bring to a device's overlap, and a slice
-    // never makes the target need less than before.
-    const int64_t latency_ps = Picoseconds(ctx_.topology->step_latency_us());
-    const double fastest = ctx_.topology->FastestBytesPerUs();
-    const int64_t n = ctx_.num_devices();
-    std::vector<int64_t> sample;
-    for (int64_t i = 0, k = std::min<int64_t>(64, n); i < k; ++i) sample.push_back(i * n / k);
-    auto box = [&](const AxisLists& s, int64_t pos, size_t d) {
-      int64_t k = 1, coord = 0;
-      for (int32_t a : s[d]) {
-        k *= ctx_.axis_sizes[a];
-        coord = coord * ctx_.axis_sizes[a] + ctx_.Coordinate(pos, a);
-      }
-      const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
-      return std::make_pair(std::min(coord * c, extent), std::min((coord + 1) * c, extent));
-    };
-    std::vector<std::vector<std::pair<int64_t, int64_t>>> target_boxes;  // per sample, per dim
-    for (int64_t pos : sample) {
-      target_boxes.emplace_back();
-      for (size_t d = 0; d < pm_.target.size(); ++d) target_boxes.back().push_back(box(pm_.target, pos, d));
-    }
-    std::unordered_map<std::string, int64_t> memo;  // a state is relaxed many times
-    auto remaining = [&](const AxisLists& s) {
-      auto [hit, fresh] = memo.try_emplace(StateKey(s), 0);
-      if (!fresh) return hit->second;
-      int64_t missing = 0;
-      for (size_t i = 0; i < sample.size(); ++i) {
-        int64_t want = 1, have = 1;
-        for (size_t d = 0; d < s.size(); ++d) {
-          const auto [tl, th] = target_boxes[i][d];
-          const auto [sl, sh] = box(s, sample[i], d);
-          want *= th - tl;
-          have *= std::max<int64_t>(0, std::min(th, sh) - std::max(tl, sl));
-        }
-        missing = std::max(missing, (want - have) * ctx_.element_bytes);
-      }
-      const int64_t transfer_ps = Picoseconds(static_cast<double>(missing) / fastest);
-      std::vector<bool> used(ctx_.axis_sizes.size(), false);
-      for (const auto& l : s)
-        for (int32_t a : l) used[a] = true;
-      bool slices_suffice = true;
-      for (size_t d = 0; d < s.size() && slices_suffice; ++d) {
-        slices_suffice = IsPrefix(s[d], pm_.target[d]);
-        for (size_t i = s[d].size(); slices_suffice && i < pm_.target[d].size(); ++i)
-          slices_suffice = !used[pm_.target[d][i]];
-      }
-      return hit->second = slices_suffice ? transfer_ps : std::max(latency_ps, transfer_ps);
-    };
+    // A*: the queue orders by cost so far plus SearchBound's lower bound of
+    // what remains, computed once per state.
+    SearchBound bound(ctx_, pm_.target);
     using Entry = std::tuple<Cost, Cost, int>;  // (estimate, cost so far, node)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-    auto relax = [&](int from, const AxisLists& to, Edge e, Cost c) {
-      auto [it, fresh] = index.try_emplace(StateKey(to), static_cast<int>(nodes.size()));
-      if (fresh) nodes.push_back(Node{to, c, from, std::move(e)});
-      else if (nodes[it->second].done || !(c < nodes[it->second].cost)) return;
-      else nodes[it->second] = Node{to, c, from, std::move(e)};
+    auto relax = [&](int from, std::string key, const AxisLists& to, Edge e, Cost c) {
+      auto [it, fresh] = index.try_emplace(std::move(key), static_cast<int>(nodes.size()));
+      if (fresh) {
+        nodes.push_back(Node{to, c, from, std::move(e)});
+        nodes.back().bound_ps = bound.Remaining(to);
+      } else if (nodes[it->second].done || !(c < nodes[it->second].cost)) {
+        return;
+      } else {
+        Node& node = nodes[it->second];
+        node.cost = c;
+        node.parent = from;
+        node.via = std::move(e);
+      }
       Cost estimate = c;
-      estimate.time_ps += remaining(to);
+      estimate.time_ps += nodes[it->second].bound_ps;
       queue.push({estimate, c, it->second});
       if (to == pm_.target) candidates.push_back(Describe(nodes, it->second, "found"));
     };
-    relax(-1, pm_.source, Edge{}, Cost{});
+    relax(-1, StateKey(pm_.source), pm_.source, Edge{}, Cost{});
     const bool structured = options_.strategy != Strategy::kExchange;
     const bool ragged = options_.strategy != Strategy::kCollectives && HasRaggedExchange(options_.target);
     int exchanges_left = options_.strategy == Strategy::kExchange ? 1 : 8;
@@ -412,11 +566,15 @@ class NamedPlanner {
       const AxisLists s = nodes[u].state;
       if (structured)
         for (const AxisLists& v : Neighbours(ctx_, s, pm_.target)) {
+          // A state already expanded has its cheapest cost (the bound is
+          // consistent): no step into it can help, so none is drafted.
+          std::string key = StateKey(v);
+          if (auto it = index.find(key); it != index.end() && nodes[it->second].done) continue;
           std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
           if (!d || d->peak_bytes > cap_) continue;
           Edge e{false, v, *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
           const Cost c = cost + e.cost();
-          relax(u, v, std::move(e), c);
+          relax(u, std::move(key), v, std::move(e), c);
         }
       if (ragged && exchanges_left > 0) {
         --exchanges_left;
@@ -425,7 +583,11 @@ class NamedPlanner {
         ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
         // Padded shards on both sides, plus the staging the exchange needs.
         const int64_t peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + d.max_staging_bytes;
-        Edge e{true, pm_.target, {}, d.time_us, d.max_recv_bytes, peak, d.total_bytes};
+        // Sampled devices may all miss the node that needs most from other
+        // nodes; the exchange takes at least that node's share, and so never
+        // less than the bound the search ordered by.
+        const double time_us = std::max(d.time_us, static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
+        Edge e{true, pm_.target, {}, time_us, d.max_recv_bytes, peak, d.total_bytes};
         candidates.push_back(Price(Path(nodes, u), "") );
         candidates.back().steps.push_back(EdgeText(pm_, s, e));
         candidates.back().time_us += e.time_us;
@@ -434,7 +596,7 @@ class NamedPlanner {
         candidates.back().note = peak <= cap_ ? "priced" : "over the memory cap";
         if (peak <= cap_) {
           const Cost c = cost + e.cost();
-          relax(u, pm_.target, std::move(e), c);
+          relax(u, StateKey(pm_.target), pm_.target, std::move(e), c);
         }
       }
     }
