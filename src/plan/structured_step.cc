@@ -217,6 +217,26 @@ void ScatterLeading(const PlanContext& ctx, ProgramBuilder& b, const std::vector
   b.Slice(to_shard);
 }
 
+// Whether ScatterLeading's transpose moves data rather than only renaming
+// dims (ProgramBuilder::Transpose then emits a transpose): the dims longer
+// than 1 change order.
+bool ScatterTransposes(const PlanContext& ctx, const std::vector<int32_t>& group, const std::vector<DimChange>& changes,
+                       const std::vector<int64_t>& rest) {
+  int64_t last = -1;
+  auto next = [&](int64_t at, int64_t size) {
+    if (size == 1) return false;
+    const bool moved = at < last;
+    last = at;
+    return moved;
+  };
+  for (size_t d = 0; d < rest.size(); ++d) {
+    for (int32_t a : changes[d].removed)
+      if (next(std::find(group.begin(), group.end(), a) - group.begin(), ctx.axis_sizes[a])) return true;
+    if (next(static_cast<int64_t>(group.size() + d), rest[d])) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to, bool detailed) {
@@ -237,7 +257,11 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   const std::vector<int64_t> from_shard = ctx.ShardShape(from), to_shard = ctx.ShardShape(to);
   const int64_t eb = ctx.element_bytes;
   StepDraft draft;
+  // The search's drafts need only the peak of the program's buffers, which
+  // follows from the shapes below; the program is built for the final plan.
   ProgramBuilder b(from_shard, eb, detailed);
+  const int64_t from_bytes = Product(from_shard) * eb, to_bytes = Product(to_shard) * eb;
+  int64_t peak = 0;
 
   bool structured = !both_in_one_dim;
   for (size_t d = 0; d < rank && structured; ++d)
@@ -253,22 +277,46 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     for (size_t d = 0; d < rank; ++d)
       if (!changes[d].added.empty())
         padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added, 0, changes[d].added.size());
-    b.Pad(padded);
-    for (size_t d = 0; d < rank; ++d)
-      if (!changes[d].added.empty()) b.DynamicSlice(static_cast<int64_t>(d), to_shard[d], changes[d].added);
+    if (detailed) {
+      b.Pad(padded);
+      for (size_t d = 0; d < rank; ++d)
+        if (!changes[d].added.empty()) b.DynamicSlice(static_cast<int64_t>(d), to_shard[d], changes[d].added);
+    } else {
+      // The pad, then the first dynamic slice: each later one holds less.
+      const int64_t padded_bytes = Product(padded) * eb;
+      if (padded != from_shard) peak = from_bytes + padded_bytes;
+      for (size_t d = 0; d < rank; ++d)
+        if (!changes[d].added.empty()) {
+          std::vector<int64_t> sliced = padded;
+          sliced[d] = to_shard[d];
+          peak = std::max(peak, padded_bytes + Product(sliced) * eb);
+          break;
+        }
+    }
   } else if (structured && !any_added) {
     draft.op = StepOp::kAllGather;
     draft.group = gathered;
-    std::vector<int64_t> lead = {1};
-    lead.insert(lead.end(), from_shard.begin(), from_shard.end());
-    b.Reshape(lead);
     const int64_t k = AxesProduct(ctx, gathered, 0, gathered.size());
-    ProgramOp ag{ProgramOp::Kind::kAllGather, lead};
-    ag.shape[0] = k;
-    ag.axes = gathered;
-    b.Collective(std::move(ag));
-    ScatterLeading(ctx, b, gathered, changes, from_shard, to_shard);
-    const int64_t m = Product(from_shard) * eb;
+    if (detailed) {
+      std::vector<int64_t> lead = {1};
+      lead.insert(lead.end(), from_shard.begin(), from_shard.end());
+      b.Reshape(lead);
+      ProgramOp ag{ProgramOp::Kind::kAllGather, lead};
+      ag.shape[0] = k;
+      ag.axes = gathered;
+      b.Collective(std::move(ag));
+      ScatterLeading(ctx, b, gathered, changes, from_shard, to_shard);
+    } else {
+      // The gather, ScatterLeading's transpose where it moves data, and its
+      // slice of the padding where there is some.
+      peak = from_bytes + k * from_bytes;
+      if (ScatterTransposes(ctx, gathered, changes, from_shard)) peak = std::max(peak, 2 * k * from_bytes);
+      bool trimmed = false;
+      for (size_t d = 0; d < rank && !trimmed; ++d)
+        trimmed = from_shard[d] * AxesProduct(ctx, changes[d].removed, 0, changes[d].removed.size()) != to_shard[d];
+      if (trimmed) peak = std::max(peak, k * from_bytes + to_bytes);
+    }
+    const int64_t m = from_bytes;
     draft.send_bytes = draft.recv_bytes = (k - 1) * m;
     draft.messages = k - 1;
     draft.time_us = GroupTime(ctx, gathered, m);
@@ -281,30 +329,36 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     for (size_t d = 0; d < rank; ++d)
       if (!changes[d].added.empty())
         padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added, 0, changes[d].added.size());
-    b.Pad(padded);
-    std::vector<int64_t> digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
-    for (size_t d = 0; d < rank; ++d) {
-      for (int32_t a : changes[d].added) {
-        digit_of_axis[a] = static_cast<int64_t>(digits.size());
-        digits.push_back(ctx.axis_sizes[a]);
-      }
-      rest[d] = changes[d].added.empty() ? padded[d] : to_shard[d];
-      rest_digit[d] = static_cast<int64_t>(digits.size());
-      digits.push_back(rest[d]);
-    }
-    b.Reshape(digits);
-    std::vector<int64_t> perm;
-    for (int32_t a : gathered) perm.push_back(digit_of_axis[a]);
-    for (size_t d = 0; d < rank; ++d) perm.push_back(rest_digit[d]);
-    b.Transpose(perm);
+    for (size_t d = 0; d < rank; ++d) rest[d] = changes[d].added.empty() ? padded[d] : to_shard[d];
     const int64_t k = AxesProduct(ctx, gathered, 0, gathered.size());
-    std::vector<int64_t> lead = {k};
-    lead.insert(lead.end(), rest.begin(), rest.end());
-    b.Reshape(lead);
-    ProgramOp a2a{ProgramOp::Kind::kAllToAll, lead};
-    a2a.axes = gathered;
-    b.Collective(std::move(a2a));
-    ScatterLeading(ctx, b, gathered, changes, rest, to_shard);
+    if (detailed) {
+      b.Pad(padded);
+      std::vector<int64_t> digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        for (int32_t a : changes[d].added) {
+          digit_of_axis[a] = static_cast<int64_t>(digits.size());
+          digits.push_back(ctx.axis_sizes[a]);
+        }
+        rest_digit[d] = static_cast<int64_t>(digits.size());
+        digits.push_back(rest[d]);
+      }
+      b.Reshape(digits);
+      std::vector<int64_t> perm;
+      for (int32_t a : gathered) perm.push_back(digit_of_axis[a]);
+      for (size_t d = 0; d < rank; ++d) perm.push_back(rest_digit[d]);
+      b.Transpose(perm);
+      std::vector<int64_t> lead = {k};
+      lead.insert(lead.end(), rest.begin(), rest.end());
+      b.Reshape(lead);
+      ProgramOp a2a{ProgramOp::Kind::kAllToAll, lead};
+      a2a.axes = gathered;
+      b.Collective(std::move(a2a));
+      ScatterLeading(ctx, b, gathered, changes, rest, to_shard);
+    } else {
+      // Every op holds the padded shard in and out at most (the pad and the
+      // final slice less), and the all-to-all does.
+      peak = 2 * Product(padded) * eb;
+    }
     const int64_t m = Product(rest) * eb;  // one chunk
     draft.send_bytes = draft.recv_bytes = (k - 1) * m;
     draft.messages = k - 1;
@@ -344,20 +398,25 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       for (const auto& [s, t] : draft.pairs)
         draft.time_us = std::max(draft.time_us, ctx.topology->MessageTime(mesh.device(s), mesh.device(t), m));
     }
-    ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
-    cp.pairs = draft.pairs;
-    b.Collective(std::move(cp));
+    if (detailed) {
+      ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
+      cp.pairs = draft.pairs;
+      b.Collective(std::move(cp));
+    } else {
+      if (from_shard != to_shard) return std::nullopt;  // as the program's shape check below
+      peak = 2 * from_bytes;
+    }
   } else {
     return std::nullopt;
   }
-  if (b.shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
-  draft.peak_bytes = std::max(b.peak_bytes(), b.Bytes(from_shard) + b.Bytes(to_shard));
+  if (detailed && b.shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
+  draft.peak_bytes = std::max(detailed ? b.peak_bytes() : peak, from_bytes + to_bytes);
   // Local copies as an executor makes them: pack what is sent where it is
   // not one contiguous buffer (an all-to-all's chunks), then lay out the
   // result (not needed where a permute receives straight into it). The
   // exchange is priced the same way, so the two compare on traffic alone.
   const int64_t packed = draft.op == StepOp::kAllToAll ? draft.send_bytes : 0;
-  const int64_t laid_out = draft.op == StepOp::kCollectivePermute ? 0 : b.Bytes(to_shard);
+  const int64_t laid_out = draft.op == StepOp::kCollectivePermute ? 0 : to_bytes;
   draft.time_us += ctx.topology->CopyTime(packed + laid_out);
   if (IsCollective(draft.op)) draft.time_us += ctx.topology->step_latency_us();
   draft.program = b.TakeOps();

@@ -67,8 +67,9 @@ struct StepDraft {
 };
 
 // The single structured step from `from` to `to`, if one exists.
-// `detailed` = false skips what only the final plan needs (a permute's pairs;
-// its time is then priced at the network link, an upper estimate).
+// `detailed` = false skips what only the final plan needs: the program (its
+// peak is worked out from the shapes alone) and a permute's pairs (its time
+// is then priced at the network link, an upper estimate).
 std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
                                    bool detailed = true);
 
