@@ -2,7 +2,8 @@
 # Installs what reshard builds and tests with (Debian 12), only where missing.
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libcli11-dev libfmt-dev nlohmann-json3-dev python3)
+          libcli11-dev libfmt-dev nlohmann-json3-dev python3
+          libopenmpi-dev openmpi-bin libscalapack-openmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -84,6 +84,8 @@ struct DeviceProgram {
   // one-sided or shared-memory transport reads).
   std::vector<int64_t> recv_peer_offset;
   CopyProgram pack;    // input buffer -> send buffer
+  // pack.ops[pack_begin[m], pack_begin[m+1]) fill sent message m.
+  std::vector<int32_t> pack_begin;
   CopyProgram unpack;  // receive buffer -> output buffer
   CopyProgram local;   // input buffer -> output buffer
   // unpack.ops[unpack_begin[m], unpack_begin[m+1]) read received message m.
@@ -94,6 +96,41 @@ struct DeviceProgram {
   // one, direct.ops[direct_begin[m], direct_begin[m+1]).
   CopyProgram direct;
   std::vector<int32_t> direct_begin;
+};
+
+// How a device's local buffer is laid out in memory. The layouts' local
+// buffers are row-major and tight; an HPC code may hold its own arrays
+// column-major (Fortran order, as ScaLAPACK holds a local matrix) and with a
+// leading dimension larger than the contiguous extent. `leading_dim` is the
+// element stride of the dim next to the contiguous one (dim 1 column-major,
+// dim rank-2 row-major); 0 means tight. Example: a [5,3] local matrix
+// column-major with leading_dim 8 has element strides {1, 8} and fills
+// 8 * 3 elements.
+struct BufferFormat {
+  enum class Order { kRowMajor, kColumnMajor };
+  Order order = Order::kRowMajor;
+  int64_t leading_dim = 0;
+
+  static BufferFormat ColumnMajor(int64_t leading_dim = 0) { return {Order::kColumnMajor, leading_dim}; }
+  bool tight_row_major() const { return order == Order::kRowMajor && leading_dim == 0; }
+  // Element strides of a buffer of `shape` in this format.
+  std::vector<int64_t> Strides(std::span<const int64_t> shape) const;
+  // The buffer's size: its outermost stride times that dim's extent (0 when
+  // any extent is 0). InvalidArgument when leading_dim is below the
+  // contiguous extent.
+  Result<int64_t> Bytes(std::span<const int64_t> shape, int64_t element_bytes) const;
+  friend bool operator==(const BufferFormat&, const BufferFormat&) = default;
+};
+
+struct CompileOptions {
+  // >= 0: compile only this device's part (the other devices' programs are
+  // empty), built from Exchange::DevicePlan, so its cost is proportional to
+  // the device's peers.
+  int64_t only_device = -1;
+  // Formats of the plan's source and target buffers (every device's, or the
+  // one device's). Intermediate buffers of multi-step plans are the
+  // executor's own: row-major and tight.
+  BufferFormat source_format = {}, target_format = {};
 };
 
 struct StepProgram {
@@ -112,11 +149,10 @@ class PlanProgram {
   // plan gives one step; device 0 sends 7 messages of 256 bytes, copies 256
   // bytes locally, and packs each message as 8 runs of 32 bytes (a [8,2,4] box
   // of its [8,16,4] buffer).
-  static Result<PlanProgram> Compile(const CollectivePlan& plan);
+  static Result<PlanProgram> Compile(const CollectivePlan& plan, const CompileOptions& options = {});
   // The one-step program of the minimal exchange.
-  static Result<PlanProgram> Compile(const Exchange& exchange);
-  // Only `device`'s part (the other devices' programs are empty): built from
-  // Exchange::DevicePlan, so its cost is proportional to the device's peers.
+  static Result<PlanProgram> Compile(const Exchange& exchange, const CompileOptions& options = {});
+  // Only `device`'s part; Compile with options.only_device = device.
   static Result<PlanProgram> CompileDevice(const CollectivePlan& plan, int64_t device);
 
   const Layout& source() const { return layouts_.front(); }
@@ -128,12 +164,16 @@ class PlanProgram {
   // Layout after step i is layouts()[i + 1]; layouts()[0] is the source.
   const std::vector<Layout>& layouts() const { return layouts_; }
   int64_t IndexOf(int64_t device) const;  // -1 when absent
+  // The formats the source and target buffers were compiled for.
+  const BufferFormat& source_format() const { return source_format_; }
+  const BufferFormat& target_format() const { return target_format_; }
 
  private:
-  static Result<PlanProgram> Build(std::vector<Layout> layouts, int64_t only_device);
+  static Result<PlanProgram> Build(std::vector<Layout> layouts, const CompileOptions& options);
   std::vector<int64_t> devices_;
   std::vector<Layout> layouts_;
   std::vector<StepProgram> steps_;
+  BufferFormat source_format_, target_format_;
 };
 
 }  // namespace reshard

@@ -56,7 +56,7 @@ struct CheckReport {
   bool ok() const { return mismatches == 0 && first_problem.empty(); }
 };
 // Runs `program` on the in-process executor with tagged sources and checks
-// every step.
+// every step. REQUIRES: the program compiled for tight row-major buffers.
 // Fails (the Status) only on a malformed program or wrong buffers.
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged);
 

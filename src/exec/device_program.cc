@@ -155,9 +155,44 @@ int64_t PlanProgram::IndexOf(int64_t device) const {
   return it != devices_.end() && *it == device ? it - devices_.begin() : -1;
 }
 
-Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan) { return CompileDevice(plan, -1); }
+std::vector<int64_t> BufferFormat::Strides(std::span<const int64_t> shape) const {
+  const size_t rank = shape.size();
+  std::vector<int64_t> s(rank, 1);
+  if (rank == 0) return s;
+  if (order == Order::kRowMajor) {
+    for (size_t d = rank - 1; d-- > 0;) {
+      s[d] = s[d + 1] * shape[d + 1];
+      if (d + 2 == rank && leading_dim > 0) s[d] = leading_dim;
+    }
+  } else {
+    for (size_t d = 1; d < rank; ++d) {
+      s[d] = s[d - 1] * shape[d - 1];
+      if (d == 1 && leading_dim > 0) s[d] = leading_dim;
+    }
+  }
+  return s;
+}
+
+Result<int64_t> BufferFormat::Bytes(std::span<const int64_t> shape, int64_t element_bytes) const {
+  const size_t rank = shape.size();
+  if (leading_dim < 0) return Status::InvalidArgument(fmt::format("leading dimension {} is negative", leading_dim));
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return int64_t{0};
+  if (rank == 0) return element_bytes;
+  const size_t inner = order == Order::kRowMajor ? rank - 1 : 0;
+  if (leading_dim > 0 && rank > 1 && leading_dim < shape[inner])
+    return Status::InvalidArgument(fmt::format("leading dimension {} is below the local extent {} of dim {}",
+                                               leading_dim, shape[inner], inner));
+  const size_t outer = order == Order::kRowMajor ? 0 : rank - 1;
+  return Strides(shape)[outer] * shape[outer] * element_bytes;
+}
 
 Result<PlanProgram> PlanProgram::CompileDevice(const CollectivePlan& plan, int64_t device) {
+  CompileOptions options;
+  options.only_device = device;
+  return Compile(plan, options);
+}
+
+Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const CompileOptions& options) {
   std::vector<Layout> layouts = {plan.source()};
   for (const PlanStep& s : plan.steps()) {
     if (!(s.input == layouts.back()))
@@ -167,15 +202,18 @@ Result<PlanProgram> PlanProgram::CompileDevice(const CollectivePlan& plan, int64
   if (!(layouts.back() == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
   // A plan with no steps still fills the target buffers: one step of local copies.
   if (layouts.size() == 1) layouts.push_back(plan.target());
-  return Build(std::move(layouts), device);
+  return Build(std::move(layouts), options);
 }
 
-Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange) {
-  return Build({exchange.source(), exchange.target()}, -1);
+Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange, const CompileOptions& options) {
+  return Build({exchange.source(), exchange.target()}, options);
 }
 
-Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only_device) {
+Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const CompileOptions& options) {
+  const int64_t only_device = options.only_device;
   PlanProgram p;
+  p.source_format_ = options.source_format;
+  p.target_format_ = options.target_format;
   for (const Layout& l : layouts) p.devices_.insert(p.devices_.end(), l.devices().begin(), l.devices().end());
   std::sort(p.devices_.begin(), p.devices_.end());
   p.devices_.erase(std::unique(p.devices_.begin(), p.devices_.end()), p.devices_.end());
@@ -185,6 +223,17 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only
   for (size_t si = 0; si + 1 < p.layouts_.size(); ++si) {
     const Layout& in = p.layouts_[si];
     const Layout& out = p.layouts_[si + 1];
+    // A format applies to every device's buffers, or to the one compiled
+    // device's only (the others are whatever their own processes hold).
+    const bool first = si == 0, last = si + 2 == p.layouts_.size();
+    auto in_format = [&](int64_t device) {
+      return first && (only_device < 0 || device == only_device) ? options.source_format : BufferFormat{};
+    };
+    auto out_format = [&](int64_t device) {
+      return last && (only_device < 0 || device == only_device) ? options.target_format : BufferFormat{};
+    };
+    auto in_strides_of = [&](int64_t device) { return in_format(device).Strides(in.LocalShape(device)); };
+    auto out_strides_of = [&](int64_t device) { return out_format(device).Strides(out.LocalShape(device)); };
     RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(in, out));
     const ExchangePlan xp = only_device >= 0 ? ex.DevicePlan(only_device) : ex.Plan();
     StepProgram step;
@@ -192,8 +241,13 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only
     for (size_t i = 0; i < n; ++i) {
       DeviceProgram& dp = step.devices[i];
       dp.device = p.devices_[i];
-      dp.input_bytes = in.LocalBytes(dp.device);
-      dp.output_bytes = out.LocalBytes(dp.device);
+      // A device outside a layout holds nothing, even of a rank-0 array.
+      if (in.TileOf(dp.device) >= 0) {
+        RESHARD_ASSIGN_OR_RETURN(dp.input_bytes, in_format(dp.device).Bytes(in.LocalShape(dp.device), eb));
+      }
+      if (out.TileOf(dp.device) >= 0) {
+        RESHARD_ASSIGN_OR_RETURN(dp.output_bytes, out_format(dp.device).Bytes(out.LocalShape(dp.device), eb));
+      }
     }
     // Transfers by (from, to) for the senders, by (to, from) for the receivers.
     std::vector<const Transfer*> by_sender, by_receiver;
@@ -208,15 +262,16 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only
       const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
       if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
       DeviceProgram& s = step.devices[fi];
-      const std::vector<int64_t> in_strides = ElementStrides(in.LocalShape(t->from));
+      const std::vector<int64_t> in_strides = in_strides_of(t->from);
       if (t->from == t->to) {
-        AddRuns(s.local, Runs(xp, *t, Side::kLocal), 0, in_strides, 0, ElementStrides(out.LocalShape(t->to)), eb);
+        AddRuns(s.local, Runs(xp, *t, Side::kLocal), 0, in_strides, 0, out_strides_of(t->to), eb);
         continue;
       }
       const int64_t bytes = t->elements * eb;
       s.send_peer.push_back(ti);
       s.send_count.push_back(bytes);
       s.send_offset.push_back(s.send_bytes);
+      s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
       AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, s.send_bytes, ElementStrides(StagingShape(xp, *t)), eb);
       s.send_bytes += bytes;
     }
@@ -235,14 +290,15 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only
       r.recv_offset.push_back(r.recv_bytes);
       r.recv_peer_offset.push_back(peer_offset);
       r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
-      AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, ElementStrides(StagingShape(xp, *t)), 0,
-              ElementStrides(out.LocalShape(t->to)), eb);
+      const std::vector<int64_t> out_strides = out_strides_of(t->to);
+      AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, ElementStrides(StagingShape(xp, *t)), 0, out_strides,
+              eb);
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
-      AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, ElementStrides(in.LocalShape(t->from)), 0,
-              ElementStrides(out.LocalShape(t->to)), eb);
+      AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, in_strides_of(t->from), 0, out_strides, eb);
       r.recv_bytes += bytes;
     }
     for (DeviceProgram& dp : step.devices) {
+      dp.pack_begin.push_back(static_cast<int32_t>(dp.pack.ops.size()));
       dp.unpack_begin.push_back(static_cast<int32_t>(dp.unpack.ops.size()));
       dp.direct_begin.push_back(static_cast<int32_t>(dp.direct.ops.size()));
       const int64_t s = static_cast<int64_t>(si);
@@ -252,7 +308,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, int64_t only
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.send_count, dp.send_offset, dp.send_bytes, s, dp.device, "send"));
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.recv_count, dp.recv_offset, dp.recv_bytes, s, dp.device, "receive"));
       for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
-        const int64_t sender_input = in.LocalBytes(p.devices_[dp.recv_peer[m]]);
+        const int64_t sender_input = step.devices[dp.recv_peer[m]].input_bytes;
         for (int32_t k = dp.direct_begin[m]; k < dp.direct_begin[m + 1]; ++k) {
           const CopyOp& op = dp.direct.ops[k];
           if (dp.direct.SrcEnd(op) > sender_input || dp.direct.DstEnd(op) > dp.output_bytes)

@@ -143,5 +143,45 @@ TEST(Checker, CatchesWrongProgram) {
   EXPECT_FALSE(CheckCoverage(p).ok());
 }
 
+
+TEST(BufferFormat, StridesAndSizes) {
+  const std::vector<int64_t> shape = {5, 3};
+  EXPECT_EQ(BufferFormat{}.Strides(shape), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(BufferFormat::ColumnMajor().Strides(shape), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(BufferFormat::ColumnMajor(8).Strides(shape), (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(*BufferFormat::ColumnMajor(8).Bytes(shape, 4), 8 * 3 * 4);
+  EXPECT_EQ((BufferFormat{BufferFormat::Order::kRowMajor, 7}.Strides(std::vector<int64_t>{2, 5, 3})),
+            (std::vector<int64_t>{35, 7, 1}));
+  EXPECT_EQ(*BufferFormat::ColumnMajor(8).Bytes(std::vector<int64_t>{5, 0}, 4), 0);
+  Result<int64_t> low = BufferFormat::ColumnMajor(4).Bytes(shape, 4);
+  ASSERT_FALSE(low.ok());
+  EXPECT_NE(low.status().message().find("leading dimension 4 is below the local extent 5 of dim 0"), std::string::npos);
+}
+
+// A column-major source with a leading dimension: the pack reads through its
+// strides, and the compiled sizes (what executors check) follow the format.
+TEST(DeviceProgram, ColumnMajorSourceCompilesThroughItsStrides) {
+  Layout src = Parse("{devices=[2,1]<=[2]}", {4, 3});
+  Layout dst = Parse("{devices=[1,2]<=[2]}", {4, 3});
+  CompileOptions o;
+  o.source_format = BufferFormat::ColumnMajor(6);
+  const PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value(), o).value();
+  const DeviceProgram& d0 = p.steps()[0].devices[0];
+  EXPECT_EQ(d0.input_bytes, 6 * 3 * 4);  // [2,3] local, leading dim 6
+  EXPECT_EQ(d0.output_bytes, 4 * 2 * 4);  // [4,2] local, row-major tight
+  // Source in column-major order, element (i, j) of the global [4,3] is i * 3 + j.
+  std::vector<std::vector<float>> in(2, std::vector<float>(18, -1)), out(2);
+  for (int dev = 0; dev < 2; ++dev)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) in[dev][i + 6 * j] = static_cast<float>((2 * dev + i) * 3 + j);
+  out[0].assign(8, 0);
+  out[1].assign(4, 0);
+  std::vector<std::span<const std::byte>> s = {std::as_bytes(std::span(in[0])), std::as_bytes(std::span(in[1]))};
+  std::vector<std::span<std::byte>> t = {std::as_writable_bytes(std::span(out[0])), std::as_writable_bytes(std::span(out[1]))};
+  ASSERT_TRUE(MakeInProcessExecutor()->Run(p, s, t).ok());
+  EXPECT_EQ(out[0], (std::vector<float>{0, 1, 3, 4, 6, 7, 9, 10}));
+  EXPECT_EQ(out[1], (std::vector<float>{2, 5, 8, 11}));
+}
+
 }  // namespace
 }  // namespace reshard

@@ -144,6 +144,8 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 }
 
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport) {
+  if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
+    return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
   const size_t n = program.devices().size();
   std::vector<std::vector<std::byte>> src(n), dst(n);

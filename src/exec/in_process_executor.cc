@@ -167,7 +167,9 @@ Status CheckBuffers(const PlanProgram& program, std::span<const std::span<const 
                                                sources.size(), targets.size()));
   for (size_t i = 0; i < n; ++i) {
     const int64_t dev = program.devices()[i];
-    const int64_t want_src = program.source().LocalBytes(dev), want_dst = program.target().LocalBytes(dev);
+    // The compiled sizes: they follow the buffers' formats (device_program.h).
+    const int64_t want_src = program.steps().front().devices[i].input_bytes;
+    const int64_t want_dst = program.steps().back().devices[i].output_bytes;
     if (static_cast<int64_t>(sources[i].size()) != want_src)
       return Status::InvalidArgument(fmt::format("device {}'s source buffer holds {} bytes; its source layout needs {}",
                                                  dev, sources[i].size(), want_src));

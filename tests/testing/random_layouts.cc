@@ -63,7 +63,7 @@ std::vector<int64_t> RandomShape(std::mt19937_64& rng, int max_rank, int64_t max
   }
 }
 
-Mesh RandomMesh(std::mt19937_64& rng, int64_t first_id) {
+Mesh RandomMesh(std::mt19937_64& rng, int64_t first_id, int64_t max_devices) {
   static const char* kNames[] = {"x", "y", "z", "w"};
   static const int64_t kSizes[] = {1, 2, 2, 3, 4, 4, 8};
   while (true) {
@@ -75,7 +75,7 @@ Mesh RandomMesh(std::mt19937_64& rng, int64_t first_id) {
       axes.push_back({kNames[i], s});
       n *= s;
     }
-    if (n > 64) continue;
+    if (n > std::min<int64_t>(64, max_devices)) continue;
     std::vector<int64_t> ids(n);
     std::iota(ids.begin(), ids.end(), first_id);
     if (Uniform(rng, 0, 2) == 0) std::shuffle(ids.begin(), ids.end(), rng);

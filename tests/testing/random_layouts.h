@@ -27,8 +27,9 @@ struct RandomLayout {
 // A shape of rank 0..max_rank with at most max_elements elements; extents may be 0.
 std::vector<int64_t> RandomShape(std::mt19937_64& rng, int max_rank, int64_t max_elements);
 
-// A random mesh of 1..64 devices. first_id offsets the ids (other device sets).
-Mesh RandomMesh(std::mt19937_64& rng, int64_t first_id = 0);
+// A random mesh of 1..max_devices devices (at most 64). first_id offsets the
+// ids (other device sets).
+Mesh RandomMesh(std::mt19937_64& rng, int64_t first_id = 0, int64_t max_devices = 64);
 
 // A random layout of `shape`, in a random notation, over `mesh`.
 RandomLayout RandomLayoutText(std::mt19937_64& rng, const std::vector<int64_t>& shape, const Mesh& mesh);

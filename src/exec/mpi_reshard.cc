@@ -1,0 +1,393 @@
+// The MPI backend: each rank compiles its own part of the plan into a
+// DeviceProgram and runs it with MPI_Ialltoallv or staggered point-to-point.
+#include "reshard/mpi.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <functional>
+
+#include "exec/copy_kernel.h"
+
+namespace reshard {
+namespace {
+
+Status FromCode(Status::Code code, std::string msg) {
+  switch (code) {
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(msg));
+    case Status::Code::kNotSupported: return Status::NotSupported(std::move(msg));
+    case Status::Code::kUnavailable: return Status::Unavailable(std::move(msg));
+    default: return Status::Internal(std::move(msg));
+  }
+}
+
+Status MpiCall(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status::Ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return Status::Internal(fmt::format("{} failed: {}", what, std::string_view(text, static_cast<size_t>(len))));
+}
+
+// Every rank learns whether any rank failed, and all return the status of the
+// lowest failing rank, named: the one way errors leave a collective call, so
+// no rank goes on to a collective the others skip.
+Status Agree(MPI_Comm comm, int rank, int size, const Status& local) {
+  int mine = local.ok() ? size : rank, first = size;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
+  if (first == size) return Status::Ok();
+  std::string msg = local.message();
+  int header[2] = {static_cast<int>(local.code()), static_cast<int>(msg.size())};
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(header, 2, MPI_INT, first, comm), "MPI_Bcast"));
+  msg.resize(static_cast<size_t>(header[1]));
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(msg.data(), header[1], MPI_CHAR, first, comm), "MPI_Bcast"));
+  return FromCode(static_cast<Status::Code>(header[0]), fmt::format("rank {}: {}", first, msg));
+}
+
+uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
+
+void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst) {
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    RunCopy(p, op, src, dst, 0, CopyUnits(p, op));
+  }
+}
+
+void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst) {
+  RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst);
+}
+
+}  // namespace
+
+std::string_view MpiTransportName(MpiTransport t) {
+  switch (t) {
+    case MpiTransport::kAuto: return "auto";
+    case MpiTransport::kAlltoallv: return "alltoallv";
+    case MpiTransport::kPointToPoint: return "p2p";
+  }
+  return "?";
+}
+
+// One step as this rank runs it.
+struct StepRun {
+  DeviceProgram program;  // this rank's part; empty where it takes no part
+  bool p2p = false;
+  std::vector<int> send_rank, recv_rank;  // per message, the peer's rank
+  std::vector<size_t> send_order;         // messages, staggered: peers rank+1, rank+2, ... first
+  // MPI_Alltoallv's arrays, one entry per rank (bytes).
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+struct MpiReshard::State {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  MpiOptions options;
+  std::vector<StepRun> steps;
+  std::vector<std::string> ops;
+  int64_t source_bytes = 0, target_bytes = 0;
+  std::vector<std::byte> send, recv, between[2];  // staging, and intermediate layouts' buffers (alternating)
+
+  ~State() {
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+
+  // Duplicates the communicator and checks that every rank passed the same
+  // layouts and options (`hash` of them).
+  Status Begin(MPI_Comm user, const MpiOptions& o, uint64_t hash);
+  // Compiles this rank's part of every step and picks each step's transport.
+  Status Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops);
+  Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
+  Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
+};
+
+Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops) {
+  State& st = *this;
+  const int rank = st.rank, size = st.size;
+  // Every layout device must be a rank: the same answer on every rank, as the layouts agree.
+  for (const Layout& l : layouts)
+    if (!l.devices().empty() && l.devices().back() >= size)
+      return Status::InvalidArgument(fmt::format("the layouts name device {}, but the communicator has {} ranks",
+                                                 l.devices().back(), size));
+  st.ops = step_ops;
+  std::vector<PlanProgram> programs;  // one per step: this rank's part of each step's exchange
+  Status compiled = Status::Ok();
+  for (size_t i = 0; i + 1 < layouts.size() && compiled.ok(); ++i) {
+    CompileOptions co;
+    co.only_device = rank;
+    if (i == 0) co.source_format = st.options.source_format;
+    if (i + 2 == layouts.size()) co.target_format = st.options.target_format;
+    Result<Exchange> ex = Exchange::Create(layouts[i], layouts[i + 1]);
+    if (!ex.ok()) {
+      compiled = ex.status();
+      break;
+    }
+    Result<PlanProgram> p = PlanProgram::Compile(*ex, co);
+    if (!p.ok()) {
+      compiled = p.status();
+      break;
+    }
+    programs.push_back(std::move(p).value());
+  }
+  RESHARD_RETURN_IF_ERROR(Agree(st.comm, rank, size, compiled));
+
+  int64_t send_max = 0, recv_max = 0;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const PlanProgram& p = programs[i];
+    StepRun s;
+    const int64_t me = p.IndexOf(rank);
+    if (me >= 0) s.program = p.steps()[0].devices[static_cast<size_t>(me)];
+    for (int64_t peer : s.program.send_peer) s.send_rank.push_back(static_cast<int>(p.devices()[static_cast<size_t>(peer)]));
+    for (int64_t peer : s.program.recv_peer) s.recv_rank.push_back(static_cast<int>(p.devices()[static_cast<size_t>(peer)]));
+    for (size_t m = 0; m < s.send_rank.size(); ++m) s.send_order.push_back(m);
+    std::stable_sort(s.send_order.begin(), s.send_order.end(), [&](size_t a, size_t b) {
+      return (s.send_rank[a] - rank + size) % size < (s.send_rank[b] - rank + size) % size;
+    });
+    // The transport: the same on every rank, from global figures.
+    int64_t local[4] = {static_cast<int64_t>(std::max(s.send_rank.size(), s.recv_rank.size())), 0,
+                        static_cast<int64_t>(s.send_rank.size()), 0};
+    for (int64_t c : s.program.send_count) {
+      local[1] += c;
+      local[3] = std::max<int64_t>(local[3], c > st.options.max_message_bytes ? 1 : 0);
+    }
+    local[3] = std::max<int64_t>(local[3], s.program.send_bytes > INT_MAX || s.program.recv_bytes > INT_MAX ? 1 : 0);
+    int64_t most[2] = {local[0], local[3]}, sums[2] = {local[1], local[2]}, most_all[2], sums_all[2];
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(most, most_all, 2, MPI_INT64_T, MPI_MAX, st.comm), "MPI_Allreduce"));
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(sums, sums_all, 2, MPI_INT64_T, MPI_SUM, st.comm), "MPI_Allreduce"));
+    const bool sparse = most_all[0] * 2 <= size;
+    const bool large = sums_all[1] > 0 && sums_all[0] / sums_all[1] >= (int64_t{1} << 20);
+    switch (st.options.transport) {
+      case MpiTransport::kAlltoallv: s.p2p = false; break;
+      case MpiTransport::kPointToPoint: s.p2p = true; break;
+      case MpiTransport::kAuto: s.p2p = sparse || large; break;
+    }
+    if (most_all[1] != 0) s.p2p = true;  // an int count cannot say it
+    if (!s.p2p) {
+      s.send_counts.assign(static_cast<size_t>(size), 0);
+      s.send_displs.assign(static_cast<size_t>(size), 0);
+      s.recv_counts.assign(static_cast<size_t>(size), 0);
+      s.recv_displs.assign(static_cast<size_t>(size), 0);
+      for (size_t m = 0; m < s.send_rank.size(); ++m) {
+        s.send_counts[static_cast<size_t>(s.send_rank[m])] = static_cast<int>(s.program.send_count[m]);
+        s.send_displs[static_cast<size_t>(s.send_rank[m])] = static_cast<int>(s.program.send_offset[m]);
+      }
+      for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+        s.recv_counts[static_cast<size_t>(s.recv_rank[m])] = static_cast<int>(s.program.recv_count[m]);
+        s.recv_displs[static_cast<size_t>(s.recv_rank[m])] = static_cast<int>(s.program.recv_offset[m]);
+      }
+    }
+    send_max = std::max(send_max, s.program.send_bytes);
+    recv_max = std::max(recv_max, s.program.recv_bytes);
+    if (i == 0) st.source_bytes = s.program.input_bytes;
+    if (i + 1 == programs.size()) st.target_bytes = s.program.output_bytes;
+    if (i + 1 < programs.size()) {
+      std::vector<std::byte>& b = st.between[i % 2];
+      b.resize(std::max(b.size(), static_cast<size_t>(s.program.output_bytes)));
+    }
+    st.steps.push_back(std::move(s));
+  }
+  st.send.resize(static_cast<size_t>(send_max));
+  st.recv.resize(static_cast<size_t>(recv_max));
+  return Status::Ok();
+}
+
+Status MpiReshard::State::Begin(MPI_Comm user, const MpiOptions& o, uint64_t hash) {
+  State& st = *this;
+  const MPI_Comm comm = user;
+  const MpiOptions& options = o;
+  if (comm == MPI_COMM_NULL) return Status::InvalidArgument("the communicator is MPI_COMM_NULL");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return Status::InvalidArgument("MPI is not initialized (call MPI_Init first)");
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Comm_dup(comm, &st.comm), "MPI_Comm_dup"));
+  MPI_Comm_set_errhandler(st.comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(st.comm, &st.rank);
+  MPI_Comm_size(st.comm, &st.size);
+  st.options = options;
+  hash = Mix(hash, static_cast<uint64_t>(options.transport));
+  hash = Mix(hash, static_cast<uint64_t>(options.max_message_bytes));
+  hash = Mix(hash, options.planner.has_value() ? 1 : 0);
+  uint64_t root = hash;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, st.comm), "MPI_Bcast"));
+  Status same = root == hash ? Status::Ok()
+                             : Status::InvalidArgument("its layouts or options differ from rank 0's (every rank must pass "
+                                                       "the same layouts, plan and transport)");
+  Status local = same;
+  if (same.ok() && options.max_message_bytes < 1)
+    local = Status::InvalidArgument(fmt::format("max_message_bytes is {}; it must be at least 1", options.max_message_bytes));
+  return Agree(st.comm, st.rank, st.size, local);
+}
+
+Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const Layout& source, const Layout& target,
+                                      const MpiOptions& options) {
+  auto st = std::make_unique<State>();
+  RESHARD_RETURN_IF_ERROR(st->Begin(comm, options, Mix(source.Hash(), target.Hash())));
+  if (!options.planner) {
+    RESHARD_RETURN_IF_ERROR(st->Prepare({source, target}, {"exchange"}));
+    return MpiReshard(std::move(st));
+  }
+  // Every rank plans alike (the planner is deterministic); a failure is the same everywhere,
+  // but agree on it anyway, and on the plan, so options that differ cannot slip through.
+  Result<PlanResult> planned = PlanReshard(source, target, *options.planner);
+  RESHARD_RETURN_IF_ERROR(Agree(st->comm, st->rank, st->size, planned.status()));
+  const CollectivePlan& plan = planned->plan;
+  std::vector<Layout> layouts = {plan.source()};
+  uint64_t hash = 0;
+  for (const PlanStep& s : plan.steps()) {
+    layouts.push_back(s.output);
+    hash = Mix(hash, s.output.Hash());
+  }
+  uint64_t root = hash;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, st->comm), "MPI_Bcast"));
+  RESHARD_RETURN_IF_ERROR(Agree(st->comm, st->rank, st->size,
+                                root == hash ? Status::Ok()
+                                             : Status::InvalidArgument("its planner options give another plan than rank 0's")));
+  if (layouts.size() == 1) layouts.push_back(plan.target());
+  RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames()));
+  return MpiReshard(std::move(st));
+}
+
+Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const CollectivePlan& plan, const MpiOptions& options) {
+  auto st = std::make_unique<State>();
+  std::vector<Layout> layouts = {plan.source()};
+  uint64_t hash = Mix(plan.source().Hash(), plan.target().Hash());
+  for (const PlanStep& s : plan.steps()) {
+    layouts.push_back(s.output);
+    hash = Mix(hash, s.output.Hash());
+  }
+  MpiOptions o = options;
+  o.planner.reset();  // the plan is given
+  RESHARD_RETURN_IF_ERROR(st->Begin(comm, o, hash));
+  if (layouts.size() == 1) layouts.push_back(plan.target());
+  RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames()));
+  return MpiReshard(std::move(st));
+}
+
+MpiReshard::MpiReshard(std::unique_ptr<State> state) : state_(std::move(state)) {}
+MpiReshard::MpiReshard(MpiReshard&&) noexcept = default;
+MpiReshard& MpiReshard::operator=(MpiReshard&&) noexcept = default;
+MpiReshard::~MpiReshard() = default;
+
+int64_t MpiReshard::source_bytes() const { return state_->source_bytes; }
+int64_t MpiReshard::target_bytes() const { return state_->target_bytes; }
+const std::vector<std::string>& MpiReshard::step_ops() const { return state_->ops; }
+
+std::vector<std::string> MpiReshard::step_transports() const {
+  std::vector<std::string> t;
+  for (const StepRun& s : state_->steps) t.emplace_back(s.p2p ? "p2p" : "alltoallv");
+  return t;
+}
+
+Status MpiReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats) {
+  const DeviceProgram& p = s.program;
+  RunAll(p.pack, in, send.data());
+  MPI_Request req;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Ialltoallv(send.data(), s.send_counts.data(), s.send_displs.data(), MPI_BYTE,
+                                                 recv.data(), s.recv_counts.data(), s.recv_displs.data(), MPI_BYTE, comm,
+                                                 &req),
+                                  "MPI_Ialltoallv"));
+  RunAll(p.local, in, out);  // while the messages travel
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-to-all-v)"));
+  RunAll(p.unpack, recv.data(), out);
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status MpiReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats) {
+  const DeviceProgram& p = s.program;
+  const int64_t chunk = options.max_message_bytes;
+  // Receives first, every chunk of every message. Chunks of one message go in
+  // order on one tag: MPI never lets messages of one (source, tag) overtake.
+  std::vector<MPI_Request> recvs;
+  std::vector<int32_t> chunk_message;
+  std::vector<int64_t> chunks_left(s.recv_rank.size(), 0);
+  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    for (int64_t off = 0; off < p.recv_count[m]; off += chunk) {
+      const int len = static_cast<int>(std::min(chunk, p.recv_count[m] - off));
+      MPI_Request r;
+      RESHARD_RETURN_IF_ERROR(MpiCall(
+          MPI_Irecv(recv.data() + p.recv_offset[m] + off, len, MPI_BYTE, s.recv_rank[m], 0, comm, &r), "MPI_Irecv"));
+      recvs.push_back(r);
+      chunk_message.push_back(static_cast<int32_t>(m));
+      ++chunks_left[m];
+    }
+  }
+  std::vector<int> done(recvs.size());
+  int64_t unpacked = 0;
+  // Unpacks every message whose chunks have all arrived; waits for at least one when `block`.
+  auto drain = [&](bool block) -> Status {
+    int count = 0;
+    if (block)
+      RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Waitsome(static_cast<int>(recvs.size()), recvs.data(), &count, done.data(),
+                                                   MPI_STATUSES_IGNORE),
+                                      "MPI_Waitsome"));
+    else
+      RESHARD_RETURN_IF_ERROR(MpiCall(
+          MPI_Testsome(static_cast<int>(recvs.size()), recvs.data(), &count, done.data(), MPI_STATUSES_IGNORE),
+          "MPI_Testsome"));
+    for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
+      const size_t m = static_cast<size_t>(chunk_message[static_cast<size_t>(done[static_cast<size_t>(k)])]);
+      if (--chunks_left[m] == 0) {
+        RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out);
+        ++unpacked;
+      }
+    }
+    return Status::Ok();
+  };
+  std::vector<MPI_Request> sends;
+  for (size_t m : s.send_order) {
+    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data());
+    for (int64_t off = 0; off < p.send_count[m]; off += chunk) {
+      const int len = static_cast<int>(std::min(chunk, p.send_count[m] - off));
+      MPI_Request r;
+      RESHARD_RETURN_IF_ERROR(MpiCall(
+          MPI_Isend(send.data() + p.send_offset[m] + off, len, MPI_BYTE, s.send_rank[m], 0, comm, &r), "MPI_Isend"));
+      sends.push_back(r);
+      ++stats.messages_sent;
+    }
+    if (!recvs.empty()) RESHARD_RETURN_IF_ERROR(drain(false));
+  }
+  RunAll(p.local, in, out);
+  while (unpacked < static_cast<int64_t>(s.recv_rank.size())) RESHARD_RETURN_IF_ERROR(drain(true));
+  return MpiCall(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE), "MPI_Waitall (sends)");
+}
+
+Result<MpiRunStats> MpiReshard::Execute(std::span<const std::byte> source, std::span<std::byte> target) {
+  State& st = *state_;
+  Status sizes = Status::Ok();
+  if (static_cast<int64_t>(source.size()) != st.source_bytes)
+    sizes = Status::InvalidArgument(
+        fmt::format("its source buffer holds {} bytes; its part of the source layout needs {}", source.size(), st.source_bytes));
+  else if (static_cast<int64_t>(target.size()) != st.target_bytes)
+    sizes = Status::InvalidArgument(
+        fmt::format("its target buffer holds {} bytes; its part of the target layout needs {}", target.size(), st.target_bytes));
+  RESHARD_RETURN_IF_ERROR(Agree(st.comm, st.rank, st.size, sizes));
+  const auto start = std::chrono::steady_clock::now();
+  MpiRunStats stats;
+  const std::byte* in = source.data();
+  for (size_t i = 0; i < st.steps.size(); ++i) {
+    const StepRun& s = st.steps[i];
+    std::byte* out = i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data();
+    // A failed MPI call fails the whole job under MPI's default handler; here
+    // it is returned, and the others may wait on this rank: MPI_Abort is the
+    // caller's call to make.
+    RESHARD_RETURN_IF_ERROR(s.p2p ? st.RunPointToPoint(s, in, out, stats) : st.RunAlltoallv(s, in, out, stats));
+    stats.bytes_moved += s.program.unpack.bytes + s.program.local.bytes;
+    stats.bytes_sent += s.program.send_bytes;
+    stats.bytes_received += s.program.recv_bytes;
+    in = out;
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+Status MpiTransform(MPI_Comm comm, const Layout& source, const Layout& target, std::span<const std::byte> source_buffer,
+                    std::span<std::byte> target_buffer, const MpiOptions& options) {
+  RESHARD_ASSIGN_OR_RETURN(MpiReshard r, MpiReshard::Create(comm, source, target, options));
+  return r.Execute(source_buffer, target_buffer).status();
+}
+
+}  // namespace reshard

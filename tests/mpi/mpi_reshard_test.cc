@@ -1,0 +1,249 @@
+// The MPI backend under mpirun (tests/mpi/CMakeLists.txt runs this at 1, 2,
+// 3, 4 and 8 ranks). Every rank draws the same random layouts (one seed), so
+// every rank takes part in every case; each rank fills its source part with
+// tags of the global indices and checks its target part element by element.
+// A case's result is agreed over all ranks, so a failure anywhere fails
+// every rank's test.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reshard/exec_checker.h"
+#include "reshard/mpi.h"
+#include "reshard/notation.h"
+#include "testing/random_layouts.h"
+
+namespace reshard {
+namespace {
+
+int Rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int Size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// True on every rank when `ok` holds on every rank. Only rank 0 prints
+// gtest's report, so another rank prints its own failure here.
+bool AllOk(const ::testing::AssertionResult& ok) {
+  if (!ok && Rank() != 0) std::cerr << "rank " << Rank() << ": " << ok.message() << "\n";
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+constexpr DType kDTypes[] = {DType::kU8, DType::kBF16, DType::kF32, DType::kF64, DType::kC128};
+
+struct Case {
+  Layout source, target;
+  std::optional<Mesh> mesh;
+  std::string what;
+};
+
+// Random layouts whose devices are all ranks of this run: layouts over other
+// device ids are drawn again (the same draws on every rank).
+Case RandomCase(std::mt19937_64& rng, int iter) {
+  const int size = Size();
+  while (true) {
+    const std::vector<int64_t> shape = testing::RandomShape(rng, 3, 600);
+    const Mesh src_mesh = testing::RandomMesh(rng, 0, size);
+    const int64_t first = std::min(iter % 4, size - 1);
+    const Mesh dst_mesh = iter % 3 == 0 ? testing::RandomMesh(rng, first, size - first) : src_mesh;
+    const testing::RandomLayout a = testing::RandomLayoutText(rng, shape, src_mesh);
+    const testing::RandomLayout b = testing::RandomLayoutText(rng, shape, dst_mesh);
+    const DType dtype = kDTypes[iter % 5];
+    Result<ParsedLayout> src = ParseLayout(a.text, shape, dtype, a.mesh);
+    Result<ParsedLayout> dst = ParseLayout(b.text, shape, dtype, b.mesh);
+    if (!src.ok() || !dst.ok()) continue;
+    const auto fits = [&](const Layout& l) { return l.devices().empty() || l.devices().back() < size; };
+    if (!fits(src->layout) || !fits(dst->layout)) continue;
+    return {src->layout, dst->layout, src_mesh, "iter " + std::to_string(iter) + ": " + a.text + " -> " + b.text};
+  }
+}
+
+// Runs `c` on every rank with `options`; true where this rank's target is exact.
+::testing::AssertionResult RunCase(const Case& c, const MpiOptions& options) {
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, c.source, c.target, options);
+  if (!r.ok()) return ::testing::AssertionFailure() << c.what << ": " << r.status();
+  std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
+  FillTags(c.source, Rank(), src);
+  // Twice: a persistent plan runs again on the same buffers. Both runs on
+  // every rank whatever this rank found, so no rank leaves a collective early.
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  for (int run = 0; run < 2; ++run) {
+    std::fill(dst.begin(), dst.end(), std::byte{0});
+    Result<MpiRunStats> s = r->Execute(src, dst);
+    if (!s.ok()) return ::testing::AssertionFailure() << c.what << ": " << s.status();  // agreed on every rank
+    const TagCheck check = CheckTags(c.target, Rank(), dst);
+    if (check.mismatches != 0 && result)
+      result = ::testing::AssertionFailure() << c.what << " (rank " << Rank() << ", run " << run << ", transports "
+                                             << ::testing::PrintToString(r->step_transports()) << "): " << check.first_problem;
+  }
+  return result;
+}
+
+TEST(Mpi, RandomLayoutsEveryTransport) {
+  std::mt19937_64 rng(11);
+  for (int iter = 0; iter < 300; ++iter) {
+    const Case c = RandomCase(rng, iter);
+    for (MpiTransport t : {MpiTransport::kAuto, MpiTransport::kAlltoallv, MpiTransport::kPointToPoint}) {
+      MpiOptions o;
+      o.transport = t;
+      const ::testing::AssertionResult ok = RunCase(c, o);
+      EXPECT_TRUE(AllOk(ok)) << ok.message() << " [" << MpiTransportName(t) << "]";
+    }
+  }
+}
+
+TEST(Mpi, RandomLayoutsThroughThePlanner) {
+  std::mt19937_64 rng(12);
+  for (int iter = 0; iter < 150; ++iter) {
+    const Case c = RandomCase(rng, iter);
+    MpiOptions o;
+    o.planner = PlannerOptions{};
+    if (c.mesh) o.planner->meshes = {*c.mesh};
+    const ::testing::AssertionResult ok = RunCase(c, o);
+    EXPECT_TRUE(AllOk(ok)) << ok.message();
+  }
+}
+
+// Messages larger than the chunk limit go as several chunks; a tiny limit
+// stands in for 2^31 bytes.
+TEST(Mpi, MessagesAboveTheChunkLimitAreSplit) {
+  std::mt19937_64 rng(13);
+  for (int iter = 0; iter < 100; ++iter) {
+    const Case c = RandomCase(rng, iter);
+    MpiOptions o;
+    o.transport = MpiTransport::kAlltoallv;  // overridden: an over-limit message goes point-to-point
+    o.max_message_bytes = 1 + iter % 7;
+    const ::testing::AssertionResult ok = RunCase(c, o);
+    EXPECT_TRUE(AllOk(ok)) << ok.message() << " [chunk " << o.max_message_bytes << "]";
+  }
+}
+
+// Column-major local buffers with a leading dimension (as ScaLAPACK holds
+// them): tags are written and read through the same strides.
+TEST(Mpi, ColumnMajorBuffersWithALeadingDimension) {
+  const int size = Size();
+  const std::vector<int64_t> shape = {13, 11};
+  for (int trial = 0; trial < 4; ++trial) {
+    const std::string from = trial % 2 ? "blockcyclic(block=[2,3], grid=[1," + std::to_string(size) + "])"
+                                       : "{devices=[" + std::to_string(size) + ",1]<=[" + std::to_string(size) + "]}";
+    const std::string to = trial < 2 ? "blockcyclic(block=[3,2], grid=[" + std::to_string(size) + ",1])"
+                                     : "{devices=[1," + std::to_string(size) + "]<=[" + std::to_string(size) + "]}";
+    Result<ParsedLayout> a = ParseLayout(from, shape, DType::kF64, std::nullopt);
+    Result<ParsedLayout> b = ParseLayout(to, shape, DType::kF64, std::nullopt);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+    MpiOptions o;
+    const std::vector<int64_t> src_shape = a->layout.LocalShape(Rank()), dst_shape = b->layout.LocalShape(Rank());
+    o.source_format = BufferFormat::ColumnMajor(src_shape[0] + 2 + Rank());  // each rank its own leading dim
+    o.target_format = BufferFormat::ColumnMajor(trial % 2 ? 0 : dst_shape[0] + 1);
+    Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, a->layout, b->layout, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    // Row-major tags, scattered into the column-major buffer.
+    std::vector<std::byte> row(static_cast<size_t>(a->layout.LocalBytes(Rank())));
+    FillTags(a->layout, Rank(), row);
+    std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
+    const std::vector<int64_t> ss = o.source_format.Strides(src_shape), ds = o.target_format.Strides(dst_shape);
+    for (int64_t i = 0; i < src_shape[0]; ++i)
+      for (int64_t j = 0; j < src_shape[1]; ++j)
+        std::memcpy(&src[static_cast<size_t>((i * ss[0] + j * ss[1]) * 8)], &row[static_cast<size_t>((i * src_shape[1] + j) * 8)], 8);
+    Result<MpiRunStats> s = r->Execute(src, dst);
+    ASSERT_TRUE(s.ok()) << s.status();
+    std::vector<std::byte> back(static_cast<size_t>(b->layout.LocalBytes(Rank())));
+    for (int64_t i = 0; i < dst_shape[0]; ++i)
+      for (int64_t j = 0; j < dst_shape[1]; ++j)
+        std::memcpy(&back[static_cast<size_t>((i * dst_shape[1] + j) * 8)], &dst[static_cast<size_t>((i * ds[0] + j * ds[1]) * 8)], 8);
+    const TagCheck check = CheckTags(b->layout, Rank(), back);
+    EXPECT_TRUE(AllOk(check.mismatches == 0 ? ::testing::AssertionSuccess()
+                                            : ::testing::AssertionFailure() << check.first_problem))
+        << from << " -> " << to << ": " << check.first_problem;
+  }
+}
+
+Layout Rows(int64_t devices) {
+  const std::string n = std::to_string(devices);
+  return ParseLayout("{devices=[" + n + ",1]<=[" + n + "]}", {8 * devices, 4}, DType::kF32, std::nullopt)->layout;
+}
+Layout Cols(int64_t devices) {
+  const std::string n = std::to_string(devices);
+  return ParseLayout("{devices=[1," + n + "]<=[" + n + "]}", {8 * devices, 4 * devices + 1}, DType::kF32, std::nullopt)->layout;
+}
+
+TEST(Mpi, AWrongBufferSizeOnOneRankIsAnErrorOnEveryRank) {
+  const int size = Size(), bad = size - 1;
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, Rows(size), Rows(size));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::byte> src(static_cast<size_t>(r->source_bytes() + (Rank() == bad ? 4 : 0)));
+  std::vector<std::byte> dst(static_cast<size_t>(r->target_bytes()));
+  Result<MpiRunStats> s = r->Execute(src, dst);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("rank " + std::to_string(bad) + ": its source buffer holds"), std::string::npos)
+      << s.status();
+  // The object is still usable with the right sizes.
+  src.resize(static_cast<size_t>(r->source_bytes()));
+  EXPECT_TRUE(r->Execute(src, dst).ok());
+}
+
+TEST(Mpi, LayoutsThatDifferBetweenRanksAreAnErrorOnEveryRank) {
+  const int size = Size();
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  const Layout shape_a = ParseLayout("{devices=[2,1]<=[2]}", {16, 4}, DType::kF32, std::nullopt)->layout;
+  const Layout shape_b = ParseLayout("{devices=[1,2]<=[2]}", {16, 4}, DType::kF32, std::nullopt)->layout;
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, shape_a, Rank() == 1 ? shape_a : shape_b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("rank 1: its layouts or options differ from rank 0's"), std::string::npos)
+      << r.status();
+}
+
+TEST(Mpi, ADeviceOutsideTheCommunicatorIsAnError) {
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, Rows(Size()), Cols(Size() + 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("communicator has " + std::to_string(Size()) + " ranks"), std::string::npos)
+      << r.status();
+}
+
+TEST(Mpi, MismatchedShapesAreAnError) {
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, Rows(Size()), Cols(Size()));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << r.status();
+}
+
+TEST(Mpi, TransformMovesOnce) {
+  const int size = Size();
+  const Layout a = Rows(size), b = ParseLayout("{devices=[1," + std::to_string(size) + "]<=[" + std::to_string(size) + "]}",
+                                               {8 * int64_t{size}, 4}, DType::kF32, std::nullopt)
+                                       ->layout;
+  std::vector<std::byte> src(static_cast<size_t>(a.LocalBytes(Rank()))), dst(static_cast<size_t>(b.LocalBytes(Rank())));
+  FillTags(a, Rank(), src);
+  ASSERT_TRUE(MpiTransform(MPI_COMM_WORLD, a, b, src, dst).ok());
+  EXPECT_EQ(CheckTags(b, Rank(), dst).mismatches, 0);
+}
+
+}  // namespace
+}  // namespace reshard
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) delete ::testing::UnitTest::GetInstance()->listeners().Release(
+      ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
+  const int rc = RUN_ALL_TESTS();
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
