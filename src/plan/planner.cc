@@ -9,8 +9,8 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <span>
 #include <unordered_map>
-#include <unordered_set>
 #include <tuple>
 
 #include "plan/exchange_step.h"
@@ -183,22 +183,28 @@ bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 
-// States one structured step from `s` that may lead toward `t`.
-std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, const AxisLists& t) {
+// Calls visit(state, key) once for each state one structured step from `s`
+// that may lead toward `t`, in a fixed order. Candidates are built in one
+// scratch state and copied only by the visitor, since most are repeats.
+template <typename Visit>
+void ForEachNeighbour(const PlanContext& ctx, const AxisLists& s, const AxisLists& t, Visit&& visit) {
   const size_t rank = s.size();
-  std::vector<AxisLists> out;
-  std::unordered_set<std::string> seen = {StateKey(s)};
+  std::vector<std::string> seen = {StateKey(s)};
   std::vector<int> where(ctx.axis_sizes.size(), -1);  // dim holding each axis
   for (size_t d = 0; d < rank; ++d)
     for (int32_t a : s[d]) where[a] = static_cast<int>(d);
   auto add = [&](const AxisLists& v) {
-    if (seen.insert(StateKey(v)).second) out.push_back(v);
+    std::string key = StateKey(v);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+    seen.push_back(key);
+    visit(v, std::move(key));
   };
+  AxisLists v;
   // All-gathers of one dim's minor axes; and of everything off the target's prefix.
   AxisLists off = s;
   for (size_t d = 0; d < rank; ++d) {
     for (size_t m = 1; m <= s[d].size(); ++m) {
-      AxisLists v = s;
+      v = s;
       v[d].resize(s[d].size() - m);
       add(v);
     }
@@ -212,7 +218,7 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
   for (size_t d = 0; d < rank; ++d) {
     if (!IsPrefix(s[d], t[d])) continue;
     for (size_t i = s[d].size(); i < t[d].size() && where[t[d][i]] < 0; ++i) {
-      AxisLists v = s;
+      v = s;
       v[d].insert(v[d].end(), t[d].begin() + s[d].size(), t[d].begin() + i + 1);
       add(v);
       all_slices[d] = v[d];
@@ -227,16 +233,16 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
   for (size_t a = 0; a < ctx.axis_sizes.size(); ++a) {
     if (where[a] >= 0 || !in_target[a]) continue;
     for (size_t d = 0; d < rank; ++d) {
-      AxisLists v = s;
+      v = s;
       v[d].push_back(static_cast<int32_t>(a));
       add(v);
     }
   }
   // All-to-alls: the target's next axes of a dim, taken from other dims'
   // minor ends; each dim alone, then every dim at once.
-  auto move_next = [&](const AxisLists& base, size_t e, size_t count, AxisLists& v) {
-    v = base;
-    const std::vector<int32_t> axes(t[e].begin() + s[e].size(), t[e].begin() + s[e].size() + count);
+  auto move_next = [&](const AxisLists& base, size_t e, size_t count, AxisLists& out) {
+    out = base;
+    const std::span<const int32_t> axes(t[e].begin() + s[e].size(), count);
     std::map<int, size_t> taken;  // source dim -> axes taken from it
     for (int32_t a : axes) {
       if (where[a] < 0 || where[a] == static_cast<int>(e)) return false;
@@ -246,10 +252,10 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
       // The axes taken from dim d must be exactly its minor-most k.
       for (size_t i = s[d].size() - k; i < s[d].size(); ++i)
         if (std::find(axes.begin(), axes.end(), s[d][i]) == axes.end()) return false;
-      if (v[d].size() != s[d].size()) return false;  // already changed by another move
-      v[d].resize(s[d].size() - k);
+      if (out[d].size() != s[d].size()) return false;  // already changed by another move
+      out[d].resize(s[d].size() - k);
     }
-    v[e].insert(v[e].end(), axes.begin(), axes.end());
+    out[e].insert(out[e].end(), axes.begin(), axes.end());
     return true;
   };
   AxisLists fused = s;
@@ -257,13 +263,11 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
     if (!IsPrefix(s[e], t[e])) continue;
     size_t best = 0;
     for (size_t count = 1; s[e].size() + count <= t[e].size(); ++count) {
-      AxisLists v;
       if (move_next(s, e, count, v)) {
         add(v);
         best = count;
       }
     }
-    AxisLists v;
     if (best && move_next(fused, e, best, v)) fused = v;
   }
   add(fused);
@@ -273,7 +277,7 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
     for (size_t m = 1; m <= s[d].size(); ++m)
       for (size_t e = 0; e < rank; ++e) {
         if (e == d) continue;
-        AxisLists v = s;
+        v = s;
         v[e].insert(v[e].end(), s[d].end() - m, s[d].end());
         v[d].resize(s[d].size() - m);
         add(v);
@@ -283,7 +287,7 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
   // equal-size axes.
   add(t);
   for (size_t d = 0; d < rank; ++d) {
-    AxisLists v = s;
+    v = s;
     std::stable_sort(v[d].begin(), v[d].end(), [&](int32_t a, int32_t b) {
       auto rank_of = [&](int32_t x) {
         auto it = std::find(t[d].begin(), t[d].end(), x);
@@ -297,13 +301,12 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
     if (where[a] < 0) continue;
     for (size_t b = 0; b < ctx.axis_sizes.size(); ++b) {
       if (b == a || ctx.axis_sizes[a] != ctx.axis_sizes[b] || (where[b] >= 0 && b < a)) continue;
-      AxisLists v = s;
+      v = s;
       for (auto& l : v)
         for (int32_t& x : l) x = x == static_cast<int32_t>(a) ? static_cast<int32_t>(b) : x == static_cast<int32_t>(b) ? static_cast<int32_t>(a) : x;
       add(v);
     }
   }
-  return out;
 }
 
 // The A* bound: a lower bound on the time still to come from a state, the
@@ -313,19 +316,24 @@ std::vector<AxisLists> Neighbours(const PlanContext& ctx, const AxisLists& s, co
 //     target shard (its target box less its overlap with the box it holds)
 //     at the fastest link's rate;
 //   - on nodes:K where a node is exactly the plan mesh's minor pieces (an
-//     iota mesh cut at the node boundary), over the nodes of those devices,
-//     the bytes a node lacks (what its devices need of their target shards
-//     and no device of the node holds) over its K network links, plus one
-//     step latency if it lacks any.
+//     iota mesh cut at the node boundary), the sum of: over the nodes of
+//     those devices, the bytes a node lacks (what its devices need of their
+//     target shards and no device of the node holds) over its K network
+//     links, plus one step latency if it lacks any; and, while the shard is
+//     smaller than the target's, the local copy of the least target shard.
 // Each is consistent, so the first complete plan taken from the queue is the
 // cheapest the search can reach: a step's receives add at most what they
 // bring to a device's overlap; a slice never makes the target need less; a
 // node gains at most what its devices receive from other nodes, and a step
 // takes at least as long as each of them receives, since with nodes as whole
 // pieces every device of a group sees the same links and group steps are
-// priced exactly for each. The last term is why nodes:K searches stay small:
-// links inside a node are far faster than between nodes, so the bytes a
-// device lacks bound little there.
+// priced exactly for each; the first step to grow the shard to the target's
+// is a gather, an all-to-all or the exchange, which lays out its output (a
+// permute keeps the shard, a slice shrinks it). The terms of the sum bound
+// the receives, the step latency and the copies of a step, which add up.
+// The node term is why nodes:K searches stay small: links inside a node are
+// far faster than between nodes, so the bytes a device lacks bound little
+// there.
 //
 // A state's boxes are per-dim products, and a node's holdings and needs too
 // (it is a product of pieces, each in one dim), so overlaps are kept per dim
@@ -354,6 +362,15 @@ class SearchBound {
     if (span != k) return;
     first_inside_ = first;
     node_rate_ = static_cast<double>(k) * topo.network().bytes_per_us;
+    target_shard_bytes_ = ctx.ShardBytes(target);
+    int64_t least = ctx.element_bytes;  // the least target shard, unpadded
+    for (size_t d = 0; d < target.size(); ++d) {
+      int64_t parts = 1;
+      for (int32_t a : target[d]) parts *= ctx.axis_sizes[a];
+      const int64_t extent = ctx.shape[d], c = (extent + parts - 1) / parts;
+      least *= std::max<int64_t>(0, extent - (parts - 1) * c);
+    }
+    grow_copy_us_ = topo.CopyTime(least);
     for (const Sample& sample : samples_) {
       const int64_t base = sample.pos / k * k;
       if (!nodes_.empty() && nodes_.back().base == base) continue;
@@ -377,7 +394,7 @@ class SearchBound {
       missing = std::max(missing, samples_[i].volume - have);
     }
     const int64_t transfer_ps =
-        std::max(Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / fastest_), NodeRemaining(dims));
+        std::max(Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / fastest_), NodeRemaining(s, dims));
     std::vector<bool> used(ctx_.axis_sizes.size(), false);
     for (const auto& l : s)
       for (int32_t a : l) used[a] = true;
@@ -391,7 +408,7 @@ class SearchBound {
 
   // The node term alone (0 where it does not apply): a bound on any step
   // straight to the target, the exchange included.
-  int64_t NodeRemaining(const AxisLists& s) { return NodeRemaining(Overlaps(s)); }
+  int64_t NodeRemaining(const AxisLists& s) { return NodeRemaining(s, Overlaps(s)); }
 
  private:
   struct Sample {
@@ -424,10 +441,26 @@ class SearchBound {
           const auto [sl, sh] = Box(s[d], sample.pos, d);
           o.device.push_back(std::max<int64_t>(0, std::min(th, sh) - std::max(tl, sl)));
         }
+        // A node's overlap depends only on its coordinates on the pieces
+        // across nodes that split this dim here or in the target.
+        std::vector<int32_t>& across = across_;
+        across.clear();
+        for (const std::vector<int32_t>* l : {&s[d], &target_[d]})
+          for (int32_t a : *l)
+            if (static_cast<size_t>(a) < first_inside_ && std::find(across.begin(), across.end(), a) == across.end())
+              across.push_back(a);
+        int64_t combos = 1;
+        for (int32_t a : across) combos *= ctx_.axis_sizes[a];
+        seen_.assign(nodes_.empty() ? 0 : combos, -1);
         for (const NodeNeeds& node : nodes_) {
-          int64_t overlap = 0;
-          for (const auto& [lo, hi] : Blocks(s[d], node.base, d))
-            for (const auto& [tl, th] : node.target[d]) overlap += std::max<int64_t>(0, std::min(hi, th) - std::max(lo, tl));
+          int64_t at = 0;
+          for (int32_t a : across) at = at * ctx_.axis_sizes[a] + ctx_.Coordinate(node.base, a);
+          int64_t& overlap = seen_[at];
+          if (overlap < 0) {
+            overlap = 0;
+            for (const auto& [lo, hi] : Blocks(s[d], node.base, d))
+              for (const auto& [tl, th] : node.target[d]) overlap += std::max<int64_t>(0, std::min(hi, th) - std::max(lo, tl));
+          }
           o.node.push_back(overlap);
         }
       }
@@ -436,15 +469,19 @@ class SearchBound {
     return dims_;
   }
 
-  int64_t NodeRemaining(const std::vector<const DimOverlaps*>& dims) const {
+  int64_t NodeRemaining(const AxisLists& s, const std::vector<const DimOverlaps*>& dims) const {
+    if (nodes_.empty()) return 0;
     int64_t missing = 0;
     for (size_t j = 0; j < nodes_.size(); ++j) {
       int64_t held = 1;
       for (const DimOverlaps* o : dims) held *= o->node[j];
       missing = std::max(missing, nodes_[j].volume - held);
     }
-    if (missing == 0) return 0;
-    return latency_ps_ + Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / node_rate_);
+    double us = 0;
+    if (missing > 0)
+      us = ctx_.topology->step_latency_us() + static_cast<double>(missing * ctx_.element_bytes) / node_rate_;
+    if (ctx_.ShardBytes(s) < target_shard_bytes_) us += grow_copy_us_;
+    return Picoseconds(us);
   }
 
   // The box of dim d at mesh position pos, split by `pieces`.
@@ -488,7 +525,8 @@ class SearchBound {
   const PlanContext& ctx_;
   const AxisLists& target_;
   int64_t latency_ps_ = 0;
-  double fastest_ = 1, node_rate_ = 1;
+  double fastest_ = 1, node_rate_ = 1, grow_copy_us_ = 0;
+  int64_t target_shard_bytes_ = 0;
   std::vector<Sample> samples_;
   size_t first_inside_ = 0;     // pieces from here on lie inside a node
   std::vector<NodeNeeds> nodes_;  // empty where the node term does not apply
@@ -496,7 +534,8 @@ class SearchBound {
   // Scratch, kept to spare allocations.
   std::string key_;
   std::vector<const DimOverlaps*> dims_;
-  std::vector<int64_t> coords_;
+  std::vector<int64_t> coords_, seen_;
+  std::vector<int32_t> across_;
   std::vector<std::pair<int64_t, int64_t>> blocks_;
 };
 
@@ -565,17 +604,16 @@ class NamedPlanner {
       }
       const AxisLists s = nodes[u].state;
       if (structured)
-        for (const AxisLists& v : Neighbours(ctx_, s, pm_.target)) {
+        ForEachNeighbour(ctx_, s, pm_.target, [&](const AxisLists& v, std::string key) {
           // A state already expanded has its cheapest cost (the bound is
           // consistent): no step into it can help, so none is drafted.
-          std::string key = StateKey(v);
-          if (auto it = index.find(key); it != index.end() && nodes[it->second].done) continue;
+          if (auto it = index.find(key); it != index.end() && nodes[it->second].done) return;
           std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
-          if (!d || d->peak_bytes > cap_) continue;
+          if (!d || d->peak_bytes > cap_) return;
           Edge e{false, v, *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
           const Cost c = cost + e.cost();
           relax(u, std::move(key), v, std::move(e), c);
-        }
+        });
       if (ragged && exchanges_left > 0) {
         --exchanges_left;
         Layout from = StateLayout(pm_, s, source_.shape(), source_.dtype());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <span>
 
 namespace reshard {
 namespace {
@@ -84,7 +85,7 @@ class ProgramBuilder {
 
 struct DimChange {
   size_t prefix = 0;
-  std::vector<int32_t> removed, added;  // S and T
+  std::span<const int32_t> removed, added;  // S and T, in the states drafted
 };
 
 }  // namespace
@@ -164,18 +165,18 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
 
 namespace {
 
-int64_t AxesProduct(const PlanContext& ctx, const std::vector<int32_t>& axes, size_t begin, size_t end) {
+int64_t AxesProduct(const PlanContext& ctx, std::span<const int32_t> axes) {
   int64_t k = 1;
-  for (size_t i = begin; i < end; ++i) k *= ctx.axis_sizes[axes[i]];
+  for (int32_t a : axes) k *= ctx.axis_sizes[a];
   return k;
 }
 
 // Whether a dim changing from `from` to `to` (common prefix length p) keeps its blocks aligned.
 bool Aligned(const PlanContext& ctx, int64_t n, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
              size_t p) {
-  const int64_t kp = AxesProduct(ctx, from, 0, p);
+  const int64_t kp = AxesProduct(ctx, std::span(from).first(p));
   if (kp == 1) return true;
-  const int64_t kf = AxesProduct(ctx, from, 0, from.size()), kt = AxesProduct(ctx, to, 0, to.size());
+  const int64_t kf = AxesProduct(ctx, from), kt = AxesProduct(ctx, to);
   return ShardExtent(n, kf) * (kf / kp) == ShardExtent(n, kt) * (kt / kp);
 }
 
@@ -248,11 +249,11 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     const auto &f = from[d], &t = to[d];
     size_t p = 0;
     while (p < f.size() && p < t.size() && f[p] == t[p]) ++p;
-    changes[d] = {p, {f.begin() + p, f.end()}, {t.begin() + p, t.end()}};
+    changes[d] = {p, std::span(f).subspan(p), std::span(t).subspan(p)};
     any_removed = any_removed || !changes[d].removed.empty();
     any_added = any_added || !changes[d].added.empty();
     both_in_one_dim = both_in_one_dim || (!changes[d].removed.empty() && !changes[d].added.empty());
-    same_counts = same_counts && AxesProduct(ctx, f, 0, f.size()) == AxesProduct(ctx, t, 0, t.size());
+    same_counts = same_counts && AxesProduct(ctx, f) == AxesProduct(ctx, t);
   }
   const std::vector<int64_t> from_shard = ctx.ShardShape(from), to_shard = ctx.ShardShape(to);
   const int64_t eb = ctx.element_bytes;
@@ -276,11 +277,11 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     std::vector<int64_t> padded = from_shard;
     for (size_t d = 0; d < rank; ++d)
       if (!changes[d].added.empty())
-        padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added, 0, changes[d].added.size());
+        padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added);
     if (detailed) {
       b.Pad(padded);
       for (size_t d = 0; d < rank; ++d)
-        if (!changes[d].added.empty()) b.DynamicSlice(static_cast<int64_t>(d), to_shard[d], changes[d].added);
+        if (!changes[d].added.empty()) b.DynamicSlice(static_cast<int64_t>(d), to_shard[d], {changes[d].added.begin(), changes[d].added.end()});
     } else {
       // The pad, then the first dynamic slice: each later one holds less.
       const int64_t padded_bytes = Product(padded) * eb;
@@ -296,7 +297,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   } else if (structured && !any_added) {
     draft.op = StepOp::kAllGather;
     draft.group = gathered;
-    const int64_t k = AxesProduct(ctx, gathered, 0, gathered.size());
+    const int64_t k = AxesProduct(ctx, gathered);
     if (detailed) {
       std::vector<int64_t> lead = {1};
       lead.insert(lead.end(), from_shard.begin(), from_shard.end());
@@ -313,7 +314,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       if (ScatterTransposes(ctx, gathered, changes, from_shard)) peak = std::max(peak, 2 * k * from_bytes);
       bool trimmed = false;
       for (size_t d = 0; d < rank && !trimmed; ++d)
-        trimmed = from_shard[d] * AxesProduct(ctx, changes[d].removed, 0, changes[d].removed.size()) != to_shard[d];
+        trimmed = from_shard[d] * AxesProduct(ctx, changes[d].removed) != to_shard[d];
       if (trimmed) peak = std::max(peak, k * from_bytes + to_bytes);
     }
     const int64_t m = from_bytes;
@@ -328,9 +329,9 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     std::vector<int64_t> padded = from_shard, digits, rest(rank);
     for (size_t d = 0; d < rank; ++d)
       if (!changes[d].added.empty())
-        padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added, 0, changes[d].added.size());
+        padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added);
     for (size_t d = 0; d < rank; ++d) rest[d] = changes[d].added.empty() ? padded[d] : to_shard[d];
-    const int64_t k = AxesProduct(ctx, gathered, 0, gathered.size());
+    const int64_t k = AxesProduct(ctx, gathered);
     if (detailed) {
       b.Pad(padded);
       std::vector<int64_t> digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
