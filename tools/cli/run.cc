@@ -14,6 +14,9 @@
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
 #include "reshard/planner.h"
+#ifdef RESHARD_HAVE_MPI
+#include "run_mpi.h"
+#endif
 
 namespace reshard::cli {
 namespace {
@@ -74,9 +77,15 @@ class Progress {
 };
 
 void RunRun(const RunOptions& o) {
-  if (o.backend == "mpi")
-    throw CliError(kExitUnmet, "this reshard was built without MPI (configure with -DRESHARD_WITH_MPI=ON and run under mpirun)");
   if (o.repeat < 1) throw CliError(kExitBadInput, "--repeat must be at least 1");
+  if (o.backend == "mpi") {
+#ifdef RESHARD_HAVE_MPI
+    RunMpi(o.pair, LoadPair(o.pair), o.repeat, o.max_memory.empty() ? 0 : ParseSize(o.max_memory));
+    return;
+#else
+    throw CliError(kExitUnmet, "this reshard was built without MPI (configure with -DRESHARD_WITH_MPI=ON and run under mpirun)");
+#endif
+  }
   LayoutPair pair = LoadPair(o.pair);
   // Size limits first, from the layouts alone: nothing is planned or allocated
   // unless the buffers (source, target, and send buffers up to the source's
@@ -173,7 +182,9 @@ void RegisterRun(CLI::App& app) {
   AddPairOptions(cmd, o->pair);
   cmd->add_option("--repeat", o->repeat, "timed runs after one warm-up; the best counts")->capture_default_str();
   cmd->add_option("--threads", o->threads, "copy threads (default: the hardware's count)");
-  cmd->add_option("--backend", o->backend, "in-process (every device in this process) or mpi")
+  cmd->add_option("--backend", o->backend,
+                  "in-process (every device in this process) or mpi (under mpirun: device d is rank d; each rank "
+                  "holds only its own buffers)")
       ->check(CLI::IsMember({"in-process", "mpi"}))
       ->capture_default_str();
   cmd->add_option("--transport", o->transport,
@@ -182,7 +193,8 @@ void RegisterRun(CLI::App& app) {
       ->check(CLI::IsMember({"direct", "staged"}))
       ->capture_default_str();
   cmd->add_option("--max-memory", o->max_memory,
-                  "refuse, before planning, runs whose buffers need more, e.g. 8G (default: 70% of physical memory)");
+                  "refuse, before planning, runs whose buffers need more, e.g. 8G (default: 70% of physical memory; "
+                  "with mpi, per rank, 70% over the ranks)");
   cmd->callback([o]() { RunRun(*o); });
 }
 
