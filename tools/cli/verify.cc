@@ -2,6 +2,7 @@
 // reference simulator, check every element exactly.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -12,8 +13,28 @@
 namespace reshard::cli {
 namespace {
 
+int64_t MaxLocalElements(const Layout& l) {
+  int64_t most = 0;
+  for (int64_t d : l.devices()) most = std::max(most, l.LocalBytes(d) / l.element_bytes());
+  return most;
+}
+
 void RunVerify(const PairOptions& o) {
   LayoutPair pair = LoadPair(o);
+  // Size first, from the layouts alone (linear in the devices): the simulator
+  // holds at least three buffers of the largest shard on every device, so a
+  // case over its limit is refused before anything is planned.
+  const Layout& src = pair.source.layout;
+  const Layout& dst = pair.target.layout;
+  std::vector<int64_t> devices = src.devices();
+  devices.insert(devices.end(), dst.devices().begin(), dst.devices().end());
+  std::sort(devices.begin(), devices.end());
+  const int64_t n = std::unique(devices.begin(), devices.end()) - devices.begin();
+  const int64_t largest = std::max(MaxLocalElements(src), MaxLocalElements(dst));
+  if (largest > kMaxSimulatedElements / 3 / std::max<int64_t>(1, n))
+    throw CliError(kExitUnmet, fmt::format("too large to simulate: {} devices with shards of up to {} elements need "
+                                           "more than {} elements in all buffers",
+                                           n, largest, kMaxSimulatedElements));
   const PlannerOptions options = MakePlannerOptions(o, pair, /*emitting=*/false);
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
