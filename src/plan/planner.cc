@@ -179,6 +179,17 @@ std::string StateKey(const AxisLists& s) {
   return k;
 }
 
+// The state StateKey made `key` from.
+AxisLists StateOfKey(const std::string& key) {
+  AxisLists s(1);
+  for (char c : key) {
+    if (c == static_cast<char>(0xFF)) s.emplace_back();
+    else s.back().push_back(static_cast<unsigned char>(c));
+  }
+  s.pop_back();
+  return s;
+}
+
 bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
@@ -548,8 +559,10 @@ class NamedPlanner {
   // The cheapest path of edges from the source state to the target state.
   std::optional<std::vector<std::pair<AxisLists, Edge>>> Search(std::vector<PlanCandidate>& candidates,
                                                                 int64_t& explored) {
+    // A node's state is its key in `index` (decoded where a path needs it):
+    // most nodes are never expanded, so they keep no state of their own.
     struct Node {
-      AxisLists state;
+      const std::string* key;
       Cost cost;
       int parent = -1;
       Edge via;
@@ -563,10 +576,11 @@ class NamedPlanner {
     SearchBound bound(ctx_, pm_.target);
     using Entry = std::tuple<Cost, Cost, int>;  // (estimate, cost so far, node)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+    const std::string target_key = StateKey(pm_.target);
     auto relax = [&](int from, std::string key, const AxisLists& to, Edge e, Cost c) {
       auto [it, fresh] = index.try_emplace(std::move(key), static_cast<int>(nodes.size()));
       if (fresh) {
-        nodes.push_back(Node{to, c, from, std::move(e)});
+        nodes.push_back(Node{&it->first, c, from, std::move(e)});
         nodes.back().bound_ps = bound.Remaining(to);
       } else if (nodes[it->second].done || !(c < nodes[it->second].cost)) {
         return;
@@ -579,7 +593,7 @@ class NamedPlanner {
       Cost estimate = c;
       estimate.time_ps += nodes[it->second].bound_ps;
       queue.push({estimate, c, it->second});
-      if (to == pm_.target) candidates.push_back(Describe(nodes, it->second, "found"));
+      if (it->first == target_key) candidates.push_back(Describe(nodes, it->second, "found"));
     };
     relax(-1, StateKey(pm_.source), pm_.source, Edge{}, Cost{});
     const bool structured = options_.strategy != Strategy::kExchange;
@@ -592,17 +606,17 @@ class NamedPlanner {
       if (nodes[u].done || nodes[u].cost < cost) continue;
       nodes[u].done = true;
       ++explored;
-      if (nodes[u].state == pm_.target) return Path(nodes, u);
+      if (*nodes[u].key == target_key) return Path(nodes, u);
       if (++expanded > kMaxStatesExpanded) {
         // Out of budget: the cheapest complete plan found so far (the
         // caller also weighs the baselines).
         candidates.push_back(PlanCandidate{{}, 0, 0, 0,
                                            fmt::format("search stopped after {} states", kMaxStatesExpanded)});
-        auto it = index.find(StateKey(pm_.target));
+        auto it = index.find(target_key);
         if (it == index.end()) return std::nullopt;
         return Path(nodes, it->second);
       }
-      const AxisLists s = nodes[u].state;
+      const AxisLists s = StateOfKey(*nodes[u].key);
       if (structured)
         ForEachNeighbour(ctx_, s, pm_.target, [&](const AxisLists& v, std::string key) {
           // A state already expanded has its cheapest cost (the bound is
@@ -610,7 +624,8 @@ class NamedPlanner {
           if (auto it = index.find(key); it != index.end() && nodes[it->second].done) return;
           std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
           if (!d || d->peak_bytes > cap_) return;
-          Edge e{false, v, *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
+          Edge e{false, {}, {}, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
+          e.draft = std::move(*d);
           const Cost c = cost + e.cost();
           relax(u, std::move(key), v, std::move(e), c);
         });
@@ -634,7 +649,7 @@ class NamedPlanner {
         candidates.back().note = peak <= cap_ ? "priced" : "over the memory cap";
         if (peak <= cap_) {
           const Cost c = cost + e.cost();
-          relax(u, StateKey(pm_.target), pm_.target, std::move(e), c);
+          relax(u, target_key, pm_.target, std::move(e), c);
         }
       }
     }
@@ -791,7 +806,10 @@ class NamedPlanner {
   template <typename Nodes>
   std::vector<std::pair<AxisLists, Edge>> Path(const Nodes& nodes, int v) const {
     std::vector<std::pair<AxisLists, Edge>> path;
-    for (; nodes[v].parent >= 0; v = nodes[v].parent) path.push_back({nodes[nodes[v].parent].state, nodes[v].via});
+    for (; nodes[v].parent >= 0; v = nodes[v].parent) {
+      path.push_back({StateOfKey(*nodes[nodes[v].parent].key), nodes[v].via});
+      path.back().second.to = StateOfKey(*nodes[v].key);
+    }
     std::reverse(path.begin(), path.end());
     return path;
   }

@@ -137,7 +137,9 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
   if (topo.Uniform()) return static_cast<double>(k - 1) * topo.MessageTime(0, 1, bytes);
   // A device's time is affine in the message size: a + b * bytes. Keep the
   // distinct (a, b) of the group's devices per axis set.
-  auto it = ctx.group_cost_cache.find(axes);
+  uint64_t set = 0;
+  for (int32_t a : axes) set |= uint64_t{1} << a;
+  auto it = ctx.group_cost_cache.find(set);
   if (it == ctx.group_cost_cache.end()) {
     const Mesh& mesh = ctx.plan_mesh->mesh;
     const int64_t n = ctx.num_devices();
@@ -156,7 +158,7 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
     }
     std::sort(lines.begin(), lines.end());
     lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
-    it = ctx.group_cost_cache.emplace(axes, std::move(lines)).first;
+    it = ctx.group_cost_cache.emplace(set, std::move(lines)).first;
   }
   double worst = 0;
   for (const auto& [a, b] : it->second) worst = std::max(worst, a + b * static_cast<double>(bytes));

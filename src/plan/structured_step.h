@@ -22,8 +22,8 @@
 #define RESHARD_SRC_PLAN_STRUCTURED_STEP_H_
 
 #include <cstdint>
-#include <map>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -49,8 +49,10 @@ struct PlanContext {
   // Mesh positions of the group of position `pos` over `axes`, in member order.
   std::vector<int64_t> GroupOf(int64_t pos, const std::vector<int32_t>& axes) const;
   int64_t Coordinate(int64_t pos, int32_t axis) const { return (pos / axis_strides[axis]) % axis_sizes[axis]; }
-  // GroupTime's per-axis-set cost lines (planning is single-threaded).
-  mutable std::map<std::vector<int32_t>, std::vector<std::pair<double, double>>> group_cost_cache;
+  // GroupTime's cost lines per set of axes, a bit each (a plan mesh has at
+  // most 24 axes: each of size 2 or more, over at most 2^24 devices).
+  // Planning is single-threaded.
+  mutable std::unordered_map<uint64_t, std::vector<std::pair<double, double>>> group_cost_cache;
 };
 
 // One step drafted between two states: every device sends and receives the
@@ -74,8 +76,8 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
                                    bool detailed = true);
 
 // The time of one collective where every device exchanges `bytes` with each
-// other member of its group over `axes` (the slowest of 64 evenly spaced
-// devices, or of all where there are fewer).
+// other member of its group over `axes`, ascending (the slowest of 64 evenly
+// spaced devices, or of all where there are fewer).
 double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64_t bytes);
 
 }  // namespace reshard
