@@ -9,16 +9,13 @@
 namespace reshard {
 namespace {
 
-std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, const Mesh& m, int64_t node_size,
+// The plan mesh over m, given both layouts as named shardings over it.
+std::optional<PlanMesh> TryMesh(const NamedSharding& s, const NamedSharding& t, const Mesh& m, int64_t node_size,
                                 bool prime_pieces) {
-  Result<NamedSharding> s = NamedShardingFromLayout(source, m, /*allow_sub_axes=*/true);
-  if (!s.ok()) return std::nullopt;
-  Result<NamedSharding> t = NamedShardingFromLayout(target, m, /*allow_sub_axes=*/true);
-  if (!t.ok()) return std::nullopt;
   // Cut points of each axis, as the product of the factors major to the cut.
   std::vector<std::set<int64_t>> cuts(m.num_axes());
   for (int64_t a = 0; a < m.num_axes(); ++a) cuts[a] = {1, m.axes()[a].size};
-  for (const NamedSharding* n : {&*s, &*t})
+  for (const NamedSharding* n : {&s, &t})
     for (const NamedSharding::Dim& d : n->dims())
       for (const AxisRef& r : d.axes) {
         cuts[r.axis].insert(r.pre_size);
@@ -84,7 +81,7 @@ std::optional<PlanMesh> TryMesh(const Layout& source, const Layout& target, cons
     }
     return out;
   };
-  return PlanMesh{*pm, m, std::move(origin), lists(*s), lists(*t)};
+  return PlanMesh{*pm, m, std::move(origin), lists(s), lists(t)};
 }
 
 // Axes of the prime factors of n, major first.
@@ -125,18 +122,33 @@ std::string PlanMesh::AxesText(const std::vector<int32_t>& p, const char* sep) c
   return out;
 }
 
-std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
-                                     int64_t node_size, bool prime_pieces) {
+std::optional<PlanMeshes> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
+                                       int64_t node_size) {
   if (source.devices() != target.devices()) return std::nullopt;
+  std::vector<Mesh> candidates;
   for (const Mesh& m : hints) {
     std::vector<int64_t> ids = m.DeviceIds();
     std::sort(ids.begin(), ids.end());
-    if (ids != source.devices()) continue;
-    if (auto pm = TryMesh(source, target, m, node_size, prime_pieces)) return pm;
+    if (ids == source.devices()) candidates.push_back(m);
   }
-  Result<Mesh> primes = Mesh::Create(PrimeAxes(static_cast<int64_t>(source.devices().size())), source.devices());
-  if (!primes.ok()) return std::nullopt;
-  return TryMesh(source, target, *primes, node_size, prime_pieces);
+  if (Result<Mesh> primes = Mesh::Create(PrimeAxes(static_cast<int64_t>(source.devices().size())), source.devices());
+      primes.ok())
+    candidates.push_back(*primes);
+  // Each plan mesh is cut from the first candidate that gives one; inferring
+  // the layouts' named shardings, the costly part, is done once for both.
+  std::optional<PlanMesh> coarse, fine;
+  for (const Mesh& m : candidates) {
+    Result<NamedSharding> s = NamedShardingFromLayout(source, m, /*allow_sub_axes=*/true);
+    if (!s.ok()) continue;
+    Result<NamedSharding> t = NamedShardingFromLayout(target, m, /*allow_sub_axes=*/true);
+    if (!t.ok()) continue;
+    if (!coarse) coarse = TryMesh(*s, *t, m, node_size, /*prime_pieces=*/false);
+    if (!fine) fine = TryMesh(*s, *t, m, node_size, /*prime_pieces=*/true);
+    if (coarse && fine) break;
+  }
+  if (!coarse) return std::nullopt;
+  if (fine && fine->mesh == coarse->mesh) fine.reset();
+  return PlanMeshes{std::move(*coarse), std::move(fine)};
 }
 
 }  // namespace reshard

@@ -35,15 +35,20 @@ struct PlanMesh {
   std::string AxesText(const std::vector<int32_t>& pieces, const char* sep) const;
 };
 
-// nullopt when the layouts are not named shardings over one common mesh.
-// node_size > 1 adds node-boundary cuts where the mesh is iota. With
-// prime_pieces, pieces are further cut into prime factors where the plan
-// mesh keeps at most kMaxPrimePieces axes: more pieces let the search move
+// The plan mesh, and a finer one where its pieces cut into prime factors give
+// more pieces but at most kMaxPrimePieces: more pieces let the search move
 // part of an axis (slice half of x, swap it for y), at the price of a larger
 // search and of axis names that are sub-axes.
+struct PlanMeshes {
+  PlanMesh coarse;
+  std::optional<PlanMesh> fine;
+};
+
+// nullopt when the layouts are not named shardings over one common mesh.
+// node_size > 1 adds node-boundary cuts where the mesh is iota.
 inline constexpr int kMaxPrimePieces = 4;
-std::optional<PlanMesh> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
-                                     int64_t node_size, bool prime_pieces);
+std::optional<PlanMeshes> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
+                                       int64_t node_size);
 
 }  // namespace reshard
 

@@ -358,9 +358,9 @@ class SearchBound {
     const int64_t n = ctx.num_devices();
     for (int64_t i = 0, k = std::min<int64_t>(64, n); i < k; ++i) {
       const int64_t pos = i * n / k;
-      Sample sample{pos, {}, 1};
+      Sample sample{pos, CoordinatesOf(pos), {}, 1};
       for (size_t d = 0; d < target.size(); ++d) {
-        sample.target.push_back(Box(target[d], pos, d));
+        sample.target.push_back(Box(target[d], sample.coords, d));
         sample.volume *= sample.target.back().second - sample.target.back().first;
       }
       samples_.push_back(std::move(sample));
@@ -385,9 +385,9 @@ class SearchBound {
     for (const Sample& sample : samples_) {
       const int64_t base = sample.pos / k * k;
       if (!nodes_.empty() && nodes_.back().base == base) continue;
-      NodeNeeds node{base, {}, 1};
+      NodeNeeds node{base, CoordinatesOf(base), {}, 1};
       for (size_t d = 0; d < target.size(); ++d) {
-        node.target.push_back(Blocks(target[d], base, d));
+        node.target.push_back(Blocks(target[d], node.coords, d));
         int64_t length = 0;
         for (const auto& [lo, hi] : node.target.back()) length += hi - lo;
         node.volume *= length;
@@ -424,11 +424,13 @@ class SearchBound {
  private:
   struct Sample {
     int64_t pos;
+    std::vector<int64_t> coords;  // per piece
     std::vector<std::pair<int64_t, int64_t>> target;  // per dim
     int64_t volume;
   };
   struct NodeNeeds {
     int64_t base;  // its first mesh position
+    std::vector<int64_t> coords;  // of its first position, per piece
     std::vector<std::vector<std::pair<int64_t, int64_t>>> target;  // per dim, disjoint blocks its devices need
     int64_t volume;  // elements in their union
   };
@@ -449,7 +451,7 @@ class SearchBound {
         DimOverlaps& o = it->second;
         for (const Sample& sample : samples_) {
           const auto [tl, th] = sample.target[d];
-          const auto [sl, sh] = Box(s[d], sample.pos, d);
+          const auto [sl, sh] = Box(s[d], sample.coords, d);
           o.device.push_back(std::max<int64_t>(0, std::min(th, sh) - std::max(tl, sl)));
         }
         // A node's overlap depends only on its coordinates on the pieces
@@ -465,11 +467,11 @@ class SearchBound {
         seen_.assign(nodes_.empty() ? 0 : combos, -1);
         for (const NodeNeeds& node : nodes_) {
           int64_t at = 0;
-          for (int32_t a : across) at = at * ctx_.axis_sizes[a] + ctx_.Coordinate(node.base, a);
+          for (int32_t a : across) at = at * ctx_.axis_sizes[a] + node.coords[a];
           int64_t& overlap = seen_[at];
           if (overlap < 0) {
             overlap = 0;
-            for (const auto& [lo, hi] : Blocks(s[d], node.base, d))
+            for (const auto& [lo, hi] : Blocks(s[d], node.coords, d))
               for (const auto& [tl, th] : node.target[d]) overlap += std::max<int64_t>(0, std::min(hi, th) - std::max(lo, tl));
           }
           o.node.push_back(overlap);
@@ -495,22 +497,30 @@ class SearchBound {
     return Picoseconds(us);
   }
 
-  // The box of dim d at mesh position pos, split by `pieces`.
-  std::pair<int64_t, int64_t> Box(const std::vector<int32_t>& pieces, int64_t pos, size_t d) const {
+  std::vector<int64_t> CoordinatesOf(int64_t pos) const {
+    std::vector<int64_t> c(ctx_.axis_sizes.size());
+    for (size_t a = 0; a < c.size(); ++a) c[a] = ctx_.Coordinate(pos, static_cast<int32_t>(a));
+    return c;
+  }
+
+  // The box of dim d of the device at `coords`, split by `pieces`.
+  std::pair<int64_t, int64_t> Box(const std::vector<int32_t>& pieces, const std::vector<int64_t>& coords, size_t d) const {
     int64_t k = 1, coord = 0;
     for (int32_t a : pieces) {
       k *= ctx_.axis_sizes[a];
-      coord = coord * ctx_.axis_sizes[a] + ctx_.Coordinate(pos, a);
+      coord = coord * ctx_.axis_sizes[a] + coords[a];
     }
     const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
     return {std::min(coord * c, extent), std::min((coord + 1) * c, extent)};
   }
 
-  // The blocks of dim d that the devices of the node at `base` hold when
+  // The blocks of dim d that the devices of the node at `base` (the
+  // coordinates of its first device) hold when
   // `pieces` split it: their coordinates on pieces across nodes are fixed,
   // those inside vary. Distinct coordinates give disjoint blocks; empty ones
   // are dropped. The result lives until the next call.
-  const std::vector<std::pair<int64_t, int64_t>>& Blocks(const std::vector<int32_t>& pieces, int64_t base, size_t d) {
+  const std::vector<std::pair<int64_t, int64_t>>& Blocks(const std::vector<int32_t>& pieces,
+                                                         const std::vector<int64_t>& base, size_t d) {
     int64_t k = 1;
     for (int32_t a : pieces) k *= ctx_.axis_sizes[a];
     const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
@@ -520,7 +530,7 @@ class SearchBound {
       const int64_t size = ctx_.axis_sizes[a];
       for (int64_t& x : coords) x *= size;
       if (static_cast<size_t>(a) < first_inside_) {
-        for (int64_t& x : coords) x += ctx_.Coordinate(base, a);
+        for (int64_t& x : coords) x += base[a];
         continue;
       }
       const size_t n = coords.size();
@@ -941,7 +951,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     return Status::NotSupported(fmt::format("the exchange strategy needs a ragged all-to-all, which {} lacks",
                                             PlanTargetName(options.target)));
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
-  std::optional<PlanMesh> pm = FindPlanMesh(source, target, options.meshes, node, /*prime_pieces=*/false);
+  std::optional<PlanMeshes> pm = FindPlanMesh(source, target, options.meshes, node);
   PlanBuilder builder(source, target);
 
   if (!pm) {
@@ -1012,10 +1022,8 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     for (const auto& [from, e] : p) c = c + e.cost();
     return c;
   };
-  std::vector<PlanMesh> meshes = {*pm};
-  if (std::optional<PlanMesh> fine = FindPlanMesh(source, target, options.meshes, node, /*prime_pieces=*/true);
-      fine && !(fine->mesh == pm->mesh))
-    meshes.push_back(*fine);
+  std::vector<PlanMesh> meshes = {std::move(pm->coarse)};
+  if (pm->fine) meshes.push_back(std::move(*pm->fine));
   std::optional<Path> best;
   size_t best_mesh = 0;
   int64_t best_cap = cap;
@@ -1072,7 +1080,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     }
   }
   if (!best) {
-    NamedPlanner planner(*pm, source, target, options, INT64_MAX);
+    NamedPlanner planner(meshes[0], source, target, options, INT64_MAX);
     const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
                                    shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
     if (options.strategy == Strategy::kExchange)

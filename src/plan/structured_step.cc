@@ -115,20 +115,6 @@ std::vector<int64_t> PlanContext::ShardShape(const AxisLists& state) const {
 
 int64_t PlanContext::ShardBytes(const AxisLists& state) const { return Product(ShardShape(state)) * element_bytes; }
 
-std::vector<int64_t> PlanContext::GroupOf(int64_t pos, const std::vector<int32_t>& axes) const {
-  int64_t base = pos;
-  for (int32_t a : axes) base -= Coordinate(pos, a) * axis_strides[a];
-  std::vector<int64_t> members = {base};
-  for (int32_t a : axes) {
-    std::vector<int64_t> next;
-    next.reserve(members.size() * axis_sizes[a]);
-    for (int64_t m : members)
-      for (int64_t c = 0; c < axis_sizes[a]; ++c) next.push_back(m + c * axis_strides[a]);
-    members = std::move(next);
-  }
-  return members;
-}
-
 double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64_t bytes) {
   int64_t k = 1;
   for (int32_t a : axes) k *= ctx.axis_sizes[a];
@@ -145,14 +131,30 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
     const int64_t n = ctx.num_devices();
     const int64_t samples = std::min<int64_t>(64, n);  // evenly spaced devices; exact for symmetric meshes
     std::vector<std::pair<double, double>> lines;
+    std::vector<int64_t> digit(axes.size());
     for (int64_t i = 0; i < samples; ++i) {
       const int64_t pos = samples == n ? i : i * n / samples;
+      // The group's members in member order (row-major over `axes`),
+      // walked without listing them.
+      int64_t q = pos;
+      for (size_t j = 0; j < axes.size(); ++j) {
+        digit[j] = 0;
+        q -= ctx.Coordinate(pos, axes[j]) * ctx.axis_strides[axes[j]];
+      }
       double a = 0, b = 0;
-      for (int64_t q : ctx.GroupOf(pos, axes)) {
-        if (q == pos) continue;
-        const double t0 = topo.MessageTime(mesh.device(pos), mesh.device(q), 0);
-        a += t0;
-        b += topo.MessageTime(mesh.device(pos), mesh.device(q), 1) - t0;
+      for (int64_t m = 0; m < k; ++m) {
+        if (q != pos) {
+          const double t0 = topo.MessageTime(mesh.device(pos), mesh.device(q), 0);
+          a += t0;
+          b += topo.MessageTime(mesh.device(pos), mesh.device(q), 1) - t0;
+        }
+        for (size_t j = axes.size(); j-- > 0;) {
+          const int32_t x = axes[j];
+          q += ctx.axis_strides[x];
+          if (++digit[j] < ctx.axis_sizes[x]) break;
+          digit[j] = 0;
+          q -= ctx.axis_sizes[x] * ctx.axis_strides[x];
+        }
       }
       lines.push_back({a, b});
     }
@@ -270,8 +272,15 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   for (size_t d = 0; d < rank && structured; ++d)
     if (!changes[d].removed.empty() || !changes[d].added.empty())
       structured = Aligned(ctx, ctx.shape[d], from[d], to[d], changes[d].prefix);
-  std::vector<int32_t> gathered = GroupAxes(changes, true), scattered = GroupAxes(changes, false);
-  if (structured && any_removed && any_added && gathered != scattered) structured = false;
+  // Pieces appear once per state, so the S and T pieces are the same set when
+  // their bits are.
+  uint64_t removed_set = 0, added_set = 0;
+  for (const DimChange& c : changes) {
+    for (int32_t a : c.removed) removed_set |= uint64_t{1} << a;
+    for (int32_t a : c.added) added_set |= uint64_t{1} << a;
+  }
+  if (structured && any_removed && any_added && removed_set != added_set) structured = false;
+  const std::vector<int32_t> gathered = GroupAxes(changes, true);
 
   if (structured && !any_removed) {
     // Slice: pick this device's block of each grown dim, by its coordinates.

@@ -46,8 +46,6 @@ struct PlanContext {
   // Padded local shape of a state.
   std::vector<int64_t> ShardShape(const AxisLists& state) const;
   int64_t ShardBytes(const AxisLists& state) const;
-  // Mesh positions of the group of position `pos` over `axes`, in member order.
-  std::vector<int64_t> GroupOf(int64_t pos, const std::vector<int32_t>& axes) const;
   int64_t Coordinate(int64_t pos, int32_t axis) const { return (pos / axis_strides[axis]) % axis_sizes[axis]; }
   // GroupTime's cost lines per set of axes, a bit each (a plan mesh has at
   // most 24 axes: each of size 2 or more, over at most 2^24 devices).
