@@ -24,6 +24,14 @@
 //   kAuto           point-to-point where the step is sparse (the busiest rank
 //                   talks to at most half the ranks) or its messages are large
 //                   (1 MiB or more on average), else MPI_Alltoallv.
+// A structured step of a planned plan (an all-to-all or all-gather over mesh
+// axes) whose messages all stay inside its groups runs as a collective over
+// one sub-communicator per group (MPI_Comm_split at creation, members ranked
+// as the plan orders them): MPI_Ialltoallv, or MPI_Iallgatherv straight from
+// the input buffer when every message is the sender's whole input. Only
+// kPointToPoint, or a message too large for an int count, overrides this.
+// Steps run as their minimal exchange (device_program.h): no padding is sent,
+// so a group collective's counts may differ by member (the v-forms).
 // Messages larger than MpiOptions::max_message_bytes (default 2^31 - 1, the
 // most an MPI int count of bytes can say; OpenMPI 4.1 has no large-count
 // calls) are sent as several point-to-point chunks; a step with such a
@@ -95,7 +103,8 @@ class MpiReshard {
   // This rank's buffer sizes in bytes (0 where it holds nothing).
   int64_t source_bytes() const;
   int64_t target_bytes() const;
-  // The transport each step runs with ("alltoallv" or "p2p"), the same on every rank.
+  // The transport each step runs with, the same on every rank: "alltoallv",
+  // "p2p", "alltoallv over groups" or "allgatherv over groups".
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;

@@ -76,8 +76,17 @@ struct StepRun {
   bool p2p = false;
   std::vector<int> send_rank, recv_rank;  // per message, the peer's rank
   std::vector<size_t> send_order;         // messages, staggered: peers rank+1, rank+2, ... first
-  // MPI_Alltoallv's arrays, one entry per rank (bytes).
+  // MPI_Alltoallv's arrays, one entry per rank of `comm` (bytes).
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  // A structured step whose messages all stay inside its groups runs over a
+  // sub-communicator per group (members ranked as the collective orders
+  // them): MPI_Ialltoallv, or MPI_Iallgatherv where every message is the
+  // sender's whole input.
+  bool grouped = false;  // the same on every rank; `group` is null where a rank is in no group
+  MPI_Comm group = MPI_COMM_NULL;
+  int group_size = 0;
+  bool allgather = false;
+  std::vector<int> recv_base;  // all-gather: where message m starts in the gathered buffer
 };
 
 struct MpiReshard::State {
@@ -92,19 +101,28 @@ struct MpiReshard::State {
   ~State() {
     int finalized = 1;
     MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+    if (finalized) return;
+    for (StepRun& s : steps)
+      if (s.group != MPI_COMM_NULL) MPI_Comm_free(&s.group);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 
   // Duplicates the communicator and checks that every rank passed the same
   // layouts and options (`hash` of them).
   Status Begin(MPI_Comm user, const MpiOptions& o, uint64_t hash);
   // Compiles this rank's part of every step and picks each step's transport.
-  Status Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops);
+  Status Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops,
+                 const CollectivePlan* plan = nullptr);
+  // Moves a structured step onto its groups' sub-communicators where its
+  // messages allow (the same choice on every rank).
+  Status UseGroups(StepRun& s, const PlanStep& step, const Mesh& mesh);
+  Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
 };
 
-Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops) {
+Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops,
+                                  const CollectivePlan* plan) {
   State& st = *this;
   const int rank = st.rank, size = st.size;
   // Every layout device must be a rank: the same answer on every rank, as the layouts agree.
@@ -165,7 +183,17 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
       case MpiTransport::kAuto: s.p2p = sparse || large; break;
     }
     if (most_all[1] != 0) s.p2p = true;  // an int count cannot say it
-    if (!s.p2p) {
+    // A structured collective runs as one, over its groups, unless
+    // point-to-point was asked for or a message is too large for an int count.
+    if (st.options.transport != MpiTransport::kPointToPoint && most_all[1] == 0 && plan != nullptr && plan->mesh() &&
+        i < plan->steps().size()) {
+      const PlanStep& ps = plan->steps()[i];
+      if ((ps.op == StepOp::kAllToAll || ps.op == StepOp::kAllGather) && !ps.group_axes.empty()) {
+        RESHARD_RETURN_IF_ERROR(st.UseGroups(s, ps, *plan->mesh()));
+        if (s.grouped) s.p2p = false;
+      }
+    }
+    if (!s.p2p && !s.grouped) {
       s.send_counts.assign(static_cast<size_t>(size), 0);
       s.send_displs.assign(static_cast<size_t>(size), 0);
       s.recv_counts.assign(static_cast<size_t>(size), 0);
@@ -190,7 +218,117 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
     st.steps.push_back(std::move(s));
   }
   st.send.resize(static_cast<size_t>(send_max));
-  st.recv.resize(static_cast<size_t>(recv_max));
+  st.recv.resize(std::max(st.recv.size(), static_cast<size_t>(recv_max)));  // an all-gather may have asked for more
+  return Status::Ok();
+}
+
+Status MpiReshard::State::UseGroups(StepRun& s, const PlanStep& step, const Mesh& mesh) {
+  const int64_t n = mesh.num_devices();
+  std::vector<int64_t> stride(mesh.axes().size(), 1);
+  for (size_t a = stride.size(); a-- > 1;) stride[a - 1] = stride[a] * mesh.axes()[a].size;
+  std::vector<int64_t> position(static_cast<size_t>(size), -1);  // rank -> mesh position
+  for (int64_t pos = 0; pos < n; ++pos)
+    if (mesh.device(pos) < size) position[static_cast<size_t>(mesh.device(pos))] = pos;
+  // A group is the positions that differ only on the group axes; a member's
+  // index is row-major over the group axes in their listed order.
+  auto color = [&](int64_t pos) {
+    for (int32_t a : step.group_axes) pos -= (pos / stride[static_cast<size_t>(a)]) % mesh.axes()[static_cast<size_t>(a)].size * stride[static_cast<size_t>(a)];
+    return pos;
+  };
+  auto member = [&](int64_t pos) {
+    int64_t k = 0;
+    for (int32_t a : step.group_axes) {
+      const int64_t axis_size = mesh.axes()[static_cast<size_t>(a)].size;
+      k = k * axis_size + (pos / stride[static_cast<size_t>(a)]) % axis_size;
+    }
+    return k;
+  };
+  const int64_t me = position[static_cast<size_t>(rank)];
+  bool inside = me >= 0 || (s.send_rank.empty() && s.recv_rank.empty());
+  for (const std::vector<int>* peers : {&s.send_rank, &s.recv_rank})
+    for (int peer : *peers)
+      inside = inside && me >= 0 && position[static_cast<size_t>(peer)] >= 0 &&
+               color(position[static_cast<size_t>(peer)]) == color(me);
+  const DeviceProgram& p = s.program;
+  // An all-gather where every message is this rank's whole input, packed as
+  // is, and goes to every other member: then what each member receives from
+  // another is that member's whole input, as MPI_Allgatherv has it.
+  int64_t members = 1;
+  for (int32_t a : step.group_axes) members *= mesh.axes()[static_cast<size_t>(a)].size;
+  bool whole = step.op == StepOp::kAllGather &&
+               static_cast<int64_t>(s.send_rank.size()) == (s.program.input_bytes > 0 ? members - 1 : 0);
+  for (size_t m = 0; m < s.send_rank.size() && whole; ++m) {
+    const int32_t b = p.pack_begin[m];
+    whole = p.pack_begin[m + 1] == b + 1 && p.pack.ops[static_cast<size_t>(b)].num_dims == 0 &&
+            p.pack.ops[static_cast<size_t>(b)].src_offset == 0 && p.send_count[m] == p.input_bytes;
+  }
+  int flags[2] = {inside ? 1 : 0, whole ? 1 : 0}, all[2] = {0, 0};
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(flags, all, 2, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
+  if (all[0] == 0) return Status::Ok();  // some message crosses groups: the whole communicator it is
+  s.grouped = true;
+  const int my_color = me >= 0 ? static_cast<int>(color(me)) : MPI_UNDEFINED;
+  const int my_key = me >= 0 ? static_cast<int>(member(me)) : 0;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Comm_split(comm, my_color, my_key, &s.group), "MPI_Comm_split"));
+  if (s.group == MPI_COMM_NULL) return Status::Ok();  // not in the mesh: nothing to do in this step
+  MPI_Comm_set_errhandler(s.group, MPI_ERRORS_RETURN);
+  MPI_Comm_size(s.group, &s.group_size);
+  const size_t g = static_cast<size_t>(s.group_size);
+  auto member_of = [&](int peer) { return static_cast<size_t>(member(position[static_cast<size_t>(peer)])); };
+  s.send_counts.assign(g, 0);
+  s.send_displs.assign(g, 0);
+  s.recv_counts.assign(g, 0);
+  s.recv_displs.assign(g, 0);
+  s.allgather = all[1] != 0;
+  if (s.allgather) {
+    // Every member's whole input, in member order; this rank's own slot too.
+    s.recv_counts[static_cast<size_t>(my_key)] = static_cast<int>(p.input_bytes);
+    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_counts[member_of(s.recv_rank[m])] = static_cast<int>(p.recv_count[m]);
+    int64_t at = 0;
+    for (size_t k = 0; k < g; ++k) {
+      s.recv_displs[k] = static_cast<int>(at);
+      at += s.recv_counts[k];
+    }
+    if (at > INT_MAX) return Status::Internal("an all-gather's gathered buffer exceeds 2^31 bytes");
+    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_base.push_back(s.recv_displs[member_of(s.recv_rank[m])]);
+    recv.resize(std::max(recv.size(), static_cast<size_t>(at)));
+    return Status::Ok();
+  }
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    s.send_counts[member_of(s.send_rank[m])] = static_cast<int>(p.send_count[m]);
+    s.send_displs[member_of(s.send_rank[m])] = static_cast<int>(p.send_offset[m]);
+  }
+  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    s.recv_counts[member_of(s.recv_rank[m])] = static_cast<int>(p.recv_count[m]);
+    s.recv_displs[member_of(s.recv_rank[m])] = static_cast<int>(p.recv_offset[m]);
+  }
+  return Status::Ok();
+}
+
+Status MpiReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats) {
+  const DeviceProgram& p = s.program;
+  if (s.group == MPI_COMM_NULL) return Status::Ok();
+  MPI_Request req;
+  if (s.allgather) {
+    // The input is the message: no packing. Each received message is then
+    // unpacked from its member's slot of the gathered buffer.
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Iallgatherv(in, static_cast<int>(p.input_bytes), MPI_BYTE, recv.data(),
+                                                    s.recv_counts.data(), s.recv_displs.data(), MPI_BYTE, s.group, &req),
+                                    "MPI_Iallgatherv"));
+    RunAll(p.local, in, out);
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-gather)"));
+    for (size_t m = 0; m < s.recv_rank.size(); ++m)
+      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out);
+  } else {
+    RunAll(p.pack, in, send.data());
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Ialltoallv(send.data(), s.send_counts.data(), s.send_displs.data(), MPI_BYTE,
+                                                   recv.data(), s.recv_counts.data(), s.recv_displs.data(), MPI_BYTE,
+                                                   s.group, &req),
+                                    "MPI_Ialltoallv (group)"));
+    RunAll(p.local, in, out);
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (group all-to-all-v)"));
+    RunAll(p.unpack, recv.data(), out);
+  }
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
 
@@ -246,7 +384,7 @@ Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const Layout& source, const
                                 root == hash ? Status::Ok()
                                              : Status::InvalidArgument("its planner options give another plan than rank 0's")));
   if (layouts.size() == 1) layouts.push_back(plan.target());
-  RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames()));
+  RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames(), &plan));
   return MpiReshard(std::move(st));
 }
 
@@ -262,7 +400,7 @@ Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const CollectivePlan& plan,
   o.planner.reset();  // the plan is given
   RESHARD_RETURN_IF_ERROR(st->Begin(comm, o, hash));
   if (layouts.size() == 1) layouts.push_back(plan.target());
-  RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames()));
+  RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames(), &plan));
   return MpiReshard(std::move(st));
 }
 
@@ -277,7 +415,14 @@ const std::vector<std::string>& MpiReshard::step_ops() const { return state_->op
 
 std::vector<std::string> MpiReshard::step_transports() const {
   std::vector<std::string> t;
-  for (const StepRun& s : state_->steps) t.emplace_back(s.p2p ? "p2p" : "alltoallv");
+  for (const StepRun& s : state_->steps) {
+    if (s.p2p)
+      t.emplace_back("p2p");
+    else if (s.grouped)
+      t.push_back(fmt::format("{} over groups", s.allgather ? "allgatherv" : "alltoallv"));
+    else
+      t.emplace_back("alltoallv");
+  }
   return t;
 }
 
@@ -374,7 +519,9 @@ Result<MpiRunStats> MpiReshard::Execute(std::span<const std::byte> source, std::
     // A failed MPI call fails the whole job under MPI's default handler; here
     // it is returned, and the others may wait on this rank: MPI_Abort is the
     // caller's call to make.
-    RESHARD_RETURN_IF_ERROR(s.p2p ? st.RunPointToPoint(s, in, out, stats) : st.RunAlltoallv(s, in, out, stats));
+    RESHARD_RETURN_IF_ERROR(s.p2p                       ? st.RunPointToPoint(s, in, out, stats)
+                            : s.grouped ? st.RunGrouped(s, in, out, stats)
+                                        : st.RunAlltoallv(s, in, out, stats));
     stats.bytes_moved += s.program.unpack.bytes + s.program.local.bytes;
     stats.bytes_sent += s.program.send_bytes;
     stats.bytes_received += s.program.recv_bytes;

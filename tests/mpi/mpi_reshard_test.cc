@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,10 +71,17 @@ Case RandomCase(std::mt19937_64& rng, int iter) {
   }
 }
 
+// How many steps ran with each transport ("p2p", "alltoallv over groups", ...).
+std::map<std::string, int>& TransportsSeen() {
+  static std::map<std::string, int> seen;
+  return seen;
+}
+
 // Runs `c` on every rank with `options`; true where this rank's target is exact.
 ::testing::AssertionResult RunCase(const Case& c, const MpiOptions& options) {
   Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, c.source, c.target, options);
   if (!r.ok()) return ::testing::AssertionFailure() << c.what << ": " << r.status();
+  for (const std::string& t : r->step_transports()) ++TransportsSeen()[t];
   std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
   FillTags(c.source, Rank(), src);
   // Twice: a persistent plan runs again on the same buffers. Both runs on
@@ -106,6 +114,7 @@ TEST(Mpi, RandomLayoutsEveryTransport) {
 
 TEST(Mpi, RandomLayoutsThroughThePlanner) {
   std::mt19937_64 rng(12);
+  TransportsSeen().clear();
   for (int iter = 0; iter < 150; ++iter) {
     const Case c = RandomCase(rng, iter);
     MpiOptions o;
@@ -113,6 +122,11 @@ TEST(Mpi, RandomLayoutsThroughThePlanner) {
     if (c.mesh) o.planner->meshes = {*c.mesh};
     const ::testing::AssertionResult ok = RunCase(c, o);
     EXPECT_TRUE(AllOk(ok)) << ok.message();
+  }
+  // Structured steps ran over their groups' sub-communicators, both kinds.
+  if (Size() >= 4) {
+    EXPECT_GT(TransportsSeen()["alltoallv over groups"], 0) << ::testing::PrintToString(TransportsSeen());
+    EXPECT_GT(TransportsSeen()["allgatherv over groups"], 0) << ::testing::PrintToString(TransportsSeen());
   }
 }
 
