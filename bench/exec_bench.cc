@@ -11,6 +11,7 @@
 #include "reshard/device_program.h"
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
+#include "reshard/host_buffer.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
 
@@ -70,15 +71,15 @@ void BM_InProcess(benchmark::State& state) {
   const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
   const PlanProgram program = PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
   const size_t n = program.devices().size();
-  std::vector<std::vector<std::byte>> a(n), b(n);
+  std::vector<HostBuffer> a, b;
   std::vector<std::span<const std::byte>> sources(n);
   std::vector<std::span<std::byte>> targets(n), fill(n);
   for (size_t i = 0; i < n; ++i) {
-    a[i].resize(static_cast<size_t>(src.LocalBytes(program.devices()[i])));
-    b[i].resize(static_cast<size_t>(dst.LocalBytes(program.devices()[i])));
-    sources[i] = a[i];
-    targets[i] = b[i];
-    fill[i] = a[i];
+    a.emplace_back(src.LocalBytes(program.devices()[i]));
+    b.emplace_back(dst.LocalBytes(program.devices()[i]));
+    sources[i] = a[i].span();
+    targets[i] = b[i].span();
+    fill[i] = a[i].span();
   }
   FillSources(program, fill, 2);
   ExecOptions o;

@@ -10,20 +10,22 @@
 #include "exec/copy_kernel.h"
 #include "exec/thread_pool.h"
 #include "reshard/executor.h"
+#include "reshard/host_buffer.h"
 
 namespace reshard {
 namespace {
 
 // A buffer the executor owns; its capacity is what counts as held.
 struct Owned {
-  std::unique_ptr<std::byte[]> data;
+  HostBuffer buffer;
   int64_t capacity = 0;
+  std::byte* get() { return buffer.data(); }
 };
 
 Owned Allocate(int64_t bytes) {
   Owned o;
   o.capacity = bytes;
-  if (bytes > 0) o.data.reset(new std::byte[static_cast<size_t>(bytes)]);
+  o.buffer = HostBuffer(bytes);
   return o;
 }
 
@@ -72,7 +74,7 @@ class InProcessExecutor final : public Executor {
           out[i] = targets[i];
         } else {
           out_owned[i] = Allocate(dp.output_bytes);
-          out[i] = std::span<std::byte>(out_owned[i].data.get(), static_cast<size_t>(dp.output_bytes));
+          out[i] = std::span<std::byte>(out_owned[i].get(), static_cast<size_t>(dp.output_bytes));
         }
         const int64_t held = static_cast<int64_t>(sources[i].size() + targets[i].size()) + send_[i].capacity +
                              in_owned[i].capacity + out_owned[i].capacity;
@@ -91,7 +93,7 @@ class InProcessExecutor final : public Executor {
           Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
           continue;
         }
-        Add(dp.pack, 0, dp.pack.ops.size(), in[i].data(), send_[i].data.get());
+        Add(dp.pack, 0, dp.pack.ops.size(), in[i].data(), send_[i].get());
         Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
         stats.bytes_moved += dp.local.bytes;
       }
@@ -101,7 +103,7 @@ class InProcessExecutor final : public Executor {
         const DeviceProgram& dp = step.devices[i];
         for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
           // unpack ops address the receive buffer; message m lives in its sender's send buffer.
-          const std::byte* base = send_[dp.recv_peer[m]].data.get() + dp.recv_peer_offset[m] - dp.recv_offset[m];
+          const std::byte* base = send_[dp.recv_peer[m]].get() + dp.recv_peer_offset[m] - dp.recv_offset[m];
           Add(dp.unpack, dp.unpack_begin[m], dp.unpack_begin[m + 1], base, out[i].data());
         }
         stats.bytes_moved += dp.unpack.bytes;
@@ -129,7 +131,7 @@ class InProcessExecutor final : public Executor {
     const int64_t parts = (o.capacity + chunk - 1) / chunk;
     pool_.ParallelFor(parts, [&](int64_t k) {
       const int64_t lo = k * chunk;
-      std::fill(o.data.get() + lo, o.data.get() + std::min(o.capacity, lo + chunk), std::byte{0});
+      std::fill(o.get() + lo, o.get() + std::min(o.capacity, lo + chunk), std::byte{0});
     });
   }
 
@@ -184,8 +186,8 @@ double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat) {
   if (bytes <= 0) return 0;
   const int64_t size = std::min<int64_t>(bytes, int64_t{1} << 28);
   Owned a = Allocate(size), b = Allocate(size);
-  std::fill(a.data.get(), a.data.get() + size, std::byte{1});
-  std::fill(b.data.get(), b.data.get() + size, std::byte{2});
+  std::fill(a.get(), a.get() + size, std::byte{1});
+  std::fill(b.get(), b.get() + size, std::byte{2});
   ThreadPool pool(threads);
   const int64_t parts = std::max<int64_t>(pool.size(), (size + (int64_t{1} << 20) - 1) >> 20);
   const int64_t per = (size + parts - 1) / parts;
@@ -196,7 +198,7 @@ double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat) {
       const int64_t now = std::min(size, bytes - done);
       pool.ParallelFor(parts, [&](int64_t k) {
         const int64_t lo = std::min(now, k * per), hi = std::min(now, lo + per);
-        if (hi > lo) std::memcpy(b.data.get() + lo, a.data.get() + lo, static_cast<size_t>(hi - lo));
+        if (hi > lo) std::memcpy(b.get() + lo, a.get() + lo, static_cast<size_t>(hi - lo));
       });
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -13,6 +13,7 @@
 #include "reshard/device_program.h"
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
+#include "reshard/host_buffer.h"
 #include "reshard/planner.h"
 #ifdef RESHARD_HAVE_MPI
 #include "run_mpi.h"
@@ -106,15 +107,15 @@ void RunRun(const RunOptions& o) {
   const PlanProgram& p = *program;
 
   const size_t n = p.devices().size();
-  std::vector<std::vector<std::byte>> src(n), dst(n);
+  std::vector<HostBuffer> src, dst;
   std::vector<std::span<const std::byte>> sources(n);
   std::vector<std::span<std::byte>> targets(n), fill(n);
   for (size_t i = 0; i < n; ++i) {
-    src[i].resize(static_cast<size_t>(p.source().LocalBytes(p.devices()[i])));
-    dst[i].resize(static_cast<size_t>(p.target().LocalBytes(p.devices()[i])));
-    sources[i] = src[i];
-    fill[i] = src[i];
-    targets[i] = dst[i];
+    src.emplace_back(p.source().LocalBytes(p.devices()[i]));
+    dst.emplace_back(p.target().LocalBytes(p.devices()[i]));
+    sources[i] = src[i].span();
+    fill[i] = src[i].span();
+    targets[i] = dst[i].span();
   }
   FillSources(p, fill, o.threads);
   ExecOptions eo;

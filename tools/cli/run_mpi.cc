@@ -12,6 +12,7 @@
 
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
+#include "reshard/host_buffer.h"
 #include "reshard/mpi.h"
 
 namespace reshard::cli {
@@ -75,21 +76,21 @@ void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t ma
   ThrowIfError(created.status(), "",
                created.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
   MpiReshard& r = *created;
-  std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
-  FillTags(source, mpi.rank(), src);
+  HostBuffer src(r.source_bytes()), dst(r.target_bytes());
+  FillTags(source, mpi.rank(), src.span());
 
-  Result<MpiRunStats> stats = r.Execute(src, dst);  // warm-up: first touch of every buffer
+  Result<MpiRunStats> stats = r.Execute(src.span(), dst.span());  // warm-up: first touch of every buffer
   ThrowIfError(stats.status(), "executing", kExitInternal);
   double best = 0, own_best = 0;
   for (int k = 0; k < repeat; ++k) {
     MPI_Barrier(MPI_COMM_WORLD);
-    stats = r.Execute(src, dst);
+    stats = r.Execute(src.span(), dst.span());
     ThrowIfError(stats.status(), "executing", kExitInternal);
     const double slowest = MaxOver(stats->seconds);
     best = k == 0 ? slowest : std::min(best, slowest);
     own_best = k == 0 ? stats->seconds : std::min(own_best, stats->seconds);
   }
-  const TagCheck check = CheckTags(target, mpi.rank(), dst);
+  const TagCheck check = CheckTags(target, mpi.rank(), dst.span());
   const int64_t mismatches = SumOver(check.mismatches), checked = SumOver(check.checked);
   // memcpy of each rank's own bytes, every rank at once: the same parallelism as the run.
   MPI_Barrier(MPI_COMM_WORLD);
