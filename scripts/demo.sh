@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-[ -x build/reshard ] || scripts/build.sh release >/dev/null
+scripts/build.sh release >/dev/null  # a no-op when up to date
 R=build/reshard
 SRC="{devices=[2,1,4]<=[4,2]T(1,0)}"
 DST="{devices=[1,8,1]<=[8]}"
@@ -21,6 +21,10 @@ $R plan --shape 16,16,16 --from "$SRC" --to "$DST" --explain
 $R plan --shape 16,16,16 --from "$SRC" --to "$DST" --emit hlo
 $R plan --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --for jax-cpu --emit jax
 $R verify --shape 16,16,16 --from "$SRC" --to "$DST"
+# Executed: every device's buffers in this process, then as 8 MPI processes (device d = rank d).
+$R run --shape 16,16,16 --from "$SRC" --to "$DST"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  mpirun -np 8 --oversubscribe $R run --backend mpi --shape 16,16,16 --from "$SRC" --to "$DST"
 # reshard.jax.reshard in real JAX (8 CPU devices), beside XLA's own reshard.
 set +x
 py=$(scripts/setup_python_package.sh)
