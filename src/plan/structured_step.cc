@@ -130,6 +130,12 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
     const Mesh& mesh = ctx.plan_mesh->mesh;
     const int64_t n = ctx.num_devices();
     const int64_t samples = std::min<int64_t>(64, n);  // evenly spaced devices; exact for symmetric meshes
+    // On nodes:K a message costs one of two things, by whether its ends share
+    // a node: price each once, and only sort the members.
+    const bool nodes = topo.kind() == Topology::Kind::kNodes;
+    const int64_t node = topo.devices_per_node();
+    const double near0 = nodes ? topo.MessageTime(0, 1, 0) : 0, far0 = nodes ? topo.MessageTime(0, node, 0) : 0;
+    const double near1 = nodes ? topo.MessageTime(0, 1, 1) - near0 : 0, far1 = nodes ? topo.MessageTime(0, node, 1) - far0 : 0;
     std::vector<std::pair<double, double>> lines;
     std::vector<int64_t> digit(axes.size());
     for (int64_t i = 0; i < samples; ++i) {
@@ -142,8 +148,14 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
         q -= ctx.Coordinate(pos, axes[j]) * ctx.axis_strides[axes[j]];
       }
       double a = 0, b = 0;
+      const int64_t first = mesh.device(pos) / node * node;  // of pos's node
       for (int64_t m = 0; m < k; ++m) {
-        if (q != pos) {
+        if (q != pos && nodes) {
+          const int64_t dq = mesh.device(q);
+          const bool near = dq >= first && dq < first + node;
+          a += near ? near0 : far0;
+          b += near ? near1 : far1;
+        } else if (q != pos) {
           const double t0 = topo.MessageTime(mesh.device(pos), mesh.device(q), 0);
           a += t0;
           b += topo.MessageTime(mesh.device(pos), mesh.device(q), 1) - t0;
