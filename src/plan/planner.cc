@@ -465,14 +465,20 @@ class SearchBound {
         int64_t combos = 1;
         for (int32_t a : across) combos *= ctx_.axis_sizes[a];
         seen_.assign(nodes_.empty() ? 0 : combos, -1);
+        if (!nodes_.empty()) Inside(s[d], offsets_);
+        const int64_t extent = ctx_.shape[d], c = BlockLength(s[d], d);
         for (const NodeNeeds& node : nodes_) {
           int64_t at = 0;
           for (int32_t a : across) at = at * ctx_.axis_sizes[a] + node.coords[a];
           int64_t& overlap = seen_[at];
           if (overlap < 0) {
             overlap = 0;
-            for (const auto& [lo, hi] : Blocks(s[d], node.coords, d))
-              for (const auto& [tl, th] : node.target[d]) overlap += std::max<int64_t>(0, std::min(hi, th) - std::max(lo, tl));
+            const int64_t first = FirstBlock(s[d], node.coords);
+            for (int64_t v : offsets_) {
+              const int64_t lo = (first + v) * c, hi = std::min(lo + c, extent);
+              for (const auto& [tl, th] : node.target[d])
+                overlap += std::max<int64_t>(0, std::min(hi, th) - std::max(lo, tl));
+            }
           }
           o.node.push_back(overlap);
         }
@@ -504,7 +510,8 @@ class SearchBound {
   }
 
   // The box of dim d of the device at `coords`, split by `pieces`.
-  std::pair<int64_t, int64_t> Box(const std::vector<int32_t>& pieces, const std::vector<int64_t>& coords, size_t d) const {
+  std::pair<int64_t, int64_t> Box(const std::vector<int32_t>& pieces, const std::vector<int64_t>& coords,
+                                  size_t d) const {
     int64_t k = 1, coord = 0;
     for (int32_t a : pieces) {
       k *= ctx_.axis_sizes[a];
@@ -514,33 +521,46 @@ class SearchBound {
     return {std::min(coord * c, extent), std::min((coord + 1) * c, extent)};
   }
 
-  // The blocks of dim d that the devices of the node at `base` (the
-  // coordinates of its first device) hold when
-  // `pieces` split it: their coordinates on pieces across nodes are fixed,
-  // those inside vary. Distinct coordinates give disjoint blocks; empty ones
-  // are dropped. The result lives until the next call.
-  const std::vector<std::pair<int64_t, int64_t>>& Blocks(const std::vector<int32_t>& pieces,
-                                                         const std::vector<int64_t>& base, size_t d) {
+  // The length of the blocks `pieces` cut dim d into.
+  int64_t BlockLength(const std::vector<int32_t>& pieces, size_t d) const {
     int64_t k = 1;
     for (int32_t a : pieces) k *= ctx_.axis_sizes[a];
-    const int64_t extent = ctx_.shape[d], c = (extent + k - 1) / k;
-    std::vector<int64_t>& coords = coords_;
-    coords.assign(1, 0);
+    return (ctx_.shape[d] + k - 1) / k;
+  }
+
+  // The block that the first device of the node at `base` (coordinates of
+  // that device) holds when `pieces` cut a dim.
+  int64_t FirstBlock(const std::vector<int32_t>& pieces, const std::vector<int64_t>& base) const {
+    int64_t x = 0;
+    for (int32_t a : pieces) x = x * ctx_.axis_sizes[a] + (static_cast<size_t>(a) < first_inside_ ? base[a] : 0);
+    return x;
+  }
+
+  // The blocks the devices of a node hold past the first device's, when
+  // `pieces` cut a dim: the coordinates on pieces inside the node vary,
+  // those across nodes are the first device's. Distinct, so the blocks are
+  // disjoint.
+  void Inside(const std::vector<int32_t>& pieces, std::vector<int64_t>& offsets) const {
+    offsets.assign(1, 0);
     for (int32_t a : pieces) {
       const int64_t size = ctx_.axis_sizes[a];
-      for (int64_t& x : coords) x *= size;
-      if (static_cast<size_t>(a) < first_inside_) {
-        for (int64_t& x : coords) x += base[a];
-        continue;
-      }
-      const size_t n = coords.size();
+      for (int64_t& x : offsets) x *= size;
+      if (static_cast<size_t>(a) < first_inside_) continue;
+      const size_t n = offsets.size();
       for (int64_t v = 1; v < size; ++v)
-        for (size_t i = 0; i < n; ++i) coords.push_back(coords[i] + v);
+        for (size_t i = 0; i < n; ++i) offsets.push_back(offsets[i] + v);
     }
-    blocks_.clear();
-    for (int64_t x : coords)
-      if (x * c < extent) blocks_.push_back({x * c, std::min((x + 1) * c, extent)});
-    return blocks_;
+  }
+
+  // The non-empty blocks of dim d the devices of the node at `base` hold.
+  std::vector<std::pair<int64_t, int64_t>> Blocks(const std::vector<int32_t>& pieces, const std::vector<int64_t>& base,
+                                                  size_t d) {
+    const int64_t extent = ctx_.shape[d], c = BlockLength(pieces, d), first = FirstBlock(pieces, base);
+    Inside(pieces, offsets_);
+    std::vector<std::pair<int64_t, int64_t>> blocks;
+    for (int64_t v : offsets_)
+      if ((first + v) * c < extent) blocks.push_back({(first + v) * c, std::min((first + v + 1) * c, extent)});
+    return blocks;
   }
 
   const PlanContext& ctx_;
@@ -555,9 +575,8 @@ class SearchBound {
   // Scratch, kept to spare allocations.
   std::string key_;
   std::vector<const DimOverlaps*> dims_;
-  std::vector<int64_t> coords_, seen_;
+  std::vector<int64_t> offsets_, seen_;
   std::vector<int32_t> across_;
-  std::vector<std::pair<int64_t, int64_t>> blocks_;
 };
 
 class NamedPlanner {

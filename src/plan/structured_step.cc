@@ -19,9 +19,7 @@ int64_t ShardExtent(int64_t n, int64_t k) { return (n + k - 1) / k; }
 // Emits the ops of one step's program and tracks the buffers they need.
 class ProgramBuilder {
  public:
-  // keep_ops = false tracks shapes and the peak only (the search's drafts).
-  ProgramBuilder(std::vector<int64_t> shape, int64_t element_bytes, bool keep_ops)
-      : shape_(std::move(shape)), eb_(element_bytes), keep_ops_(keep_ops) {}
+  ProgramBuilder(std::vector<int64_t> shape, int64_t element_bytes) : shape_(std::move(shape)), eb_(element_bytes) {}
 
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t Bytes(const std::vector<int64_t>& s) const { return Product(s) * eb_; }
@@ -74,11 +72,10 @@ class ProgramBuilder {
     const int64_t in = Bytes(shape_), out = Bytes(op.shape);
     if (op.kind != ProgramOp::Kind::kReshape) peak_ = std::max(peak_, in + out);
     shape_ = op.shape;
-    if (keep_ops_) ops_.push_back(std::move(op));
+    ops_.push_back(std::move(op));
   }
   std::vector<int64_t> shape_;
   int64_t eb_;
-  bool keep_ops_;
   std::vector<ProgramOp> ops_;
   int64_t peak_ = 0;
 };
@@ -135,7 +132,8 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
     const bool nodes = topo.kind() == Topology::Kind::kNodes;
     const int64_t node = topo.devices_per_node();
     const double near0 = nodes ? topo.MessageTime(0, 1, 0) : 0, far0 = nodes ? topo.MessageTime(0, node, 0) : 0;
-    const double near1 = nodes ? topo.MessageTime(0, 1, 1) - near0 : 0, far1 = nodes ? topo.MessageTime(0, node, 1) - far0 : 0;
+    const double near1 = nodes ? topo.MessageTime(0, 1, 1) - near0 : 0;
+    const double far1 = nodes ? topo.MessageTime(0, node, 1) - far0 : 0;
     std::vector<std::pair<double, double>> lines;
     std::vector<int64_t> digit(axes.size());
     for (int64_t i = 0; i < samples; ++i) {
@@ -276,7 +274,8 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   StepDraft draft;
   // The search's drafts need only the peak of the program's buffers, which
   // follows from the shapes below; the program is built for the final plan.
-  ProgramBuilder b(from_shard, eb, detailed);
+  std::optional<ProgramBuilder> b;
+  if (detailed) b.emplace(from_shard, eb);
   const int64_t from_bytes = Product(from_shard) * eb, to_bytes = Product(to_shard) * eb;
   int64_t peak = 0;
 
@@ -292,7 +291,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     for (int32_t a : c.added) added_set |= uint64_t{1} << a;
   }
   if (structured && any_removed && any_added && removed_set != added_set) structured = false;
-  const std::vector<int32_t> gathered = GroupAxes(changes, true);
+  std::vector<int32_t> gathered = GroupAxes(changes, true);
 
   if (structured && !any_removed) {
     // Slice: pick this device's block of each grown dim, by its coordinates.
@@ -302,9 +301,10 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       if (!changes[d].added.empty())
         padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added);
     if (detailed) {
-      b.Pad(padded);
+      b->Pad(padded);
       for (size_t d = 0; d < rank; ++d)
-        if (!changes[d].added.empty()) b.DynamicSlice(static_cast<int64_t>(d), to_shard[d], {changes[d].added.begin(), changes[d].added.end()});
+        if (!changes[d].added.empty())
+          b->DynamicSlice(static_cast<int64_t>(d), to_shard[d], {changes[d].added.begin(), changes[d].added.end()});
     } else {
       // The pad, then the first dynamic slice: each later one holds less.
       const int64_t padded_bytes = Product(padded) * eb;
@@ -319,22 +319,22 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     }
   } else if (structured && !any_added) {
     draft.op = StepOp::kAllGather;
-    draft.group = gathered;
-    const int64_t k = AxesProduct(ctx, gathered);
+    draft.group = std::move(gathered);
+    const int64_t k = AxesProduct(ctx, draft.group);
     if (detailed) {
       std::vector<int64_t> lead = {1};
       lead.insert(lead.end(), from_shard.begin(), from_shard.end());
-      b.Reshape(lead);
+      b->Reshape(lead);
       ProgramOp ag{ProgramOp::Kind::kAllGather, lead};
       ag.shape[0] = k;
-      ag.axes = gathered;
-      b.Collective(std::move(ag));
-      ScatterLeading(ctx, b, gathered, changes, from_shard, to_shard);
+      ag.axes = draft.group;
+      b->Collective(std::move(ag));
+      ScatterLeading(ctx, *b, draft.group, changes, from_shard, to_shard);
     } else {
       // The gather, ScatterLeading's transpose where it moves data, and its
       // slice of the padding where there is some.
       peak = from_bytes + k * from_bytes;
-      if (ScatterTransposes(ctx, gathered, changes, from_shard)) peak = std::max(peak, 2 * k * from_bytes);
+      if (ScatterTransposes(ctx, draft.group, changes, from_shard)) peak = std::max(peak, 2 * k * from_bytes);
       bool trimmed = false;
       for (size_t d = 0; d < rank && !trimmed; ++d)
         trimmed = from_shard[d] * AxesProduct(ctx, changes[d].removed) != to_shard[d];
@@ -343,10 +343,10 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     const int64_t m = from_bytes;
     draft.send_bytes = draft.recv_bytes = (k - 1) * m;
     draft.messages = k - 1;
-    draft.time_us = GroupTime(ctx, gathered, m);
+    draft.time_us = GroupTime(ctx, draft.group, m);
   } else if (structured) {
     draft.op = StepOp::kAllToAll;
-    draft.group = gathered;
+    draft.group = std::move(gathered);
     // Each dim that grows is cut into its new axes' digits; those digits go
     // to the front in group order, one chunk per destination.
     std::vector<int64_t> padded = from_shard, digits, rest(rank);
@@ -354,9 +354,9 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       if (!changes[d].added.empty())
         padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added);
     for (size_t d = 0; d < rank; ++d) rest[d] = changes[d].added.empty() ? padded[d] : to_shard[d];
-    const int64_t k = AxesProduct(ctx, gathered);
+    const int64_t k = AxesProduct(ctx, draft.group);
     if (detailed) {
-      b.Pad(padded);
+      b->Pad(padded);
       std::vector<int64_t> digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
       for (size_t d = 0; d < rank; ++d) {
         for (int32_t a : changes[d].added) {
@@ -366,18 +366,18 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
         rest_digit[d] = static_cast<int64_t>(digits.size());
         digits.push_back(rest[d]);
       }
-      b.Reshape(digits);
+      b->Reshape(digits);
       std::vector<int64_t> perm;
-      for (int32_t a : gathered) perm.push_back(digit_of_axis[a]);
+      for (int32_t a : draft.group) perm.push_back(digit_of_axis[a]);
       for (size_t d = 0; d < rank; ++d) perm.push_back(rest_digit[d]);
-      b.Transpose(perm);
+      b->Transpose(perm);
       std::vector<int64_t> lead = {k};
       lead.insert(lead.end(), rest.begin(), rest.end());
-      b.Reshape(lead);
+      b->Reshape(lead);
       ProgramOp a2a{ProgramOp::Kind::kAllToAll, lead};
-      a2a.axes = gathered;
-      b.Collective(std::move(a2a));
-      ScatterLeading(ctx, b, gathered, changes, rest, to_shard);
+      a2a.axes = draft.group;
+      b->Collective(std::move(a2a));
+      ScatterLeading(ctx, *b, draft.group, changes, rest, to_shard);
     } else {
       // Every op holds the padded shard in and out at most (the pad and the
       // final slice less), and the all-to-all does.
@@ -386,7 +386,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     const int64_t m = Product(rest) * eb;  // one chunk
     draft.send_bytes = draft.recv_bytes = (k - 1) * m;
     draft.messages = k - 1;
-    draft.time_us = GroupTime(ctx, gathered, m);
+    draft.time_us = GroupTime(ctx, draft.group, m);
   } else if (same_counts) {
     // Collective-permute: per shard index, the devices that need it and do
     // not hold it are paired, in ascending order, with holders that no
@@ -425,7 +425,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     if (detailed) {
       ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
       cp.pairs = draft.pairs;
-      b.Collective(std::move(cp));
+      b->Collective(std::move(cp));
     } else {
       if (from_shard != to_shard) return std::nullopt;  // as the program's shape check below
       peak = 2 * from_bytes;
@@ -433,8 +433,8 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   } else {
     return std::nullopt;
   }
-  if (detailed && b.shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
-  draft.peak_bytes = std::max(detailed ? b.peak_bytes() : peak, from_bytes + to_bytes);
+  if (detailed && b->shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
+  draft.peak_bytes = std::max(detailed ? b->peak_bytes() : peak, from_bytes + to_bytes);
   // Local copies as an executor makes them: pack what is sent where it is
   // not one contiguous buffer (an all-to-all's chunks), then lay out the
   // result (not needed where a permute receives straight into it). The
@@ -443,7 +443,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   const int64_t laid_out = draft.op == StepOp::kCollectivePermute ? 0 : to_bytes;
   draft.time_us += ctx.topology->CopyTime(packed + laid_out);
   if (IsCollective(draft.op)) draft.time_us += ctx.topology->step_latency_us();
-  draft.program = b.TakeOps();
+  if (detailed) draft.program = b->TakeOps();
   return draft;
 }
 
