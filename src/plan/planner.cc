@@ -363,6 +363,8 @@ class SearchBound {
         sample.target.push_back(Box(target[d], sample.coords, d));
         sample.volume *= sample.target.back().second - sample.target.back().first;
       }
+      device_ceiling_ps_ =
+          std::max(device_ceiling_ps_, Picoseconds(static_cast<double>(sample.volume * ctx.element_bytes) / fastest_));
       samples_.push_back(std::move(sample));
     }
     if (topo.kind() != Topology::Kind::kNodes || topo.Uniform() || !ctx.plan_mesh->mesh.is_iota()) return;
@@ -398,14 +400,16 @@ class SearchBound {
 
   int64_t Remaining(const AxisLists& s) {
     const std::vector<const DimOverlaps*>& dims = Overlaps(s);
-    int64_t missing = 0;
-    for (size_t i = 0; i < samples_.size(); ++i) {
-      int64_t have = 1;
-      for (const DimOverlaps* o : dims) have *= o->device[i];
-      missing = std::max(missing, samples_[i].volume - have);
+    int64_t transfer_ps = NodeRemaining(s, dims);
+    if (transfer_ps < device_ceiling_ps_) {  // else the devices' term cannot exceed the nodes'
+      int64_t missing = 0;
+      for (size_t i = 0; i < samples_.size(); ++i) {
+        int64_t have = 1;
+        for (const DimOverlaps* o : dims) have *= o->device[i];
+        missing = std::max(missing, samples_[i].volume - have);
+      }
+      transfer_ps = std::max(transfer_ps, Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / fastest_));
     }
-    const int64_t transfer_ps =
-        std::max(Picoseconds(static_cast<double>(missing * ctx_.element_bytes) / fastest_), NodeRemaining(s, dims));
     std::vector<bool> used(ctx_.axis_sizes.size(), false);
     for (const auto& l : s)
       for (int32_t a : l) used[a] = true;
@@ -568,6 +572,7 @@ class SearchBound {
   int64_t latency_ps_ = 0;
   double fastest_ = 1, node_rate_ = 1, grow_copy_us_ = 0;
   int64_t target_shard_bytes_ = 0;
+  int64_t device_ceiling_ps_ = 0;  // the devices' term where a device lacks its whole target box
   std::vector<Sample> samples_;
   size_t first_inside_ = 0;     // pieces from here on lie inside a node
   std::vector<NodeNeeds> nodes_;  // empty where the node term does not apply
