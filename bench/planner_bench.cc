@@ -1,4 +1,4 @@
-// Search time of PlanReshard (the whole call: plan mesh, Dijkstra search over
+// Search time of PlanReshard (the whole call: plan mesh, A* search over
 // structured steps and the ragged exchange, baselines, candidates), layouts
 // built outside the timed loop:
 //   - the canonical case (f32[16,16,16], mesh x=4,y=2);
