@@ -19,8 +19,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
