@@ -135,20 +135,49 @@ class InProcessExecutor final : public Executor {
     });
   }
 
-  // Splits copies into ranges of about kChunk bytes.
+  // Queues copies begin..end of `p` for the next RunWork.
   void Add(const CopyProgram& p, size_t begin, size_t end, const std::byte* src, std::byte* dst) {
-    constexpr int64_t kChunk = int64_t{1} << 18;
-    for (size_t k = begin; k < end; ++k) {
-      const CopyOp& op = p.ops[k];
-      const int64_t units = CopyUnits(p, op);
-      const int64_t per = std::max<int64_t>(1, kChunk / UnitBytes(p, op));
-      for (int64_t lo = 0; lo < units; lo += per) work_.push_back({&p, &op, src, dst, lo, std::min(units, lo + per)});
-    }
+    for (size_t k = begin; k < end; ++k) work_.push_back({&p, &p.ops[k], src, dst, 0, CopyUnits(p, p.ops[k])});
   }
 
+  // Runs the queued copies over the pool, in slices: slice k holds the k-th
+  // part of every copy. A reshard's copies are strided walks through the same
+  // rows of many buffers (each source row feeds every receiver, each target
+  // row takes from every sender); running one copy after another walks every
+  // page once per copy, while slices of every copy together keep a block of
+  // rows of every buffer in the cache until all its copies are done (on the
+  // development machine: 64-byte runs 1.4x as fast). Contiguous copies, and
+  // many small copies where slicing every copy would cost more than it saves,
+  // run in chunks of 256 KiB instead.
   void RunWork() {
-    pool_.ParallelFor(static_cast<int64_t>(work_.size()), [this](int64_t k) {
-      const Work& w = work_[k];
+    constexpr int64_t kSliceBytes = int64_t{512} << 10, kChunk = int64_t{1} << 18;
+    strided_.clear();
+    chunks_.clear();
+    int64_t strided_bytes = 0;
+    for (const Work& w : work_) {
+      if (w.op->num_dims > 0) {
+        strided_.push_back(w);
+        strided_bytes += w.program->OpBytes(*w.op);
+      }
+    }
+    const int64_t slices = std::max<int64_t>(pool_.size(), (strided_bytes + kSliceBytes - 1) / kSliceBytes);
+    const bool slice = static_cast<int64_t>(strided_.size()) * slices <= (int64_t{1} << 20);
+    if (!slice) strided_.clear();
+    for (const Work& w : work_) {
+      if (slice && w.op->num_dims > 0) continue;
+      const int64_t per = std::max<int64_t>(1, kChunk / UnitBytes(*w.program, *w.op));
+      for (int64_t lo = 0; lo < w.hi; lo += per) chunks_.push_back({w.program, w.op, w.src, w.dst, lo, std::min(w.hi, lo + per)});
+    }
+    const int64_t parts = (strided_.empty() ? 0 : slices) + static_cast<int64_t>(chunks_.size());
+    pool_.ParallelFor(parts, [&](int64_t k) {
+      if (!strided_.empty() && k < slices) {
+        for (const Work& w : strided_) {
+          const int64_t lo = w.hi * k / slices, hi = w.hi * (k + 1) / slices;
+          if (hi > lo) RunCopy(*w.program, *w.op, w.src, w.dst, lo, hi);
+        }
+        return;
+      }
+      const Work& w = chunks_[static_cast<size_t>(k - (strided_.empty() ? 0 : slices))];
       RunCopy(*w.program, *w.op, w.src, w.dst, w.lo, w.hi);
     });
   }
@@ -156,7 +185,7 @@ class InProcessExecutor final : public Executor {
   ExecOptions options_;
   ThreadPool pool_;
   std::vector<Owned> send_;
-  std::vector<Work> work_;
+  std::vector<Work> work_, strided_, chunks_;
 };
 
 }  // namespace
