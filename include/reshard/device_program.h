@@ -129,7 +129,10 @@ struct CompileOptions {
   int64_t only_device = -1;
   // Formats of the plan's source and target buffers (every device's, or the
   // one device's). Intermediate buffers of multi-step plans are the
-  // executor's own: row-major and tight.
+  // executor's own: row-major and tight. The first step's messages are
+  // staged in the source format's order (a column-major source packs whole
+  // columns), so every device's source must be in the same order; leading
+  // dimensions may differ.
   BufferFormat source_format = {}, target_format = {};
 };
 

@@ -73,7 +73,8 @@ std::string_view MpiTransportName(MpiTransport t);  // "auto", "alltoallv", "p2p
 struct MpiOptions {
   MpiTransport transport = MpiTransport::kAuto;
   int64_t max_message_bytes = (int64_t{1} << 31) - 1;
-  // This rank's buffer formats (each rank may pass its own leading dimension).
+  // This rank's buffer formats: each rank may pass its own leading
+  // dimension, but every rank the same order.
   BufferFormat source_format = {}, target_format = {};
   // Unset: the one-step minimal exchange. Set: PlanReshard with these options.
   std::optional<PlannerOptions> planner = std::nullopt;

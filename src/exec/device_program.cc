@@ -10,12 +10,6 @@
 namespace reshard {
 namespace {
 
-std::vector<int64_t> ElementStrides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
-  return s;
-}
-
 // A run along one dim after merging segments adjacent on the sides that matter.
 struct DimRun {
   int64_t src = 0, dst = 0, length = 0;
@@ -109,6 +103,11 @@ void CopyProgram::AddBox(std::span<const int64_t> extent, int64_t src_offset, st
     if (extent[i] == 0) return;
     if (extent[i] > 1) d.push_back({extent[i], src_strides[i] * elem_bytes, dst_strides[i] * elem_bytes});
   }
+  // Walk the destination in memory order (its smallest stride innermost):
+  // row-major buffers keep the box's own dim order, and a copy between
+  // column-major buffers runs down their contiguous columns instead of
+  // element by element.
+  std::stable_sort(d.begin(), d.end(), [](const CopyDim& a, const CopyDim& b) { return a.dst_stride > b.dst_stride; });
   int64_t run = elem_bytes;
   while (!d.empty() && d.back().src_stride == run && d.back().dst_stride == run) {
     run *= d.back().count;
@@ -233,6 +232,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       return last && (only_device < 0 || device == only_device) ? options.target_format : BufferFormat{};
     };
     auto in_strides_of = [&](int64_t device) { return in_format(device).Strides(in.LocalShape(device)); };
+    // Messages are staged in the source buffers' order, so that packing a
+    // column-major source copies whole columns; every device must then hold
+    // its source in the same order (MpiReshard checks that ranks agree).
+    const BufferFormat staging = first ? BufferFormat{options.source_format.order, 0} : BufferFormat{};
     auto out_strides_of = [&](int64_t device) { return out_format(device).Strides(out.LocalShape(device)); };
     RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(in, out));
     const ExchangePlan xp = only_device >= 0 ? ex.DevicePlan(only_device) : ex.Plan();
@@ -272,7 +275,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       s.send_count.push_back(bytes);
       s.send_offset.push_back(s.send_bytes);
       s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
-      AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, s.send_bytes, ElementStrides(StagingShape(xp, *t)), eb);
+      AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, s.send_bytes, staging.Strides(StagingShape(xp, *t)), eb);
       s.send_bytes += bytes;
     }
     for (const Transfer* t : by_receiver) {
@@ -291,7 +294,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.recv_peer_offset.push_back(peer_offset);
       r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
       const std::vector<int64_t> out_strides = out_strides_of(t->to);
-      AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, ElementStrides(StagingShape(xp, *t)), 0, out_strides,
+      AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides,
               eb);
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
       AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, in_strides_of(t->from), 0, out_strides, eb);

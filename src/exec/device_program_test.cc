@@ -183,5 +183,23 @@ TEST(DeviceProgram, ColumnMajorSourceCompilesThroughItsStrides) {
   EXPECT_EQ(out[1], (std::vector<float>{2, 5, 8, 11}));
 }
 
+// Between column-major buffers a copy runs down the contiguous columns, not
+// element by element; the staged message follows the source's order.
+TEST(DeviceProgram, ColumnMajorCopiesRunDownColumns) {
+  Layout src = Parse("{devices=[1,2]<=[2]}", {64, 8});
+  Layout dst = Parse("{devices=[2,1]<=[2]}", {64, 8});
+  CompileOptions o;
+  o.source_format = BufferFormat::ColumnMajor(70);
+  o.target_format = BufferFormat::ColumnMajor();
+  const PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value(), o).value();
+  const DeviceProgram& d0 = p.steps()[0].devices[0];
+  ASSERT_FALSE(d0.local.ops.empty());
+  ASSERT_FALSE(d0.pack.ops.empty());
+  ASSERT_FALSE(d0.unpack.ops.empty());
+  EXPECT_EQ(d0.local.ops[0].run_bytes, 32 * 4);   // half a column of 64 floats
+  EXPECT_EQ(d0.pack.ops[0].run_bytes, 32 * 4);
+  EXPECT_EQ(d0.unpack.ops[0].run_bytes, 4 * 32 * 4);  // its 4 whole columns, contiguous on both sides
+}
+
 }  // namespace
 }  // namespace reshard

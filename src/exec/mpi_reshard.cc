@@ -348,6 +348,9 @@ Status MpiReshard::State::Begin(MPI_Comm user, const MpiOptions& o, uint64_t has
   hash = Mix(hash, static_cast<uint64_t>(options.transport));
   hash = Mix(hash, static_cast<uint64_t>(options.max_message_bytes));
   hash = Mix(hash, options.planner.has_value() ? 1 : 0);
+  // Leading dimensions may differ by rank, orders may not: messages are
+  // staged in the source buffers' order (device_program.h).
+  hash = Mix(hash, static_cast<uint64_t>(options.source_format.order) * 2 + static_cast<uint64_t>(options.target_format.order));
   uint64_t root = hash;
   RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, st.comm), "MPI_Bcast"));
   Status same = root == hash ? Status::Ok()
