@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "exec/copy_kernel.h"
+#include "reshard/host_buffer.h"
 
 namespace reshard {
 namespace {
@@ -59,6 +60,10 @@ void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst) {
   RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst);
 }
 
+void Grow(HostBuffer& b, int64_t bytes) {
+  if (b.size() < bytes) b = HostBuffer(bytes);
+}
+
 }  // namespace
 
 std::string_view MpiTransportName(MpiTransport t) {
@@ -96,7 +101,9 @@ struct MpiReshard::State {
   std::vector<StepRun> steps;
   std::vector<std::string> ops;
   int64_t source_bytes = 0, target_bytes = 0;
-  std::vector<std::byte> send, recv, between[2];  // staging, and intermediate layouts' buffers (alternating)
+  // Staging, and intermediate layouts' buffers (alternating). Sized at
+  // creation, first touched by the first Execute.
+  HostBuffer send, recv, between[2];
 
   ~State() {
     int finalized = 1;
@@ -212,13 +219,12 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
     if (i == 0) st.source_bytes = s.program.input_bytes;
     if (i + 1 == programs.size()) st.target_bytes = s.program.output_bytes;
     if (i + 1 < programs.size()) {
-      std::vector<std::byte>& b = st.between[i % 2];
-      b.resize(std::max(b.size(), static_cast<size_t>(s.program.output_bytes)));
+      Grow(st.between[i % 2], s.program.output_bytes);
     }
     st.steps.push_back(std::move(s));
   }
-  st.send.resize(static_cast<size_t>(send_max));
-  st.recv.resize(std::max(st.recv.size(), static_cast<size_t>(recv_max)));  // an all-gather may have asked for more
+  Grow(st.send, send_max);
+  Grow(st.recv, recv_max);  // an all-gather may have asked for more already
   return Status::Ok();
 }
 
@@ -290,7 +296,7 @@ Status MpiReshard::State::UseGroups(StepRun& s, const PlanStep& step, const Mesh
     }
     if (at > INT_MAX) return Status::Internal("an all-gather's gathered buffer exceeds 2^31 bytes");
     for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_base.push_back(s.recv_displs[member_of(s.recv_rank[m])]);
-    recv.resize(std::max(recv.size(), static_cast<size_t>(at)));
+    Grow(recv, at);
     return Status::Ok();
   }
   for (size_t m = 0; m < s.send_rank.size(); ++m) {
