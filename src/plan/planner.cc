@@ -200,14 +200,19 @@ bool IsPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
 template <typename Visit>
 void ForEachNeighbour(const PlanContext& ctx, const AxisLists& s, const AxisLists& t, Visit&& visit) {
   const size_t rank = s.size();
-  std::vector<std::string> seen = {StateKey(s)};
+  // Repeats are many: compare hashes before keys.
+  std::vector<std::pair<size_t, std::string>> seen;
+  const std::hash<std::string> hash;
+  seen.emplace_back(hash(StateKey(s)), StateKey(s));
   std::vector<int> where(ctx.axis_sizes.size(), -1);  // dim holding each axis
   for (size_t d = 0; d < rank; ++d)
     for (int32_t a : s[d]) where[a] = static_cast<int>(d);
   auto add = [&](const AxisLists& v) {
     std::string key = StateKey(v);
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
-    seen.push_back(key);
+    const size_t h = hash(key);
+    for (const auto& [sh, sk] : seen)
+      if (sh == h && sk == key) return;
+    seen.emplace_back(h, key);
     visit(v, std::move(key));
   };
   AxisLists v;
@@ -389,7 +394,14 @@ class SearchBound {
       if (!nodes_.empty() && nodes_.back().base == base) continue;
       NodeNeeds node{base, CoordinatesOf(base), {}, 1};
       for (size_t d = 0; d < target.size(); ++d) {
-        node.target.push_back(Blocks(target[d], node.coords, d));
+        // Disjoint blocks, merged where they touch: fewer to overlap.
+        std::vector<std::pair<int64_t, int64_t>> blocks = Blocks(target[d], node.coords, d), merged;
+        std::sort(blocks.begin(), blocks.end());
+        for (const auto& [lo, hi] : blocks) {
+          if (!merged.empty() && merged.back().second == lo) merged.back().second = hi;
+          else merged.push_back({lo, hi});
+        }
+        node.target.push_back(std::move(merged));
         int64_t length = 0;
         for (const auto& [lo, hi] : node.target.back()) length += hi - lo;
         node.volume *= length;
@@ -421,6 +433,14 @@ class SearchBound {
     return slices_suffice ? transfer_ps : std::max(latency_ps_, transfer_ps);
   }
 
+  // The state whose neighbours are bounded next: they share most of its
+  // dims, which are then found without a lookup.
+  void Expanding(const AxisLists& s) {
+    parent_.clear();
+    parent_dims_ = Overlaps(s);
+    parent_ = s;
+  }
+
   // The node term alone (0 where it does not apply): a bound on any step
   // straight to the target, the exchange included.
   int64_t NodeRemaining(const AxisLists& s) { return NodeRemaining(s, Overlaps(s)); }
@@ -448,6 +468,10 @@ class SearchBound {
   const std::vector<const DimOverlaps*>& Overlaps(const AxisLists& s) {
     dims_.clear();
     for (size_t d = 0; d < s.size(); ++d) {
+      if (d < parent_.size() && s[d] == parent_[d]) {
+        dims_.push_back(parent_dims_[d]);
+        continue;
+      }
       key_.assign(1, static_cast<char>(d));
       for (int32_t a : s[d]) key_.push_back(static_cast<char>(a));
       auto [it, fresh] = cache_.try_emplace(key_);
@@ -577,6 +601,8 @@ class SearchBound {
   size_t first_inside_ = 0;     // pieces from here on lie inside a node
   std::vector<NodeNeeds> nodes_;  // empty where the node term does not apply
   std::unordered_map<std::string, DimOverlaps> cache_;
+  AxisLists parent_;
+  std::vector<const DimOverlaps*> parent_dims_;
   // Scratch, kept to spare allocations.
   std::string key_;
   std::vector<const DimOverlaps*> dims_;
@@ -611,25 +637,29 @@ class NamedPlanner {
     using Entry = std::tuple<Cost, Cost, int>;  // (estimate, cost so far, node)
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
     const std::string target_key = StateKey(pm_.target);
-    auto relax = [&](int from, std::string key, const AxisLists& to, Edge e, Cost c) {
-      auto [it, fresh] = index.try_emplace(std::move(key), static_cast<int>(nodes.size()));
-      if (fresh) {
-        nodes.push_back(Node{&it->first, c, from, std::move(e)});
+    // `at` is the state's node, or -1 where it has none yet.
+    auto relax = [&](int from, std::string key, int at, const AxisLists& to, Edge e, Cost c) {
+      if (at < 0) {
+        at = static_cast<int>(nodes.size());
+        nodes.push_back(Node{&index.emplace(std::move(key), at).first->first, c, from, std::move(e)});
         nodes.back().bound_ps = bound.Remaining(to);
-      } else if (nodes[it->second].done || !(c < nodes[it->second].cost)) {
+      } else if (nodes[at].done || !(c < nodes[at].cost)) {
         return;
       } else {
-        Node& node = nodes[it->second];
-        node.cost = c;
-        node.parent = from;
-        node.via = std::move(e);
+        nodes[at].cost = c;
+        nodes[at].parent = from;
+        nodes[at].via = std::move(e);
       }
       Cost estimate = c;
-      estimate.time_ps += nodes[it->second].bound_ps;
-      queue.push({estimate, c, it->second});
-      if (it->first == target_key) candidates.push_back(Describe(nodes, it->second, "found"));
+      estimate.time_ps += nodes[at].bound_ps;
+      queue.push({estimate, c, at});
+      if (*nodes[at].key == target_key) candidates.push_back(Describe(nodes, at, "found"));
     };
-    relax(-1, StateKey(pm_.source), pm_.source, Edge{}, Cost{});
+    auto node_of = [&](const std::string& key) {
+      auto it = index.find(key);
+      return it == index.end() ? -1 : it->second;
+    };
+    relax(-1, StateKey(pm_.source), -1, pm_.source, Edge{}, Cost{});
     const bool structured = options_.strategy != Strategy::kExchange;
     const bool ragged = options_.strategy != Strategy::kCollectives && HasRaggedExchange(options_.target);
     int exchanges_left = options_.strategy == Strategy::kExchange ? 1 : 8;
@@ -646,22 +676,24 @@ class NamedPlanner {
         // caller also weighs the baselines).
         candidates.push_back(PlanCandidate{{}, 0, 0, 0,
                                            fmt::format("search stopped after {} states", kMaxStatesExpanded)});
-        auto it = index.find(target_key);
-        if (it == index.end()) return std::nullopt;
-        return Path(nodes, it->second);
+        const int at = node_of(target_key);
+        if (at < 0) return std::nullopt;
+        return Path(nodes, at);
       }
       const AxisLists s = StateOfKey(*nodes[u].key);
+      bound.Expanding(s);
       if (structured)
         ForEachNeighbour(ctx_, s, pm_.target, [&](const AxisLists& v, std::string key) {
           // A state already expanded has its cheapest cost (the bound is
           // consistent): no step into it can help, so none is drafted.
-          if (auto it = index.find(key); it != index.end() && nodes[it->second].done) return;
+          const int at = node_of(key);
+          if (at >= 0 && nodes[at].done) return;
           std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
           if (!d || d->peak_bytes > cap_) return;
           Edge e{false, {}, {}, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
           e.draft = std::move(*d);
           const Cost c = cost + e.cost();
-          relax(u, std::move(key), v, std::move(e), c);
+          relax(u, std::move(key), at, v, std::move(e), c);
         });
       if (ragged && exchanges_left > 0) {
         --exchanges_left;
@@ -683,7 +715,7 @@ class NamedPlanner {
         candidates.back().note = peak <= cap_ ? "priced" : "over the memory cap";
         if (peak <= cap_) {
           const Cost c = cost + e.cost();
-          relax(u, target_key, pm_.target, std::move(e), c);
+          relax(u, target_key, node_of(target_key), pm_.target, std::move(e), c);
         }
       }
     }
