@@ -681,6 +681,7 @@ class NamedPlanner {
         return Path(nodes, at);
       }
       const AxisLists s = StateOfKey(*nodes[u].key);
+      const int64_t shard_bytes = ctx_.ShardBytes(s);
       bound.Expanding(s);
       if (structured)
         ForEachNeighbour(ctx_, s, pm_.target, [&](const AxisLists& v, std::string key) {
@@ -688,6 +689,9 @@ class NamedPlanner {
           // consistent): no step into it can help, so none is drafted.
           const int at = node_of(key);
           if (at >= 0 && nodes[at].done) return;
+          // Nor a step that would hold more than the cap: each holds both
+          // shards at once at least.
+          if (shard_bytes + ctx_.ShardBytes(v) > cap_) return;
           std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
           if (!d || d->peak_bytes > cap_) return;
           Edge e{false, {}, {}, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};

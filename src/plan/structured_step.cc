@@ -101,13 +101,18 @@ PlanContext::PlanContext(const PlanMesh& pm, const Topology& topo, std::vector<i
 }
 
 std::vector<int64_t> PlanContext::ShardShape(const AxisLists& state) const {
-  std::vector<int64_t> s(shape.size());
+  std::vector<int64_t> s;
+  ShardShape(state, s);
+  return s;
+}
+
+void PlanContext::ShardShape(const AxisLists& state, std::vector<int64_t>& out) const {
+  out.resize(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t k = 1;
     for (int32_t a : state[d]) k *= axis_sizes[a];
-    s[d] = ShardExtent(shape[d], k);
+    out[d] = ShardExtent(shape[d], k);
   }
-  return s;
 }
 
 int64_t PlanContext::ShardBytes(const AxisLists& state) const { return Product(ShardShape(state)) * element_bytes; }
@@ -257,7 +262,11 @@ bool ScatterTransposes(const PlanContext& ctx, const std::vector<int32_t>& group
 std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to, bool detailed) {
   if (from == to) return std::nullopt;
   const size_t rank = ctx.shape.size();
-  std::vector<DimChange> changes(rank);
+  // The search drafts thousands of steps: its scratch keeps its capacity
+  // (per thread, as callers may plan on several).
+  thread_local std::vector<DimChange> changes;
+  thread_local std::vector<int64_t> from_shard, to_shard, padded, rest;
+  changes.assign(rank, {});
   bool any_removed = false, any_added = false, both_in_one_dim = false, same_counts = true;
   for (size_t d = 0; d < rank; ++d) {
     const auto &f = from[d], &t = to[d];
@@ -269,16 +278,6 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     both_in_one_dim = both_in_one_dim || (!changes[d].removed.empty() && !changes[d].added.empty());
     same_counts = same_counts && AxesProduct(ctx, f) == AxesProduct(ctx, t);
   }
-  const std::vector<int64_t> from_shard = ctx.ShardShape(from), to_shard = ctx.ShardShape(to);
-  const int64_t eb = ctx.element_bytes;
-  StepDraft draft;
-  // The search's drafts need only the peak of the program's buffers, which
-  // follows from the shapes below; the program is built for the final plan.
-  std::optional<ProgramBuilder> b;
-  if (detailed) b.emplace(from_shard, eb);
-  const int64_t from_bytes = Product(from_shard) * eb, to_bytes = Product(to_shard) * eb;
-  int64_t peak = 0;
-
   bool structured = !both_in_one_dim;
   for (size_t d = 0; d < rank && structured; ++d)
     if (!changes[d].removed.empty() || !changes[d].added.empty())
@@ -291,12 +290,23 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     for (int32_t a : c.added) added_set |= uint64_t{1} << a;
   }
   if (structured && any_removed && any_added && removed_set != added_set) structured = false;
+  if (!structured && !same_counts) return std::nullopt;
+  ctx.ShardShape(from, from_shard);
+  ctx.ShardShape(to, to_shard);
+  const int64_t eb = ctx.element_bytes;
+  StepDraft draft;
+  // The search's drafts need only the peak of the program's buffers, which
+  // follows from the shapes below; the program is built for the final plan.
+  std::optional<ProgramBuilder> b;
+  if (detailed) b.emplace(from_shard, eb);
+  const int64_t from_bytes = Product(from_shard) * eb, to_bytes = Product(to_shard) * eb;
+  int64_t peak = 0;
   std::vector<int32_t> gathered = GroupAxes(changes, true);
 
   if (structured && !any_removed) {
     // Slice: pick this device's block of each grown dim, by its coordinates.
     draft.op = StepOp::kSlice;
-    std::vector<int64_t> padded = from_shard;
+    padded = from_shard;
     for (size_t d = 0; d < rank; ++d)
       if (!changes[d].added.empty())
         padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added);
@@ -311,9 +321,9 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       if (padded != from_shard) peak = from_bytes + padded_bytes;
       for (size_t d = 0; d < rank; ++d)
         if (!changes[d].added.empty()) {
-          std::vector<int64_t> sliced = padded;
-          sliced[d] = to_shard[d];
-          peak = std::max(peak, padded_bytes + Product(sliced) * eb);
+          int64_t sliced = to_shard[d];
+          for (size_t e = 0; e < rank; ++e) sliced *= e == d ? 1 : padded[e];
+          peak = std::max(peak, padded_bytes + sliced * eb);
           break;
         }
     }
@@ -349,15 +359,16 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     draft.group = std::move(gathered);
     // Each dim that grows is cut into its new axes' digits; those digits go
     // to the front in group order, one chunk per destination.
-    std::vector<int64_t> padded = from_shard, digits, rest(rank);
+    padded = from_shard;
     for (size_t d = 0; d < rank; ++d)
       if (!changes[d].added.empty())
         padded[d] = to_shard[d] * AxesProduct(ctx, changes[d].added);
+    rest.resize(rank);
     for (size_t d = 0; d < rank; ++d) rest[d] = changes[d].added.empty() ? padded[d] : to_shard[d];
     const int64_t k = AxesProduct(ctx, draft.group);
     if (detailed) {
       b->Pad(padded);
-      std::vector<int64_t> digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
+      std::vector<int64_t> digits, digit_of_axis(ctx.axis_sizes.size(), -1), rest_digit(rank);
       for (size_t d = 0; d < rank; ++d) {
         for (int32_t a : changes[d].added) {
           digit_of_axis[a] = static_cast<int64_t>(digits.size());

@@ -45,6 +45,7 @@ struct PlanContext {
   int64_t num_devices() const { return plan_mesh->mesh.num_devices(); }
   // Padded local shape of a state.
   std::vector<int64_t> ShardShape(const AxisLists& state) const;
+  void ShardShape(const AxisLists& state, std::vector<int64_t>& out) const;
   int64_t ShardBytes(const AxisLists& state) const;
   int64_t Coordinate(int64_t pos, int32_t axis) const { return (pos / axis_strides[axis]) % axis_sizes[axis]; }
   // GroupTime's cost lines per set of axes, a bit each (a plan mesh has at
