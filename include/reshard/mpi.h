@@ -21,9 +21,21 @@
 //                   at once, partners staggered (rank + 1, rank + 2, ...),
 //                   and each message unpacked as it arrives, so packing,
 //                   transfer and unpacking overlap;
-//   kAuto           point-to-point where the step is sparse (the busiest rank
-//                   talks to at most half the ranks) or its messages are large
-//                   (1 MiB or more on average), else MPI_Alltoallv.
+//   kDatatypes      no staging: every message is an MPI derived datatype
+//                   (hvectors of the copies' boxes, one struct per message)
+//                   over the input and the output buffer, and one
+//                   MPI_Ialltoallw moves them; MPI's own transport does the
+//                   packing, so a shared-memory run copies each byte twice
+//                   instead of four times. Only for steps where every
+//                   message's copies are its bytes in order (a message that
+//                   is one box, as in tiled layouts); other steps (block-
+//                   cyclic ones) run MPI_Alltoallv;
+//   kAuto           derived datatypes wherever every message's copies are
+//                   its bytes in order (they were the fastest transport in
+//                   every case measured, docs/benchmarks.md); otherwise
+//                   point-to-point where the step is sparse (the busiest rank
+//                   talks to at most half the ranks) or its messages are
+//                   large (1 MiB or more on average), else MPI_Alltoallv.
 // A structured step of a planned plan (an all-to-all or all-gather over mesh
 // axes) whose messages all stay inside its groups runs as a collective over
 // one sub-communicator per group (MPI_Comm_split at creation, members ranked
@@ -67,8 +79,8 @@
 
 namespace reshard {
 
-enum class MpiTransport { kAuto, kAlltoallv, kPointToPoint };
-std::string_view MpiTransportName(MpiTransport t);  // "auto", "alltoallv", "p2p"
+enum class MpiTransport { kAuto, kAlltoallv, kPointToPoint, kDatatypes };
+std::string_view MpiTransportName(MpiTransport t);  // "auto", "alltoallv", "p2p", "alltoallw"
 
 struct MpiOptions {
   MpiTransport transport = MpiTransport::kAuto;

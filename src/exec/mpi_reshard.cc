@@ -64,6 +64,74 @@ void Grow(HostBuffer& b, int64_t bytes) {
   if (b.size() < bytes) b = HostBuffer(bytes);
 }
 
+// Whether ops [begin, end) of `p` (one message) fill its staged bytes in
+// order, each op one contiguous span of them, so that the ops' elements
+// listed op after op are the message's bytes in order. The staged side is
+// the destination of a pack, the source of an unpack. True of a message that
+// is one box (tiled layouts); a block-cyclic message's boxes interleave.
+bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst) {
+  int64_t next = -1;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    const int64_t offset = staged_is_dst ? op.dst_offset : op.src_offset;
+    if (next >= 0 && offset != next) return false;
+    std::vector<int64_t> strides;
+    for (int32_t d = 0; d < op.num_dims; ++d) {
+      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
+      strides.push_back(staged_is_dst ? c.dst_stride : c.src_stride);
+    }
+    int64_t span = op.run_bytes;
+    for (int32_t d = op.num_dims; d-- > 0;) {
+      if (strides[static_cast<size_t>(d)] != span) return false;
+      span *= p.dims[static_cast<size_t>(op.first_dim + d)].count;
+    }
+    next = offset + span;
+  }
+  return true;
+}
+
+// Ops [begin, end) of `p` (one message) as one MPI datatype over the buffer
+// the ops address on the `sending` side (pack: their source; unpack: their
+// destination). Its type map must list the bytes in the order the message
+// carries them. REQUIRES: StagedInOrder, so op after op, each op's dims in
+// the staged side's memory order (a pack op's are; an unpack op's are
+// re-sorted by their source strides), is that order.
+Result<MPI_Datatype> MessageType(const CopyProgram& p, int32_t begin, int32_t end, bool sending) {
+  std::vector<MPI_Datatype> parts;
+  std::vector<MPI_Aint> displs;
+  auto free_parts = [&]() {
+    for (MPI_Datatype& t : parts) MPI_Type_free(&t);
+  };
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    std::vector<CopyDim> dims(p.dims.begin() + op.first_dim, p.dims.begin() + op.first_dim + op.num_dims);
+    if (!sending)
+      std::stable_sort(dims.begin(), dims.end(), [](const CopyDim& a, const CopyDim& b) { return a.src_stride > b.src_stride; });
+    MPI_Datatype t;
+    if (op.run_bytes > INT_MAX) {
+      free_parts();
+      return Status::Internal("a copy run exceeds 2^31 bytes");
+    }
+    MPI_Type_contiguous(static_cast<int>(op.run_bytes), MPI_BYTE, &t);
+    for (size_t d = dims.size(); d-- > 0;) {
+      MPI_Datatype outer;
+      const int64_t stride = sending ? dims[d].src_stride : dims[d].dst_stride;
+      MPI_Type_create_hvector(static_cast<int>(dims[d].count), 1, static_cast<MPI_Aint>(stride), t, &outer);
+      MPI_Type_free(&t);
+      t = outer;
+    }
+    parts.push_back(t);
+    displs.push_back(static_cast<MPI_Aint>(sending ? op.src_offset : op.dst_offset));
+  }
+  std::vector<int> ones(parts.size(), 1);
+  MPI_Datatype message;
+  const int rc = MPI_Type_create_struct(static_cast<int>(parts.size()), ones.data(), displs.data(), parts.data(), &message);
+  free_parts();  // the struct keeps what it needs
+  RESHARD_RETURN_IF_ERROR(MpiCall(rc, "MPI_Type_create_struct"));
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Type_commit(&message), "MPI_Type_commit"));
+  return message;
+}
+
 }  // namespace
 
 std::string_view MpiTransportName(MpiTransport t) {
@@ -71,6 +139,7 @@ std::string_view MpiTransportName(MpiTransport t) {
     case MpiTransport::kAuto: return "auto";
     case MpiTransport::kAlltoallv: return "alltoallv";
     case MpiTransport::kPointToPoint: return "p2p";
+    case MpiTransport::kDatatypes: return "alltoallw";
   }
   return "?";
 }
@@ -87,6 +156,11 @@ struct StepRun {
   // sub-communicator per group (members ranked as the collective orders
   // them): MPI_Ialltoallv, or MPI_Iallgatherv where every message is the
   // sender's whole input.
+  // kDatatypes: per rank of `comm`, the message as an MPI datatype over this
+  // rank's input (send) or output (receive) buffer, so MPI_Alltoallw reads
+  // and writes the boxes in place: no staging.
+  bool datatypes = false;
+  std::vector<MPI_Datatype> send_types, recv_types;
   bool grouped = false;  // the same on every rank; `group` is null where a rank is in no group
   MPI_Comm group = MPI_COMM_NULL;
   int group_size = 0;
@@ -109,8 +183,12 @@ struct MpiReshard::State {
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    for (StepRun& s : steps)
+    for (StepRun& s : steps) {
       if (s.group != MPI_COMM_NULL) MPI_Comm_free(&s.group);
+      for (std::vector<MPI_Datatype>* types : {&s.send_types, &s.recv_types})
+        for (MPI_Datatype& t : *types)
+          if (t != MPI_BYTE) MPI_Type_free(&t);
+    }
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 
@@ -125,6 +203,7 @@ struct MpiReshard::State {
   Status UseGroups(StepRun& s, const PlanStep& step, const Mesh& mesh);
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
+  Status RunAlltoallw(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
 };
 
@@ -184,21 +263,68 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
     RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(sums, sums_all, 2, MPI_INT64_T, MPI_SUM, st.comm), "MPI_Allreduce"));
     const bool sparse = most_all[0] * 2 <= size;
     const bool large = sums_all[1] > 0 && sums_all[0] / sums_all[1] >= (int64_t{1} << 20);
-    switch (st.options.transport) {
-      case MpiTransport::kAlltoallv: s.p2p = false; break;
-      case MpiTransport::kPointToPoint: s.p2p = true; break;
-      case MpiTransport::kAuto: s.p2p = sparse || large; break;
+    const MpiTransport asked = st.options.transport;
+    s.p2p = asked == MpiTransport::kPointToPoint;
+    s.datatypes = asked == MpiTransport::kDatatypes || asked == MpiTransport::kAuto;
+    if (most_all[1] != 0) {  // an int count cannot say it
+      s.p2p = true;
+      s.datatypes = false;
     }
-    if (most_all[1] != 0) s.p2p = true;  // an int count cannot say it
     // A structured collective runs as one, over its groups, unless
     // point-to-point was asked for or a message is too large for an int count.
-    if (st.options.transport != MpiTransport::kPointToPoint && most_all[1] == 0 && plan != nullptr && plan->mesh() &&
+    if (st.options.transport != MpiTransport::kPointToPoint && st.options.transport != MpiTransport::kDatatypes &&
+        most_all[1] == 0 && plan != nullptr && plan->mesh() &&
         i < plan->steps().size()) {
       const PlanStep& ps = plan->steps()[i];
       if ((ps.op == StepOp::kAllToAll || ps.op == StepOp::kAllGather) && !ps.group_axes.empty()) {
         RESHARD_RETURN_IF_ERROR(st.UseGroups(s, ps, *plan->mesh()));
-        if (s.grouped) s.p2p = false;
+        if (s.grouped) s.p2p = s.datatypes = false;
       }
+    }
+    if (s.datatypes) {
+      // Only where every message's copies are its bytes in order, on every rank.
+      bool in_order = true;
+      for (size_t m = 0; m < s.send_rank.size() && in_order; ++m)
+        in_order = StagedInOrder(s.program.pack, s.program.pack_begin[m], s.program.pack_begin[m + 1], true);
+      for (size_t m = 0; m < s.recv_rank.size() && in_order; ++m)
+        in_order = StagedInOrder(s.program.unpack, s.program.unpack_begin[m], s.program.unpack_begin[m + 1], false);
+      int mine = in_order ? 1 : 0, all = 0;
+      RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, st.comm), "MPI_Allreduce"));
+      s.datatypes = all == 1;
+      // Otherwise kAuto picks by the step's shape; kDatatypes runs MPI_Alltoallv.
+      if (!s.datatypes && asked == MpiTransport::kAuto) s.p2p = sparse || large;
+    }
+    if (s.datatypes) {
+      s.send_counts.assign(static_cast<size_t>(size), 0);
+      s.recv_counts.assign(static_cast<size_t>(size), 0);
+      s.send_displs.assign(static_cast<size_t>(size), 0);
+      s.recv_displs.assign(static_cast<size_t>(size), 0);
+      s.send_types.assign(static_cast<size_t>(size), MPI_BYTE);
+      s.recv_types.assign(static_cast<size_t>(size), MPI_BYTE);
+      Status built = Status::Ok();
+      for (size_t m = 0; m < s.send_rank.size() && built.ok(); ++m) {
+        Result<MPI_Datatype> t = MessageType(s.program.pack, s.program.pack_begin[m], s.program.pack_begin[m + 1], true);
+        if (!t.ok()) built = t.status();
+        else {
+          s.send_types[static_cast<size_t>(s.send_rank[m])] = *t;
+          s.send_counts[static_cast<size_t>(s.send_rank[m])] = 1;
+        }
+      }
+      for (size_t m = 0; m < s.recv_rank.size() && built.ok(); ++m) {
+        Result<MPI_Datatype> t =
+            MessageType(s.program.unpack, s.program.unpack_begin[m], s.program.unpack_begin[m + 1], false);
+        if (!t.ok()) built = t.status();
+        else {
+          s.recv_types[static_cast<size_t>(s.recv_rank[m])] = *t;
+          s.recv_counts[static_cast<size_t>(s.recv_rank[m])] = 1;
+        }
+      }
+      st.steps.push_back(std::move(s));  // owned from here, freed with the state whatever follows
+      RESHARD_RETURN_IF_ERROR(Agree(st.comm, rank, size, built));
+      if (i == 0) st.source_bytes = st.steps.back().program.input_bytes;
+      if (i + 1 == programs.size()) st.target_bytes = st.steps.back().program.output_bytes;
+      if (i + 1 < programs.size()) Grow(st.between[i % 2], st.steps.back().program.output_bytes);
+      continue;
     }
     if (!s.p2p && !s.grouped) {
       s.send_counts.assign(static_cast<size_t>(size), 0);
@@ -427,6 +553,8 @@ std::vector<std::string> MpiReshard::step_transports() const {
   for (const StepRun& s : state_->steps) {
     if (s.p2p)
       t.emplace_back("p2p");
+    else if (s.datatypes)
+      t.emplace_back("alltoallw");
     else if (s.grouped)
       t.push_back(fmt::format("{} over groups", s.allgather ? "allgatherv" : "alltoallv"));
     else
@@ -446,6 +574,20 @@ Status MpiReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, st
   RunAll(p.local, in, out);  // while the messages travel
   RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-to-all-v)"));
   RunAll(p.unpack, recv.data(), out);
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status MpiReshard::State::RunAlltoallw(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats) {
+  MPI_Request req;
+  // MPI reads the input and writes the output through the datatypes; the
+  // local copies touch other bytes of the output meanwhile.
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Ialltoallw(in, s.send_counts.data(), s.send_displs.data(), s.send_types.data(), out,
+                                                 s.recv_counts.data(), s.recv_displs.data(), s.recv_types.data(), comm,
+                                                 &req),
+                                  "MPI_Ialltoallw"));
+  RunAll(s.program.local, in, out);
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-to-all-w)"));
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
@@ -528,9 +670,10 @@ Result<MpiRunStats> MpiReshard::Execute(std::span<const std::byte> source, std::
     // A failed MPI call fails the whole job under MPI's default handler; here
     // it is returned, and the others may wait on this rank: MPI_Abort is the
     // caller's call to make.
-    RESHARD_RETURN_IF_ERROR(s.p2p                       ? st.RunPointToPoint(s, in, out, stats)
-                            : s.grouped ? st.RunGrouped(s, in, out, stats)
-                                        : st.RunAlltoallv(s, in, out, stats));
+    RESHARD_RETURN_IF_ERROR(s.p2p         ? st.RunPointToPoint(s, in, out, stats)
+                            : s.datatypes ? st.RunAlltoallw(s, in, out, stats)
+                            : s.grouped   ? st.RunGrouped(s, in, out, stats)
+                                          : st.RunAlltoallv(s, in, out, stats));
     stats.bytes_moved += s.program.unpack.bytes + s.program.local.bytes;
     stats.bytes_sent += s.program.send_bytes;
     stats.bytes_received += s.program.recv_bytes;

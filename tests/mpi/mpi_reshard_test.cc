@@ -101,14 +101,21 @@ std::map<std::string, int>& TransportsSeen() {
 
 TEST(Mpi, RandomLayoutsEveryTransport) {
   std::mt19937_64 rng(11);
+  TransportsSeen().clear();
   for (int iter = 0; iter < 300; ++iter) {
     const Case c = RandomCase(rng, iter);
-    for (MpiTransport t : {MpiTransport::kAuto, MpiTransport::kAlltoallv, MpiTransport::kPointToPoint}) {
+    for (MpiTransport t :
+         {MpiTransport::kAuto, MpiTransport::kAlltoallv, MpiTransport::kPointToPoint, MpiTransport::kDatatypes}) {
       MpiOptions o;
       o.transport = t;
       const ::testing::AssertionResult ok = RunCase(c, o);
       EXPECT_TRUE(AllOk(ok)) << ok.message() << " [" << MpiTransportName(t) << "]";
     }
+  }
+  // Derived datatypes ran where messages allowed, and the others fell back.
+  if (Size() >= 2) {
+    EXPECT_GT(TransportsSeen()["alltoallw"], 0) << ::testing::PrintToString(TransportsSeen());
+    EXPECT_GT(TransportsSeen()["alltoallv"], 0) << ::testing::PrintToString(TransportsSeen());
   }
 }
 
@@ -160,6 +167,7 @@ TEST(Mpi, ColumnMajorBuffersWithALeadingDimension) {
     MpiOptions o;
     const std::vector<int64_t> src_shape = a->layout.LocalShape(Rank()), dst_shape = b->layout.LocalShape(Rank());
     o.source_format = BufferFormat::ColumnMajor(src_shape[0] + 2 + Rank());  // each rank its own leading dim
+    o.transport = trial % 2 ? MpiTransport::kDatatypes : MpiTransport::kAuto;
     o.target_format = BufferFormat::ColumnMajor(trial % 2 ? 0 : dst_shape[0] + 1);
     Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, a->layout, b->layout, o);
     ASSERT_TRUE(r.ok()) << r.status();
