@@ -2,7 +2,7 @@
 // (8 ranks)"). Under mpirun, with an even number of ranks; rank 0 prints a
 // markdown table. For each case and array size it times, best of N runs, each
 // after a barrier, the slowest rank:
-//   ours       MpiReshard::Execute with each transport (auto, alltoallv, p2p);
+//   ours       MpiReshard::Execute with each transport (auto, alltoallv, p2p, alltoallw);
 //   floor      one raw MPI_Alltoallv of exactly the plan's per-pair byte counts
 //              on buffers packed beforehand (no packing or unpacking);
 //   remat      full rematerialization: MPI_Allgatherv of every rank's source
