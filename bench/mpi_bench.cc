@@ -32,56 +32,14 @@
 #include "reshard/device_program.h"
 #include "reshard/exchange.h"
 #include "reshard/exec_checker.h"
+#include "mpi_harness.h"
 #include "reshard/mpi.h"
 #include "reshard/notation.h"
 
 namespace reshard {
 namespace {
 
-int rank = 0, ranks = 1;
-
-[[noreturn]] void Die(const std::string& what) {
-  fmt::print(stderr, "rank {}: {}\n", rank, what);
-  MPI_Abort(MPI_COMM_WORLD, 2);
-  std::abort();
-}
-
-template <class T>
-T Must(Result<T> r, std::string_view what) {
-  if (!r.ok()) Die(fmt::format("{}: {}", what, r.status().ToString()));
-  return std::move(r).value();
-}
-
-bool AllTrue(bool mine) {
-  int in = mine ? 1 : 0, all = 0;
-  MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
-
-int64_t SumOverRanks(int64_t mine) {
-  int64_t all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-  return all;
-}
-
-// Best over `repeats` runs of the slowest rank's time; a barrier before each
-// run, so every rank starts together and the slowest one is the step's time.
-// One run first, untimed: it pays the page faults of fresh buffers and MPI's
-// connection setup.
-template <class F>
-double BestOf(int repeats, F&& run) {
-  run();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < repeats; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double start = MPI_Wtime();
-    run();
-    double mine = MPI_Wtime() - start, slowest = 0;
-    MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    best = std::min(best, slowest);
-  }
-  return best;
-}
+using namespace bench;  // rank, ranks, Die, Must, AllTrue, SumOverRanks, Slowest, BestOf
 
 struct Case {
   std::string name, from, to;
@@ -372,8 +330,8 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &reshard::rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &reshard::ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &reshard::bench::rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &reshard::bench::ranks);
   const int rc = reshard::Main(argc, argv);
   MPI_Finalize();
   return rc;

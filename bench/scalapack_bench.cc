@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mpi_harness.h"
 #include "reshard/mpi.h"
 #include "reshard/notation.h"
 
@@ -44,46 +45,7 @@ void pdgemr2d_(const int* m, const int* n, const double* a, const int* ia, const
 namespace reshard {
 namespace {
 
-int rank = 0, ranks = 1;
-
-[[noreturn]] void Die(const std::string& what) {
-  fmt::print(stderr, "rank {}: {}\n", rank, what);
-  MPI_Abort(MPI_COMM_WORLD, 2);
-  std::abort();
-}
-
-template <class T>
-T Must(Result<T> r, std::string_view what) {
-  if (!r.ok()) Die(fmt::format("{}: {}", what, r.status().ToString()));
-  return std::move(r).value();
-}
-
-bool AllTrue(bool mine) {
-  int in = mine ? 1 : 0, all = 0;
-  MPI_Allreduce(&in, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
-
-double Slowest(double mine) {
-  double all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return all;
-}
-
-// Best over `repeats` runs of the slowest rank's time, each after a barrier,
-// after one untimed run (page faults of fresh buffers, MPI's connection setup).
-template <class F>
-double BestOf(int repeats, F&& run) {
-  run();
-  double best = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < repeats; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double start = MPI_Wtime();
-    run();
-    best = std::min(best, Slowest(MPI_Wtime() - start));
-  }
-  return best;
-}
+using namespace bench;  // rank, ranks, Die, Must, AllTrue, SumOverRanks, Slowest, BestOf
 
 // A BLACS process grid, row-major.
 struct Grid {
@@ -257,8 +219,8 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &reshard::rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &reshard::ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &reshard::bench::rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &reshard::bench::ranks);
   const int rc = reshard::Main(argc, argv);
   MPI_Finalize();
   return rc;
