@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "run_report.h"
 #include "reshard/device_program.h"
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
@@ -139,28 +140,20 @@ void RunRun(const RunOptions& o) {
   const TagCheck check = CheckTargets(p, results, o.threads);
   const bool verified = check.mismatches == 0;
   const int64_t moved = stats->bytes_moved;
-  const double gbps = best > 0 ? static_cast<double>(moved) / best / 1e9 : 0;
-  const double memcpy_gbps = MeasureMemcpyGbps(moved, o.threads, o.repeat);
-  const double fraction = memcpy_gbps > 0 ? gbps / memcpy_gbps : 0;
+  const RunFigures f = MakeRunFigures(moved, best, MeasureMemcpyGbps(moved, o.threads, o.repeat), verified);
+  const double gbps = f.gbps, memcpy_gbps = f.memcpy_gbps, fraction = f.fraction_of_memcpy;
   const std::vector<std::string> ops = planned->plan.OpNames();
   if (o.pair.common.json) {
-    std::cout << nlohmann::ordered_json{{"backend", "in-process"},
-                                        {"bytes_moved", moved},
-                                        {"seconds", best},
-                                        {"gbps", gbps},
-                                        {"memcpy_gbps", memcpy_gbps},
-                                        {"fraction_of_memcpy", fraction},
-                                        {"verified", verified},
-                                        {"devices", n},
-                                        {"steps", ops},
-                                        {"bytes_sent", stats->bytes_sent},
-                                        {"peak_bytes", stats->peak_bytes},
-                                        {"elements_checked", check.checked},
-                                        {"repeat", o.repeat},
-                                        {"transport", o.transport},
-                                        {"problem", check.first_problem}}
-                     .dump()
-              << "\n";
+    nlohmann::ordered_json j = RunJson("in-process", f);
+    j.update(nlohmann::ordered_json{{"devices", n},
+                                    {"steps", ops},
+                                    {"bytes_sent", stats->bytes_sent},
+                                    {"peak_bytes", stats->peak_bytes},
+                                    {"elements_checked", check.checked},
+                                    {"repeat", o.repeat},
+                                    {"transport", o.transport},
+                                    {"problem", check.first_problem}});
+    std::cout << j.dump() << "\n";
   } else {
     std::cout << fmt::format(
         "{}: {} into target buffers ({} as messages) on {} devices, {} ({}); best of {}: {:.6f} s, {:.2f} GB/s; "

@@ -1,6 +1,8 @@
 // reshard run --backend mpi: the MPI backend (reshard/mpi.h) on tagged data.
 #include "run_mpi.h"
 
+#include "run_report.h"
+
 #include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -109,9 +111,9 @@ void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t ma
   if (!check.first_problem.empty()) std::cerr << fmt::format("rank {}: {}\n", mpi.rank(), check.first_problem);
   if (mpi.rank() != 0) return;
 
-  const double gbps = best > 0 ? static_cast<double>(moved) / best / 1e9 : 0;
-  const double memcpy_gbps = memcpy_seconds > 0 ? static_cast<double>(moved) / memcpy_seconds / 1e9 : 0;
-  const double fraction = memcpy_gbps > 0 ? gbps / memcpy_gbps : 0;
+  const RunFigures f = MakeRunFigures(moved, best, memcpy_seconds > 0 ? static_cast<double>(moved) / memcpy_seconds / 1e9 : 0,
+                                      verified);
+  const double gbps = f.gbps, memcpy_gbps = f.memcpy_gbps, fraction = f.fraction_of_memcpy;
   const std::vector<std::string> transports = r.step_transports();
   if (o.common.json) {
     nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
@@ -122,22 +124,15 @@ void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t ma
                           {"seconds", seconds_by[i]},
                           {"gbps", seconds_by[i] > 0 ? static_cast<double>(moved_by[i]) / seconds_by[i] / 1e9 : 0}});
     }
-    std::cout << nlohmann::ordered_json{{"backend", "mpi"},
-                                        {"bytes_moved", moved},
-                                        {"seconds", best},
-                                        {"gbps", gbps},
-                                        {"memcpy_gbps", memcpy_gbps},
-                                        {"fraction_of_memcpy", fraction},
-                                        {"verified", verified},
-                                        {"ranks", mpi.size()},
-                                        {"steps", r.step_ops()},
-                                        {"transports", transports},
-                                        {"bytes_sent", sent},
-                                        {"elements_checked", checked},
-                                        {"repeat", repeat},
-                                        {"per_rank", per_rank}}
-                     .dump()
-              << "\n";
+    nlohmann::ordered_json j = RunJson("mpi", f);
+    j.update(nlohmann::ordered_json{{"ranks", mpi.size()},
+                                    {"steps", r.step_ops()},
+                                    {"transports", transports},
+                                    {"bytes_sent", sent},
+                                    {"elements_checked", checked},
+                                    {"repeat", repeat},
+                                    {"per_rank", per_rank}});
+    std::cout << j.dump() << "\n";
     return;
   }
   std::cout << fmt::format(
