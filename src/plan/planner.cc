@@ -665,7 +665,10 @@ class NamedPlanner {
     int exchanges_left = options_.strategy == Strategy::kExchange ? 1 : 8;
     int64_t expanded = 0;
     while (!queue.empty()) {
-      auto [estimate, cost, u] = queue.top();
+      // Plain variables, not a structured binding: the neighbour lambda
+      // below captures them, which clang 14 refuses for bindings.
+      const Cost cost = std::get<1>(queue.top());
+      const int u = std::get<2>(queue.top());
       queue.pop();
       if (nodes[u].done || nodes[u].cost < cost) continue;
       nodes[u].done = true;
