@@ -201,11 +201,59 @@ struct MpiReshard::State {
   // Moves a structured step onto its groups' sub-communicators where its
   // messages allow (the same choice on every rank).
   Status UseGroups(StepRun& s, const PlanStep& step, const Mesh& mesh);
+  // Sets s.datatypes where every rank's messages are their bytes in order
+  // (StagedInOrder), so each can be one datatype.
+  Status AllInOrder(StepRun& s);
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunAlltoallw(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
 };
+
+namespace {
+
+// MPI's per-rank count and displacement arrays of `s`, `n` ranks, all zero.
+void ZeroArrays(StepRun& s, size_t n) {
+  s.send_counts.assign(n, 0);
+  s.send_displs.assign(n, 0);
+  s.recv_counts.assign(n, 0);
+  s.recv_displs.assign(n, 0);
+}
+
+// MPI_Alltoallv's arrays from the program's messages.
+void FillAlltoallv(StepRun& s, int size) {
+  ZeroArrays(s, static_cast<size_t>(size));
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    s.send_counts[static_cast<size_t>(s.send_rank[m])] = static_cast<int>(s.program.send_count[m]);
+    s.send_displs[static_cast<size_t>(s.send_rank[m])] = static_cast<int>(s.program.send_offset[m]);
+  }
+  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    s.recv_counts[static_cast<size_t>(s.recv_rank[m])] = static_cast<int>(s.program.recv_count[m]);
+    s.recv_displs[static_cast<size_t>(s.recv_rank[m])] = static_cast<int>(s.program.recv_offset[m]);
+  }
+}
+
+// MPI_Alltoallw's arrays: one datatype per message, count 1, displacement 0
+// (the offsets are in the types); MPI_BYTE with count 0 for other ranks.
+Status BuildTypes(StepRun& s, int size) {
+  ZeroArrays(s, static_cast<size_t>(size));
+  s.send_types.assign(static_cast<size_t>(size), MPI_BYTE);
+  s.recv_types.assign(static_cast<size_t>(size), MPI_BYTE);
+  const DeviceProgram& p = s.program;
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    const size_t r = static_cast<size_t>(s.send_rank[m]);
+    RESHARD_ASSIGN_OR_RETURN(s.send_types[r], MessageType(p.pack, p.pack_begin[m], p.pack_begin[m + 1], true));
+    s.send_counts[r] = 1;
+  }
+  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    const size_t r = static_cast<size_t>(s.recv_rank[m]);
+    RESHARD_ASSIGN_OR_RETURN(s.recv_types[r], MessageType(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], false));
+    s.recv_counts[r] = 1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std::vector<std::string>& step_ops,
                                   const CollectivePlan* plan) {
@@ -241,7 +289,7 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
   int64_t send_max = 0, recv_max = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
     const PlanProgram& p = programs[i];
-    StepRun s;
+    StepRun& s = st.steps.emplace_back();  // owned from here: its datatypes and groups are freed with the state
     const int64_t me = p.IndexOf(rank);
     if (me >= 0) s.program = p.steps()[0].devices[static_cast<size_t>(me)];
     for (int64_t peer : s.program.send_peer) s.send_rank.push_back(static_cast<int>(p.devices()[static_cast<size_t>(peer)]));
@@ -250,107 +298,60 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
     std::stable_sort(s.send_order.begin(), s.send_order.end(), [&](size_t a, size_t b) {
       return (s.send_rank[a] - rank + size) % size < (s.send_rank[b] - rank + size) % size;
     });
-    // The transport: the same on every rank, from global figures.
-    int64_t local[4] = {static_cast<int64_t>(std::max(s.send_rank.size(), s.recv_rank.size())), 0,
-                        static_cast<int64_t>(s.send_rank.size()), 0};
+    // The step's global figures, the same on every rank: the busiest rank's
+    // peers, whether any message is too large for an int count, and the
+    // bytes and messages of all ranks.
+    bool too_large = s.program.send_bytes > INT_MAX || s.program.recv_bytes > INT_MAX;
+    int64_t bytes = 0;
     for (int64_t c : s.program.send_count) {
-      local[1] += c;
-      local[3] = std::max<int64_t>(local[3], c > st.options.max_message_bytes ? 1 : 0);
+      bytes += c;
+      too_large = too_large || c > st.options.max_message_bytes;
     }
-    local[3] = std::max<int64_t>(local[3], s.program.send_bytes > INT_MAX || s.program.recv_bytes > INT_MAX ? 1 : 0);
-    int64_t most[2] = {local[0], local[3]}, sums[2] = {local[1], local[2]}, most_all[2], sums_all[2];
+    int64_t most[2] = {static_cast<int64_t>(std::max(s.send_rank.size(), s.recv_rank.size())), too_large ? 1 : 0};
+    int64_t sums[2] = {bytes, static_cast<int64_t>(s.send_rank.size())}, most_all[2], sums_all[2];
     RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(most, most_all, 2, MPI_INT64_T, MPI_MAX, st.comm), "MPI_Allreduce"));
     RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(sums, sums_all, 2, MPI_INT64_T, MPI_SUM, st.comm), "MPI_Allreduce"));
     const bool sparse = most_all[0] * 2 <= size;
     const bool large = sums_all[1] > 0 && sums_all[0] / sums_all[1] >= (int64_t{1} << 20);
     const MpiTransport asked = st.options.transport;
-    s.p2p = asked == MpiTransport::kPointToPoint;
-    s.datatypes = asked == MpiTransport::kDatatypes || asked == MpiTransport::kAuto;
-    if (most_all[1] != 0) {  // an int count cannot say it
-      s.p2p = true;
-      s.datatypes = false;
-    }
-    // A structured collective runs as one, over its groups, unless
-    // point-to-point was asked for or a message is too large for an int count.
-    if (st.options.transport != MpiTransport::kPointToPoint && st.options.transport != MpiTransport::kDatatypes &&
-        most_all[1] == 0 && plan != nullptr && plan->mesh() &&
-        i < plan->steps().size()) {
-      const PlanStep& ps = plan->steps()[i];
-      if ((ps.op == StepOp::kAllToAll || ps.op == StepOp::kAllGather) && !ps.group_axes.empty()) {
-        RESHARD_RETURN_IF_ERROR(st.UseGroups(s, ps, *plan->mesh()));
-        if (s.grouped) s.p2p = s.datatypes = false;
+    if (most_all[1] != 0 || asked == MpiTransport::kPointToPoint) {
+      s.p2p = true;  // asked for, or a message an int count cannot say
+    } else {
+      // A structured collective runs as one, over its groups; then
+      // datatypes where every message allows; then the shape rule.
+      if (asked != MpiTransport::kDatatypes && plan != nullptr && plan->mesh() && i < plan->steps().size()) {
+        const PlanStep& ps = plan->steps()[i];
+        if ((ps.op == StepOp::kAllToAll || ps.op == StepOp::kAllGather) && !ps.group_axes.empty())
+          RESHARD_RETURN_IF_ERROR(st.UseGroups(s, ps, *plan->mesh()));
       }
+      if (!s.grouped && asked != MpiTransport::kAlltoallv) RESHARD_RETURN_IF_ERROR(st.AllInOrder(s));
+      s.p2p = !s.grouped && !s.datatypes && asked == MpiTransport::kAuto && (sparse || large);
     }
     if (s.datatypes) {
-      // Only where every message's copies are its bytes in order, on every rank.
-      bool in_order = true;
-      for (size_t m = 0; m < s.send_rank.size() && in_order; ++m)
-        in_order = StagedInOrder(s.program.pack, s.program.pack_begin[m], s.program.pack_begin[m + 1], true);
-      for (size_t m = 0; m < s.recv_rank.size() && in_order; ++m)
-        in_order = StagedInOrder(s.program.unpack, s.program.unpack_begin[m], s.program.unpack_begin[m + 1], false);
-      int mine = in_order ? 1 : 0, all = 0;
-      RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, st.comm), "MPI_Allreduce"));
-      s.datatypes = all == 1;
-      // Otherwise kAuto picks by the step's shape; kDatatypes runs MPI_Alltoallv.
-      if (!s.datatypes && asked == MpiTransport::kAuto) s.p2p = sparse || large;
+      RESHARD_RETURN_IF_ERROR(Agree(st.comm, rank, size, BuildTypes(s, size)));
+    } else {
+      if (!s.p2p && !s.grouped) FillAlltoallv(s, size);
+      send_max = std::max(send_max, s.program.send_bytes);
+      recv_max = std::max(recv_max, s.program.recv_bytes);
     }
-    if (s.datatypes) {
-      s.send_counts.assign(static_cast<size_t>(size), 0);
-      s.recv_counts.assign(static_cast<size_t>(size), 0);
-      s.send_displs.assign(static_cast<size_t>(size), 0);
-      s.recv_displs.assign(static_cast<size_t>(size), 0);
-      s.send_types.assign(static_cast<size_t>(size), MPI_BYTE);
-      s.recv_types.assign(static_cast<size_t>(size), MPI_BYTE);
-      Status built = Status::Ok();
-      for (size_t m = 0; m < s.send_rank.size() && built.ok(); ++m) {
-        Result<MPI_Datatype> t = MessageType(s.program.pack, s.program.pack_begin[m], s.program.pack_begin[m + 1], true);
-        if (!t.ok()) built = t.status();
-        else {
-          s.send_types[static_cast<size_t>(s.send_rank[m])] = *t;
-          s.send_counts[static_cast<size_t>(s.send_rank[m])] = 1;
-        }
-      }
-      for (size_t m = 0; m < s.recv_rank.size() && built.ok(); ++m) {
-        Result<MPI_Datatype> t =
-            MessageType(s.program.unpack, s.program.unpack_begin[m], s.program.unpack_begin[m + 1], false);
-        if (!t.ok()) built = t.status();
-        else {
-          s.recv_types[static_cast<size_t>(s.recv_rank[m])] = *t;
-          s.recv_counts[static_cast<size_t>(s.recv_rank[m])] = 1;
-        }
-      }
-      st.steps.push_back(std::move(s));  // owned from here, freed with the state whatever follows
-      RESHARD_RETURN_IF_ERROR(Agree(st.comm, rank, size, built));
-      if (i == 0) st.source_bytes = st.steps.back().program.input_bytes;
-      if (i + 1 == programs.size()) st.target_bytes = st.steps.back().program.output_bytes;
-      if (i + 1 < programs.size()) Grow(st.between[i % 2], st.steps.back().program.output_bytes);
-      continue;
-    }
-    if (!s.p2p && !s.grouped) {
-      s.send_counts.assign(static_cast<size_t>(size), 0);
-      s.send_displs.assign(static_cast<size_t>(size), 0);
-      s.recv_counts.assign(static_cast<size_t>(size), 0);
-      s.recv_displs.assign(static_cast<size_t>(size), 0);
-      for (size_t m = 0; m < s.send_rank.size(); ++m) {
-        s.send_counts[static_cast<size_t>(s.send_rank[m])] = static_cast<int>(s.program.send_count[m]);
-        s.send_displs[static_cast<size_t>(s.send_rank[m])] = static_cast<int>(s.program.send_offset[m]);
-      }
-      for (size_t m = 0; m < s.recv_rank.size(); ++m) {
-        s.recv_counts[static_cast<size_t>(s.recv_rank[m])] = static_cast<int>(s.program.recv_count[m]);
-        s.recv_displs[static_cast<size_t>(s.recv_rank[m])] = static_cast<int>(s.program.recv_offset[m]);
-      }
-    }
-    send_max = std::max(send_max, s.program.send_bytes);
-    recv_max = std::max(recv_max, s.program.recv_bytes);
     if (i == 0) st.source_bytes = s.program.input_bytes;
     if (i + 1 == programs.size()) st.target_bytes = s.program.output_bytes;
-    if (i + 1 < programs.size()) {
-      Grow(st.between[i % 2], s.program.output_bytes);
-    }
-    st.steps.push_back(std::move(s));
+    if (i + 1 < programs.size()) Grow(st.between[i % 2], s.program.output_bytes);
   }
   Grow(st.send, send_max);
   Grow(st.recv, recv_max);  // an all-gather may have asked for more already
+  return Status::Ok();
+}
+
+Status MpiReshard::State::AllInOrder(StepRun& s) {
+  bool in_order = true;
+  for (size_t m = 0; m < s.send_rank.size() && in_order; ++m)
+    in_order = StagedInOrder(s.program.pack, s.program.pack_begin[m], s.program.pack_begin[m + 1], true);
+  for (size_t m = 0; m < s.recv_rank.size() && in_order; ++m)
+    in_order = StagedInOrder(s.program.unpack, s.program.unpack_begin[m], s.program.unpack_begin[m + 1], false);
+  int mine = in_order ? 1 : 0, all = 0;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
+  s.datatypes = all == 1;
   return Status::Ok();
 }
 
@@ -406,10 +407,7 @@ Status MpiReshard::State::UseGroups(StepRun& s, const PlanStep& step, const Mesh
   MPI_Comm_size(s.group, &s.group_size);
   const size_t g = static_cast<size_t>(s.group_size);
   auto member_of = [&](int peer) { return static_cast<size_t>(member(position[static_cast<size_t>(peer)])); };
-  s.send_counts.assign(g, 0);
-  s.send_displs.assign(g, 0);
-  s.recv_counts.assign(g, 0);
-  s.recv_displs.assign(g, 0);
+  ZeroArrays(s, g);
   s.allgather = all[1] != 0;
   if (s.allgather) {
     // Every member's whole input, in member order; this rank's own slot too.
