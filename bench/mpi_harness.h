@@ -67,6 +67,16 @@ double BestOf(int repeats, F&& run) {
   return best;
 }
 
+// A benchmark's main: MPI initialized around `run`, rank and ranks set.
+inline int RunUnderMpi(int argc, char** argv, int (*run)(int, char**)) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const int rc = run(argc, argv);
+  MPI_Finalize();
+  return rc;
+}
+
 }  // namespace reshard::bench
 
 #endif  // RESHARD_BENCH_MPI_HARNESS_H_

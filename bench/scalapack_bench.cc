@@ -217,11 +217,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace reshard
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &reshard::bench::rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &reshard::bench::ranks);
-  const int rc = reshard::Main(argc, argv);
-  MPI_Finalize();
-  return rc;
-}
+int main(int argc, char** argv) { return reshard::bench::RunUnderMpi(argc, argv, reshard::Main); }
