@@ -277,6 +277,18 @@ LayoutPair LoadPair(const PairOptions& o) {
   return pair;
 }
 
+int64_t TotalLocalBytes(const Layout& l) {
+  int64_t n = 0;
+  for (int64_t d : l.devices()) n += l.LocalBytes(d);
+  return n;
+}
+
+int64_t MaxLocalBytes(const Layout& l) {
+  int64_t most = 0;
+  for (int64_t d : l.devices()) most = std::max(most, l.LocalBytes(d));
+  return most;
+}
+
 std::string FormatShape(const std::vector<int64_t>& shape, DType dtype) {
   return fmt::format("{}[{}]", DTypeName(dtype), fmt::join(shape, ","));
 }

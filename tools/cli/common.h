@@ -75,6 +75,11 @@ PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, 
 // Throws CliError(code) with the status message when !s.ok().
 void ThrowIfError(const Status& s, const std::string& context, int code = kExitBadInput);
 
+// Bytes of every device's local buffer of `l`, in all and the largest one
+// (the sizes `run` and `verify` check before planning).
+int64_t TotalLocalBytes(const Layout& l);
+int64_t MaxLocalBytes(const Layout& l);
+
 std::string FormatShape(const std::vector<int64_t>& shape, DType dtype);  // "f32[16,16,16]"
 std::string FormatBytes(int64_t bytes);                                   // "14336 B (14.0 KiB)"
 std::string Plural(int64_t n, const std::string& word);                   // "1 device", "8 devices"

@@ -53,12 +53,6 @@ int64_t ParseSize(const std::string& text) {
   return static_cast<int64_t>(v * scale);
 }
 
-int64_t LayoutBytes(const Layout& l) {
-  int64_t n = 0;
-  for (int64_t d : l.devices()) n += l.LocalBytes(d);
-  return n;
-}
-
 // A progress bar on stderr, only when stderr is a terminal.
 class Progress {
  public:
@@ -93,7 +87,7 @@ void RunRun(const RunOptions& o) {
   // unless the buffers (source, target, and send buffers up to the source's
   // size) fit.
   const int64_t limit = o.max_memory.empty() ? PhysicalMemory() / 10 * 7 : ParseSize(o.max_memory);
-  const int64_t src_bytes = LayoutBytes(pair.source.layout), dst_bytes = LayoutBytes(pair.target.layout);
+  const int64_t src_bytes = TotalLocalBytes(pair.source.layout), dst_bytes = TotalLocalBytes(pair.target.layout);
   const int64_t need = 2 * src_bytes + dst_bytes;
   if (need > limit)
     throw CliError(kExitUnmet, fmt::format("running this needs about {} (source, target and send buffers), more than the "

@@ -50,12 +50,6 @@ int64_t SumOver(int64_t v) {
   return out;
 }
 
-int64_t MaxLocalBytes(const Layout& l) {
-  int64_t most = 0;
-  for (int64_t d : l.devices()) most = std::max(most, l.LocalBytes(d));
-  return most;
-}
-
 }  // namespace
 
 void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t max_memory) {

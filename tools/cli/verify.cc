@@ -13,12 +13,6 @@
 namespace reshard::cli {
 namespace {
 
-int64_t MaxLocalElements(const Layout& l) {
-  int64_t most = 0;
-  for (int64_t d : l.devices()) most = std::max(most, l.LocalBytes(d) / l.element_bytes());
-  return most;
-}
-
 void RunVerify(const PairOptions& o) {
   LayoutPair pair = LoadPair(o);
   // Size first, from the layouts alone (linear in the devices): the simulator
@@ -30,7 +24,7 @@ void RunVerify(const PairOptions& o) {
   devices.insert(devices.end(), dst.devices().begin(), dst.devices().end());
   std::sort(devices.begin(), devices.end());
   const int64_t n = std::unique(devices.begin(), devices.end()) - devices.begin();
-  const int64_t largest = std::max(MaxLocalElements(src), MaxLocalElements(dst));
+  const int64_t largest = std::max(MaxLocalBytes(src), MaxLocalBytes(dst)) / src.element_bytes();
   if (largest > kMaxSimulatedElements / 3 / std::max<int64_t>(1, n))
     throw CliError(kExitUnmet, fmt::format("too large to simulate: {} devices with shards of up to {} elements need "
                                            "more than {} elements in all buffers",
