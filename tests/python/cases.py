@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,11 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 import reshard.jax as rj
+
+# The real-JAX suite's harness states how many ways a spec splits each dim;
+# both suites use that one rule.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jax"))
+from harness import shard_counts  # noqa: E402
 from reshard import hlo_bytes
 
 wsc = jax.lax.with_sharding_constraint
@@ -91,19 +97,6 @@ EXTENTS = (1, 2, 3, 4, 5, 6, 7, 8, 8, 12, 16, 16)
 
 def random_shape(rng: random.Random, ndim: int) -> tuple[int, ...]:
     return tuple(rng.choice(EXTENTS) for _ in range(ndim))
-
-
-def shard_counts(mesh: Mesh, spec: P, ndim: int) -> list[int]:
-    out = []
-    for d in range(ndim):
-        e = spec[d] if d < len(spec) else None
-        if e is None:
-            out.append(1)
-        elif isinstance(e, (tuple, list)):
-            out.append(math.prod(mesh.shape[a] for a in e))
-        else:
-            out.append(mesh.shape[e])
-    return out
 
 
 def padding(shape, counts) -> list[tuple[int, int]]:

@@ -10,16 +10,7 @@ cd "$(dirname "$0")/../.."
 start=$(date +%s)
 py=$(scripts/setup_python_package.sh)
 echo "python package built and installed in $(( $(date +%s) - start )) s"
-case "${XLA_FLAGS:-}" in
-  *xla_force_host_platform_device_count*) ;;
-  *) export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_force_host_platform_device_count=8" ;;
-esac
-export JAX_PLATFORMS=cpu
 # XLA's C++ log (its "Involuntary full rematerialization" warnings) at errors only.
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
-targets=(tests/python)
-for a in "$@"; do
-  if [ -e "${a%%::*}" ]; then targets=(); break; fi   # the caller named test files
-done
 # From the repository root `import reshard` is the installed package (the sources are in python/).
-exec "$py" -m pytest -q -rfEs -p no:cacheprovider "${targets[@]}" "$@"
+exec tests/run_pytest_cpu.sh "$py" tests/python "$@"

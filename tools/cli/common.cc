@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "reshard/hlo_text.h"

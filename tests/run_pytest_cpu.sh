@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# What both pytest suites (tests/jax, tests/python) run under: 8 host CPU
+# devices unless the caller chose a count (16 for bigger meshes), and pytest
+# listing failures, errors and skips (with reasons) before its last line, the
+# "N passed, M failed ..." summary.
+#   tests/run_pytest_cpu.sh PYTHON SUITE_DIR [pytest args...]
+# A pytest argument naming a test file replaces SUITE_DIR. Exits with pytest's status.
+set -euo pipefail
+py=$1 suite=$2
+shift 2
+case "${XLA_FLAGS:-}" in
+  *xla_force_host_platform_device_count*) ;;
+  *) export XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_force_host_platform_device_count=8" ;;
+esac
+export JAX_PLATFORMS=cpu
+targets=("$suite")
+for a in "$@"; do
+  if [ -e "${a%%::*}" ]; then targets=(); break; fi   # the caller named test files
+done
+exec "$py" -m pytest -q -rfEs -p no:cacheprovider "${targets[@]}" "$@"
