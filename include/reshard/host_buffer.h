@@ -2,10 +2,8 @@
 // Buffers of 2 MiB or more are 2 MiB-aligned and asked to be backed by
 // transparent huge pages (madvise; the kernel may decline). Strided copies
 // over large buffers touch a new 4 KiB page every few runs, so with small
-// pages they wait on TLB misses (in a copy harness on the development
-// machine, 64-byte runs with streaming stores went from 2.5 to 5 GB/s on
-// 2 MiB-aligned buffers). Callers may pass any memory to an executor; this
-// is what reshard's own tools and benchmarks use.
+// pages they wait on TLB misses. Callers may pass any memory to an
+// executor; this is what reshard's own tools and benchmarks use.
 //
 // Movable, not copyable. Not thread-safe to move while in use.
 #ifndef RESHARD_HOST_BUFFER_H_

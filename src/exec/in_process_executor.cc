@@ -145,8 +145,8 @@ class InProcessExecutor final : public Executor {
   // rows of many buffers (each source row feeds every receiver, each target
   // row takes from every sender); running one copy after another walks every
   // page once per copy, while slices of every copy together keep a block of
-  // rows of every buffer in the cache until all its copies are done (on the
-  // development machine: 64-byte runs 1.4x as fast). Contiguous copies, and
+  // rows of every buffer in the cache until all its copies are done
+  // (docs/benchmarks.md, "Execution"). Contiguous copies, and
   // many small copies where slicing every copy would cost more than it saves,
   // run in chunks of 256 KiB instead.
   void RunWork() {
