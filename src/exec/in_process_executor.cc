@@ -15,20 +15,6 @@
 namespace reshard {
 namespace {
 
-// A buffer the executor owns; its capacity is what counts as held.
-struct Owned {
-  HostBuffer buffer;
-  int64_t capacity = 0;
-  std::byte* get() { return buffer.data(); }
-};
-
-Owned Allocate(int64_t bytes) {
-  Owned o;
-  o.capacity = bytes;
-  o.buffer = HostBuffer(bytes);
-  return o;
-}
-
 // One range of one copy: the unit of parallel work.
 struct Work {
   const CopyProgram* program;
@@ -56,13 +42,13 @@ class InProcessExecutor final : public Executor {
       int64_t need = 0;
       if (options_.transport == Transport::kStaged)
         for (const StepProgram& s : program.steps()) need = std::max(need, s.devices[i].send_bytes);
-      if (send_[i].capacity < need) {
-        send_[i] = Allocate(need);
+      if (send_[i].size() < need) {
+        send_[i] = HostBuffer(need);
         Touch(send_[i]);
       }
     }
     std::vector<std::span<const std::byte>> in(sources.begin(), sources.end());
-    std::vector<Owned> in_owned(n), out_owned(n);
+    std::vector<HostBuffer> in_owned(n), out_owned(n);
     std::vector<std::span<std::byte>> out(n);
     const size_t steps = program.steps().size();
     for (size_t si = 0; si < steps; ++si) {
@@ -73,11 +59,11 @@ class InProcessExecutor final : public Executor {
         if (last) {
           out[i] = targets[i];
         } else {
-          out_owned[i] = Allocate(dp.output_bytes);
-          out[i] = std::span<std::byte>(out_owned[i].get(), static_cast<size_t>(dp.output_bytes));
+          out_owned[i] = HostBuffer(dp.output_bytes);
+          out[i] = std::span<std::byte>(out_owned[i].data(), static_cast<size_t>(dp.output_bytes));
         }
-        const int64_t held = static_cast<int64_t>(sources[i].size() + targets[i].size()) + send_[i].capacity +
-                             in_owned[i].capacity + out_owned[i].capacity;
+        const int64_t held = static_cast<int64_t>(sources[i].size() + targets[i].size()) + send_[i].size() +
+                             in_owned[i].size() + out_owned[i].size();
         stats.peak_per_device[i] = std::max(stats.peak_per_device[i], held);
       }
       // Phase 1: pack and local copies. Phase 2: unpack from the senders' buffers.
@@ -93,7 +79,7 @@ class InProcessExecutor final : public Executor {
           Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
           continue;
         }
-        Add(dp.pack, 0, dp.pack.ops.size(), in[i].data(), send_[i].get());
+        Add(dp.pack, 0, dp.pack.ops.size(), in[i].data(), send_[i].data());
         Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
         stats.bytes_moved += dp.local.bytes;
       }
@@ -103,7 +89,7 @@ class InProcessExecutor final : public Executor {
         const DeviceProgram& dp = step.devices[i];
         for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
           // unpack ops address the receive buffer; message m lives in its sender's send buffer.
-          const std::byte* base = send_[dp.recv_peer[m]].get() + dp.recv_peer_offset[m] - dp.recv_offset[m];
+          const std::byte* base = send_[dp.recv_peer[m]].data() + dp.recv_peer_offset[m] - dp.recv_offset[m];
           Add(dp.unpack, dp.unpack_begin[m], dp.unpack_begin[m + 1], base, out[i].data());
         }
         stats.bytes_moved += dp.unpack.bytes;
@@ -126,12 +112,12 @@ class InProcessExecutor final : public Executor {
   }
 
  private:
-  void Touch(Owned& o) {
+  void Touch(HostBuffer& o) {
     const int64_t chunk = int64_t{1} << 20;
-    const int64_t parts = (o.capacity + chunk - 1) / chunk;
+    const int64_t parts = (o.size() + chunk - 1) / chunk;
     pool_.ParallelFor(parts, [&](int64_t k) {
       const int64_t lo = k * chunk;
-      std::fill(o.get() + lo, o.get() + std::min(o.capacity, lo + chunk), std::byte{0});
+      std::fill(o.data() + lo, o.data() + std::min(o.size(), lo + chunk), std::byte{0});
     });
   }
 
@@ -184,7 +170,7 @@ class InProcessExecutor final : public Executor {
 
   ExecOptions options_;
   ThreadPool pool_;
-  std::vector<Owned> send_;
+  std::vector<HostBuffer> send_;
   std::vector<Work> work_, strided_, chunks_;
 };
 
@@ -214,9 +200,9 @@ Status CheckBuffers(const PlanProgram& program, std::span<const std::span<const 
 double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat) {
   if (bytes <= 0) return 0;
   const int64_t size = std::min<int64_t>(bytes, int64_t{1} << 28);
-  Owned a = Allocate(size), b = Allocate(size);
-  std::fill(a.get(), a.get() + size, std::byte{1});
-  std::fill(b.get(), b.get() + size, std::byte{2});
+  HostBuffer a(size), b(size);
+  std::fill(a.data(), a.data() + size, std::byte{1});
+  std::fill(b.data(), b.data() + size, std::byte{2});
   ThreadPool pool(threads);
   const int64_t parts = std::max<int64_t>(pool.size(), (size + (int64_t{1} << 20) - 1) >> 20);
   const int64_t per = (size + parts - 1) / parts;
@@ -227,7 +213,7 @@ double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat) {
       const int64_t now = std::min(size, bytes - done);
       pool.ParallelFor(parts, [&](int64_t k) {
         const int64_t lo = std::min(now, k * per), hi = std::min(now, lo + per);
-        if (hi > lo) std::memcpy(b.get() + lo, a.get() + lo, static_cast<size_t>(hi - lo));
+        if (hi > lo) std::memcpy(b.data() + lo, a.data() + lo, static_cast<size_t>(hi - lo));
       });
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
