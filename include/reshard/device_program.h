@@ -172,7 +172,8 @@ class PlanProgram {
   const BufferFormat& target_format() const { return target_format_; }
 
  private:
-  static Result<PlanProgram> Build(std::vector<Layout> layouts, const CompileOptions& options);
+  // `exchange`, when given, is the one step's exchange (layouts has two entries).
+  static Result<PlanProgram> Build(std::vector<Layout> layouts, const CompileOptions& options, const Exchange* exchange);
   std::vector<int64_t> devices_;
   std::vector<Layout> layouts_;
   std::vector<StepProgram> steps_;

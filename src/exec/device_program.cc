@@ -3,6 +3,7 @@
 #include "reshard/device_program.h"
 
 #include <algorithm>
+#include <optional>
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"  // StagingShape
@@ -201,14 +202,15 @@ Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const Compi
   if (!(layouts.back() == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
   // A plan with no steps still fills the target buffers: one step of local copies.
   if (layouts.size() == 1) layouts.push_back(plan.target());
-  return Build(std::move(layouts), options);
+  return Build(std::move(layouts), options, nullptr);
 }
 
 Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange, const CompileOptions& options) {
-  return Build({exchange.source(), exchange.target()}, options);
+  return Build({exchange.source(), exchange.target()}, options, &exchange);
 }
 
-Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const CompileOptions& options) {
+Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const CompileOptions& options,
+                                       const Exchange* exchange) {
   const int64_t only_device = options.only_device;
   PlanProgram p;
   p.source_format_ = options.source_format;
@@ -232,12 +234,16 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       return last && (only_device < 0 || device == only_device) ? options.target_format : BufferFormat{};
     };
     auto in_strides_of = [&](int64_t device) { return in_format(device).Strides(in.LocalShape(device)); };
+    auto out_strides_of = [&](int64_t device) { return out_format(device).Strides(out.LocalShape(device)); };
     // Messages are staged in the source buffers' order, so that packing a
     // column-major source copies whole columns; every device must then hold
     // its source in the same order (MpiReshard checks that ranks agree).
     const BufferFormat staging = first ? BufferFormat{options.source_format.order, 0} : BufferFormat{};
-    auto out_strides_of = [&](int64_t device) { return out_format(device).Strides(out.LocalShape(device)); };
-    RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(in, out));
+    std::optional<Exchange> made;
+    if (exchange == nullptr) {
+      RESHARD_ASSIGN_OR_RETURN(made, Exchange::Create(in, out));
+    }
+    const Exchange& ex = exchange != nullptr ? *exchange : *made;
     const ExchangePlan xp = only_device >= 0 ? ex.DevicePlan(only_device) : ex.Plan();
     StepProgram step;
     step.devices.resize(n);
