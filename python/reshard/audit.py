@@ -7,45 +7,36 @@
               f["xla"]["max_recv_bytes"], "->", f["reshard"]["max_recv_bytes"])
 
 audit(jitted_fn, *args, **kwargs) compiles jitted_fn for args (arrays, or
-jax.ShapeDtypeStruct with shardings), and runs `reshard audit --json` on what
-XLA produced: the compiled module's HLO text (with its large constants, so
-offset tables of 16 or more entries are readable) and XLA's log lines written
-to standard error during the compile ("[SPMD] Involuntary full
-rematerialization ..."; they are still shown). It returns the CLI's JSON
-object, as docs/audit.md describes it: {"findings", "totals", "modules",
-"not_understood", "notes"}.
-
-The CLI is $RESHARD_CLI, else `reshard` on PATH. It is a separate process on
-purpose: the auditor is the C++ library behind `reshard audit`, and this
-module only hands it XLA's text.
+jax.ShapeDtypeStruct with shardings), and hands what XLA produced to the C++
+audit (include/reshard/audit.h) through the extension module: the compiled
+module's HLO text (with its large constants, so offset tables of 16 or more
+entries are readable) and XLA's log lines written to standard error during
+the compile ("[SPMD] Involuntary full rematerialization ..."; they are still
+shown). It returns the JSON object `reshard audit --json` prints for the same
+texts, as docs/audit.md describes it: {"findings", "totals", "modules",
+"not_understood", "notes"}. No executable is needed: `pip install .` is
+enough.
 
 Options: all_reshards=True also lists the reshards that move no more than
 reshard's plan (kind "none"); target= is the CLI's --for ("jax-cpu" by default:
 structured collectives only).
 
-Errors: TypeError if jitted_fn has no .lower (wrap it in jax.jit); RuntimeError
-if the CLI is not found or fails (its message included). A function that JAX
-has compiled before may come from JAX's cache without XLA logging again; the
-HLO is read all the same.
+Errors: TypeError if jitted_fn has no .lower (wrap it in jax.jit); ValueError
+if the HLO text is broken (the audit's message). A function that JAX has
+compiled before may come from JAX's cache without XLA logging again; the HLO
+is read all the same.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
-from typing import Any, Optional
+from typing import Any
+
+from . import _core
 
 __all__ = ["audit", "hlo_text"]
-
-
-def _cli(cli: Optional[str]) -> str:
-    path = cli or os.environ.get("RESHARD_CLI") or shutil.which("reshard")
-    if not path:
-        raise RuntimeError("reshard.audit needs the reshard CLI: set RESHARD_CLI or put `reshard` on PATH")
-    return path
 
 
 def hlo_text(compiled) -> str:
@@ -79,23 +70,13 @@ def _compile_capturing_stderr(lowered):
     return compiled, log
 
 
-def audit(jitted_fn, *args, cli: Optional[str] = None, all_reshards: bool = False, target: str = "jax-cpu",
-          **kwargs) -> dict[str, Any]:
-    """Compiles jitted_fn(*args, **kwargs) and returns `reshard audit --json` of its HLO and XLA's log."""
+def audit(jitted_fn, *args, all_reshards: bool = False, target: str = "jax-cpu", **kwargs) -> dict[str, Any]:
+    """Compiles jitted_fn(*args, **kwargs) and returns the audit of its HLO and XLA's log (the JSON object of
+    `reshard audit --json`), computed by the C++ library in this process."""
     if not hasattr(jitted_fn, "lower"):
         raise TypeError("audit() takes a jitted function (jax.jit(f, ...)), got %r" % (jitted_fn,))
-    exe = _cli(cli)
     compiled, log = _compile_capturing_stderr(jitted_fn.lower(*args, **kwargs))
-    text = hlo_text(compiled)
-    with tempfile.TemporaryDirectory() as tmp:
-        hlo_path = os.path.join(tmp, "module.hlo.txt")
-        log_path = os.path.join(tmp, "xla.log")
-        with open(hlo_path, "w", encoding="utf-8") as f:
-            f.write(text)
-        with open(log_path, "w", encoding="utf-8") as f:
-            f.write(log)
-        cmd = [exe, "audit", "--json", "--for", target] + (["--all"] if all_reshards else []) + [hlo_path, log_path]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError("reshard audit failed (exit %d): %s" % (r.returncode, r.stderr.strip()))
-    return json.loads(r.stdout)
+    texts = [("module.hlo.txt", hlo_text(compiled))]
+    if log:
+        texts.append(("xla.log", log))
+    return json.loads(_core.audit_json(texts, target, all_reshards))

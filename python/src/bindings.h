@@ -32,6 +32,7 @@ T Unwrap(Result<T> r) {
 
 void BindLayout(nanobind::module_& m);  // layout.cc: Mesh, Layout, NamedSharding, parse, print
 void BindPlan(nanobind::module_& m);    // plan.cc: plan, PlanResult, Step, emit
+void BindAudit(nanobind::module_& m);   // audit.cc: audit_json
 
 }  // namespace reshard::python
 

@@ -23,4 +23,5 @@ NB_MODULE(_core, m) {
       "NotImplementedError for valid input not supported yet, RuntimeError for internal errors.";
   reshard::python::BindLayout(m);
   reshard::python::BindPlan(m);
+  reshard::python::BindAudit(m);
 }

@@ -1,5 +1,5 @@
 """reshard.jax.audit in real JAX 0.10.2: the canonical case, and a case XLA does well.
-It runs `reshard audit` through the CLI ($RESHARD_CLI, default build/reshard).
+It calls the C++ audit through the extension module: no CLI is needed (the test hides it).
 """
 import os
 
@@ -16,8 +16,13 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P  # no
 
 import reshard.jax as reshard_audit  # noqa: E402 (audit is reshard.jax.audit)
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-CLI = os.environ.get("RESHARD_CLI", os.path.join(ROOT, "build", "reshard"))
+
+
+@pytest.fixture(autouse=True)
+def no_cli(monkeypatch):
+    """The audit must not need the executable: PATH and RESHARD_CLI lead nowhere."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("RESHARD_CLI", raising=False)
 
 
 def mesh():
@@ -28,7 +33,7 @@ def test_canonical_case():
     m = mesh()
     f = jax.jit(lambda v: v * 2, in_shardings=NamedSharding(m, P("y", None, "x")),
                 out_shardings=NamedSharding(m, P(None, ("x", "y"), None)))
-    report = reshard_audit.audit(f, jax.ShapeDtypeStruct((16, 16, 16), jnp.float32), cli=CLI)
+    report = reshard_audit.audit(f, jax.ShapeDtypeStruct((16, 16, 16), jnp.float32))
     assert report["totals"]["findings"] == 1, report
     finding = report["findings"][0]
     assert finding["kind"] == "full-rematerialization"
@@ -43,11 +48,11 @@ def test_canonical_case():
 def test_no_finding_at_the_lower_bound():
     m = mesh()
     f = jax.jit(lambda v: v + 1, in_shardings=NamedSharding(m, P("x", None)), out_shardings=NamedSharding(m, P()))
-    report = reshard_audit.audit(f, jax.ShapeDtypeStruct((16, 16), jnp.float32), cli=CLI, all_reshards=True)
+    report = reshard_audit.audit(f, jax.ShapeDtypeStruct((16, 16), jnp.float32), all_reshards=True)
     assert report["totals"]["findings"] == 0
     assert [x["kind"] for x in report["findings"]] == ["none"]
 
 
 def test_needs_a_jitted_function():
     with pytest.raises(TypeError):
-        reshard_audit.audit(lambda v: v, 1, cli=CLI)
+        reshard_audit.audit(lambda v: v, 1)
