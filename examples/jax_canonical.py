@@ -46,7 +46,7 @@ def main():
     want = jax.device_put(x, dst)
 
     xla = jax.jit(lambda v: jax.lax.with_sharding_constraint(v, dst), out_shardings=dst)
-    ours = jax.jit(lambda v: rj.reshard(v, dst, source=src), out_shardings=dst)
+    ours = jax.jit(lambda v: rj.reshard(v, dst), out_shardings=dst)
     print("f32[16,16,16] on mesh x=4,y=2: P('y', None, 'x') -> P(None, ('x','y'), None)")
     xla_bytes, xla_ops = report("XLA (sharding constraint)", xla.lower(x).compile())
     our_bytes, our_ops = report("reshard.jax.reshard", ours.lower(x).compile())

@@ -35,7 +35,7 @@ def _ops(fn, x):
 
 def test_canonical_inside_jit():
     mesh, src, dst, x = _canonical()
-    ours = jax.jit(lambda a: rj.reshard(a, dst, source=src))
+    ours = jax.jit(lambda a: rj.reshard(a, dst))
     xla = jax.jit(lambda a: wsc(a, dst))
     ours_ops, ours_bytes = _ops(ours, x)
     xla_ops, xla_bytes = _ops(xla, x)

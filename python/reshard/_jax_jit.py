@@ -1,0 +1,145 @@
+"""reshard.jax.jit's rewrite: the traced program with every with_sharding_constraint swapped for
+the reshard op, and nothing else changed.
+
+The function is traced to a jaxpr (under the caller's jax.jit trace, so shapes, dtypes and
+shardings are the ones jax.jit sees), then evaluated equation by equation into that trace:
+each `sharding_constraint` equation binds reshard_p with the same parameters, every other
+equation binds its own primitive with its own parameters. Parameters that hold jaxprs (nested
+jit, scan, while and cond bodies, custom_jvp/custom_vjp primal functions, checkpoint) are
+rewritten the same way first, when they contain a constraint. What the trace of `grad` puts in
+the program (the transposed constraints) is rewritten like the rest; a `grad` taken outside
+reshard.jax.jit differentiates the reshard op, whose transpose is the reshard op again.
+
+Left as they are: shard_map bodies (their values are per-device, where a sharding constraint
+means something else) and the backward functions of custom_vjp, which JAX traces only when it
+differentiates (an open item in the README).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from jax._src import core, pjit, source_info_util
+from jax._src import linear_util as lu
+from jax._src.interpreters import partial_eval as pe
+
+from reshard import _jax_op
+
+__all__ = ["call_rewritten", "rewrite_closed_jaxpr"]
+
+_SKIP = frozenset({"shard_map"})
+
+
+def _contains_constraint(jaxpr: core.Jaxpr) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is pjit.sharding_constraint_p:
+            return True
+        if eqn.primitive.name in _SKIP:
+            continue
+        for sub in _sub_jaxprs(eqn.params):
+            if _contains_constraint(sub):
+                return True
+    return False
+
+
+def _sub_jaxprs(params):
+    for v in params.values():
+        for item in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(item, core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, core.Jaxpr):
+                yield item
+
+
+def _swappable(params) -> bool:
+    return params.get("layout") is None
+
+
+def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
+    env: dict = {}
+
+    def read(v):
+        return v.val if isinstance(v, core.Literal) else env[v]
+
+    for v, c in zip(jaxpr.constvars, consts):
+        env[v] = c
+    for v, a in zip(jaxpr.invars, args):
+        env[v] = a
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
+        with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), eqn.ctx.manager:
+            if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params):
+                outs = [_jax_op.bind(*invals, **eqn.params)]
+            else:
+                params = _rewrite_params(eqn.primitive, eqn.params)
+                ans = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
+                outs = ans if eqn.primitive.multiple_results else [ans]
+        for v, o in zip(eqn.outvars, outs):
+            if not isinstance(v, core.DropVar):
+                env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _rewrite_params(primitive, params):
+    if primitive.name in _SKIP:
+        return params
+    new = None
+    for k, v in params.items():
+        r = _rewrite_value(v)
+        if r is not v:
+            new = dict(params) if new is None else new
+            new[k] = r
+    return params if new is None else new
+
+
+def _rewrite_value(v):
+    if isinstance(v, core.ClosedJaxpr):
+        return rewrite_closed_jaxpr(v) if _contains_constraint(v.jaxpr) else v
+    if isinstance(v, core.Jaxpr):
+        return _rewrite_open_jaxpr(v) if _contains_constraint(v) else v
+    if isinstance(v, tuple) and any(isinstance(i, (core.ClosedJaxpr, core.Jaxpr)) for i in v):
+        items = tuple(_rewrite_value(i) for i in v)
+        return v if all(a is b for a, b in zip(items, v)) else items
+    return v
+
+
+def _trace(jaxpr: core.Jaxpr, consts, in_avals):
+    fun = lu.wrap_init(lambda *a: _eval(jaxpr, consts, *a), debug_info=jaxpr.debug_info)
+    new, _, new_consts = pe.trace_to_jaxpr_dynamic(fun, in_avals)
+    return new, new_consts
+
+
+def rewrite_closed_jaxpr(closed: core.ClosedJaxpr) -> core.ClosedJaxpr:
+    """The closed jaxpr with each sharding constraint, at any depth, the reshard op."""
+    jaxpr, consts = _trace(closed.jaxpr, closed.consts, closed.in_avals)
+    return core.ClosedJaxpr(jaxpr, consts)
+
+
+def _rewrite_open_jaxpr(jaxpr: core.Jaxpr) -> core.Jaxpr:
+    # Open jaxprs (checkpoint's) take no constants; a rewrite that would need some (the body
+    # closed over arrays) leaves the jaxpr as it was.
+    if jaxpr.constvars:
+        return jaxpr
+    new, consts = _trace(jaxpr, [], [v.aval for v in jaxpr.invars])
+    return jaxpr if consts else new
+
+
+def call_rewritten(fun, args, kwargs):
+    """fun(*args, **kwargs) inside a jax.jit trace, with its sharding constraints swapped for the
+    reshard op. Leaves that are not tracers (static arguments) stay Python values."""
+    flat, tree = jax.tree_util.tree_flatten((args, kwargs))
+    dyn = [i for i, leaf in enumerate(flat) if isinstance(leaf, core.Tracer)]
+
+    def traced(*values):
+        leaves = list(flat)
+        for i, v in zip(dyn, values):
+            leaves[i] = v
+        a, k = jax.tree_util.tree_unflatten(tree, leaves)
+        return fun(*a, **k)
+
+    closed, out_shape = jax.make_jaxpr(traced, return_shape=True)(*[flat[i] for i in dyn])
+    if not _contains_constraint(closed.jaxpr):
+        return fun(*args, **kwargs)
+    outs = _eval(closed.jaxpr, closed.consts, *[flat[i] for i in dyn])
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)

@@ -1,0 +1,355 @@
+"""The compiler-partitioned reshard op without source=: the report's program through
+reshard.jax.jit and reshard.jax.with_sharding_constraint, every transformation jax.jit programs
+use (nested jit, scan, while, cond, checkpoint, custom_jvp/custom_vjp, grad inside and outside,
+jvp, vmap), every dtype, rank 0, size-1 axes, device orders other than the mesh's, other values'
+shardings unchanged, and the comparison compile skipped where the plan is at the bound."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+import cases
+import reshard.jax as rj
+from reshard import _jax_plan, hlo_bytes
+
+wsc = jax.lax.with_sharding_constraint
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def _mesh(devices=None, shape=(4, 2), names=("x", "y")):
+    devices = jax.devices()[:8] if devices is None else devices
+    return Mesh(np.array(devices).reshape(shape), names, axis_types=(AxisType.Auto,) * len(names))
+
+
+MESH = _mesh()
+SRC = NamedSharding(MESH, P("y", None, "x"))
+DST = NamedSharding(MESH, P(None, ("x", "y"), None))
+X = np.arange(16 ** 3, dtype=np.float32).reshape(16, 16, 16)
+
+
+def _compiled(fn, *args):
+    compiled = fn.lower(*args).compile()
+    text = compiled.as_text()
+    return compiled, [c["op"] for c in hlo_bytes.collectives(text)], hlo_bytes.recv_bytes(text)
+
+
+def _report(a, b, c):
+    """The report's program, verbatim."""
+    d = a + b
+    d = jax.lax.with_sharding_constraint(d, P(None, ("x", "y"), None))
+    return c + d
+
+
+def _report_rj_wsc(a, b, c):
+    d = a + b
+    d = rj.with_sharding_constraint(d, P(None, ("x", "y"), None))
+    return c + d
+
+
+@pytest.mark.parametrize("variant", ["reshard.jax.jit", "reshard.jax.with_sharding_constraint"])
+def test_the_reports_program(variant):
+    """a and b come in as P('y', None, 'x'); c is the consumer's operand, left to the compiler. One
+    all-to-all, no all-gather, values and shardings as jax.jit's (XLA's log: the next test)."""
+    a = jax.device_put(X, SRC)
+    b = jax.device_put(X * 2, SRC)
+    c = jnp.asarray(X * 3)  # uncommitted: its sharding is the compiler's choice
+    with jax.set_mesh(MESH):
+        ref = jax.jit(_report, in_shardings=(P("y", None, "x"), P("y", None, "x"), None))
+        if variant == "reshard.jax.jit":
+            ours = rj.jit(_report, in_shardings=(P("y", None, "x"), P("y", None, "x"), None))
+        else:
+            ours = jax.jit(_report_rj_wsc, in_shardings=(P("y", None, "x"), P("y", None, "x"), None))
+        ref_compiled, ref_ops, ref_bytes = _compiled(ref, a, b, c)
+        compiled, ops, recv = _compiled(ours, a, b, c)
+        want, got = ref(a, b, c), ours(a, b, c)
+    assert ref_ops.count("all-gather") == 2 and ref_bytes == 14336, ref_ops
+    assert ops == ["all-to-all"] and recv == 1792, ops
+    assert np.array_equal(np.asarray(got), np.asarray(want))
+    assert got.sharding.is_equivalent_to(want.sharding, 3)
+    assert compiled.input_shardings == ref_compiled.input_shardings
+
+
+def test_the_reports_program_logs_no_rematerialization():
+    """examples/jax_report.py with XLA's warnings on: jax.jit's compile logs the rematerialization,
+    reshard.jax.jit's (after the marker line) logs none."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "jax_report.py")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    before, _, after = r.stderr.partition("== reshard.jax.jit\n")
+    assert "Involuntary full rematerialization" in before, r.stderr[-2000:]
+    assert after is not None and "Involuntary full rematerialization" not in after, after[-2000:]
+    assert "1792 bytes into each device: all-to-all 1792 B" in r.stdout and "values equal: True" in r.stdout
+
+
+def test_the_reports_program_gradient():
+    a = jax.device_put(X / 4096, SRC)
+    c = jnp.asarray(np.cos(X))
+
+    def loss(a, b, c):
+        return jnp.sum(jnp.sin(_report(a, b, c)))
+
+    with jax.set_mesh(MESH):
+        shard = (P("y", None, "x"), P("y", None, "x"), None)
+        ref = jax.jit(jax.grad(loss, argnums=(0, 1)), in_shardings=shard)
+        ours = rj.jit(jax.grad(loss, argnums=(0, 1)), in_shardings=shard)
+        _, ref_ops, ref_bytes = _compiled(ref, a, a, c)
+        _, ops, recv = _compiled(ours, a, a, c)
+        want, got = ref(a, a, c), ours(a, a, c)
+    assert "all-gather" not in ops and recv < ref_bytes, (ops, ref_ops)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+def _scan(v):
+    def body(carry, _):
+        carry = wsc(carry * 1.5, DST)
+        return wsc(carry + 1, SRC), None
+    return jax.lax.scan(body, v, None, length=3)[0]
+
+
+def _while(v):
+    return jax.lax.while_loop(lambda s: s[1] < 2, lambda s: (wsc(wsc(s[0] + 1, DST), SRC), s[1] + 1), (v, 0))[0]
+
+
+def _cond(v):
+    return jax.lax.cond(v[0, 0, 0] >= 0, lambda u: wsc(u * 2, DST), lambda u: wsc(u * 3, DST), v)
+
+
+def _nested(v):
+    return jax.jit(lambda u: wsc(u * 2, DST))(v) + 1
+
+
+def _checkpoint(v):
+    return jax.checkpoint(lambda u: jnp.sin(wsc(u * 2, DST)))(v)
+
+
+@jax.custom_vjp
+def _cvjp(v):
+    return wsc(v * 2, DST)
+
+
+_cvjp.defvjp(lambda v: (wsc(v * 2, DST), None), lambda _, g: (wsc(g * 2, SRC),))
+
+
+@jax.custom_jvp
+def _cjvp(v):
+    return wsc(jnp.sin(v), DST)
+
+
+_cjvp.defjvp(lambda p, t: (_cjvp(p[0]), jnp.cos(p[0]) * t[0]))
+
+
+def _grad_inside(v):
+    return jax.grad(lambda u: jnp.sum(jnp.sin(wsc(u * 2, DST)) * jnp.arange(16.0)))(v)
+
+
+PROGRAMS = {"scan": (_scan, 3), "while": (_while, 2), "cond": (_cond, 2), "nested jit": (_nested, 1),
+            "checkpoint": (_checkpoint, 1), "custom_vjp": (_cvjp, 1), "custom_jvp": (_cjvp, 1),
+            "grad inside": (_grad_inside, 1)}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_constraints_in_every_body_become_the_op(name):
+    """Each canonical move inside a body is one all-to-all (a loop's body and each branch counted once)."""
+    fn, moves = PROGRAMS[name]
+    x = jax.device_put(X / 4096, SRC)
+    _, ref_ops, ref_bytes = _compiled(jax.jit(fn), x)
+    _, ops, recv = _compiled(rj.jit(fn), x)
+    assert "all-gather" in ref_ops and "all-gather" not in ops, (ref_ops, ops)
+    assert ops.count("all-to-all") == min(moves, 2) and recv < ref_bytes, ops
+    np.testing.assert_allclose(np.asarray(rj.jit(fn)(x)), np.asarray(jax.jit(fn)(x)), rtol=1e-6)
+
+
+def test_grad_and_jvp_of_the_op():
+    x = jax.device_put(X / 4096, SRC)
+    w = jnp.asarray(np.cos(X))
+
+    def loss(v, op):
+        return jnp.sum(jnp.sin(op(v * 2, DST)) * w)
+
+    g_ref = jax.jit(jax.grad(lambda v: loss(v, wsc)))
+    g_ours = jax.jit(jax.grad(lambda v: loss(v, rj.reshard)))
+    g_outer = jax.jit(jax.grad(rj.jit(lambda v: loss(v, wsc))))
+    _, ref_ops, ref_bytes = _compiled(g_ref, x)
+    for g in (g_ours, g_outer):
+        _, ops, recv = _compiled(g, x)
+        assert ops == ["all-to-all"] and recv <= ref_bytes, ops
+        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(g_ref(x)), rtol=1e-6)
+    _, tangent = jax.jvp(lambda v: rj.reshard(v, DST), (x,), (x * 3,))
+    np.testing.assert_array_equal(np.asarray(tangent), X / 4096 * 3)
+
+
+def test_vmap():
+    x = jax.device_put(X, SRC)
+    row = NamedSharding(MESH, P(("x", "y"), None))
+    f = jax.jit(jax.vmap(lambda v: rj.reshard(v, row)))
+    _, ops, recv = _compiled(f, x)
+    assert "all-gather" not in ops
+    np.testing.assert_array_equal(np.asarray(f(x)), X)
+    g = jax.jit(jax.vmap(lambda v: rj.reshard(v, NamedSharding(MESH, P(None, "x"))), spmd_axis_name="y"))
+    np.testing.assert_array_equal(np.asarray(g(x)), X)
+
+
+DTYPES = [jnp.bfloat16, jnp.float16, jnp.float32, jnp.float64, jnp.int8, jnp.uint8, jnp.int16, jnp.int32,
+          jnp.uint32, jnp.int64, jnp.bool_, jnp.complex64, jnp.complex128]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_every_dtype(dtype):
+    if jax.dtypes.canonicalize_dtype(dtype) != np.dtype(dtype):
+        pytest.skip("64-bit types need jax_enable_x64")
+    v = (X % 7).astype(dtype)
+    x = jax.device_put(v, SRC)
+    f = jax.jit(lambda a: rj.reshard(a, DST))
+    _, ops, recv = _compiled(f, x)
+    assert ops == ["all-to-all"], ops
+    y = f(x)
+    assert y.dtype == v.dtype and np.array_equal(np.asarray(y), np.asarray(v))
+
+
+def test_prng_key_arrays():
+    keys = jax.random.split(jax.random.key(0), 16)
+    k = jax.device_put(keys, NamedSharding(MESH, P("x")))
+    f = jax.jit(lambda a: rj.reshard(a, NamedSharding(MESH, P(("y", "x")))))
+    _, ops, _ = _compiled(f, k)
+    assert "all-gather" not in ops
+    out = f(k)
+    assert np.array_equal(np.asarray(jax.random.key_data(out)), np.asarray(jax.random.key_data(keys)))
+
+
+def test_rank_zero_and_size_one_axes():
+    s0 = jax.device_put(jnp.float32(3), NamedSharding(MESH, P()))
+    assert float(jax.jit(lambda a: rj.reshard(a * 2, NamedSharding(MESH, P())))(s0)) == 6.0
+    mesh = _mesh(shape=(4, 1, 2), names=("x", "one", "y"))
+    x = jax.device_put(X, NamedSharding(mesh, P("y", "one", "x")))
+    f = jax.jit(lambda a: rj.reshard(a, NamedSharding(mesh, P(None, ("x", "one", "y"), None))))
+    _, ops, recv = _compiled(f, x)
+    assert ops == ["all-to-all"] and recv == 1792
+    assert np.array_equal(np.asarray(f(x)), X)
+
+
+def test_device_order_other_than_the_meshs():
+    order = [jax.devices()[i] for i in (3, 1, 7, 4, 2, 0, 5, 6)]
+    mesh = _mesh(order)
+    x = jax.device_put(X, NamedSharding(mesh, P("y", None, "x")))
+    dst = NamedSharding(mesh, P(None, ("x", "y"), None))
+    f = jax.jit(lambda a: rj.reshard(a, dst))
+    _, ops, recv = _compiled(f, x)
+    assert ops == ["all-to-all"] and recv == 1792
+    y = f(x)
+    want = jax.device_put(X, dst)
+    by_dev = {s.device: np.asarray(s.data) for s in want.addressable_shards}
+    for s in y.addressable_shards:
+        assert np.array_equal(np.asarray(s.data), by_dev[s.device])
+
+
+def test_other_values_keep_their_shardings():
+    """The op is a barrier to propagation: the operand keeps its producer's sharding. The program's
+    inputs and the constrained output are sharded as with jax.jit; another use of the operand keeps
+    the producer's sharding, where with_sharding_constraint's target propagates back into it (and
+    XLA moves the operand itself, gathering it whole)."""
+    def prog(a, b):
+        d = jnp.tanh(a) * b
+        e = wsc(d, DST)
+        return e + 1, d * 2
+
+    a, b = jax.device_put(X, SRC), jax.device_put(X, SRC)
+    ref, ours = jax.jit(prog), rj.jit(prog)
+    rc, oc = ref.lower(a, b).compile(), ours.lower(a, b).compile()
+    assert rc.input_shardings == oc.input_shardings
+    assert rc.output_shardings[0].is_equivalent_to(DST, 3) and oc.output_shardings[0].is_equivalent_to(DST, 3)
+    assert rc.output_shardings[1].is_equivalent_to(DST, 3) and oc.output_shardings[1].is_equivalent_to(SRC, 3)
+    ops = [c["op"] for c in hlo_bytes.collectives(oc.as_text())]
+    assert ops == ["all-to-all"] and hlo_bytes.recv_bytes(oc.as_text()) < hlo_bytes.recv_bytes(rc.as_text())
+    for r, o in zip(ref(a, b), ours(a, b)):
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=1e-6)
+
+
+def test_out_shardings_move_through_the_op():
+    a = jax.device_put(X, SRC)
+    ref = jax.jit(lambda v: v * 2, out_shardings=DST)
+    ours = rj.jit(lambda v: v * 2, out_shardings=DST)
+    _, ref_ops, ref_bytes = _compiled(ref, a)
+    _, ops, recv = _compiled(ours, a)
+    assert ref_bytes == 14336 and ops == ["all-to-all"] and recv == 1792
+    y = ours(a)
+    assert y.sharding.is_equivalent_to(DST, 3) and np.array_equal(np.asarray(y), X * 2)
+
+
+def test_jit_api_is_jax_jits():
+    @rj.jit
+    def f(v, k):
+        return wsc(v * k, DST)
+
+    g = rj.jit(lambda v, k: wsc(v * k, DST), static_argnums=1, donate_argnums=0)
+    a = jax.device_put(X, SRC)
+    assert np.array_equal(np.asarray(f(a, 2.0)), X * 2)
+    assert f.trace(a, 2.0).jaxpr is not None and f.eval_shape(a, 2.0).shape == X.shape
+    assert "all-to-all" in f.lower(a, 2.0).compile().as_text()
+    assert np.array_equal(np.asarray(g(jax.device_put(X, SRC), 3)), X * 3)
+    h = rj.jit(static_argnames="k")(lambda v, k=1: wsc(v * k, DST))
+    assert np.array_equal(np.asarray(h(a, k=4)), X * 4)
+
+
+def test_with_sharding_constraint_pytrees():
+    a = jax.device_put(X, SRC)
+    tree = {"a": a, "b": [a, a]}
+    with jax.set_mesh(MESH):
+        f = jax.jit(lambda t: rj.with_sharding_constraint(t, {"a": P(None, ("x", "y"), None),
+                                                               "b": P(("x", "y"))}))
+        _, ops, recv = _compiled(f, tree)
+        out = f(tree)
+        g = jax.jit(lambda t: rj.with_sharding_constraint(t, DST))  # one sharding for every leaf
+        out2 = g(tree)
+    _, _, xla_bytes = _compiled(jax.jit(lambda t: wsc(t, {"a": DST, "b": NamedSharding(MESH, P(("x", "y")))})), tree)
+    assert "all-gather" not in ops and ops.count("all-to-all") >= 3 and recv < xla_bytes, ops
+    assert out["a"].sharding.is_equivalent_to(DST, 3)
+    assert out["b"][1].sharding.is_equivalent_to(NamedSharding(MESH, P(("x", "y"))), 3)
+    assert all(leaf.sharding.is_equivalent_to(DST, 3) for leaf in jax.tree_util.tree_leaves(out2))
+    listed = jax.jit(lambda t: rj.with_sharding_constraint(t, DST))([a, a])  # a list is a pytree here
+    assert all(leaf.sharding.is_equivalent_to(DST, 3) for leaf in listed)
+    with pytest.raises(TypeError, match="Python list"):
+        rj.reshard([[1.0]], DST)  # one array expected: the list is named
+
+
+def test_no_comparison_compile_at_the_bound(monkeypatch):
+    """A plan at the lower bound on an even shape is used without compiling XLA's lowering; an
+    uneven one compiles the comparison once and caches it."""
+    calls = []
+    real = _jax_plan._measure
+    monkeypatch.setattr(_jax_plan, "_measure", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rj.clear_cache()
+    x = jax.device_put(X, SRC)
+    e = rj.explain(x, DST)
+    assert e.choice == "reshard" and e.proved and calls == []
+    jax.jit(lambda a: rj.reshard(a * 1, DST)).lower(x).compile()
+    assert calls == []
+    mesh = _mesh(shape=(8,), names=("x",))
+    u = jax.ShapeDtypeStruct((10, 16), np.float32, sharding=NamedSharding(mesh, P(None, "x")))
+    e = rj.explain(u, NamedSharding(mesh, P("x", None)))
+    assert not e.proved and len(calls) == 2
+    rj.explain(u, NamedSharding(mesh, P("x", None)))
+    assert len(calls) == 2
+
+
+def test_random_programs_every_dtype_and_16_devices_via_cases():
+    """The 250 random pairs of test_reshard_random.py go through this op (no source=); here a few
+    more dtypes over the same machinery, uneven shapes included."""
+    pairs = cases.random_pairs(24, seed=cases.SEED + 99)
+    for i, pair in enumerate(pairs):
+        dtype = [jnp.bfloat16, jnp.int8, jnp.bool_, jnp.complex64][i % 4]
+        x, xin, pre, post, crop = cases.boundaries(pair)
+        xin = xin.astype(dtype)
+        f = jax.jit(lambda a: post(rj.reshard(pre(a), pair.dst)), out_shardings=pair.dst)
+        g = jax.jit(lambda a: post(wsc(pre(a), pair.dst)), out_shardings=pair.dst)
+        _, _, ours = _compiled(f, xin)
+        _, _, xla = _compiled(g, xin)
+        assert ours <= xla, pair.describe()
+        np.testing.assert_array_equal(np.asarray(f(xin))[crop], np.asarray(g(xin))[crop], err_msg=pair.describe())
