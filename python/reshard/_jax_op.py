@@ -110,12 +110,28 @@ def _infer(target, source, mesh, arg_shapes, result_shape):
     return _concrete(target, mesh, devices, len(arg_shapes[0].shape))
 
 
+def _named(sharding, meshes, ndim):
+    """The operand's sharding (an HLO sharding, as the partitioner hands it) as a NamedSharding over
+    the first of `meshes` that expresses it exactly: the plan's axes follow a named mesh."""
+    for mesh in meshes:
+        if mesh is None or mesh.empty or tuple(mesh.devices.flat) != tuple(sharding._device_assignment):
+            continue
+        try:
+            spec = sharding_impls.parse_flatten_op_sharding(sharding._to_xla_hlo_sharding(ndim), mesh)[0]
+            named = NamedSharding(mesh, spec)
+        except Exception:  # noqa: BLE001 (not expressible over this mesh: try the next)
+            continue
+        if named.is_equivalent_to(sharding, ndim):
+            return named
+    return sharding
+
+
 def _partition(target, source, mesh, arg_shapes, result_shape):
     arg = arg_shapes[0]
-    src = arg.sharding
-    devices = tuple(src._device_assignment)
+    devices = tuple(arg.sharding._device_assignment)
     ndim = len(arg.shape)
     tgt = _concrete(target, mesh, devices, ndim)
+    src = _named(arg.sharding, [getattr(tgt, "mesh", None), mesh], ndim)
     if source is not None and not _concrete(source, mesh, devices, ndim).is_equivalent_to(src, ndim):
         raise ValueError("reshard: source= says the operand is %s, but the compiler chose %s for it; drop source= "
                          "(reshard.jax needs no source) or pass the right one" % (source, src))
@@ -131,13 +147,16 @@ def _identity(x):
     return x
 
 
-@partial(custom_partitioning, static_argnums=(1, 2))
-def _partitioned(x, target, source):
+def _identity_of(x, target, source):
     del target, source
     return x
 
 
-_partitioned.def_partition(partition=_partition, infer_sharding_from_operands=_infer, sharding_rule=_rule)
+# decode_shardings=False: the operand's sharding comes as the HLO sharding it is (a GSPMDSharding);
+# decoding it into a PartitionSpec over one mesh fails for layouts that mesh cannot express.
+_partitioned = custom_partitioning(_identity_of, static_argnums=(1, 2))
+_partitioned.def_partition(partition=_partition, infer_sharding_from_operands=_infer, sharding_rule=_rule,
+                           decode_shardings=False)
 
 
 # ---- the primitive's rules

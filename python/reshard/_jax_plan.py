@@ -305,10 +305,22 @@ def platform_of(sharding) -> str:
     return next(iter(sharding.device_set)).platform
 
 
+def _mesh_key(sharding):
+    mesh = sharding.mesh
+    return (tuple(mesh.axis_names), tuple(int(n) for n in mesh.devices.shape),
+            tuple(int(d.id) for d in mesh.devices.flat))
+
+
 def decision(shape, dtype, source, target) -> Decision:
-    """The cached decision for moving an array of (shape, dtype) from source to target."""
+    """The cached decision for moving an array of (shape, dtype) from source to target. The key is
+    what the plan depends on: the layouts (HLO shardings over the device list), the named meshes
+    that hint the plan's axes, the platform; not the Python types the shardings come in."""
     platform = platform_of(target)
-    key = (tuple(int(n) for n in shape), np.dtype(dtype).name, source, target, platform)
+    ndim = len(shape)
+    hints = tuple(sorted({_mesh_key(s) for s in (source, target) if _plain_named(s)}))
+    key = (tuple(int(n) for n in shape), np.dtype(dtype).name, str(source._to_xla_hlo_sharding(ndim)),
+           str(target._to_xla_hlo_sharding(ndim)), tuple(int(d.id) for d in source._device_assignment),
+           tuple(int(d.id) for d in target._device_assignment), hints, platform)
     with _LOCK:
         d = _CACHE.get(key)
         if d is not None:

@@ -719,8 +719,11 @@ class NamedPlanner {
         candidates.back().time_us += e.time_us;
         candidates.back().max_recv_bytes += e.recv_bytes;
         candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, peak);
-        candidates.back().note = peak <= cap_ ? "priced" : "over the memory cap";
-        if (peak <= cap_) {
+        // The default cap keeps XLA's gather-everything fallback out; it never
+        // excludes the one-step minimal exchange, the plan that moves least.
+        const bool exempt = options_.memory_cap_bytes == 0 && s == pm_.source;
+        candidates.back().note = peak <= cap_ || exempt ? "priced" : "over the memory cap";
+        if (peak <= cap_ || exempt) {
           const Cost c = cost + e.cost();
           relax(u, target_key, node_of(target_key), pm_.target, std::move(e), c);
         }
@@ -1142,6 +1145,26 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
       break;
     }
   }
+  // Never dominated by the Shardy-style sequence: where it uses no more
+  // collectives and receives fewer bytes (per-step maxima summed, as both are
+  // priced), it is the plan. On a flat network only: across nodes a plan may
+  // rightly receive more bytes to send fewer of them over the slow links.
+  if (best && shardy && options.strategy != Strategy::kExchange && options.topology.kind() == Topology::Kind::kFlat) {
+    auto collectives = [](const Path& p) {
+      int64_t n = 0;
+      for (const auto& [from, e] : p) n += e.exchange || IsCollective(e.draft.op);
+      return n;
+    };
+    auto received = [](const Path& p) {
+      int64_t n = 0;
+      for (const auto& [from, e] : p) n += e.recv_bytes;
+      return n;
+    };
+    if (collectives(*shardy) <= collectives(*best) && received(*shardy) < received(*best)) {
+      best = shardy;
+      best_mesh = 0;
+    }
+  }
   if (!best) {
     NamedPlanner planner(meshes[0], source, target, options, INT64_MAX);
     const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
@@ -1173,6 +1196,26 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
   result.candidates = std::move(unique);
   for (const auto& [from, e] : *best) builder.Add(planner.Finalize(builder, from, e));
   result.plan = builder.Finish();
+  // The search prices an exchange from sampled devices, which never
+  // overestimates it: a plan whose later step is an exchange may come out
+  // slower, once priced exactly, than the one-step exchange. Never slower.
+  const auto& steps = result.plan.steps();
+  const bool later_exchange =
+      steps.size() > 1 && std::any_of(steps.begin() + 1, steps.end(), [](const PlanStep& s) { return s.op == StepOp::kExchange; });
+  if (ragged && later_exchange && options.strategy != Strategy::kCollectives) {
+    PlanBuilder one(source, target);
+    one.SetMesh(meshes[best_mesh].mesh);
+    Edge e;
+    e.exchange = true;
+    e.to = meshes[best_mesh].target;
+    one.Add(planner.Finalize(one, meshes[best_mesh].source, e));
+    CollectivePlan exchange = one.Finish();
+    if (exchange.totals().time_us < result.plan.totals().time_us) {
+      result.candidates.push_back(PlanCandidate{
+          {}, 0, 0, 0, "priced exactly, the one-step exchange is faster than the plan found: it is the plan"});
+      result.plan = std::move(exchange);
+    }
+  }
   return result;
 }
 

@@ -56,9 +56,9 @@ def random_sizes(rng: random.Random, n: int, k: int) -> list[int]:
 
 
 def random_mesh(rng: random.Random, devices=None) -> Mesh:
-    """1 to 8 devices (a random subset of jax.devices(), in random order) over 1 to 3 axes; or
-    the given devices, in that order, over random axes."""
-    pool = jax.devices()[:8]
+    """1 to 8 devices (a random subset of jax.devices(), in random order; up to 16 where the
+    process has 16) over 1 to 3 axes; or the given devices, in that order, over random axes."""
+    pool = jax.devices()[:16]
     if devices is None:
         n = rng.randint(1, len(pool))
         devices = rng.sample(pool, n)

@@ -70,7 +70,7 @@ def test_canonical_explain():
     assert e.plan.op_names == ["all-to-all"] and e.plan.lower_bound["max_recv_bytes"] == 1792
     text = str(e)
     assert "XLA (with_sharding_constraint), compiled: 14336 B" in text
-    assert "reshard (emitted shard_map module), compiled: 1792 B" in text
+    assert "reshard (its plan as the compiler runs it), compiled: 1792 B" in text
     assert "the JAX emitter does not write the ragged exchange yet" in text
     assert e.as_dict()["choice"] == "reshard"
 
