@@ -10,7 +10,10 @@ rewritten the same way first, when they contain a constraint. What the trace of 
 the program (the transposed constraints) is rewritten like the rest; a `grad` taken outside
 reshard.jax.jit differentiates the reshard op, whose transpose is the reshard op again.
 
-Left as they are: shard_map bodies (their values are per-device, where a sharding constraint
+Left as they are: constraints on the result of an op whose partitioning moves data along the
+dims it touches (rev, pad, slice, concatenate, gather, sort, cumulative and windowed ops: see
+_FOLDING_PRODUCERS), where with_sharding_constraint's target propagates back into the op and
+XLA folds the change of layout into its movement; shard_map bodies (their values are per-device, where a sharding constraint
 means something else) and the backward functions of custom_vjp, which JAX traces only when it
 differentiates (an open item in the README).
 """
@@ -51,8 +54,36 @@ def _sub_jaxprs(params):
                 yield item
 
 
-def _swappable(params) -> bool:
-    return params.get("layout") is None
+# Producers whose partitioning moves data along the dims they touch (a reversal, a
+# shift, a window, a gather): with_sharding_constraint's target propagates back into
+# them and XLA folds the change of layout into that movement, which a barrier after
+# them cannot do. A constraint on their result stays XLA's (measured: a constraint
+# after jnp.flip of a sharded dim took 1.5x-2.5x XLA's bytes as the op).
+_FOLDING_PRODUCERS = frozenset({
+    "rev", "pad", "slice", "dynamic_slice", "dynamic_update_slice", "concatenate", "gather", "scatter",
+    "scatter-add", "scatter_add", "sort", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
+    "reduce_window", "reduce_window_sum", "select_and_scatter_add", "conv_general_dilated",
+})
+
+
+def _made_by(eqn, index: int) -> str:
+    """The primitive that makes output `index` of `eqn`, looking inside calls (jnp functions are
+    jitted: jnp.flip is a `jit` whose body ends in `rev`)."""
+    for _ in range(16):
+        inner = eqn.params.get("jaxpr") if eqn.primitive.name in ("jit", "pjit", "closed_call", "core_call") else None
+        if inner is None:
+            return eqn.primitive.name
+        body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
+        out = body.outvars[index]
+        found = next(((e, e.outvars.index(out)) for e in body.eqns if out in e.outvars), None)
+        if found is None:
+            return eqn.primitive.name
+        eqn, index = found
+    return eqn.primitive.name
+
+
+def _swappable(params, producer) -> bool:
+    return params.get("layout") is None and producer not in _FOLDING_PRODUCERS
 
 
 def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
@@ -65,11 +96,14 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
         env[v] = c
     for v, a in zip(jaxpr.invars, args):
         env[v] = a
+    producer: dict = {}  # var -> (the equation that made it, which of its outputs), in this jaxpr
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
         with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), eqn.ctx.manager:
-            if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params):
+            source = producer.get(eqn.invars[0]) if eqn.invars and not isinstance(eqn.invars[0], core.Literal) else None
+            made_by = _made_by(*source) if source is not None else None
+            if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params, made_by):
                 outs = [_jax_op.bind(*invals, **eqn.params)]
             else:
                 params = _rewrite_params(eqn.primitive, eqn.params)
@@ -78,6 +112,7 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
         for v, o in zip(eqn.outvars, outs):
             if not isinstance(v, core.DropVar):
                 env[v] = o
+                producer[v] = (eqn, eqn.outvars.index(v))
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -2,7 +2,8 @@
 target, a consumer (tests/python/cases.py draws the pairs: uneven shapes, replicated sides, other
 meshes over the same devices), over every dtype the op takes. Each: equal values, equal output
 shardings, total bytes into each device never above jax.jit's, and strictly fewer wherever XLA
-rematerializes (an all-gather of the whole array for a target that is not replicated). 60 more
+rematerializes (an all-gather of the whole array for a target that is not replicated) and the
+constraint is reshard's (after jnp.flip, a producer that moves data itself, it stays XLA's). 60 more
 run on 16 devices in a subprocess (RESHARD_PY_16=1 selects them there)."""
 import math
 import os
@@ -55,13 +56,20 @@ def test_program(i):
     ours_ops, ours_bytes = _compiled(ours, xin)
     want, got = ref(xin), ours(xin)
     assert got.dtype == want.dtype and got.shape == want.shape, pair.describe()
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=pair.describe())
+    if jnp.issubdtype(got.dtype, jnp.inexact) and (i // 4) % 4 == 2:
+        # a sum: its order follows the layouts, so floats round differently
+        tol = 1e-2 if np.dtype(got.dtype).itemsize <= 2 else 1e-5
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=tol,
+                                   err_msg=pair.describe())
+    else:
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=pair.describe())
     assert got.sharding.is_equivalent_to(want.sharding, got.ndim), (pair.describe(), got.sharding, want.sharding)
     assert ours_bytes <= ref_bytes, "%s: %s B > %s B\n%s\n%s" % (pair.describe(), ours_bytes, ref_bytes,
                                                               [c["op"] for c in ours_ops], [c["op"] for c in ref_ops])
     _STATS["programs"] += 1
     _STATS["better"] += ours_bytes < ref_bytes
-    if _rematerializes(ref_ops, pair, np.dtype(xin.dtype).itemsize):
+    # After jnp.flip (a producer that moves data, _jax_jit._FOLDING_PRODUCERS) the constraint stays XLA's.
+    if _rematerializes(ref_ops, pair, np.dtype(xin.dtype).itemsize) and i % 4 != 3:
         _STATS["remat"] += 1
         assert ours_bytes < ref_bytes, "%s: XLA rematerializes, reshard does no better" % pair.describe()
 
