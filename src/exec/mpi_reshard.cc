@@ -49,6 +49,39 @@ Status Agree(MPI_Comm comm, int rank, int size, const Status& local) {
 
 uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
 
+uint64_t MixText(uint64_t h, std::string_view text) {
+  for (char c : text) h = Mix(h, static_cast<unsigned char>(c));
+  return Mix(h, text.size());
+}
+
+// What the ranks must share to run a plan together: each step's op, groups,
+// program and layouts. Two plans with this hash equal run the same collectives.
+uint64_t PlanHash(const CollectivePlan& plan) {
+  uint64_t h = Mix(plan.source().Hash(), plan.target().Hash());
+  for (const PlanStep& s : plan.steps()) {
+    h = Mix(h, static_cast<uint64_t>(s.op));
+    h = Mix(h, s.output.Hash());
+    h = Mix(h, static_cast<uint64_t>(s.group_size));
+    h = Mix(h, static_cast<uint64_t>(s.num_groups));
+    for (int32_t a : s.group_axes) h = Mix(h, static_cast<uint64_t>(a));
+    for (const ProgramOp& op : s.program) {
+      h = Mix(h, static_cast<uint64_t>(op.kind));
+      for (int64_t e : op.shape) h = Mix(h, static_cast<uint64_t>(e));
+      for (int32_t a : op.axes) h = Mix(h, static_cast<uint64_t>(a));
+    }
+  }
+  return h;
+}
+
+// The planner options every rank must share (the plan follows from them and the layouts).
+uint64_t PlannerOptionsHash(const PlannerOptions& o) {
+  uint64_t h = Mix(static_cast<uint64_t>(o.strategy), static_cast<uint64_t>(o.target));
+  h = Mix(h, static_cast<uint64_t>(o.memory_cap_bytes));
+  h = MixText(h, o.topology.ToString());
+  for (const Mesh& m : o.meshes) h = MixText(h, m.ToString());
+  return h;
+}
+
 void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst) {
   for (int32_t k = begin; k < end; ++k) {
     const CopyOp& op = p.ops[static_cast<size_t>(k)];
@@ -477,7 +510,7 @@ Status MpiReshard::State::Begin(MPI_Comm user, const MpiOptions& o, uint64_t has
   st.options = options;
   hash = Mix(hash, static_cast<uint64_t>(options.transport));
   hash = Mix(hash, static_cast<uint64_t>(options.max_message_bytes));
-  hash = Mix(hash, options.planner.has_value() ? 1 : 0);
+  hash = Mix(hash, options.planner.has_value() ? PlannerOptionsHash(*options.planner) : 1);
   // Leading dimensions may differ by rank, orders may not: messages are
   // staged in the source buffers' order (device_program.h).
   hash = Mix(hash, static_cast<uint64_t>(options.source_format.order) * 2 + static_cast<uint64_t>(options.target_format.order));
@@ -506,11 +539,8 @@ Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const Layout& source, const
   RESHARD_RETURN_IF_ERROR(Agree(st->comm, st->rank, st->size, planned.status()));
   const CollectivePlan& plan = planned->plan;
   std::vector<Layout> layouts = {plan.source()};
-  uint64_t hash = 0;
-  for (const PlanStep& s : plan.steps()) {
-    layouts.push_back(s.output);
-    hash = Mix(hash, s.output.Hash());
-  }
+  for (const PlanStep& s : plan.steps()) layouts.push_back(s.output);
+  const uint64_t hash = PlanHash(plan);
   uint64_t root = hash;
   RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, st->comm), "MPI_Bcast"));
   RESHARD_RETURN_IF_ERROR(Agree(st->comm, st->rank, st->size,
@@ -524,14 +554,10 @@ Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const Layout& source, const
 Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const CollectivePlan& plan, const MpiOptions& options) {
   auto st = std::make_unique<State>();
   std::vector<Layout> layouts = {plan.source()};
-  uint64_t hash = Mix(plan.source().Hash(), plan.target().Hash());
-  for (const PlanStep& s : plan.steps()) {
-    layouts.push_back(s.output);
-    hash = Mix(hash, s.output.Hash());
-  }
+  for (const PlanStep& s : plan.steps()) layouts.push_back(s.output);
   MpiOptions o = options;
   o.planner.reset();  // the plan is given
-  RESHARD_RETURN_IF_ERROR(st->Begin(comm, o, hash));
+  RESHARD_RETURN_IF_ERROR(st->Begin(comm, o, PlanHash(plan)));
   if (layouts.size() == 1) layouts.push_back(plan.target());
   RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames(), &plan));
   return MpiReshard(std::move(st));

@@ -229,6 +229,38 @@ TEST(Mpi, LayoutsThatDifferBetweenRanksAreAnErrorOnEveryRank) {
       << r.status();
 }
 
+// The canonical move planned as one all-to-all (collectives) on some ranks and
+// as one ragged exchange on others: the step layouts agree, the ops do not.
+TEST(Mpi, PlannerOptionsThatDifferBetweenRanksAreAnErrorOnEveryRank) {
+  const int size = Size();
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  const std::string n = std::to_string(size);
+  const Layout a = ParseLayout("{devices=[" + n + ",1]<=[" + n + "]}", {8 * int64_t{size}, 8 * int64_t{size}}, DType::kF32,
+                               std::nullopt)->layout;
+  const Layout b = ParseLayout("{devices=[1," + n + "]<=[" + n + "]}", {8 * int64_t{size}, 8 * int64_t{size}}, DType::kF32,
+                               std::nullopt)->layout;
+  for (int variant = 0; variant < 3; ++variant) {
+    MpiOptions o;
+    o.planner = PlannerOptions{};
+    if (variant == 0) o.planner->strategy = Rank() == 0 ? Strategy::kCollectives : Strategy::kExchange;
+    if (variant == 1) o.planner->topology = Rank() == 0 ? Topology::Flat() : Topology::Nodes(2);
+    if (variant == 2) o.transport = Rank() == 0 ? MpiTransport::kAlltoallv : MpiTransport::kPointToPoint;
+    Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, a, b, o);
+    ASSERT_FALSE(r.ok()) << "variant " << variant;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << r.status();
+    EXPECT_NE(r.status().message().find("differ from rank 0's"), std::string::npos) << r.status();
+  }
+  // Plans given outright: the same layouts step by step, other collectives.
+  PlannerOptions collectives, exchange;
+  collectives.strategy = Strategy::kCollectives;
+  exchange.strategy = Strategy::kExchange;
+  Result<PlanResult> p = PlanReshard(a, b, Rank() == 0 ? collectives : exchange);
+  ASSERT_TRUE(p.ok()) << p.status();
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, p->plan);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << r.status();
+}
+
 TEST(Mpi, ADeviceOutsideTheCommunicatorIsAnError) {
   Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, Rows(Size()), Cols(Size() + 1));
   ASSERT_FALSE(r.ok());
