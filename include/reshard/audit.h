@@ -30,6 +30,10 @@
 // finding; a logged one without HLO is priced as XLA's fallback (all-gather
 // of every sharded dim, then a slice) and marked `estimated`.
 //
+// Bytes are those of the element type XLA moves the array as, which its
+// collectives state (XLA:CPU moves bf16 arrays as f32): reshard's plan is
+// priced in the same type, as it runs on that backend too.
+//
 // Errors: InvalidArgument (with the input's name and line) for text that is
 // not what it claims to be: an HLO module whose structure is broken
 // (unbalanced brackets, an operand never defined, a computation never
@@ -89,6 +93,11 @@ struct AuditFinding {
   int64_t line = 0;            // of `instruction` in the module, or of the log line
   std::vector<int64_t> shape;  // global
   DType dtype = DType::kF32;
+  // The element type XLA moves the array as: its collectives' (XLA:CPU moves bf16 as f32),
+  // or for a finding from the log alone, the backend's rule where the inputs show the backend.
+  // Both sides, and the lower bound, are priced in it; `moved_as_reason` says why when it is not `dtype`.
+  DType moved_as = DType::kF32;
+  std::string moved_as_reason;
   std::string from, to;        // HLO sharding text
   bool logged = false;         // XLA's log reported it
   bool estimated = false;      // XLA's side estimated from the log alone

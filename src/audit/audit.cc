@@ -31,7 +31,24 @@ struct LogLine {
 struct Read {
   std::vector<std::pair<std::string, HloModule>> modules;  // (source, module)
   std::vector<LogLine> logs;
+  std::string cpu_evidence;  // why the inputs are known to come from XLA:CPU, or empty
 };
+
+// How XLA:CPU moves an element type through collectives: its float
+// normalization runs bf16 collectives in f32 (jax 0.10.2; f16 stays f16, as
+// tests/data/audit/move_dim_f16 shows). For findings from the log alone; an
+// HLO module states the type its collectives carry.
+DType MovedOnCpu(DType t) { return t == DType::kBF16 ? DType::kF32 : t; }
+
+// The same layout with another element type.
+Result<Layout> WithDType(const Layout& l, DType dtype) {
+  if (l.dtype() == dtype) return l;
+  std::vector<DimGrid> dims;
+  for (int64_t d = 0; d < l.rank(); ++d) dims.push_back(l.dim(d));
+  std::vector<DeviceTile> placement;
+  for (int64_t dev : l.devices()) placement.push_back({dev, l.TileOf(dev)});
+  return Layout::Create(l.shape(), dtype, std::move(dims), std::move(placement));
+}
 
 // a += b, saturating (byte totals of hostile input must not overflow).
 void SatAdd(int64_t& a, int64_t b) {
@@ -56,6 +73,8 @@ std::vector<std::string_view> SplitLines(std::string_view text) {
 Status ReadInput(const AuditInput& in, Read* out, AuditReport* report) {
   if (in.text.find('\0') != std::string::npos) return Status::InvalidArgument(in.name + ": binary data, not text");
   const std::vector<std::string_view> lines = SplitLines(in.text);
+  if (out->cpu_evidence.empty() && in.name.find(".cpu_after_optimizations") != std::string::npos)
+    out->cpu_evidence = in.name + " is an XLA:CPU dump";
   size_t i = 0;
   while (i < lines.size()) {
     if (audit::IsModuleHeader(lines[i])) {
@@ -68,6 +87,8 @@ Status ReadInput(const AuditInput& in, Read* out, AuditReport* report) {
       i = std::max(next, i + 1);
       continue;
     }
+    if (out->cpu_evidence.empty() && lines[i].find("PjRt-IFRT device: CpuDevice(") != std::string_view::npos)
+      out->cpu_evidence = in.name + ":" + std::to_string(i + 1) + " names XLA:CPU devices";
     if (audit::IsRematerializationLine(lines[i])) {
       ++report->log_lines;
       Result<audit::LogRematerialization> r = audit::ParseRematerializationLine(lines[i]);
@@ -301,7 +322,21 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       }
       const Layout& from = *r.from;
       const Layout& to = *r.to;
-      Result<Priced> priced = pricer.Price(from, to, *from_text, *to_text);
+      // Price both sides in the type XLA's collectives carry (XLA:CPU: bf16 as f32).
+      DType moved_as = from.dtype();
+      std::string moved_as_reason;
+      if (Result<DType> m = ParseDType(r.moved_element_type); m.ok() && *m != from.dtype()) {
+        moved_as = *m;
+        moved_as_reason = "XLA's collectives for it carry " + r.moved_element_type + ", not " + std::string(DTypeName(from.dtype())) +
+                          ": reshard's plan is priced in " + r.moved_element_type + " too, as it runs on this backend";
+      }
+      Result<Layout> moved_from = WithDType(from, moved_as), moved_to = WithDType(to, moved_as);
+      if (!moved_from.ok() || !moved_to.ok()) {
+        report.notes.push_back(module.name + " (" + source + "): the reshard of %" + r.from_instruction + " cannot be priced in " +
+                               std::string(DTypeName(moved_as)));
+        continue;
+      }
+      Result<Priced> priced = pricer.Price(*moved_from, *moved_to, *from_text, *to_text);
       if (!priced.ok()) {
         report.notes.push_back(module.name + " (" + source + "): no plan for the reshard of %" + r.from_instruction + ": " +
                                priced.status().message());
@@ -316,6 +351,8 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       f.line = r.from_line;
       f.shape = r.shape;
       f.dtype = from.dtype();
+      f.moved_as = moved_as;
+      f.moved_as_reason = std::move(moved_as_reason);
       f.from = *from_text;
       f.to = *to_text;
       f.xla_max_recv_bytes = r.max_recv_bytes;
@@ -390,7 +427,15 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
                                "): XLA's HLO for it moves no more than reshard's plan");
       continue;
     }
-    Result<Priced> priced = pricer.Price(*from, *to, l.remat.from, l.remat.to);
+    // XLA's side and reshard's in the type the backend moves the array as, where the inputs show the backend.
+    const DType moved_as = read.cpu_evidence.empty() ? *dtype : MovedOnCpu(*dtype);
+    Result<Layout> moved_from = WithDType(*from, moved_as), moved_to = WithDType(*to, moved_as);
+    if (!moved_from.ok() || !moved_to.ok()) {
+      report.notes.push_back("logged rematerialization of %" + l.remat.instruction + ": cannot be priced in " +
+                             std::string(DTypeName(moved_as)));
+      continue;
+    }
+    Result<Priced> priced = pricer.Price(*moved_from, *moved_to, l.remat.from, l.remat.to);
     if (!priced.ok()) {
       report.notes.push_back("no plan for the logged rematerialization of %" + l.remat.instruction + ": " + priced.status().message());
       continue;
@@ -402,11 +447,15 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
     f.line = l.line;
     f.shape = l.remat.global_shape;
     f.dtype = *dtype;
+    f.moved_as = moved_as;
+    if (moved_as != *dtype)
+      f.moved_as_reason = "XLA:CPU moves " + std::string(DTypeName(*dtype)) + " as " + std::string(DTypeName(moved_as)) + " (" +
+                          read.cpu_evidence + "): both sides are priced in " + std::string(DTypeName(moved_as));
     f.from = l.remat.from;
     f.to = l.remat.to;
     f.logged = true;
     f.estimated = true;
-    std::optional<std::vector<AuditCollective>> estimate = EstimatedRemat(l, *from);
+    std::optional<std::vector<AuditCollective>> estimate = EstimatedRemat(l, *moved_from);
     if (!estimate) {
       report.notes.push_back("logged rematerialization of %" + l.remat.instruction + " (" + l.source + ":" + std::to_string(l.line) +
                              "): too large to estimate");

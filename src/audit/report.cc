@@ -105,6 +105,8 @@ nlohmann::ordered_json AuditJson(const AuditReport& r) {
                             {"steps", Utf8(f.reshard_steps)}}},
                          {"lower_bound_max_recv_bytes", f.lower_bound_max_recv_bytes},
                          {"saving_bytes", f.saving_bytes()},
+                         {"moved_as", DTypeName(f.moved_as)},
+                         {"moved_as_reason", Utf8(f.moved_as_reason)},
                          {"logged", f.logged},
                          {"source", Utf8(f.source)},
                          {"module", Utf8(f.module)},
@@ -179,6 +181,7 @@ std::string AuditTable(const AuditReport& r) {
       if (!f.to_instruction.empty()) where += ", target layout at %" + f.to_instruction;
       if (f.logged) where += f.estimated ? "; from XLA's log (XLA's side estimated)" : "; logged by XLA";
       out += fmt::format("    {} -> {}\n    {}\n", f.from, f.to, where);
+      if (f.moved_as != f.dtype) out += fmt::format("    moved as {}: {}\n", DTypeName(f.moved_as), f.moved_as_reason);
       if (!f.reshard_steps.empty()) out += fmt::format("    reshard: {}\n", fmt::join(f.reshard_steps, "; "));
     }
   }

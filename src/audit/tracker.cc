@@ -221,7 +221,7 @@ class Analyzer {
   }
 
   int RecordCollective(const HloComputation& c, const HloInstruction& ins, const std::string& op, int64_t group_size,
-                       std::vector<int64_t> recv) {
+                       std::vector<int64_t> recv, std::string element_type) {
     const std::string key = c.name + "/" + ins.name;
     auto it = collective_index_.find(key);
     if (it != collective_index_.end()) return it->second;
@@ -231,6 +231,7 @@ class Analyzer {
     mc.computation = c.name;
     mc.line = ins.line;
     mc.group_size = group_size;
+    mc.element_type = std::move(element_type);
     if (recv.size() > 1 && std::all_of(recv.begin(), recv.end(), [&](int64_t b) { return b == recv[0]; })) recv.resize(1);
     mc.recv_bytes = std::move(recv);
     out_.collectives.push_back(std::move(mc));
@@ -427,7 +428,19 @@ class Analyzer {
     } else {
       recv[0] = in;
     }
-    return RecordCollective(c, ins, base, k, std::move(recv));
+    return RecordCollective(c, ins, base, k, std::move(recv), MovedElementType(c, ins));
+  }
+
+  // The element type of the data a collective moves: its array operands' (all of one type), or "".
+  static std::string MovedElementType(const HloComputation& c, const HloInstruction& ins) {
+    std::string type;
+    for (int o : ins.operands) {
+      const HloShape& s = c.instructions[o].shape;
+      if (s.is_tuple) return "";
+      if (!type.empty() && type != s.element_type) return "";
+      type = s.element_type;
+    }
+    return type;
   }
 
   static AV Uniform() {
@@ -917,6 +930,11 @@ class Analyzer {
       r.element_type = t->origin->element_type;
       r.source_local_shape = t->unmoved ? t->unmoved->LocalShape() : t->origin->state.LocalShape();
       r.collectives = cs;
+      for (size_t k = 0; k < cs.size(); ++k) {
+        const std::string& e = out_.collectives[cs[k]].element_type;
+        if (k == 0) r.moved_element_type = e;
+        else if (e != r.moved_element_type) r.moved_element_type.clear();
+      }
       r.through_whole_array = g.whole && !HoldsWholeArray(g.state);
       Result<DType> dtype = ParseDType(r.element_type);
       if (!dtype.ok()) {

@@ -41,6 +41,7 @@ struct ModuleCollective {
   std::string computation;
   int64_t line = 0;
   int64_t group_size = 0;   // 0 when not known
+  std::string element_type; // of the data it moves, as the module states it ("f32" where XLA:CPU moves bf16)
   std::vector<int64_t> recv_bytes;  // per device (partition id); one entry when all receive alike
   int64_t MaxRecv() const;
   int64_t RecvOf(int64_t device) const { return recv_bytes.size() == 1 ? recv_bytes[0] : recv_bytes[device]; }
@@ -50,7 +51,8 @@ struct ModuleReshard {
   std::string from_instruction, to_instruction;
   int64_t from_line = 0, to_line = 0;
   std::vector<int64_t> shape;
-  std::string element_type;
+  std::string element_type;        // the array's
+  std::string moved_element_type;  // what its collectives carry, when they all carry one type; else ""
   std::vector<int64_t> source_local_shape;  // the local shape just before the first move
   std::optional<Layout> from, to;
   std::vector<int> collectives;  // indices into ModuleAnalysis::collectives, in program order

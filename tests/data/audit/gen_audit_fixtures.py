@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -317,15 +318,34 @@ def case_slice_then_reshard():
     return jax.jit(f, in_shardings=s(("x", "y"), None)), (sds((16, 32)),)
 
 
+def case_move_dim_f16():
+    _, _, _, _, _, _, P = _setup()
+    return reshard_jit((8, 32, 16), X4Y2, P(None, "x", "y"), P("x", None, "y"), dtype="float16")
+
+
+def case_remat_canonical_f16():
+    _, _, _, _, _, _, P = _setup()
+    return reshard_jit((16, 16, 16), X4Y2, P("y", None, "x"), P(None, ("x", "y"), None), dtype="float16")
+
+
+def case_transpose_x8_bf16():
+    _, _, _, _, _, _, P = _setup()
+    return reshard_jit((16, 16), [("x", 8)], P("x", None), P(None, "x"), dtype="bfloat16")
+
+
+
 CANON_FROM, CANON_TO = "{devices=[2,1,4]<=[4,2]T(1,0)}", "{devices=[1,8,1]<=[8]}"
 
 
-def remat(src, dst, xla, ours, logged=True):
-    return {"kind": "full-rematerialization", "from": src, "to": dst, "xla": xla, "reshard": ours, "logged": logged}
+def remat(src, dst, xla, ours, logged=True, **extra):
+    """extra: moved_as (the element type XLA's collectives carry, where it is not the array's),
+    trip_count (the finding is inside a loop that runs this often)."""
+    return dict({"kind": "full-rematerialization", "from": src, "to": dst, "xla": xla, "reshard": ours, "logged": logged},
+                **extra)
 
 
-def excess(src, dst, xla, ours):
-    return {"kind": "excess", "from": src, "to": dst, "xla": xla, "reshard": ours, "logged": False}
+def excess(src, dst, xla, ours, **extra):
+    return dict({"kind": "excess", "from": src, "to": dst, "xla": xla, "reshard": ours, "logged": False}, **extra)
 
 
 def expect(findings, reshards, followed=True):
@@ -353,8 +373,12 @@ CASES = {
     "transpose_x8": (case_transpose_x8, 8, "P('x',None) -> P(None,'x') on x=8: one all-to-all, the lower bound", expect([], 1)),
     "partial_to_other_axis": (case_partial_to_other_axis, 8, "P('x',None) -> P(None,'y'): slice then all-gather, the lower bound",
                               expect([], 1)),
-    "move_dim_bf16": (case_move_dim_bf16, 8, "bf16[8,32,16] P(None,'x','y') -> P('x',None,'y'): XLA:CPU's all-to-all carries f32",
-                      expect([excess("{devices=[1,4,2]<=[8]}", "{devices=[4,1,2]<=[8]}", 1536, 768)], 1)),
+    "move_dim_bf16": (case_move_dim_bf16, 8, "bf16[8,32,16] P(None,'x','y') -> P('x',None,'y'): XLA:CPU's all-to-all "
+                      "carries f32, as reshard's plan does there: no finding", expect([], 1)),
+    "move_dim_f16": (case_move_dim_f16, 8, "f16[8,32,16] P(None,'x','y') -> P('x',None,'y'): XLA:CPU moves f16 as f16 "
+                     "(unlike bf16), as reshard's plan does: no finding", expect([], 1)),
+    "transpose_x8_bf16": (case_transpose_x8_bf16, 8, "bf16[16,16] P('x',None) -> P(None,'x') on x=8: one f32 all-to-all",
+                          expect([], 1)),
     "remat_3d_16dev": (case_remat_3d_16dev, 16, "f32[16,16,16] on a=2,b=2,c=4: P('c',None,('a','b')) -> P(None,('a','c'),'b')",
                        expect([remat("{devices=[4,1,4]<=[4,4]T(1,0)}", "{devices=[1,8,2]<=[2,2,4]T(0,2,1)}", 8192, 1728)], 1)),
     "remat_rank1": (case_remat_rank1, 8, "f32[64] P(('x','y')) -> P(('y','x')): one collective-permute", expect([], 1)),
@@ -380,23 +404,150 @@ CASES = {
     "remat_two_dims_to_one_yx": (case_remat_two_dims_to_one_yx, 8,
                                  "f32[16,16,8] P('x','y',None) -> P(None,None,('y','x')) via a sharding constraint",
                                  expect([remat("{devices=[4,2,1]<=[8]}", "{devices=[1,1,8]<=[4,2]T(1,0)}", 7168, 896)], 1)),
-    "remat_canonical_bf16": (case_remat_canonical_bf16, 8, "the canonical case in bf16 (XLA:CPU gathers it as f32)",
-                             expect([remat(CANON_FROM, CANON_TO, 14336, 896)], 1)),
+    "remat_canonical_bf16": (case_remat_canonical_bf16, 8, "the canonical case in bf16 (XLA:CPU gathers it as f32, and "
+                             "reshard's plan moves f32 there too)", expect([remat(CANON_FROM, CANON_TO, 14336, 1792, moved_as="f32")], 1)),
+    "remat_canonical_f16": (case_remat_canonical_f16, 8, "the canonical case in f16 (XLA:CPU gathers f16 as f16)",
+                            expect([remat(CANON_FROM, CANON_TO, 7168, 896)], 1)),
     "dot_output_remat": (case_dot_output_remat, 8, "a dot's output constrained to another sharding: XLA gathers the input instead",
                          expect([], 1)),
     "slice_then_reshard": (case_slice_then_reshard, 8, "a slice of an unsharded dim, then a reshard: partial collective-permutes",
                            expect([], 1, followed=False)),
 }
 
+# ---------------------------------------------------------------------------
+# Random single-reshard programs: jax.jit(lambda v: v * 2) with random in_shardings and
+# out_shardings (evenly divided shapes, meshes of 8 devices, one in five in bf16), all compiled
+# in one process. Kept in tests/data/audit/random/: modules.hlo.txt (each program's
+# --xla_dump_to module after optimizations, one after another, metadata and source
+# locations dropped to keep the file small), xla.log, and programs.json (per program: the
+# module's name, mesh, shape, dtype, the PartitionSpecs and their HLO sharding text, and the
+# bytes one device receives through all collectives of the module, by tests/jax/hlo_bytes.py).
+# ---------------------------------------------------------------------------
+
+RANDOM = "random"
+RANDOM_COUNT, RANDOM_SEED = 60, 15
+RANDOM_MESHES = ([("x", 8)], [("x", 4), ("y", 2)], [("y", 2), ("z", 4)], [("x", 2), ("y", 2), ("z", 2)])
+
+
+def _random_spec(rng, axes, rank):
+    """A PartitionSpec as a list of per-dim axis tuples: each axis on one dim or on none."""
+    dims = [[] for _ in range(rank)]
+    for name, _ in axes:
+        d = rng.randrange(rank + 1)
+        if d < rank:
+            dims[d].append(name)
+    for d in dims:
+        rng.shuffle(d)
+    return dims
+
+
+def random_programs():
+    import random
+    rng = random.Random(RANDOM_SEED)
+    out = []
+    while len(out) < RANDOM_COUNT:
+        axes = rng.choice(RANDOM_MESHES)
+        rank = rng.randint(1, 3)
+        src, dst = _random_spec(rng, axes, rank), _random_spec(rng, axes, rank)
+        if src == dst:
+            continue
+        size = dict(axes)
+        shape = []
+        for d in range(rank):
+            tiles = max(math.prod(size[a] for a in src[d]), math.prod(size[a] for a in dst[d]))
+            shape.append(tiles * rng.choice((1, 1, 2, 4)) if tiles > 1 else rng.choice((1, 2, 4, 8, 16)))
+        dtype = "bfloat16" if rng.randrange(5) == 0 else "float32"
+        out.append({"name": "random_%02d" % len(out), "mesh": axes, "shape": shape, "dtype": dtype,
+                    "src": src, "dst": dst})
+    return out
+
+
+def _pspec(P, dims):
+    return P(*[None if not d else d[0] if len(d) == 1 else tuple(d) for d in dims])
+
+
+def random_worker(out_dir):
+    _, jax, _, _, _, NamedSharding, P = _setup()
+    manifest = []
+    for p in random_programs():
+        m = mesh_of(p["mesh"])
+        src, dst = NamedSharding(m, _pspec(P, p["src"])), NamedSharding(m, _pspec(P, p["dst"]))
+        fn = lambda v: v * 2  # noqa: E731
+        fn.__name__ = fn.__qualname__ = p["name"]
+        jax.jit(fn, in_shardings=src, out_shardings=dst).lower(sds(tuple(p["shape"]), p["dtype"])).compile()
+        rank = len(p["shape"])
+        manifest.append(dict(p, src_spec=str(_pspec(P, p["src"])), dst_spec=str(_pspec(P, p["dst"])),
+                             src_hlo=str(src._to_xla_hlo_sharding(rank)), dst_hlo=str(dst._to_xla_hlo_sharding(rank))))
+    with open(os.path.join(out_dir, "programs.json"), "w") as f:
+        json.dump(manifest, f)
+
+
+_METADATA = re.compile(r", metadata=\{[^{}]*\}")
+_SECTION_LINE = re.compile(r"^(FileNames|FunctionNames|FileLocations|StackFrames)$|^[0-9]+ ")
+
+
+def _small(text):
+    """An HLO module's text without metadata and source-location sections."""
+    lines = [_METADATA.sub("", l) for l in text.splitlines()]
+    return "\n".join(l for l in lines if not _SECTION_LINE.match(l)) + "\n"
+
+
+def run_random(py):
+    case_dir = os.path.join(HERE, RANDOM)
+    shutil.rmtree(case_dir, ignore_errors=True)
+    os.makedirs(case_dir)
+    sys.path.insert(0, os.path.join(ROOT, "tests", "jax"))
+    import hlo_bytes
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8 --xla_dump_to=%s --xla_dump_large_constants" % (
+            os.path.join(tmp, "dump"))
+        env["JAX_PLATFORMS"] = "cpu"
+        env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+        r = subprocess.run([py, os.path.abspath(__file__), "--worker", RANDOM, tmp], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("random programs failed:\n%s" % r.stderr[-4000:])
+        with open(os.path.join(tmp, "programs.json")) as f:
+            programs = json.load(f)
+        texts = []
+        for p in programs:
+            found = glob.glob(os.path.join(tmp, "dump", "*.jit_%s.cpu_after_optimizations.txt" % p["name"]))
+            if len(found) != 1:
+                sys.exit("%s: expected one module in the dump, found %s" % (p["name"], found))
+            with open(found[0]) as f:
+                text = _small(f.read())
+            texts.append(text)
+            p["module"] = "jit_" + p["name"]
+            p["xla_recv_bytes_all_collectives"] = int(hlo_bytes.recv_bytes(text))
+            p["collectives"] = [c["op"] for c in hlo_bytes.collectives(text)]
+    with open(os.path.join(case_dir, "modules.hlo.txt"), "w") as f:
+        f.write("\n".join(texts))
+    with open(os.path.join(case_dir, "xla.log"), "w") as f:
+        f.write("".join(l + "\n" for l in r.stderr.splitlines() if "[SPMD]" in l or "CpuDevice(" in l))
+    with open(os.path.join(case_dir, "programs.json"), "w") as f:
+        head = {"generator": "tests/data/audit/gen_audit_fixtures.py", "jax": _jax_version(), "seed": RANDOM_SEED,
+                "logged_rematerializations": sum(1 for _ in REMAT.finditer(r.stderr))}
+        f.write(json.dumps(head)[:-1] + ', "programs": [\n')
+        f.write(",\n".join(json.dumps(p) for p in programs) + "\n]}\n")  # one program a line
+    bf16 = sum(p["dtype"] == "bfloat16" for p in programs)
+    print("random: %d programs (%d bf16), %d logged rematerializations" % (
+        len(programs), bf16, sum(1 for _ in REMAT.finditer(r.stderr))))
+
+
 REMAT = re.compile(r"Involuntary full rematerialization\. The compiler cannot go from sharding (\{.*?\}) to (\{.*?\}) "
                    r"efficiently for HLO operation %?([\w.\-]+) = ([a-z0-9]+\[[0-9,]*\])")
 
 
 def worker(name, out_dir):
-    fn, args = CASES[name][0]()
+    if name == RANDOM:
+        random_worker(out_dir)
+        return
+    fn, args, *after = CASES[name][0]()
     compiled = fn.lower(*args).compile()
     with open(os.path.join(out_dir, "compiled.hlo.txt"), "w") as f:
         f.write(compiled.as_text())
+    for a in after:  # what else the case does once its program is compiled (more compiles)
+        a()
 
 
 def run_case(name, py):
@@ -416,10 +567,13 @@ def run_case(name, py):
             sys.exit("%s failed:\n%s" % (name, r.stderr[-4000:]))
         with open(os.path.join(case_dir, "xla.log"), "w") as f:
             f.write(r.stderr)
+        # Every module the process compiled: the program's own, and any that a library
+        # compiled beside it (reshard.jax's comparisons).
         after = sorted(glob.glob(os.path.join(tmp, "dump", "*after_optimizations.txt")))
-        if len(after) != 1:
-            sys.exit("%s: expected one *after_optimizations.txt in the dump, found %s" % (name, after))
-        shutil.copy(after[0], os.path.join(case_dir, "dump", os.path.basename(after[0])))
+        if not after:
+            sys.exit("%s: no *after_optimizations.txt in the dump" % name)
+        for a in after:
+            shutil.copy(a, os.path.join(case_dir, "dump", os.path.basename(a)))
     sys.path.insert(0, os.path.join(ROOT, "tests", "jax"))
     import hlo_bytes
     with open(os.path.join(case_dir, "compiled.hlo.txt")) as f:
@@ -442,7 +596,11 @@ def main():
         return
     # --expect-only: rewrite the expectations in cases.json without compiling.
     expect_only = "--expect-only" in sys.argv[1:]
-    names = [a for a in sys.argv[1:] if not a.startswith("--")] or list(CASES)
+    names = [a for a in sys.argv[1:] if not a.startswith("--")] or list(CASES) + [RANDOM]
+    if RANDOM in names:
+        names.remove(RANDOM)
+        if not expect_only:
+            run_random(sys.executable)
     manifest_path = os.path.join(HERE, "cases.json")
     manifest = {}
     if os.path.exists(manifest_path):
