@@ -30,6 +30,10 @@
 // finding; a logged one without HLO is priced as XLA's fallback (all-gather
 // of every sharded dim, then a slice) and marked `estimated`.
 //
+// Modules that reshard.jax compiles only to compare lowerings (their names
+// contain "reshard_comparison_only") never run: they are not audited, and log
+// lines attributed to them are not counted (docs/audit.md says how).
+//
 // Bytes are those of the element type XLA moves the array as, which its
 // collectives state (XLA:CPU moves bf16 arrays as f32): reshard's plan is
 // priced in the same type, as it runs on that backend too.

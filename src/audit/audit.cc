@@ -40,6 +40,11 @@ struct Read {
 // HLO module states the type its collectives carry.
 DType MovedOnCpu(DType t) { return t == DType::kBF16 ? DType::kF32 : t; }
 
+// reshard.jax compiles some programs only to compare XLA's lowering with its
+// own (python/reshard/_jax_plan.py names their function so); they never run.
+constexpr std::string_view kComparisonOnly = "reshard_comparison_only";
+bool ComparisonOnly(std::string_view name) { return name.find(kComparisonOnly) != std::string_view::npos; }
+
 // The same layout with another element type.
 Result<Layout> WithDType(const Layout& l, DType dtype) {
   if (l.dtype() == dtype) return l;
@@ -278,8 +283,16 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
     Layout from, to;
     bool reported;
     std::vector<int64_t> source_local_shape;
+    bool whole = false;  // XLA gathered the whole array on every device for it
   };
   std::vector<Candidate> candidates;
+  // Reshards of reshard.jax's comparison modules: never reported, only matched to log lines.
+  struct Comparison {
+    Layout from, to;
+    std::string module, source;
+  };
+  std::vector<Comparison> comparisons;
+  int64_t comparison_modules = 0;
 
   // The same module read twice (a dump and compiled text) counts once; keep the
   // copy that prints its large constants.
@@ -298,6 +311,13 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
     auto& [source, module] = read.modules[k];
     if (best[ModuleKey(module)] != k) continue;
     audit::ModuleAnalysis a = audit::AnalyzeModule(module, options.max_devices);
+    if (ComparisonOnly(module.name)) {
+      ++comparison_modules;
+      report.notes.push_back(module.name + " (" + source + "): compiled by reshard.jax only to compare lowerings; it never runs: not audited");
+      for (audit::ModuleReshard& r : a.reshards)
+        if (r.from && r.to) comparisons.push_back({*r.from, *r.to, module.name, source});
+      continue;
+    }
     for (const audit::HloIssue& issue : a.issues)
       report.not_understood.push_back({source, issue.line, issue.text, issue.reason});
     for (const std::string& n : a.notes) report.notes.push_back(module.name + " (" + source + "): " + n);
@@ -372,7 +392,7 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
         SatAdd(am.xla_recv_bytes, f.xla_max_recv_bytes);
         SatAdd(am.reshard_recv_bytes, f.reshard_max_recv_bytes);
       }
-      candidates.push_back({std::move(f), from, to, waste, r.source_local_shape});
+      candidates.push_back({std::move(f), from, to, waste, r.source_local_shape, r.through_whole_array});
     }
     report.modules.push_back(std::move(am));
   }
@@ -401,6 +421,13 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
                                        "shardings not understood: " + (from.ok() ? to.status().message() : from.status().message())});
       continue;
     }
+    const std::string where = "logged rematerialization of %" + l.remat.instruction + " (" + l.source + ":" + std::to_string(l.line) + ")";
+    // reshard.jax's comparison programs never run: a line whose op_name names one is not the user's.
+    if (ComparisonOnly(l.remat.op_name)) {
+      report.notes.push_back(where + " is in reshard.jax's comparison program (op_name " + l.remat.op_name +
+                             "), which never runs: not counted");
+      continue;
+    }
     // The reshard of the same layouts; else (XLA logs the array it gave up on,
     // which may be a reshaped view on a device subgroup) one that starts from a
     // value of the logged local shape and gathers.
@@ -418,6 +445,23 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       report.notes.push_back("logged rematerialization of %" + l.remat.instruction + " " + l.remat.from + " -> " + l.remat.to + " (" +
                              l.source + ":" + std::to_string(l.line) + ") is taken to be the reshard of %" + c.finding.instruction +
                              " in " + c.finding.module + ", which starts from a value of the same local shape");
+    }
+    // A comparison module's reshard of the same layouts is the one logged, unless the user's
+    // reshard gathers the whole array as the logged fallback does.
+    auto same = std::find_if(comparisons.begin(), comparisons.end(), [&](const Comparison& c) {
+      return c.from.dtype() == *dtype && c.from == *from && c.to == *to;
+    });
+    if (same != comparisons.end() && (match == nullptr || !match->whole)) {
+      report.notes.push_back(where + " is the reshard of reshard.jax's comparison module " + same->module + " (" + same->source +
+                             "), which never runs: not counted");
+      continue;
+    }
+    // Where the inputs hold comparison modules, a line that matches no reshard of the
+    // user's cannot be told from theirs.
+    if (match == nullptr && comparison_modules > 0) {
+      report.notes.push_back(where + " matches no reshard of the modules audited, and the inputs hold reshard.jax's comparison "
+                             "modules, whose log lines look the same: not counted");
+      continue;
     }
     if (match != nullptr) {
       match->finding.logged = true;

@@ -46,6 +46,13 @@ Result<LogRematerialization> ParseRematerializationLine(std::string_view line) {
   if (!shape.ok()) return Status::NotSupported("the HLO operation's shape: " + shape.status().message());
   if (shape->is_tuple) return Status::NotSupported("tuple-shaped operations are not audited");
   r.local_shape = std::move(shape).value();
+  // metadata={op_name="jit(f)/while/body/mul" ...}: names the jitted function.
+  if (const size_t at = rest.find("op_name=\"", eq); at != std::string_view::npos) {
+    const size_t begin = at + 9;
+    size_t end = begin;
+    while (end < rest.size() && rest[end] != '"') end += rest[end] == '\\' ? 2 : 1;
+    if (end < rest.size()) r.op_name = std::string(rest.substr(begin, end - begin));
+  }
   r.from = std::move(*from);
   r.to = std::move(*to);
   Result<HloSharding> s = ParseHloSharding(r.from);

@@ -26,6 +26,7 @@ namespace reshard::audit {
 struct LogRematerialization {
   std::string from, to;       // HLO sharding texts
   std::string instruction;    // without '%'
+  std::string op_name;        // the operation's metadata op_name ("jit(f)/mul"), or ""
   HloShape local_shape;
   std::vector<int64_t> global_shape;
 };

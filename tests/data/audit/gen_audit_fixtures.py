@@ -334,6 +334,22 @@ def case_transpose_x8_bf16():
 
 
 
+def case_reshard_jax_seed():
+    # The canonical program fixed with reshard.jax.reshard, and reshard.jax.explain() of the same
+    # move, as a user checks it: explain compiles XLA's lowering and reshard's plan to compare
+    # (modules named jit_reshard_comparison_only, which never run; XLA logs the
+    # rematerialization of the first). The program itself moves the lower bound.
+    _, jax, jnp, _, _, NamedSharding, P = _setup()
+    import reshard.jax as rj
+    m = mesh_of(X4Y2)
+    src, dst = NamedSharding(m, P("y", None, "x")), NamedSharding(m, P(None, ("x", "y"), None))
+    fn = jax.jit(lambda v: rj.reshard(v * 2, dst), in_shardings=src, out_shardings=dst)
+
+    def after():
+        rj.explain(jax.ShapeDtypeStruct((16, 16, 16), jnp.float32, sharding=src), dst)
+    return fn, (sds((16, 16, 16)),), after
+
+
 CANON_FROM, CANON_TO = "{devices=[2,1,4]<=[4,2]T(1,0)}", "{devices=[1,8,1]<=[8]}"
 
 
@@ -408,6 +424,9 @@ CASES = {
                              "reshard's plan moves f32 there too)", expect([remat(CANON_FROM, CANON_TO, 14336, 1792, moved_as="f32")], 1)),
     "remat_canonical_f16": (case_remat_canonical_f16, 8, "the canonical case in f16 (XLA:CPU gathers f16 as f16)",
                             expect([remat(CANON_FROM, CANON_TO, 7168, 896)], 1)),
+    "reshard_jax_seed": (case_reshard_jax_seed, 8, "the canonical program fixed with reshard.jax.reshard, explained: "
+                         "reshard.jax's comparison modules are in the dump and the log, never the user's",
+                         expect([], 1)),
     "dot_output_remat": (case_dot_output_remat, 8, "a dot's output constrained to another sharding: XLA gathers the input instead",
                          expect([], 1)),
     "slice_then_reshard": (case_slice_then_reshard, 8, "a slice of an unsharded dim, then a reshard: partial collective-permutes",
