@@ -558,6 +558,22 @@ std::optional<Interpretation> Interpret(const ValueState& s) {
     if (m.dim < 0 || m.stride <= 0 || m.valid != m.extent) return std::nullopt;
     entries.push_back({m.dim, m.stride, m.extent});
   }
+  // A global dim split into shards of one element has no mode left: it is held by a
+  // local dim of extent 1 (no modes), the one at its own position when the ranks
+  // agree, else the empty dims in order.
+  std::vector<int64_t> unheld, empty;
+  for (int64_t g = 0; g < rank; ++g)
+    if (s.global_shape[g] > 1 && std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.g == g; }))
+      unheld.push_back(g);
+  for (int64_t d = 0; d < lrank; ++d)
+    if (entries[d].g < 0) empty.push_back(d);
+  if (!unheld.empty()) {
+    if (lrank == rank && std::all_of(unheld.begin(), unheld.end(), [&](int64_t g) { return entries[g].g < 0; })) {
+      for (int64_t g : unheld) entries[g] = {static_cast<int32_t>(g), 1, 1};
+    } else if (unheld.size() == empty.size()) {
+      for (size_t k = 0; k < unheld.size(); ++k) entries[empty[k]] = {static_cast<int32_t>(unheld[k]), 1, 1};
+    }
+  }
   Interpretation in;
   in.shape.assign(static_cast<size_t>(lrank), 1);
   in.signature.assign(static_cast<size_t>(lrank), {-1, 0, 1});
@@ -603,9 +619,12 @@ std::optional<Interpretation> Interpret(const ValueState& s) {
       if (r != 0) return std::nullopt;
     }
   }
+  // The state's own array: local dim d steps along global dim d, or holds its only
+  // element (a dim of extent 1 has no mode once normalized).
   in.identity = lrank == rank;
   for (int64_t d = 0; d < lrank && in.identity; ++d)
-    in.identity = entries[d].g == d && entries[d].stride == 1 && in.shape[d] == s.global_shape[d];
+    in.identity = (entries[d].g == d && entries[d].stride == 1 && in.shape[d] == s.global_shape[d]) ||
+                  (entries[d].g < 0 && s.global_shape[d] == 1);
   return in;
 }
 

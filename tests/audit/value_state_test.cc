@@ -138,6 +138,35 @@ TEST(ValueState, InterpretsReshapedArrays) {
   EXPECT_TRUE(HoldsWholeArray(*g));
 }
 
+// A dim split into shards of one element keeps no mode: Interpret reads it from the
+// offsets (random_49: P(None,None,'x') -> P(None,'x',None) of f32[4,8,16] on x=8), and
+// a dim of extent 1 with no mode is the array's own (a2a_permute: f32[8,16,1]).
+TEST(ValueState, InterpretsDimsOfOneElementPerDevice) {
+  std::vector<std::vector<int64_t>> tiles;
+  for (int64_t p = 0; p < 8; ++p) tiles.push_back({0, p, 0});
+  const ValueState s = *TiledState({4, 8, 16}, {4, 1, 16}, tiles, 8);
+  // Through a reshape to [4,16] (dim 1 held by no local dim: no layout of the array)
+  // and back: dim 1 has no mode left, only the offsets.
+  std::optional<ValueState> flat = Reshape(s, {4, 16});
+  ASSERT_TRUE(flat);
+  EXPECT_FALSE(Interpret(*flat).has_value());
+  std::optional<ValueState> back = Reshape(*flat, {4, 1, 16});
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->dims[1].empty()) << back->ToString();
+  std::optional<Interpretation> in = Interpret(*back);
+  ASSERT_TRUE(in);
+  EXPECT_TRUE(in->identity);
+  EXPECT_EQ(LayoutOf(*back), Expected("{devices=[1,8,1]<=[8]}", {4, 8, 16}));
+  // f32[8,16,1] rows over 8 devices: the last dim, of extent 1, keeps no mode either.
+  std::vector<std::vector<int64_t>> rows;
+  for (int64_t p = 0; p < 8; ++p) rows.push_back({0, p, 0});
+  std::optional<ValueState> t = Reshape(*TiledState({8, 16, 1}, {8, 2, 1}, rows, 8), {8, 2, 1});
+  ASSERT_TRUE(t);
+  std::optional<Interpretation> ti = Interpret(*t);
+  ASSERT_TRUE(ti);
+  EXPECT_TRUE(ti->identity) << t->ToString();
+}
+
 // x: [8,16] rows over x=4 (replicated over y=2) times w: [16,32] columns over y: the dot's
 // result is rows over x, columns over y. With w's rows split instead, the sums are partial.
 TEST(DerivedLayout, DotReduceBroadcast) {

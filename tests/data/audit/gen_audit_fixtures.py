@@ -333,6 +333,20 @@ def case_transpose_x8_bf16():
     return reshard_jit((16, 16), [("x", 8)], P("x", None), P(None, "x"), dtype="bfloat16")
 
 
+Y2Z4 = [("y", 2), ("z", 4)]
+
+
+def case_a2a_permute():
+    # XLA: an all-to-all over all 8 devices, then a collective-permute into the target's
+    # device order (120 B into the busiest device); reshard's plan: one all-to-all (56 B).
+    _, _, _, _, _, _, P = _setup()
+    return reshard_jit((8, 16, 1), Y2Z4, P(("z", "y")), P(None, ("y", "z")))
+
+
+def case_a2a_permute_wsc():
+    _, _, _, _, _, _, P = _setup()
+    return reshard_wsc((8, 16, 1), Y2Z4, P(("z", "y")), P(None, ("y", "z")))
+
 
 def case_reshard_jax_seed():
     # The canonical program fixed with reshard.jax.reshard, and reshard.jax.explain() of the same
@@ -424,6 +438,11 @@ CASES = {
                              "reshard's plan moves f32 there too)", expect([remat(CANON_FROM, CANON_TO, 14336, 1792, moved_as="f32")], 1)),
     "remat_canonical_f16": (case_remat_canonical_f16, 8, "the canonical case in f16 (XLA:CPU gathers f16 as f16)",
                             expect([remat(CANON_FROM, CANON_TO, 7168, 896)], 1)),
+    "a2a_permute": (case_a2a_permute, 8, "f32[8,16,1] on y=2,z=4: P(('z','y')) -> P(None,('y','z')): all-to-all + "
+                    "collective-permute where one all-to-all does", expect([excess("{devices=[8,1,1]<=[2,4]T(1,0)}",
+                                                                                "{devices=[1,8,1]<=[8]}", 120, 56)], 1)),
+    "a2a_permute_wsc": (case_a2a_permute_wsc, 8, "the all-to-all + permute case via a sharding constraint",
+                        expect([excess("{devices=[8,1,1]<=[2,4]T(1,0)}", "{devices=[1,8,1]<=[8]}", 120, 56)], 1)),
     "reshard_jax_seed": (case_reshard_jax_seed, 8, "the canonical program fixed with reshard.jax.reshard, explained: "
                          "reshard.jax's comparison modules are in the dump and the log, never the user's",
                          expect([], 1)),
