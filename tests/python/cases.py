@@ -55,12 +55,25 @@ def random_sizes(rng: random.Random, n: int, k: int) -> list[int]:
     return sizes
 
 
+def _factors(n: int) -> list[int]:
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out
+
+
 def random_mesh(rng: random.Random, devices=None) -> Mesh:
     """1 to 8 devices (a random subset of jax.devices(), in random order; up to 16 where the
     process has 16) over 1 to 3 axes; or the given devices, in that order, over random axes."""
     pool = jax.devices()[:16]
     if devices is None:
-        n = rng.randint(1, len(pool))
+        if len(pool) <= 8:
+            n = rng.randint(1, len(pool))
+        else:  # counts with prime factors up to 7 only, as random_sizes splits
+            n = rng.choice([k for k in range(1, len(pool) + 1) if max(_factors(k), default=1) <= 7])
         devices = rng.sample(pool, n)
     else:
         devices = list(devices)
