@@ -106,6 +106,13 @@ struct AuditFinding {
   bool logged = false;         // XLA's log reported it
   bool estimated = false;      // XLA's side estimated from the log alone
 
+  // Times the reshard runs per run of the module: inside a `while` loop (every
+  // lax.scan), the loop's trip count as XLA states it (backend_config
+  // known_trip_count), multiplied over nested loops; 0 when a loop around it has
+  // none (counted once). Byte fields are per run of the reshard; totals multiply.
+  int64_t trip_count = 1;
+  std::string loop;            // the innermost `while` instruction around it, or ""
+
   int64_t xla_max_recv_bytes = 0;
   std::vector<AuditCollective> xla_collectives;
   double xla_time_us = 0;      // the same bandwidth-only model as reshard's
@@ -117,6 +124,8 @@ struct AuditFinding {
   int64_t lower_bound_max_recv_bytes = 0;
 
   int64_t saving_bytes() const { return xla_max_recv_bytes - reshard_max_recv_bytes; }
+  // Per run of the module: saving_bytes() times the trip count (once if not known).
+  int64_t total_saving_bytes() const;
 };
 
 struct AuditModule {
@@ -125,10 +134,13 @@ struct AuditModule {
   int64_t devices = 1;
   int64_t reshards = 0;              // reshards found in it (findings or not)
   int64_t findings = 0;
-  int64_t xla_recv_bytes = 0;        // summed over its findings
+  int64_t xla_recv_bytes = 0;        // summed over its findings, times their trip counts
   int64_t reshard_recv_bytes = 0;
   int64_t collectives = 0;           // every collective of the module
-  int64_t collective_recv_bytes = 0; // their bytes into the busiest device, summed
+  int64_t collective_recv_bytes = 0; // their bytes into the busiest device, times the trip counts of their loops, summed
+  // Collectives that are part of no reshard found and complete no partial sums: the
+  // values they move are not followed (a note says so). Nothing is left out silently.
+  std::vector<AuditCollective> not_attributed;
 };
 
 struct AuditIssue {
@@ -139,13 +151,13 @@ struct AuditIssue {
 };
 
 struct AuditReport {
-  std::vector<AuditFinding> findings;  // worst first (most bytes saved); kNone ones last
+  std::vector<AuditFinding> findings;  // worst first (most bytes saved per run of the module); kNone ones last
   int64_t reshards = 0;                // reshards found in the modules, findings or not
   std::vector<AuditModule> modules;
   std::vector<AuditIssue> not_understood;
   std::vector<std::string> notes;      // what was read but could not be followed
   int64_t log_lines = 0;               // rematerialization lines read
-  int64_t xla_recv_bytes = 0, reshard_recv_bytes = 0;
+  int64_t xla_recv_bytes = 0, reshard_recv_bytes = 0;  // over findings, times their trip counts
 };
 
 Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOptions& options = {});

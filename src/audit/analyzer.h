@@ -9,6 +9,8 @@
 //                      and ops whose result is a new array (broadcast, dot, reduce)
 //   collective_ops.cc  collectives: the bytes each device receives, and how
 //                      they move the values followed
+//   control_flow.cc    computations run by an instruction: fusions, calls and
+//                      async wrappers, `while` loops, conditionals
 //
 // Not thread-safe: one Analyzer per module, used once.
 #ifndef RESHARD_SRC_AUDIT_ANALYZER_H_
@@ -111,7 +113,12 @@ class Analyzer {
   void MarkUses(const std::vector<const AV*>& ops, const AV& result);
   TPtr NewOrigin(const HloInstruction& ins, ValueState state, const std::string& element_type = "");
   TPtr OriginFromInterpretation(const HloInstruction& ins, const Interpretation& in, const std::string& element_type);
-  // Carries `from` on to `state` at `ins`; `move`: the elements held change.
+  // A new value that starts where `t` is, in `t`'s state: its origin is `name` at `line`,
+  // whose state is `origin_state` (t's own when null).
+  TPtr Restart(const TPtr& t, const std::string& name, int64_t line, const ValueState* origin_state = nullptr);
+  // Carries `from` on to `state` at `ins`; `move`: the elements held change. A value
+  // that has finished a rematerialization (gathered whole, then cut to a layout)
+  // and moves again through a collective ends there; the move starts a new value.
   TPtr Continue(const std::vector<TPtr>& from, ValueState state, const HloInstruction& ins, bool move, int collective = -1);
   std::optional<ValueState> StateFromSharding(const std::string& text, const HloShape& shape, const HloInstruction& ins);
   // Gives an untracked result the layout its sharding attribute states.
@@ -126,7 +133,6 @@ class Analyzer {
                      const std::vector<AV>& params, int depth);
   AV EvalCore(const HloComputation& c, const HloInstruction& ins, const std::vector<const AV*>& ops,
               const std::vector<AV>& params, int depth);
-  bool HasCollectives(const std::string& callees, int depth);
   // `s` in the coordinates of the sub-array [start, start + size); nullopt if it holds elements outside it.
   static std::optional<ValueState> Crop(const ValueState& s, const std::vector<int64_t>& start, const std::vector<int64_t>& size);
   void Finish();
@@ -158,6 +164,21 @@ class Analyzer {
   // all-reduce / reduce-scatter of a partial dot: the dot's result, complete.
   AV Reduction(const HloInstruction& ins, const std::vector<const AV*>& ops, const std::string& base, const DeviceGroups* groups);
 
+  // ---- control flow (control_flow.cc)
+  // fusion, call, async-start: the called computation, on the operands.
+  AV Call(const HloInstruction& ins, const std::vector<const AV*>& ops, int depth);
+  // while: its body once, from the loop-carried layouts (tracker.h); collectives inside
+  // run trip-count times.
+  AV While(const HloInstruction& ins, const std::vector<const AV*>& ops, int depth);
+  // conditional: each branch on its operand; the result where all branches agree.
+  AV Conditional(const HloInstruction& ins, const std::vector<const AV*>& ops, int depth);
+  // The value as the loop body sees it in any iteration: followed arrays start anew
+  // at `at` in the same state; integers that differ per device are forgotten.
+  AV LoopCarried(const AV& v, const HloInstruction& at);
+  // Whether two values have the same layouts and integers (any_iteration: integers equal
+  // on every device may differ, as a loop counter does from one iteration to the next).
+  static bool SameState(const AV& a, const AV& b, bool any_iteration);
+
   const HloModule& m_;
   ModuleAnalysis& out_;
   int64_t devices_;
@@ -165,6 +186,8 @@ class Analyzer {
   int64_t evaluations_ = 0;
   std::map<int64_t, TPtr> stopped_;
   std::map<std::string, int> collective_index_;
+  int64_t executions_ = 1;  // of the computation being evaluated (ModuleCollective::executions)
+  std::string loop_;        // the innermost while around it
 };
 
 }  // namespace reshard::audit::analysis

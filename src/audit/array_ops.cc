@@ -32,13 +32,18 @@ AV Analyzer::Elementwise(const HloInstruction& ins, const std::vector<const AV*>
   bool same = true;
   for (const TPtr& t : tracked) same = same && t->origin == tracked[0]->origin && t->state.SameAs(tracked[0]->state);
   if (same) return FromTracked(Continue(tracked, tracked[0]->state, ins, false));
-  // Different arrays in one layout: their result is a new array in that layout.
-  std::optional<Interpretation> first = Interpret(tracked[0]->state);
-  if (!first) return AV{};
-  for (size_t k = 1; k < tracked.size(); ++k) {
-    std::optional<Interpretation> in = Interpret(tracked[k]->state);
-    if (!in || !SameInterpretation(*in, *first)) return AV{};
+  // Different arrays in one layout: their result is a new array in that layout. The
+  // partitioner aligns an elementwise op's operands element by element, so an operand
+  // that is no layout of its own array (a slice of a stacked array: scan's weights)
+  // takes the layout of the others.
+  std::optional<Interpretation> first;
+  for (const TPtr& t : tracked) {
+    std::optional<Interpretation> in = Interpret(t->state);
+    if (!in) continue;
+    if (!first) first = std::move(in);
+    else if (!SameInterpretation(*in, *first)) return AV{};
   }
+  if (!first) return AV{};
   return FromTracked(OriginFromInterpretation(ins, *first, ins.shape.element_type));
 }
 

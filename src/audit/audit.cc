@@ -60,6 +60,12 @@ void SatAdd(int64_t& a, int64_t b) {
   if (__builtin_add_overflow(a, b, &a)) a = INT64_MAX;
 }
 
+// a * times, saturating; times 0 (a loop of unknown trip count) counts once.
+int64_t Times(int64_t a, int64_t times) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, std::max<int64_t>(times, 1), &r) ? INT64_MAX : r;
+}
+
 std::vector<std::string_view> SplitLines(std::string_view text) {
   std::vector<std::string_view> lines;
   size_t start = 0;
@@ -262,6 +268,8 @@ std::optional<std::vector<AuditCollective>> EstimatedRemat(const LogLine& l, con
 
 }  // namespace
 
+int64_t AuditFinding::total_saving_bytes() const { return Times(saving_bytes(), trip_count); }
+
 std::string_view AuditKindName(AuditKind k) {
   switch (k) {
     case AuditKind::kFullRematerialization: return "full-rematerialization";
@@ -327,7 +335,10 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
     am.line = module.line;
     am.devices = module.num_partitions;
     am.collectives = static_cast<int64_t>(a.collectives.size());
-    for (const audit::ModuleCollective& c : a.collectives) SatAdd(am.collective_recv_bytes, c.MaxRecv());
+    for (const audit::ModuleCollective& c : a.collectives) {
+      SatAdd(am.collective_recv_bytes, Times(c.MaxRecv(), c.executions));
+      if (c.role == audit::ModuleCollective::Role::kNone) am.not_attributed.push_back({c.op, c.name, c.line, c.group_size, c.MaxRecv()});
+    }
     am.reshards = static_cast<int64_t>(a.reshards.size());
     report.reshards += am.reshards;
     for (audit::ModuleReshard& r : a.reshards) {
@@ -369,6 +380,8 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       f.instruction = r.from_instruction;
       f.to_instruction = r.to_instruction;
       f.line = r.from_line;
+      f.trip_count = r.trip_count;
+      f.loop = r.loop;
       f.shape = r.shape;
       f.dtype = from.dtype();
       f.moved_as = moved_as;
@@ -389,8 +402,8 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       const bool waste = f.xla_max_recv_bytes > f.reshard_max_recv_bytes && f.xla_max_recv_bytes > f.lower_bound_max_recv_bytes;
       if (waste) {
         ++am.findings;
-        SatAdd(am.xla_recv_bytes, f.xla_max_recv_bytes);
-        SatAdd(am.reshard_recv_bytes, f.reshard_max_recv_bytes);
+        SatAdd(am.xla_recv_bytes, Times(f.xla_max_recv_bytes, f.trip_count));
+        SatAdd(am.reshard_recv_bytes, Times(f.reshard_max_recv_bytes, f.trip_count));
       }
       candidates.push_back({std::move(f), from, to, waste, r.source_local_shape, r.through_whole_array});
     }
@@ -530,12 +543,12 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       if (options.all_reshards) fine.push_back(std::move(c.finding));
       continue;
     }
-    SatAdd(report.xla_recv_bytes, c.finding.xla_max_recv_bytes);
-    SatAdd(report.reshard_recv_bytes, c.finding.reshard_max_recv_bytes);
+    SatAdd(report.xla_recv_bytes, Times(c.finding.xla_max_recv_bytes, c.finding.trip_count));
+    SatAdd(report.reshard_recv_bytes, Times(c.finding.reshard_max_recv_bytes, c.finding.trip_count));
     report.findings.push_back(std::move(c.finding));
   }
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const AuditFinding& a, const AuditFinding& b) {
-    return a.saving_bytes() > b.saving_bytes();
+    return a.total_saving_bytes() > b.total_saving_bytes();
   });
   for (AuditFinding& f : fine) report.findings.push_back(std::move(f));
   return report;

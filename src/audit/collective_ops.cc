@@ -19,6 +19,8 @@ int Analyzer::RecordCollective(const HloComputation& c, const HloInstruction& in
   mc.line = ins.line;
   mc.group_size = group_size;
   mc.element_type = std::move(element_type);
+  mc.executions = executions_;
+  mc.loop = loop_;
   if (recv.size() > 1 && std::all_of(recv.begin(), recv.end(), [&](int64_t b) { return b == recv[0]; })) {
     const int64_t all = recv[0];
     recv.assign(1, all);
@@ -120,7 +122,11 @@ AV Analyzer::EvalCollective(const HloComputation& c, const HloInstruction& ins, 
     return r;
   };
   if (index < 0) return AV{};
-  if (base == "all-reduce" || base == "reduce-scatter") return wrap(Reduction(ins, ops, base, groups ? &*groups : nullptr));
+  if (base == "all-reduce" || base == "reduce-scatter") {
+    // Completing a dot's or reduce's partial sums is computation, not a reshard.
+    if (ops.size() == 1 && ops[0]->partial) out_.collectives[index].role = ModuleCollective::Role::kReduction;
+    return wrap(Reduction(ins, ops, base, groups ? &*groups : nullptr));
+  }
   if (base == "collective-permute") {
     const std::string* p = ins.Attr("source_target_pairs");
     if (ops.empty() || !ops[0]->t || p == nullptr) return AV{};

@@ -74,6 +74,15 @@ std::vector<std::string> Utf8(const std::vector<std::string>& v) {
   return out;
 }
 
+nlohmann::ordered_json Details(const std::vector<AuditCollective>& cs) {
+  using J = nlohmann::ordered_json;
+  J out = J::array();
+  for (const AuditCollective& c : cs)
+    out.push_back(J{{"op", Utf8(c.op)}, {"instruction", Utf8(c.instruction)}, {"line", c.line}, {"group_size", c.group_size},
+                    {"max_recv_bytes", c.max_recv_bytes}});
+  return out;
+}
+
 double Round(double v) { return static_cast<double>(static_cast<int64_t>(v * 1000 + 0.5)) / 1000; }
 
 }  // namespace
@@ -82,10 +91,7 @@ nlohmann::ordered_json AuditJson(const AuditReport& r) {
   using J = nlohmann::ordered_json;
   J findings = J::array();
   for (const AuditFinding& f : r.findings) {
-    J xla_details = J::array();
-    for (const AuditCollective& c : f.xla_collectives)
-      xla_details.push_back(J{{"op", Utf8(c.op)}, {"instruction", Utf8(c.instruction)}, {"line", c.line}, {"group_size", c.group_size},
-                              {"max_recv_bytes", c.max_recv_bytes}});
+    const J xla_details = Details(f.xla_collectives);
     findings.push_back(J{{"kind", AuditKindName(f.kind)},
                          {"instruction", Utf8(f.instruction)},
                          {"shape", f.shape},
@@ -111,7 +117,9 @@ nlohmann::ordered_json AuditJson(const AuditReport& r) {
                          {"source", Utf8(f.source)},
                          {"module", Utf8(f.module)},
                          {"line", f.line},
-                         {"to_instruction", Utf8(f.to_instruction)}});
+                         {"to_instruction", Utf8(f.to_instruction)},
+                         {"trip_count", f.trip_count},
+                         {"loop", Utf8(f.loop)}});
   }
   J modules = J::array();
   for (const AuditModule& m : r.modules)
@@ -124,7 +132,8 @@ nlohmann::ordered_json AuditJson(const AuditReport& r) {
                         {"xla_recv_bytes", m.xla_recv_bytes},
                         {"reshard_recv_bytes", m.reshard_recv_bytes},
                         {"collectives", m.collectives},
-                        {"collective_recv_bytes", m.collective_recv_bytes}});
+                        {"collective_recv_bytes", m.collective_recv_bytes},
+                        {"not_attributed", Details(m.not_attributed)}});
   J issues = J::array();
   for (const AuditIssue& i : r.not_understood)
     issues.push_back(J{{"source", Utf8(i.source)}, {"line", i.line}, {"text", Utf8(i.text)}, {"reason", Utf8(i.reason)}});
@@ -180,6 +189,11 @@ std::string AuditTable(const AuditReport& r) {
                                            : fmt::format("{}, {}:{}", f.module, f.source, f.line);
       if (!f.to_instruction.empty()) where += ", target layout at %" + f.to_instruction;
       if (f.logged) where += f.estimated ? "; from XLA's log (XLA's side estimated)" : "; logged by XLA";
+      if (f.trip_count > 1)
+        where += fmt::format("; inside %{}, which runs {} times (XLA's known_trip_count): bytes per run, totals {} times", f.loop,
+                             f.trip_count, f.trip_count);
+      else if (f.trip_count == 0)
+        where += fmt::format("; inside %{}, whose trip count XLA does not state: counted once", f.loop);
       out += fmt::format("    {} -> {}\n    {}\n", f.from, f.to, where);
       if (f.moved_as != f.dtype) out += fmt::format("    moved as {}: {}\n", DTypeName(f.moved_as), f.moved_as_reason);
       if (!f.reshard_steps.empty()) out += fmt::format("    reshard: {}\n", fmt::join(f.reshard_steps, "; "));
@@ -192,6 +206,12 @@ std::string AuditTable(const AuditReport& r) {
                          m.name, m.source, m.devices, m.reshards, m.reshards == 1 ? "" : "s", m.findings,
                          m.findings == 1 ? "" : "s", m.xla_recv_bytes, m.reshard_recv_bytes, m.collectives,
                          m.collectives == 1 ? "" : "s", m.collective_recv_bytes);
+    for (const AuditModule& m : r.modules) {
+      if (m.not_attributed.empty()) continue;
+      std::vector<std::string> names;
+      for (const AuditCollective& c : m.not_attributed) names.push_back(fmt::format("%{} ({}, line {})", c.instruction, c.op, c.line));
+      out += fmt::format("  {}: part of no reshard found: {}\n", m.name, fmt::join(names, ", "));
+    }
   }
   out += fmt::format("total: {} finding{}: XLA {} B into the busiest device, reshard {} B", count, count == 1 ? "" : "s",
                      r.xla_recv_bytes, r.reshard_recv_bytes);

@@ -115,7 +115,30 @@ TPtr Analyzer::OriginFromInterpretation(const HloInstruction& ins, const Interpr
   return NewOrigin(ins, RebaseState(in, devices_), element_type);
 }
 
-TPtr Analyzer::Continue(const std::vector<TPtr>& from, ValueState state, const HloInstruction& ins, bool move, int collective) {
+TPtr Analyzer::Restart(const TPtr& t, const std::string& name, int64_t line, const ValueState* origin_state) {
+  auto o = std::make_shared<OriginInfo>();
+  o->name = name;
+  o->line = line;
+  o->element_type = t->origin->element_type;
+  o->state = origin_state != nullptr ? *origin_state : t->state;
+  auto n = std::make_shared<Tracked>();
+  n->origin = std::move(o);
+  n->state = t->state;
+  n->at = t->at;
+  n->line = t->line;
+  n->id = next_id_++;
+  return n;
+}
+
+TPtr Analyzer::Continue(const std::vector<TPtr>& from_in, ValueState state, const HloInstruction& ins, bool move, int collective) {
+  std::vector<TPtr> from = from_in;
+  // XLA's fallback ends once the whole array is cut down to a layout: a later move
+  // through a collective is the next reshard, from that layout.
+  if (collective >= 0 && from.size() == 1 && from[0]->good && from[0]->good->whole &&
+      !HoldsWholeArray(from[0]->good->state) && from[0]->good->collectives == from[0]->collectives) {
+    stopped_.emplace(from[0]->id, from[0]);
+    from[0] = Restart(from[0], from[0]->good->at, from[0]->good->line, &from[0]->good->state);
+  }
   auto t = std::make_shared<Tracked>(*from[0]);
   for (size_t k = 1; k < from.size(); ++k) {
     for (int c : from[k]->collectives)
@@ -347,19 +370,9 @@ AV Analyzer::EvalCore(const HloComputation& c, const HloInstruction& ins, const 
       return (*ops[0]->tuple)[(*idx)[0]];
     return AV{};
   }
-  if (op == "fusion" || op == "call" || op == "async-start") {
-    const HloComputation* callee = Callee(ins, op == "call" ? "to_apply" : "calls");
-    if (callee == nullptr) {
-      Issue(ins, "called computation not found");
-      for (const AV* o : ops) Stop(*o);
-      return AV{};
-    }
-    std::vector<AV> args;
-    for (const AV* o : ops) args.push_back(*o);
-    AV r = Eval(*callee, args, depth + 1);
-    if (op != "async-start") return r;
-    return TupleOf({TupleOf(args), r, AV{}});
-  }
+  if (op == "fusion" || op == "call" || op == "async-start") return Call(ins, ops, depth);
+  if (op == "while") return While(ins, ops, depth);
+  if (op == "conditional") return Conditional(ins, ops, depth);
   if (op == "async-update" || op == "optimization-barrier" || op == "add-dependency" || op == "domain") {
     return ops.empty() ? AV{} : *ops[0];
   }
@@ -378,13 +391,6 @@ AV Analyzer::EvalCore(const HloComputation& c, const HloInstruction& ins, const 
   }
   if (op == "all-reduce-done") return ops.size() == 1 ? *ops[0] : AV{};
   if (Contains(kCollectives, base)) return EvalCollective(c, ins, ops, base);
-  if (op == "while" || op == "conditional") {
-    for (std::string_view key : {"body", "condition", "branch_computations", "true_computation", "false_computation"}) {
-      const std::string* callees = ins.Attr(key);
-      if (callees && HasCollectives(*callees, 0)) Note("collectives inside %" + ins.name + " (" + op + ") are not followed");
-    }
-    return AV{};
-  }
   if (Contains(kUnary, op) || Contains(kBinary, op) || Contains(kTernary, op)) return Elementwise(ins, ops);
   if (op == "broadcast") return Broadcast(ins, ops);
   if (op == "reshape" || op == "bitcast" || op == "transpose") return Local(c, ins, ops);
@@ -394,24 +400,6 @@ AV Analyzer::EvalCore(const HloComputation& c, const HloInstruction& ins, const 
   if (op == "dot") return Dot(ins, ops);
   if (op == "reduce") return Reduce(ins, ops);
   return AV{};
-}
-
-bool Analyzer::HasCollectives(const std::string& callees, int depth) {
-  if (depth > 8) return false;
-  std::string_view t = Trim(callees);
-  if (!t.empty() && t.front() == '{' && t.back() == '}') t = t.substr(1, t.size() - 2);
-  for (std::string_view name : SplitTop(t)) {
-    const HloComputation* comp = m_.Find(Trim(name));
-    if (comp == nullptr) continue;
-    for (const HloInstruction& i : comp->instructions) {
-      if (Contains(kCollectives, BaseOp(i.opcode))) return true;
-      for (std::string_view key : {"calls", "to_apply", "body"}) {
-        const std::string* sub = i.Attr(key);
-        if (sub && HasCollectives(*sub, depth + 1)) return true;
-      }
-    }
-  }
-  return false;
 }
 
 std::optional<ValueState> Analyzer::Crop(const ValueState& s, const std::vector<int64_t>& start, const std::vector<int64_t>& size) {
@@ -488,11 +476,35 @@ void Analyzer::Finish() {
       for (int64_t p = 0; p < devices_; ++p)
         if (__builtin_add_overflow(per_device[p], out_.collectives[c].RecvOf(p), &per_device[p])) per_device[p] = INT64_MAX;
     r.max_recv_bytes = *std::max_element(per_device.begin(), per_device.end());
+    // It runs as often as its collectives; where they sit in different loops, the least.
+    r.trip_count = out_.collectives[cs[0]].executions;
+    r.loop = out_.collectives[cs[0]].loop;
+    for (int c : cs) {
+      const ModuleCollective& mc = out_.collectives[c];
+      if (mc.executions == r.trip_count && mc.loop == r.loop) continue;
+      Note("the reshard of %" + r.from_instruction + " at %" + r.to_instruction +
+           " has collectives inside and outside a loop; it is counted as often as the one that runs least");
+      if (mc.executions != 0 && (r.trip_count == 0 || mc.executions < r.trip_count)) {
+        r.trip_count = mc.executions;
+        r.loop = mc.loop;
+      }
+    }
+    for (int c : cs) out_.collectives[c].role = ModuleCollective::Role::kReshard;
     out_.reshards.push_back(std::move(r));
   }
   std::sort(out_.reshards.begin(), out_.reshards.end(), [](const ModuleReshard& a, const ModuleReshard& b) {
     return std::tie(a.from_line, a.to_line) < std::tie(b.from_line, b.to_line);
   });
+  // No silent gaps: every collective is part of a reshard, a reduction of partial sums, or named here.
+  std::string unattributed;
+  int64_t count = 0;
+  for (const ModuleCollective& c : out_.collectives) {
+    if (c.role != ModuleCollective::Role::kNone) continue;
+    if (count++ < 8) unattributed += std::string(count > 1 ? ", " : "") + "%" + c.name + " (" + c.op + ", line " + std::to_string(c.line) + ")";
+  }
+  if (count > 0)
+    Note(std::to_string(count) + " collective" + (count > 1 ? "s are" : " is") + " part of no reshard found: " + unattributed +
+         (count > 8 ? ", ..." : "") + "; the values " + (count > 1 ? "they move" : "it moves") + " are not followed to a layout");
 }
 
 }  // namespace reshard::audit::analysis

@@ -1,8 +1,9 @@
 // Finds the reshards in one SPMD-partitioned HLO module: which array XLA moves
 // from which layout to which, through which collectives.
 //
-// A forward pass over the entry computation (and the computations it calls:
-// fusions, calls, async wrappers) follows array values as ValueStates:
+// A forward pass over the entry computation (and every computation it runs:
+// fusions, calls, async wrappers, `while` bodies and conditions, conditional
+// branches) follows array values as ValueStates:
 //
 // * A value starts (an *origin*) where its layout is known: an instruction
 //   with a `sharding=` attribute (parameters, results), or the result of a
@@ -20,8 +21,17 @@
 //   layout at the end (the last state that is a layout of the same array),
 //   and the collectives on the way with the bytes each device receives.
 //
-// Each collective of the module is listed once with its bytes, whether or
-// not it belongs to a reshard (all-reduces of dots do not).
+// * A `while` body is followed once, from the layouts its loop-carried values
+//   keep from one iteration to the next (evaluated again from the body's own
+//   output where the first iteration's differ; integers that change per
+//   iteration and per device are forgotten). Its reshards are one iteration's,
+//   and carry the loop's trip count where XLA states it (backend_config
+//   known_trip_count). A value that XLA gathers whole and cuts down to a
+//   layout, then moves again, has finished one reshard and starts the next.
+//
+// Each collective of the module is listed once with its bytes and its role:
+// part of a reshard, a reduction that completes a dot's or reduce's partial
+// sums, or neither (the values it moves are not followed; a note says so).
 #ifndef RESHARD_SRC_AUDIT_TRACKER_H_
 #define RESHARD_SRC_AUDIT_TRACKER_H_
 
@@ -43,6 +53,12 @@ struct ModuleCollective {
   int64_t group_size = 0;   // 0 when not known
   std::string element_type; // of the data it moves, as the module states it ("f32" where XLA:CPU moves bf16)
   std::vector<int64_t> recv_bytes;  // per device (partition id); one entry when all receive alike
+  // Times it runs per run of the module: the trip counts of the loops around it
+  // multiplied; 0 when a loop around it has no known trip count. `loop`: the innermost.
+  int64_t executions = 1;
+  std::string loop;
+  enum class Role { kNone, kReshard, kReduction };
+  Role role = Role::kNone;
   int64_t MaxRecv() const;
   int64_t RecvOf(int64_t device) const { return recv_bytes.size() == 1 ? recv_bytes[0] : recv_bytes[device]; }
 };
@@ -58,6 +74,8 @@ struct ModuleReshard {
   std::vector<int> collectives;  // indices into ModuleAnalysis::collectives, in program order
   bool through_whole_array = false;  // gathered the whole array on every device, then cut it down
   int64_t max_recv_bytes = 0;        // the most bytes one device receives over `collectives`
+  int64_t trip_count = 1;            // its collectives' executions (ModuleCollective::executions)
+  std::string loop;                  // the innermost `while` around it, or ""
 };
 
 struct ModuleAnalysis {

@@ -103,6 +103,123 @@ ENTRY %main (p: f32[8,16,4]) -> f32[16,2,16] {
   EXPECT_TRUE(r.not_understood.empty());
 }
 
+// The canonical reshard of an invariant array inside a `while` body, its result
+// added into a carry that starts as zeros: the body is followed from the carry's
+// layout as later iterations see it, and the reshard carries XLA's trip count.
+std::string LoopModule(const std::string& backend_config) {
+  return R"(HloModule loop, num_partitions=8
+
+%body (s: (s32[], f32[8,16,4], f32[16,2,16])) -> (s32[], f32[8,16,4], f32[16,2,16]) {
+  %s = (s32[], f32[8,16,4]{2,1,0}, f32[16,2,16]{2,1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %x = f32[8,16,4]{2,1,0} get-tuple-element(%s), index=1
+  %y = f32[16,2,16]{2,1,0} get-tuple-element(%s), index=2
+  %ag = f32[8,16,16]{2,1,0} all-gather(%x), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}, use_global_device_ids=true
+  %ag2 = f32[16,16,16]{2,1,0} all-gather(%ag), channel_id=2, replica_groups=[4,2]<=[8], dimensions={0}, use_global_device_ids=true
+  %pid = u32[] partition-id()
+  %two = u32[] constant(2)
+  %off = u32[] multiply(%pid, %two)
+  %zero = u32[] constant(0)
+  %ds = f32[16,2,16]{2,1,0} dynamic-slice(%ag2, %zero, %off, %zero), dynamic_slice_sizes={16,2,16}
+  %y2 = f32[16,2,16]{2,1,0} add(%ds, %y)
+  ROOT %out = (s32[], f32[8,16,4]{2,1,0}, f32[16,2,16]{2,1,0}) tuple(%next, %x, %y2)
+}
+
+%cond (c: (s32[], f32[8,16,4], f32[16,2,16])) -> pred[] {
+  %c = (s32[], f32[8,16,4]{2,1,0}, f32[16,2,16]{2,1,0}) parameter(0)
+  %k = s32[] get-tuple-element(%c), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%k, %n), direction=LT
+}
+
+ENTRY %main (p: f32[8,16,4]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  %c0 = s32[] constant(0)
+  %z = f32[] constant(0)
+  %y0 = f32[16,2,16]{2,1,0} broadcast(%z), dimensions={}
+  %init = (s32[], f32[8,16,4]{2,1,0}, f32[16,2,16]{2,1,0}) tuple(%c0, %p, %y0)
+  %w = (s32[], f32[8,16,4]{2,1,0}, f32[16,2,16]{2,1,0}) while(%init), condition=%cond, body=%body)" +
+         backend_config + R"(
+  ROOT %r = f32[16,2,16]{2,1,0} get-tuple-element(%w), index=2
+}
+)";
+}
+
+TEST(Audit, FollowsWhileBodiesWithTheirTripCount) {
+  const AuditReport r =
+      AuditOk({{"loop.hlo", LoopModule(R"(, backend_config={"known_induction_variable":{"tuple_index":"0"},"known_trip_count":{"n":"3"}})")}});
+  ASSERT_EQ(r.findings.size(), 1u) << AuditTable(r);
+  const AuditFinding& f = r.findings[0];
+  EXPECT_EQ(f.kind, AuditKind::kFullRematerialization);
+  EXPECT_EQ(f.instruction, "p");
+  EXPECT_EQ(f.to, "{devices=[1,8,1]<=[8]}");
+  EXPECT_EQ(f.xla_max_recv_bytes, 14336);  // per run
+  EXPECT_EQ(f.reshard_max_recv_bytes, 1792);
+  EXPECT_EQ(f.trip_count, 3);
+  EXPECT_EQ(f.loop, "w");
+  EXPECT_EQ(f.total_saving_bytes(), 3 * 12544);
+  EXPECT_EQ(r.xla_recv_bytes, 3 * 14336);
+  EXPECT_EQ(r.reshard_recv_bytes, 3 * 1792);
+  ASSERT_EQ(r.modules.size(), 1u);
+  EXPECT_EQ(r.modules[0].collective_recv_bytes, 3 * 14336);
+  EXPECT_TRUE(r.modules[0].not_attributed.empty());
+  EXPECT_TRUE(r.notes.empty()) << AuditTable(r);
+  EXPECT_NE(AuditTable(r).find("inside %w, which runs 3 times"), std::string::npos) << AuditTable(r);
+  EXPECT_EQ(AuditJson(r)["findings"][0]["trip_count"], 3);
+
+  // No known_trip_count: followed all the same, counted once, and said so.
+  const AuditReport unknown = AuditOk({{"loop.hlo", LoopModule("")}});
+  ASSERT_EQ(unknown.findings.size(), 1u) << AuditTable(unknown);
+  EXPECT_EQ(unknown.findings[0].trip_count, 0);
+  EXPECT_EQ(unknown.xla_recv_bytes, 14336);
+  ASSERT_EQ(unknown.notes.size(), 1u);
+  EXPECT_NE(unknown.notes[0].find("XLA states no trip count"), std::string::npos);
+}
+
+// Calls and conditional branches are followed like fusions: a reshard inside each is found.
+TEST(Audit, FollowsCallsAndConditionals) {
+  const char* remat = R"(
+%remat (x: f32[8,16,4]) -> f32[16,2,16] {
+  %x = f32[8,16,4]{2,1,0} parameter(0)
+  %ag = f32[8,16,16]{2,1,0} all-gather(%x), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}, use_global_device_ids=true
+  %ag2 = f32[16,16,16]{2,1,0} all-gather(%ag), channel_id=2, replica_groups=[4,2]<=[8], dimensions={0}, use_global_device_ids=true
+  %pid = u32[] partition-id()
+  %two = u32[] constant(2)
+  %off = u32[] multiply(%pid, %two)
+  %zero = u32[] constant(0)
+  ROOT %ds = f32[16,2,16]{2,1,0} dynamic-slice(%ag2, %zero, %off, %zero), dynamic_slice_sizes={16,2,16}
+}
+
+%slice (x: f32[8,16,4]) -> f32[16,2,16] {
+  %x = f32[8,16,4]{2,1,0} parameter(0)
+  %z = f32[] constant(0)
+  ROOT %b = f32[16,2,16]{2,1,0} broadcast(%z), dimensions={}
+}
+)";
+  const AuditReport call = AuditOk({{"call.hlo", std::string("HloModule call, num_partitions=8\n") + remat + R"(
+ENTRY %main (p: f32[8,16,4]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  ROOT %c = f32[16,2,16]{2,1,0} call(%p), to_apply=%remat
+}
+)"}});
+  ASSERT_EQ(call.findings.size(), 1u) << AuditTable(call);
+  EXPECT_EQ(call.findings[0].xla_max_recv_bytes, 14336);
+  EXPECT_EQ(call.findings[0].trip_count, 1);
+  const AuditReport cond = AuditOk({{"cond.hlo", std::string("HloModule cond, num_partitions=8\n") + remat + R"(
+ENTRY %main (p: f32[8,16,4], i: s32[]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  %i = s32[] parameter(1), sharding={replicated}
+  ROOT %c = f32[16,2,16]{2,1,0} conditional(%i, %p, %p), branch_computations={%slice, %remat}
+}
+)"}});
+  ASSERT_EQ(cond.findings.size(), 1u) << AuditTable(cond);
+  EXPECT_EQ(cond.findings[0].xla_max_recv_bytes, 14336);
+  EXPECT_EQ(cond.findings[0].to_instruction, "ds");
+  EXPECT_TRUE(cond.modules[0].not_attributed.empty());
+}
+
 TEST(Audit, JoinsTheLogToTheHloAndReadsEachModuleOnce) {
   const AuditReport r = AuditOk({{"a.hlo", kCanonical}, {"b.hlo", kCanonical}, {"xla.log", kLog}, {"again.log", kLog}});
   ASSERT_EQ(r.findings.size(), 1u);
@@ -186,8 +303,11 @@ ENTRY %main (p: f32[4,16]) -> f32[4,16] {
 )";
   const AuditReport r = AuditOk({{"m.hlo", text}});
   EXPECT_TRUE(r.findings.empty());
-  ASSERT_EQ(r.notes.size(), 1u);
+  ASSERT_EQ(r.notes.size(), 2u);
   EXPECT_NE(r.notes[0].find("not followed"), std::string::npos);
+  // No silent gaps: the collective is named as part of no reshard.
+  EXPECT_NE(r.notes[1].find("1 collective is part of no reshard found: %cp (collective-permute, line 4)"), std::string::npos)
+      << r.notes[1];
   AuditOptions few;
   few.max_devices = 2;
   const AuditReport small = AuditOk({{"m.hlo", text}}, few);

@@ -81,6 +81,8 @@ TEST(AuditFixtures, EachCaseReportsWhatItShould) {
       EXPECT_EQ(f.logged, want[k]["logged"].get<bool>());
       // The type XLA's collectives carry, where it is not the array's (XLA:CPU moves bf16 as f32).
       EXPECT_EQ(DTypeName(f.moved_as), want[k].value("moved_as", std::string(DTypeName(f.dtype))));
+      // Inside a loop: its trip count, as XLA states it.
+      EXPECT_EQ(f.trip_count, want[k].value("trip_count", int64_t{1}));
       EXPECT_FALSE(f.estimated);
       EXPECT_GT(f.xla_max_recv_bytes, f.lower_bound_max_recv_bytes);
     }
@@ -291,6 +293,32 @@ TEST(AuditFixtures, ReshardJaxComparisonModulesAreNotTheUsers) {
                                          {"other.log", other + "\n"}});
   ASSERT_EQ(user_only.findings.size(), 1u) << Describe(user_only);
   EXPECT_TRUE(user_only.findings[0].estimated);
+}
+
+// lax.scan over 4 layers whose body rematerializes its carry twice per iteration:
+// found from the HLO alone (before: "collectives inside %while.11 are not
+// followed", no finding), each with the loop's trip count, and the totals count
+// each iteration.
+TEST(AuditFixtures, ScanBodyRematerializesFromTheHloAlone) {
+  const AuditReport r = AuditOk(Inputs("scan_remat", false, true, false));
+  ASSERT_EQ(r.findings.size(), 2u) << Describe(r);
+  for (const AuditFinding& f : r.findings) {
+    EXPECT_EQ(f.kind, AuditKind::kFullRematerialization);
+    EXPECT_EQ(f.trip_count, 4);
+    EXPECT_EQ(f.loop, "while.11");
+    EXPECT_EQ(f.xla_max_recv_bytes, 14336);
+    EXPECT_EQ(f.reshard_max_recv_bytes, 1792);
+    EXPECT_FALSE(f.logged);
+  }
+  EXPECT_EQ(r.findings[0].from, "{devices=[1,8,1]<=[8]}");
+  EXPECT_EQ(r.findings[1].from, "{devices=[2,1,4]<=[4,2]T(1,0)}");
+  EXPECT_EQ(r.xla_recv_bytes, 4 * 28672);
+  EXPECT_EQ(r.reshard_recv_bytes, 4 * 3584);
+  ASSERT_EQ(r.modules.size(), 1u);
+  EXPECT_EQ(r.modules[0].collectives, 3);
+  EXPECT_EQ(r.modules[0].collective_recv_bytes, 4 * 28672);
+  EXPECT_TRUE(r.modules[0].not_attributed.empty());
+  EXPECT_TRUE(r.notes.empty()) << Describe(r);
 }
 
 TEST(AuditFixtures, TheCanonicalCase) {
