@@ -141,6 +141,10 @@ class Analyzer {
   // whose result is a new array with a layout that follows
   AV Elementwise(const HloInstruction& ins, const std::vector<const AV*>& ops);
   AV Local(const HloComputation& c, const HloInstruction& ins, const std::vector<const AV*>& ops);
+  // reshape, transpose, bitcast (copy and convert: unchanged) of a state; nullopt if not followed.
+  static std::optional<ValueState> LocalState(const HloComputation& c, const HloInstruction& ins, const ValueState& s);
+  // The same rearrangement of partial sums, before their reduction.
+  AV PartialLocal(const HloComputation& c, const HloInstruction& ins, const Partial& p);
   AV Slice(const HloInstruction& ins, const std::vector<const AV*>& ops);
   AV Pad(const HloInstruction& ins, const std::vector<const AV*>& ops);
   AV Concat(const HloInstruction& ins, const std::vector<const AV*>& ops);

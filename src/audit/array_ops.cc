@@ -48,22 +48,44 @@ AV Analyzer::Elementwise(const HloInstruction& ins, const std::vector<const AV*>
 }
 
 AV Analyzer::Local(const HloComputation& c, const HloInstruction& ins, const std::vector<const AV*>& ops) {
+  if (ops.size() == 1 && ops[0]->partial && !ins.shape.is_tuple) return PartialLocal(c, ins, *ops[0]->partial);
   if (ops.size() != 1 || !ops[0]->t || ins.shape.is_tuple) {
     if (ops.size() == 1 && ops[0]->uniform) return Uniform();
     return AV{};
   }
   const TPtr& t = ops[0]->t;
+  std::optional<ValueState> st = LocalState(c, ins, t->state);
+  if (!st) return AV{};
+  return FromTracked(Continue({t}, std::move(*st), ins, false));
+}
+
+std::optional<ValueState> Analyzer::LocalState(const HloComputation& c, const HloInstruction& ins, const ValueState& s) {
   std::optional<ValueState> st;
   if (ins.opcode == "reshape") {
-    st = Reshape(t->state, ins.shape.dims);
+    st = Reshape(s, ins.shape.dims);
   } else if (ins.opcode == "transpose") {
     std::optional<std::vector<int64_t>> perm = IntsAttr(ins, "dimensions", false);
-    if (perm) st = Transpose(t->state, *perm);
+    if (perm) st = Transpose(s, *perm);
+  } else if (ins.opcode == "bitcast") {
+    st = Bitcast(s, c.instructions[ins.operands[0]].shape, ins.shape);
   } else {
-    st = Bitcast(t->state, c.instructions[ins.operands[0]].shape, ins.shape);
+    st = s;  // copy, convert: the same elements
   }
-  if (!st || st->LocalShape() != ins.shape.dims) return AV{};
-  return FromTracked(Continue({t}, std::move(*st), ins, false));
+  if (!st || st->LocalShape() != ins.shape.dims) return std::nullopt;
+  return st;
+}
+
+AV Analyzer::PartialLocal(const HloComputation& c, const HloInstruction& ins, const Partial& p) {
+  // Partial sums rearranged before their reduction (XLA bitcasts a dot's result
+  // to the shape it all-reduces): the same rearrangement of the layout they will have.
+  std::optional<ValueState> st = LocalState(c, ins, RebaseState(p.layout, devices_));
+  std::optional<Interpretation> in = st ? Interpret(*st) : std::nullopt;
+  if (!in) return AV{};
+  AV v;
+  auto moved = std::make_shared<Partial>(p);
+  moved->layout = std::move(*in);
+  v.partial = std::move(moved);
+  return v;
 }
 
 AV Analyzer::Slice(const HloInstruction& ins, const std::vector<const AV*>& ops) {

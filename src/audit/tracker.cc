@@ -391,6 +391,8 @@ AV Analyzer::EvalCore(const HloComputation& c, const HloInstruction& ins, const 
   }
   if (op == "all-reduce-done") return ops.size() == 1 ? *ops[0] : AV{};
   if (Contains(kCollectives, base)) return EvalCollective(c, ins, ops, base);
+  if ((op == "copy" || op == "convert") && ops.size() == 1 && ops[0]->partial && !ins.shape.is_tuple)
+    return PartialLocal(c, ins, *ops[0]->partial);
   if (Contains(kUnary, op) || Contains(kBinary, op) || Contains(kTernary, op)) return Elementwise(ins, ops);
   if (op == "broadcast") return Broadcast(ins, ops);
   if (op == "reshape" || op == "bitcast" || op == "transpose") return Local(c, ins, ops);

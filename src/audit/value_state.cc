@@ -546,7 +546,10 @@ bool HoldsWholeArray(const ValueState& s) {
   return true;
 }
 
-std::optional<Interpretation> Interpret(const ValueState& s) {
+namespace {
+
+// Interpret() where each local dim steps along at most one global dim.
+std::optional<Interpretation> InterpretModes(const ValueState& s) {
   const int64_t rank = s.rank(), lrank = s.local_rank();
   struct Entry { int32_t g; int64_t stride, extent; };
   std::vector<Entry> entries;
@@ -625,6 +628,20 @@ std::optional<Interpretation> Interpret(const ValueState& s) {
   for (int64_t d = 0; d < lrank && in.identity; ++d)
     in.identity = (entries[d].g == d && entries[d].stride == 1 && in.shape[d] == s.global_shape[d]) ||
                   (entries[d].g < 0 && s.global_shape[d] == 1);
+  return in;
+}
+
+}  // namespace
+
+std::optional<Interpretation> Interpret(const ValueState& s) {
+  if (std::optional<Interpretation> in = InterpretModes(s)) return in;
+  // Every device holds the whole array, in the same order: whatever view of it the
+  // local buffer is (dims merged by a reshape), it is that view, replicated.
+  if (!HoldsWholeArray(s)) return std::nullopt;
+  Interpretation in;
+  in.shape = in.local_shape = s.LocalShape();
+  for (int64_t e : in.shape) in.signature.push_back({-2, 0, e});
+  in.offsets.assign(static_cast<size_t>(s.devices * s.local_rank()), 0);
   return in;
 }
 

@@ -101,6 +101,8 @@ struct Interpretation {
   std::vector<int64_t> offsets;  // devices x rank, coordinates in `shape`
   bool identity = false;          // the array is the state's own global array
 };
+// A state that holds the whole array on every device is read as its local view,
+// replicated, whatever dims a reshape merged.
 std::optional<Interpretation> Interpret(const ValueState& s);
 // The layout of an interpretation (tiles of XLA's ceil rule, one per device).
 Result<Layout> ToLayout(const Interpretation& in, DType dtype);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "audit/derived_layout.h"
 #include "audit/int_eval.h"
 #include "reshard/notation.h"
@@ -43,6 +45,16 @@ TEST(ValueState, TheCanonicalRematerialization) {
   g = AllGather(*g, 0, {{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   ASSERT_TRUE(g);
   EXPECT_TRUE(HoldsWholeArray(*g));
+  // Its view with dims 0 and 1 merged (XLA's [256,16] operand of a dot) is that view, replicated.
+  std::optional<ValueState> merged = Reshape(*g, {256, 16});
+  ASSERT_TRUE(merged);
+  EXPECT_EQ(merged->ToString(), "[(16@g0*1 16@g1*1), (16@g2*1)]");
+  std::optional<Interpretation> view = Interpret(*merged);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->shape, (std::vector<int64_t>{256, 16}));
+  EXPECT_EQ(view->local_shape, (std::vector<int64_t>{256, 16}));
+  EXPECT_FALSE(view->identity);
+  EXPECT_TRUE(std::all_of(view->offsets.begin(), view->offsets.end(), [](int64_t o) { return o == 0; }));
   // dynamic-slice of dim 1 at 2 * partition-id.
   std::vector<int64_t> starts;
   for (int64_t p = 0; p < 8; ++p) starts.push_back(2 * p);
