@@ -56,3 +56,29 @@ def test_no_finding_at_the_lower_bound():
 def test_needs_a_jitted_function():
     with pytest.raises(TypeError):
         reshard_audit.audit(lambda v: v, 1)
+
+
+def test_a_function_that_already_ran_is_audited_from_its_hlo():
+    """JAX's cache means XLA compiles and logs nothing the second time: the finding comes from the HLO."""
+    m = mesh()
+    f = jax.jit(lambda v: v * 2, in_shardings=NamedSharding(m, P("y", None, "x")),
+                out_shardings=NamedSharding(m, P(None, ("x", "y"), None)))
+    x = jax.device_put(np.ones((16, 16, 16), np.float32), NamedSharding(m, P("y", None, "x")))
+    f(x)
+    f(x)
+    report = reshard_audit.audit(f, x)
+    assert report["totals"]["findings"] == 1 and report["totals"]["log_lines"] == 0, report
+    assert report["findings"][0]["kind"] == "full-rematerialization"
+    assert report["findings"][0]["xla"]["max_recv_bytes"] == 14336
+
+
+def test_a_program_fixed_with_reshard_jax_audits_clean():
+    """reshard.jax's comparison compiles (explain() makes both) are not the user's program."""
+    import reshard.jax as rj
+    m = mesh()
+    src, dst = NamedSharding(m, P("y", None, "x")), NamedSharding(m, P(None, ("x", "y"), None))
+    f = rj.jit(lambda v: jax.lax.with_sharding_constraint(v * 2, dst), in_shardings=src)
+    x = jax.ShapeDtypeStruct((16, 16, 16), jnp.float32, sharding=src)
+    rj.explain(x, dst)
+    report = reshard_audit.audit(f, x, all_reshards=True)
+    assert report["totals"]["findings"] == 0, report
