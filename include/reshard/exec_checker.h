@@ -39,8 +39,9 @@ struct TagCheck {
 TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer);
 
 // FillTags / CheckTags over every device of the program's source / target,
-// `threads` at a time (<= 0: the hardware's count). Buffers indexed like
-// PlanProgram::devices().
+// `threads` at a time (<= 0: the hardware's count; at most kMaxThreads, and
+// fewer where the system cannot start them: the work is the same). Buffers
+// indexed like PlanProgram::devices().
 void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads = 0);
 TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads = 0);
 
@@ -57,7 +58,8 @@ struct CheckReport {
 };
 // Runs `program` on the in-process executor with tagged sources and checks
 // every step. REQUIRES: the program compiled for tight row-major buffers.
-// Fails (the Status) only on a malformed program or wrong buffers.
+// Fails (the Status) only on a malformed program, wrong buffers, or threads
+// the system cannot start (Unavailable).
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged);
 
 }  // namespace reshard

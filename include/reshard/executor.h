@@ -53,8 +53,15 @@ struct ExecStats {
 // shared-memory transport can.
 enum class Transport { kStaged, kDirect };
 
+// The most threads an executor or checker uses (ExecOptions::threads and the
+// `threads` arguments): larger counts are taken as this one. `reshard run
+// --threads` refuses more.
+inline constexpr int kMaxThreads = 1024;
+
 struct ExecOptions {
-  int threads = 0;  // <= 0: the hardware's thread count
+  // <= 0: the hardware's thread count; at most kMaxThreads. When the system
+  // cannot start them all, Run returns Unavailable (and runs nothing).
+  int threads = 0;
   Transport transport = Transport::kStaged;
   // Called after every step with the step's output buffers (the checker's hook).
   std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)> after_step = {};
@@ -72,8 +79,8 @@ class Executor {
 std::unique_ptr<Executor> MakeInProcessExecutor(ExecOptions options = {});
 
 // Plain memcpy bandwidth in GB/s (1e9 bytes/s) of `bytes` bytes, split over
-// `threads` threads, best of `repeat` runs: the reference executors are
-// measured against. Copies through two buffers of at most 256 MiB.
+// `threads` threads (as many as start), best of `repeat` runs: the reference
+// executors are measured against. Copies through two buffers of at most 256 MiB.
 double MeasureMemcpyGbps(int64_t bytes, int threads, int repeat = 3);
 
 // Checks buffer sizes against the layouts (shared by every backend).

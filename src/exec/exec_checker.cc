@@ -152,6 +152,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
   std::vector<std::span<const std::byte>> sources(n);
   std::vector<std::span<std::byte>> targets(n);
   ThreadPool pool(threads);
+  RESHARD_RETURN_IF_ERROR(pool.status());
   for (size_t i = 0; i < n; ++i) {
     src[i].resize(static_cast<size_t>(program.source().LocalBytes(program.devices()[i])));
     dst[i].assign(static_cast<size_t>(program.target().LocalBytes(program.devices()[i])), std::byte{0});

@@ -31,6 +31,7 @@ class InProcessExecutor final : public Executor {
 
   Result<ExecStats> Run(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
                         std::span<const std::span<std::byte>> targets) override {
+    RESHARD_RETURN_IF_ERROR(pool_.status());
     RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
     const auto start = std::chrono::steady_clock::now();
     const size_t n = program.devices().size();

@@ -1,19 +1,38 @@
 #include "exec/thread_pool.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+
 namespace reshard {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  threads = std::min(threads, kMaxThreads);
+  try {
+    workers_.reserve(static_cast<size_t>(threads - 1));
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  } catch (const std::exception& e) {
+    // Without this, the members would be destroyed under the running workers:
+    // the condition variables they wait on first, then joinable threads.
+    const size_t started = workers_.size();
+    Stop();
+    status_ = Status::Unavailable(
+        fmt::format("could not start {} threads: thread {} failed to start ({})", threads, started + 2, e.what()));
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { Stop(); }
+
+void ThreadPool::Stop() {
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
   }
   start_.notify_all();
   for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::Drain() {
