@@ -11,6 +11,13 @@ endfunction()
 function(cli_exit_test name code)
   add_test(NAME cli.${name} COMMAND ${CMAKE_COMMAND} -DEXPECT=${code} -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.cmake -- ${ARGN})
 endfunction()
+# Passes when the command exits with `code`, its standard error matches `regex`
+# (no ';' in it) and holds at most 1000 bytes: one short message.
+# An empty argument does not survive ${ARGN}: pass such commands through sh -c.
+function(cli_error_test name code regex)
+  add_test(NAME cli.${name} COMMAND ${CMAKE_COMMAND} -DEXPECT=${code} "-DSTDERR=${regex}" -DMAX_BYTES=1000 -DERRORS=1
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_error.cmake -- ${ARGN})
+endfunction()
 
 cli_test(plan_json "\"devices\":8,.*\"steps\":\\[{\"op\":\"all-to-all\".*\"stats\":{\"collectives\":1,.*\"max_send_bytes\":1792,\"max_recv_bytes\":1792,\"total_bytes\":14336,.*\"lower_bound\":{\"max_recv_bytes\":1792,\"total_bytes\":14336},\"baseline_full_remat\":{\"max_recv_bytes\":14336,\"total_bytes\":114688,\"peak_bytes\":16384}"
          ${R} plan --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --json)
@@ -133,3 +140,50 @@ endif()
 # Issue 10: the int64-overflow message names the layouts' own device counts.
 cli_test(overflow_names_device_counts "too large for its byte counts over 4 source and 4 target devices"
          ${R} plan --shape 1152921504606846976 --mesh x=4 --from "P('x')" --to "P()")
+
+# Issue 15: flags. Nonsense values, empty values and flags that conflict or would be ignored are bad
+# input (exit 2) with one short message; a bad token is quoted up to 100 characters; long texts come
+# from files (@FILE).
+set(P8 plan --shape 8 --mesh x=2 --from "P('x')" --to "P()")
+cli_error_test(memory_cap_nan 2 "^reshard: error: --memory-cap: unexpected 'n' at column 1 of 'nan'" ${R} ${P8} --memory-cap nan)
+cli_error_test(memory_cap_fraction 2 "^reshard: error: --memory-cap: '0.4' is not a whole number of bytes" ${R} ${P8} --memory-cap 0.4)
+cli_error_test(memory_cap_below_one_byte 2 "^reshard: error: --memory-cap: '0.0001K' is less than 1 byte" ${R} ${P8} --memory-cap 0.0001K)
+cli_error_test(memory_cap_too_large 2 "^reshard: error: --memory-cap: '4194305T' is more than 2.62 bytes" ${R} ${P8} --memory-cap 4194305T)
+cli_error_test(memory_cap_empty 2 "^reshard: error: --memory-cap: empty value" sh -c "exec '${R}' plan --shape 8 --mesh x=2 --from \"P('x')\" --to 'P()' --memory-cap ''")
+cli_error_test(alpha_inf 2 "^reshard: error: --alpha-us: unexpected 'i' at column 1 of 'inf'" ${R} ${P8} --alpha-us inf)
+cli_error_test(alpha_nan 2 "^reshard: error: --alpha-us: unexpected 'n' at column 1 of 'nan'" ${R} ${P8} --alpha-us nan)
+cli_error_test(bandwidth_overflow 2 "^reshard: error: --bandwidth-gbps: 1e400 is out of range. expected a number from 0.001 to 1000000" ${R} ${P8} --bandwidth-gbps 1e400)
+cli_error_test(bandwidth_zero 2 "^reshard: error: --bandwidth-gbps: 0 is out of range" ${R} ${P8} --bandwidth-gbps 0)
+cli_error_test(alpha_negative 2 "^reshard: error: --alpha-us: unexpected '-' at column 1 of '-1'" ${R} ${P8} --alpha-us -1)
+cli_error_test(alpha_empty 2 "^reshard: error: --alpha-us: empty value" sh -c "exec '${R}' plan --shape 8 --mesh x=2 --from \"P('x')\" --to 'P()' --alpha-us ''")
+cli_error_test(copy_bandwidth_empty 2 "^reshard: error: --copy-bandwidth-gbps: empty value" sh -c "exec '${R}' plan --shape 8 --mesh x=2 --from \"P('x')\" --to 'P()' --copy-bandwidth-gbps ''")
+cli_test(cost_flags_in_range "alpha 0.5 us, 12.5 GB/s" ${R} ${P8} --alpha-us 0.5 --bandwidth-gbps 1.25e1)
+cli_error_test(emit_hlo_with_json 2 "^reshard: error: --json conflicts with --emit hlo" ${R} ${P8} --emit hlo --json)
+cli_error_test(emit_jax_with_explain 2 "^reshard: error: --explain conflicts with --emit jax" ${R} ${P8} --emit jax --explain)
+cli_error_test(transfers_without_json 2 "^reshard: error: --transfers lists the transfers in the JSON output. add --json" ${R} ${P8} --transfers)
+cli_error_test(transfers_with_emit_hlo 2 "^reshard: error: --transfers conflicts with --emit hlo" ${R} ${P8} --transfers --emit hlo)
+cli_test(transfers_with_emit_json "\"transfers\":\\[{\"from\":0,\"to\":0,.*{\"from\":0,\"to\":1," ${R} ${P8} --strategy exchange --transfers --emit json)
+cli_error_test(dims_with_json 2 "^reshard: error: --dims conflicts with --json" ${R} show --shape 4,4 --mesh x=2 --sharding "P('x')" --dims 0,1 --json)
+# A 50,000-character name: quoted as 100 characters and "...", in a message of a few hundred bytes.
+string(REPEAT "a" 50000 LONG_NAME)
+cli_error_test(long_axis_name_short_message 2 "^reshard: error: --sharding: col 3: unknown mesh axis 'a+\\.\\.\\.' \\(mesh is x=2\\)\n  P\\('a+\\.\\.\\.\n    \\^"
+               ${R} show --shape 4 --mesh x=2 --sharding "P('${LONG_NAME}')")
+cli_error_test(long_mesh_name_short_message 2 "^reshard: error: --sharding: col 3: unknown mesh axis 'x' \\(mesh is a+\\.\\.\\.\\)\n"
+               ${R} show --shape 4 --mesh "${LONG_NAME}=2" --sharding "P('x')")
+cli_error_test(long_strategy_short_message 2 "^reshard: error: --strategy: a+\\.\\.\\. not in {auto,exchange,collectives}"
+               ${R} ${P8} --strategy ${LONG_NAME})
+cli_error_test(long_option_short_message 2 "^reshard: error: The following argument was not expected: --a+\\.\\.\\.\n"
+               ${R} ${P8} --${LONG_NAME})
+cli_error_test(long_memory_cap_short_message 2 "^reshard: error: --memory-cap: unknown unit 'a+\\.\\.\\.' at column 2 of '1a+\\.\\.\\.'"
+               ${R} ${P8} --memory-cap 1${LONG_NAME})
+# @FILE: 65536 explicit device ids (about 380 KB, over the 128 KB limit of one argument), and a layout text.
+set(AT_DIR ${CMAKE_CURRENT_BINARY_DIR}/at_file)
+add_test(NAME cli.devices_from_file
+         COMMAND sh -c "mkdir -p '${AT_DIR}' && seq -s, 65535 -1 0 > '${AT_DIR}/ids.txt' && exec '${R}' show --json --shape 65536 --devices @'${AT_DIR}/ids.txt' --sharding \"P('devices')\"")
+set_tests_properties(cli.devices_from_file PROPERTIES PASS_REGULAR_EXPRESSION "^{\"shape\":\\[65536\\],.*{\"id\":0,\"boxes\":\\[\\[\\[65535,65536\\]\\]\\]")
+add_test(NAME cli.layout_from_file
+         COMMAND sh -c "mkdir -p '${AT_DIR}' && printf '%s\\n' '{devices=[2,1,4]<=[4,2]T(1,0)}' > '${AT_DIR}/from.txt' && exec '${R}' plan --shape 16,16,16 --from @'${AT_DIR}/from.txt' --to '${CANON_TO}'")
+set_tests_properties(cli.layout_from_file PROPERTIES PASS_REGULAR_EXPRESSION "8.0x less traffic than full rematerialization")
+cli_error_test(at_file_missing 2 "^reshard: error: --devices: cannot read '/nonexistent/ids.txt': No such file or directory"
+               ${R} show --shape 4 --devices @/nonexistent/ids.txt --sharding "P('devices')")
+cli_error_test(at_file_no_name 2 "^reshard: error: --from: '@' must be followed by a file name" ${R} plan --shape 4 --from @ --to "{replicated}")

@@ -9,6 +9,22 @@ cli_test(run_block_cyclic "\"verified\":true"
          ${R} run --shape 13,7 --from "blockcyclic(grid=[2,2], block=[3,2])" --to "{devices=[1,4]<=[4]}" --repeat 1 --json)
 cli_exit_test(run_too_large 1 ${R} run --shape 1024,1024,1024 --from ${CANON_FROM} --to ${CANON_TO} --max-memory 1G)
 cli_exit_test(run_bad_max_memory 2 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --max-memory 12Q)
+# Issue 15: run's flags. --max-memory is read by the one byte-count parser; --threads is 1 to 1024.
+set(RUN4 run --shape 16 --mesh x=2 --from "P('x')" --to "P()" --repeat 1)
+cli_error_test(run_max_memory_nan 2 "^reshard: error: --max-memory: unexpected 'n' at column 1 of 'nan'" ${R} ${RUN4} --max-memory nan)
+cli_error_test(run_max_memory_fraction 2 "^reshard: error: --max-memory: '0.4' is not a whole number of bytes" ${R} ${RUN4} --max-memory 0.4)
+cli_error_test(run_max_memory_empty 2 "^reshard: error: --max-memory: empty value" sh -c "exec '${R}' run --shape 16 --mesh x=2 --from \"P('x')\" --to 'P()' --max-memory ''")
+cli_error_test(run_threads_zero 2 "^reshard: error: --threads: 0 is out of range. expected an integer from 1 to 1024" ${R} ${RUN4} --threads 0)
+cli_error_test(run_threads_negative 2 "^reshard: error: --threads: unexpected '-' at column 1 of '-1'" ${R} ${RUN4} --threads -1)
+cli_error_test(run_threads_over_bound 2 "^reshard: error: --threads: 1025 is out of range. expected an integer from 1 to 1024" ${R} ${RUN4} --threads 1025)
+cli_error_test(run_threads_empty 2 "^reshard: error: --threads: empty value" sh -c "exec '${R}' run --shape 16 --mesh x=2 --from \"P('x')\" --to 'P()' --threads ''")
+cli_test(run_threads_bound "\"verified\":true" ${R} ${RUN4} --threads 1024 --json)
+if(NOT RESHARD_SANITIZE)
+  # 512 threads in 1 GB of address space: the thread that fails to start is an error (exit 1), not a hang.
+  add_test(NAME cli.run_threads_fail_to_start COMMAND sh -c "ulimit -v 1000000 && exec '${R}' run --shape 16,16,16 --from '${CANON_FROM}' --to '${CANON_TO}' --threads 512 --repeat 1")
+  set_tests_properties(cli.run_threads_fail_to_start PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                       "^reshard: error: executing \\(fewer --threads may fit\\): could not start 512 threads: thread [0-9]+ failed to start")
+endif()
 if(RESHARD_HAVE_MPI)
   # Under mpirun: device d is rank d; rank 0 prints, every rank verifies.
   set(MPIRUN ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
@@ -19,9 +35,40 @@ if(RESHARD_HAVE_MPI)
   cli_test(run_mpi_block_cyclic "\"verified\":true"
            ${MPIRUN} 4 --oversubscribe ${R} run --backend mpi --shape 13,7 --from "blockcyclic(grid=[2,2], block=[3,2])" --to "{devices=[1,4]<=[4]}" --repeat 1 --json)
   # Two devices on one rank: refused on every rank, before anything moves.
-  cli_test(run_mpi_too_few_ranks "the layouts name device 1, but the communicator has 1 ranks"
+  cli_test(run_mpi_too_few_ranks "^reshard: error: the layouts name device 1, but the communicator has 1 rank \\(device d runs on rank d\\)\n"
            ${MPIRUN} 1 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --backend mpi)
+  # Issue 15. Outside mpirun: a hint. A plan without steps: a local copy.
+  cli_error_test(run_mpi_outside_mpirun 2 "(^|\n)reshard: error: the layouts name device 1, but the communicator has 1 rank .*run it as mpirun -np 2 reshard run --backend mpi"
+                 env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK -u SLURM_PROCID ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --backend mpi)
+  cli_test(run_mpi_no_steps "on 1 rank, 0 steps \\(a local copy\\)"
+           ${MPIRUN} 1 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --devices 0 --backend mpi --repeat 1)
+  # Flags the MPI backend does not use.
+  cli_error_test(run_mpi_with_transport 2 "(^|\n)reshard: error: --transport applies to --backend in-process only"
+                 ${MPIRUN} 1 ${R} run --shape 16 --devices 0 --from "P('devices')" --to "P()" --backend mpi --transport staged)
+  cli_error_test(run_mpi_with_threads 2 "(^|\n)reshard: error: --threads applies to --backend in-process only"
+                 ${MPIRUN} 1 ${R} run --shape 16 --devices 0 --from "P('devices')" --to "P()" --backend mpi --threads 2)
+  # Under mpirun -np 2 and 3, each error printed once, by rank 0, naming the rank at fault; an error every
+  # rank shares (a command-line error, a plan that cannot be made) names none. (mpirun's own notice may
+  # come first.)
+  cli_error_test(run_mpi_flag_error_once 2 "(^|\n)reshard: error: --max-memory: unexpected 'n' at column 1 of 'nan'"
+                 ${MPIRUN} 2 --oversubscribe ${R} run --shape 16 --mesh x=2 --from "P('x')" --to "P()" --backend mpi --max-memory nan)
+  cli_error_test(run_mpi_bad_flag_once 2 "(^|\n)reshard: error: --backend: bogus not in"
+                 ${MPIRUN} 2 --oversubscribe ${R} run --shape 16 --mesh x=2 --from "P('x')" --to "P()" --backend bogus)
+  cli_error_test(run_mpi_plan_error_once 2 "(^|\n)reshard: error: no plan fits the memory cap of 1000 bytes per device"
+                 ${MPIRUN} 2 --oversubscribe ${R} run --shape 64,64 --mesh x=2 --from "P('x')" --to "P(None, 'x')" --backend mpi --memory-cap 1000)
+  cli_error_test(run_mpi_one_rank_fails_once 1 "(^|\n)reshard: error: rank 1: one rank's buffers need about 2048 B .2.0 KiB., more than the limit of 16 B per rank"
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 --oversubscribe ${R} run --shape 16,16 --mesh x=2 --from "P('x')" --to "P(None, 'x')" --backend mpi
+                 : ${MPIEXEC_NUMPROC_FLAG} 1 ${R} run --shape 16,16 --mesh x=2 --from "P('x')" --to "P(None, 'x')" --backend mpi --max-memory 16)
+  cli_error_test(run_mpi_rank0_differs_once 2 "(^|\n)reshard: error: rank 0 was given other layouts or options than the other 2 ranks"
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 --oversubscribe ${R} run --shape 12 --mesh x=3 --from "P('x')" --to "P()" --backend mpi
+                 : ${MPIEXEC_NUMPROC_FLAG} 2 ${R} run --shape 12 --mesh x=3 --from "P()" --to "P('x')" --backend mpi)
+  cli_error_test(run_mpi_two_ranks_differ_once 2 "(^|\n)reshard: error: rank 0 and rank 1 were given different layouts or options"
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 --oversubscribe ${R} run --shape 12 --mesh x=2 --from "P('x')" --to "P()" --backend mpi
+                 : ${MPIEXEC_NUMPROC_FLAG} 1 ${R} run --shape 12 --mesh x=2 --from "P()" --to "P('x')" --backend mpi)
   set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_multi_step cli.run_mpi_block_cyclic cli.run_mpi_too_few_ranks
+                       cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
+                       cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
+                       cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once
                        PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}" PROCESSORS 2)
 else()
   cli_exit_test(run_mpi_not_built 1 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --backend mpi)

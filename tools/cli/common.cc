@@ -1,8 +1,15 @@
 #include "common.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 
 #include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
@@ -14,18 +21,104 @@ int& ExitCode() {
   return code;
 }
 
+int LauncherRank() {
+  // Open MPI, PMIx (Open MPI 5, Slurm with PMIx), MPICH/Hydra and Intel MPI, Slurm.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0' || std::strlen(v) > 9) continue;
+    if (std::strspn(v, "0123456789") == std::strlen(v)) return std::atoi(v);
+  }
+  return -1;
+}
+
+const CLI::Validator& AtFile() {
+  static const CLI::Validator validator(
+      [](std::string& text) -> std::string {
+        if (text.empty() || text[0] != '@') return "";
+        const std::string path = text.substr(1);
+        if (path.empty()) return "'@' must be followed by a file name (@PATH reads the value from the file PATH)";
+        constexpr size_t kMaxBytes = size_t{64} << 20;
+        std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+        if (!f) return fmt::format("cannot read '{}': {}", Short(path), std::strerror(errno));
+        std::string data;
+        char buf[1 << 16];
+        size_t n = 0;
+        while (data.size() <= kMaxBytes && (n = std::fread(buf, 1, sizeof buf, f.get())) > 0) data.append(buf, n);
+        if (std::ferror(f.get())) return fmt::format("cannot read '{}': {}", Short(path), std::strerror(errno));
+        if (data.size() > kMaxBytes) return fmt::format("'{}' holds more than 64 MiB", Short(path));
+        data.erase(data.find_last_not_of(" \t\r\n") + 1);
+        text = std::move(data);
+        return "";
+      },
+      "", "@file");
+  return validator;
+}
+
+CLI::Option* AddTextOption(CLI::App* app, const std::string& name, std::optional<std::string>& to,
+                           const std::string& help) {
+  return app->add_option_function<std::string>(
+      name, [&to](const std::string& v) { to = v; }, help);
+}
+
 void AddCommonOptions(CLI::App* app, CommonOptions& o) {
   app->add_option("--shape", o.shape, "array shape, e.g. 16,16,16 (empty for a scalar)")->required();
   app->add_option("--dtype", o.dtype, "element type: pred s8 u8 s16 u16 f16 bf16 s32 u32 f32 s64 u64 f64 c64 c128")
       ->capture_default_str();
-  app->add_option("--mesh", o.mesh, "mesh: 'x=4,y=2' or Shardy text '<[\"x\"=4, \"y\"=2]>'");
-  app->add_option("--devices", o.devices, "the mesh's device ids, row-major, e.g. 3,2,1,0 (default iota)");
+  app->add_option("--mesh", o.mesh, "mesh: 'x=4,y=2' or Shardy text '<[\"x\"=4, \"y\"=2]>' (@FILE: read from a file)")
+      ->transform(AtFile());
+  app->add_option("--devices", o.devices,
+                  "the mesh's device ids, row-major, e.g. 3,2,1,0 (default iota; @FILE: read from a file)")
+      ->transform(AtFile());
   app->add_flag("--json", o.json, "machine-readable output");
 }
 
 namespace {
 std::vector<std::pair<size_t, std::string>> Characters(const std::string& t);
 }  // namespace
+
+std::string ShortenMessage(const std::string& message) {
+  // A text quoted through Short() ("..." added, then a quote and a colon) stays as it is.
+  constexpr size_t kMaxRun = 100, kSlack = 10;
+  // Past these, whatever quoted a long text with spaces or newlines in it is cut too.
+  constexpr size_t kMaxLine = 500, kMaxLines = 20;
+  auto word = [](const std::string& c) { return c.size() > 1 || std::isalnum(static_cast<unsigned char>(c[0])) != 0; };
+  std::string out;
+  size_t line_start = 0, lines = 0;
+  while (true) {
+    size_t line_end = message.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = message.size();
+    if (++lines > kMaxLines) {
+      out += "...";
+      break;
+    }
+    const std::vector<std::pair<size_t, std::string>> chars =
+        Characters(message.substr(line_start, line_end - line_start));
+    std::vector<std::string> line;  // its characters, shortened
+    const bool echo = chars.size() >= 2 && chars[0].second == " " && chars[1].second == " ";
+    for (size_t k = 0; k < chars.size();) {
+      size_t end = k;
+      while (end < chars.size() && chars[end].second != " ") ++end;
+      if (!echo && end - k > kMaxRun + kSlack) {
+        // Its first 100 characters, "...", and the punctuation that closes it ("'", "')", ...).
+        size_t tail = end;
+        while (tail > k && end - tail < 3 && !word(chars[tail - 1].second)) --tail;
+        for (size_t c = k; c < k + kMaxRun; ++c) line.push_back(chars[c].second);
+        line.insert(line.end(), 3, ".");
+        for (size_t c = tail; c < end; ++c) line.push_back(chars[c].second);
+      } else {
+        for (size_t c = k; c < end; ++c) line.push_back(chars[c].second);
+      }
+      if (end < chars.size()) line.push_back(" ");
+      k = end + 1;
+    }
+    for (size_t c = 0; c < std::min(line.size(), kMaxLine); ++c) out += line[c];
+    if (line.size() > kMaxLine) out += "...";
+    if (line_end == message.size()) break;
+    out += '\n';
+    line_start = line_end + 1;
+  }
+  return out;
+}
 
 void ThrowIfError(const Status& s, const std::string& context, int code) {
   if (s.ok()) return;
@@ -118,6 +211,115 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
   return out;
 }
 
+namespace {
+
+// "'x' at column 3 of 'TEXT'": the character at byte `pos` of `text`, its column, and the text (shortened).
+std::string CharacterAt(const std::string& text, size_t pos) {
+  const std::vector<std::pair<size_t, std::string>> chars = Characters(text);
+  size_t col = 0;
+  while (col < chars.size() && chars[col].first < pos) ++col;
+  const std::string c = col < chars.size() ? chars[col].second : std::string("end of text");
+  return fmt::format("'{}' at column {} of '{}'", c, col + 1, Short(text));
+}
+
+// 0.001 -> "0.001", 1e6 -> "1000000".
+std::string Bound(double v) {
+  return v == std::floor(v) && std::fabs(v) < 1e15 ? fmt::format("{}", static_cast<int64_t>(v)) : fmt::format("{}", v);
+}
+
+}  // namespace
+
+int64_t ParseInteger(const std::string& text, const std::string& option, int64_t lo, int64_t hi) {
+  const std::string expected = fmt::format("expected an integer from {} to {}", lo, hi);
+  if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
+  int64_t v = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9')
+      throw CliError(kExitBadInput, fmt::format("{}: unexpected {}; {}", option, CharacterAt(text, i), expected));
+    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, text[i] - '0', &v)) v = INT64_MAX;
+  }
+  if (v < lo || v > hi)
+    throw CliError(kExitBadInput, fmt::format("{}: {} is out of range; {}", option, Short(text), expected));
+  return v;
+}
+
+double ParseNumber(const std::string& text, const std::string& option, double lo, double hi) {
+  const std::string expected = fmt::format("expected a number from {} to {}", Bound(lo), Bound(hi));
+  if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
+  // digits [. digits] [e [+-] digits], at least one digit before the exponent.
+  size_t i = 0, digits = 0;
+  auto bad = [&](size_t at) {
+    return CliError(kExitBadInput, fmt::format("{}: unexpected {}; {}", option, CharacterAt(text, at), expected));
+  };
+  auto skip_digits = [&]() {
+    size_t n = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) ++n;
+    return n;
+  };
+  digits += skip_digits();
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    digits += skip_digits();
+  }
+  if (digits == 0) throw bad(i < text.size() ? i : 0);
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    if (skip_digits() == 0) throw bad(i);
+  }
+  if (i < text.size()) throw bad(i);
+  const double v = std::strtod(text.c_str(), nullptr);
+  if (!std::isfinite(v) || v < lo || v > hi)
+    throw CliError(kExitBadInput, fmt::format("{}: {} is out of range; {}", option, Short(text), expected));
+  return v;
+}
+
+int64_t ParseByteSize(const std::string& text, const std::string& option) {
+  const char* expected = "expected a byte count such as 65536, 64K, 1.5M or 2G";
+  if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
+  size_t i = 0;
+  int64_t whole = 0;
+  bool huge = false;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i)
+    huge = huge || __builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, text[i] - '0', &whole);
+  if (i == 0)
+    throw CliError(kExitBadInput, fmt::format("{}: unexpected {}; {}", option, CharacterAt(text, 0), expected));
+  std::string fraction;  // the digits after the point
+  if (i < text.size() && text[i] == '.') {
+    const size_t point = i++;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) fraction += text[i];
+    if (i == point + 1)
+      throw CliError(kExitBadInput, fmt::format("{}: unexpected {}; {}", option, CharacterAt(text, i), expected));
+  }
+  const std::string unit = text.substr(i);
+  int shift = 0;
+  if (unit.empty())
+    shift = 0;
+  else if (unit == "K" || unit == "KiB")
+    shift = 10;
+  else if (unit == "M" || unit == "MiB")
+    shift = 20;
+  else if (unit == "G" || unit == "GiB")
+    shift = 30;
+  else if (unit == "T" || unit == "TiB")
+    shift = 40;
+  else
+    throw CliError(kExitBadInput, fmt::format("{}: unknown unit '{}' at column {} of '{}' (expected K, M, G or T)",
+                                              option, Short(unit), i + 1, Short(text)));
+  if (unit.empty() && fraction.find_first_not_of('0') != std::string::npos)
+    throw CliError(kExitBadInput, fmt::format("{}: '{}' is not a whole number of bytes", option, Short(text)));
+  if (huge || whole > (kMaxByteCount >> shift))
+    throw CliError(kExitBadInput, fmt::format("{}: '{}' is more than 2^62 bytes (4 EiB)", option, Short(text)));
+  // The fraction's whole bytes, floor(0.d1d2... * 2^shift), from the last digit back (each step exact).
+  int64_t part = 0;
+  for (size_t k = fraction.size(); k-- > 0;) part = (part + (fraction[k] - '0') * (int64_t{1} << shift)) / 10;
+  const int64_t bytes = (whole << shift) + part;
+  if (bytes < 1) throw CliError(kExitBadInput, fmt::format("{}: '{}' is less than 1 byte", option, Short(text)));
+  if (bytes > kMaxByteCount)
+    throw CliError(kExitBadInput, fmt::format("{}: '{}' is more than 2^62 bytes (4 EiB)", option, Short(text)));
+  return bytes;
+}
+
 std::vector<int64_t> ParseShape(const std::string& text) {
   std::vector<int64_t> shape = ParseIntList(text, "--shape");
   if (shape.size() > static_cast<size_t>(kMaxRank))
@@ -159,10 +361,14 @@ ParsedLayout LoadLayout(const std::string& text, const std::vector<int64_t>& sha
 
 void AddPairOptions(CLI::App* app, PairOptions& o) {
   AddCommonOptions(app, o.common);
-  app->add_option("--from", o.from, "the source layout, in any notation")->required();
-  app->add_option("--to", o.to, "the target layout, in any notation")->required();
-  app->add_option("--from-mesh", o.from_mesh, "the source's mesh (default: --mesh)");
-  app->add_option("--to-mesh", o.to_mesh, "the target's mesh (default: --mesh)");
+  app->add_option("--from", o.from, "the source layout, in any notation (@FILE: read from a file)")
+      ->required()
+      ->transform(AtFile());
+  app->add_option("--to", o.to, "the target layout, in any notation (@FILE: read from a file)")
+      ->required()
+      ->transform(AtFile());
+  app->add_option("--from-mesh", o.from_mesh, "the source's mesh (default: --mesh)")->transform(AtFile());
+  app->add_option("--to-mesh", o.to_mesh, "the target's mesh (default: --mesh)")->transform(AtFile());
   app->add_option("--strategy", o.strategy,
                   "auto (cheapest under the cost model), exchange (one ragged all-to-all-v), collectives (structured "
                   "collectives only)")
@@ -174,47 +380,22 @@ void AddPairOptions(CLI::App* app, PairOptions& o) {
                   "where the plan runs, which decides the collectives it may use: any, xla, jax-cpu (no ragged "
                   "exchange), jax-gpu, mpi, nccl (default: any; jax-cpu with --emit hlo|jax)")
       ->check(CLI::IsMember({"any", "xla", "jax-cpu", "jax-gpu", "mpi", "nccl"}));
-  app->add_option("--memory-cap", o.memory_cap,
-                  "most bytes a device may hold during a step, e.g. 65536, 64K, 1.5M, 2G (default: twice its largest "
-                  "source and target shards together)");
-  app->add_option("--alpha-us", o.alpha_us, "latency per message over the network (flat: 1; nodes: 3; torus: 1)");
-  app->add_option("--bandwidth-gbps", o.bandwidth_gbps, "network bandwidth per device, GB/s (25; torus links 45)");
-  app->add_option("--intra-alpha-us", o.intra_alpha_us, "nodes:K: latency per message inside a node (0.5)");
-  app->add_option("--intra-bandwidth-gbps", o.intra_bandwidth_gbps, "nodes:K: bandwidth inside a node, GB/s (450)");
-  app->add_option("--hop-alpha-us", o.hop_alpha_us, "torus: latency per hop (0.1)");
-  app->add_option("--step-latency-us", o.step_latency_us, "fixed cost of each collective step (10)");
-  app->add_option("--copy-bandwidth-gbps", o.copy_bandwidth_gbps, "local copy bandwidth, GB/s (1000)");
+  // Read by MakePlannerOptions.
+  auto text = [app](const char* name, std::optional<std::string>& to, const std::string& help) {
+    AddTextOption(app, name, to, help);
+  };
+  text("--memory-cap", o.memory_cap,
+       "most bytes a device may hold during a step, e.g. 65536, 64K, 1.5M, 2G (default: twice its largest source and "
+       "target shards together)");
+  text("--alpha-us", o.alpha_us, "latency per message over the network (flat: 1; nodes: 3; torus: 1)");
+  text("--bandwidth-gbps", o.bandwidth_gbps, "network bandwidth per device, GB/s (25; torus links 45)");
+  text("--intra-alpha-us", o.intra_alpha_us, "nodes:K: latency per message inside a node (0.5)");
+  text("--intra-bandwidth-gbps", o.intra_bandwidth_gbps, "nodes:K: bandwidth inside a node, GB/s (450)");
+  text("--hop-alpha-us", o.hop_alpha_us, "torus: latency per hop (0.1)");
+  text("--step-latency-us", o.step_latency_us, "fixed cost of each collective step (10)");
+  text("--copy-bandwidth-gbps", o.copy_bandwidth_gbps, "local copy bandwidth, GB/s (1000)");
   app->add_flag("--bandwidth-only", o.bandwidth_only, "zero every latency: plans are priced by bytes alone");
 }
-
-namespace {
-
-// "65536", "64K", "1.5M", "2G" (binary multiples).
-int64_t ParseBytes(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw CliError(kExitBadInput, fmt::format("{}: expected a byte count at column 1 of '{}'", option, Short(text)));
-  }
-  double scale = 1;
-  if (used < text.size()) {
-    const std::string suffix = text.substr(used);
-    if (suffix == "K" || suffix == "KiB") scale = 1024.0;
-    else if (suffix == "M" || suffix == "MiB") scale = 1048576.0;
-    else if (suffix == "G" || suffix == "GiB") scale = 1073741824.0;
-    else
-      throw CliError(kExitBadInput, fmt::format("{}: unknown unit '{}' at column {} of '{}' (expected K, M or G)", option,
-                                                Short(suffix), used + 1, Short(text)));
-  }
-  const double bytes = v * scale;
-  if (!(bytes >= 1) || bytes > 9.0e18)
-    throw CliError(kExitBadInput, fmt::format("{}: '{}' is not a byte count between 1 and 9e18", option, Short(text)));
-  return static_cast<int64_t>(bytes);
-}
-
-}  // namespace
 
 PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, bool emitting) {
   PlannerOptions p;
@@ -222,27 +403,32 @@ PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, 
   Result<Topology> topo = Topology::Parse(o.topology);
   ThrowIfError(topo.status(), "--topology");
   p.topology = *topo;
-  auto positive = [](const std::optional<double>& v, const char* option, bool allow_zero) {
-    if (v && (!(*v >= 0) || (!allow_zero && *v == 0)))
-      throw CliError(kExitBadInput, fmt::format("{}: {} must be {}", option, *v, allow_zero ? ">= 0" : "> 0"));
+  // Latencies from 0 to 1 s, bandwidths from 1 MB/s to 1 PB/s: every modeled time stays finite.
+  auto latency = [](const std::optional<std::string>& v, const char* option) -> std::optional<double> {
+    if (!v) return std::nullopt;
+    return ParseNumber(*v, option, 0, kMaxLatencyUs);
   };
-  positive(o.alpha_us, "--alpha-us", true);
-  positive(o.intra_alpha_us, "--intra-alpha-us", true);
-  positive(o.hop_alpha_us, "--hop-alpha-us", true);
-  positive(o.step_latency_us, "--step-latency-us", true);
-  positive(o.bandwidth_gbps, "--bandwidth-gbps", false);
-  positive(o.intra_bandwidth_gbps, "--intra-bandwidth-gbps", false);
-  positive(o.copy_bandwidth_gbps, "--copy-bandwidth-gbps", false);
-  if (o.alpha_us) p.topology.network().alpha_us = *o.alpha_us;
-  if (o.bandwidth_gbps) p.topology.network().bytes_per_us = *o.bandwidth_gbps * 1000.0;
-  if (o.intra_alpha_us) p.topology.intra_node().alpha_us = *o.intra_alpha_us;
-  if (o.intra_bandwidth_gbps) p.topology.intra_node().bytes_per_us = *o.intra_bandwidth_gbps * 1000.0;
-  if (o.hop_alpha_us) p.topology.network().hop_alpha_us = *o.hop_alpha_us;
-  if (o.step_latency_us) p.topology.step_latency_us() = *o.step_latency_us;
-  if (o.copy_bandwidth_gbps) p.topology.copy_bytes_per_us() = *o.copy_bandwidth_gbps * 1000.0;
+  auto bandwidth = [](const std::optional<std::string>& v, const char* option) -> std::optional<double> {
+    if (!v) return std::nullopt;
+    return ParseNumber(*v, option, kMinBandwidthGbps, kMaxBandwidthGbps);
+  };
+  const std::optional<double> alpha_us = latency(o.alpha_us, "--alpha-us");
+  const std::optional<double> intra_alpha_us = latency(o.intra_alpha_us, "--intra-alpha-us");
+  const std::optional<double> hop_alpha_us = latency(o.hop_alpha_us, "--hop-alpha-us");
+  const std::optional<double> step_latency_us = latency(o.step_latency_us, "--step-latency-us");
+  const std::optional<double> bandwidth_gbps = bandwidth(o.bandwidth_gbps, "--bandwidth-gbps");
+  const std::optional<double> intra_bandwidth_gbps = bandwidth(o.intra_bandwidth_gbps, "--intra-bandwidth-gbps");
+  const std::optional<double> copy_bandwidth_gbps = bandwidth(o.copy_bandwidth_gbps, "--copy-bandwidth-gbps");
+  if (alpha_us) p.topology.network().alpha_us = *alpha_us;
+  if (bandwidth_gbps) p.topology.network().bytes_per_us = *bandwidth_gbps * 1000.0;
+  if (intra_alpha_us) p.topology.intra_node().alpha_us = *intra_alpha_us;
+  if (intra_bandwidth_gbps) p.topology.intra_node().bytes_per_us = *intra_bandwidth_gbps * 1000.0;
+  if (hop_alpha_us) p.topology.network().hop_alpha_us = *hop_alpha_us;
+  if (step_latency_us) p.topology.step_latency_us() = *step_latency_us;
+  if (copy_bandwidth_gbps) p.topology.copy_bytes_per_us() = *copy_bandwidth_gbps * 1000.0;
   if (o.bandwidth_only) p.topology.MakeBandwidthOnly();
   p.target = o.target.empty() ? (emitting ? PlanTarget::kJaxCpu : PlanTarget::kAny) : ParsePlanTarget(o.target).value();
-  if (!o.memory_cap.empty()) p.memory_cap_bytes = ParseBytes(o.memory_cap, "--memory-cap");
+  if (o.memory_cap) p.memory_cap_bytes = ParseByteSize(*o.memory_cap, "--memory-cap");
   p.meshes = pair.meshes;
   return p;
 }

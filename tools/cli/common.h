@@ -24,7 +24,19 @@ inline constexpr int kExitInternal = 3;
 struct CliError : std::runtime_error {
   CliError(int code, const std::string& msg) : std::runtime_error(msg), exit_code(code) {}
   int exit_code;
+  // False on the ranks of an MPI run that leave an error every rank shares to rank 0 to print.
+  bool print = true;
 };
+
+// This process's rank when an MPI launcher (mpirun, mpiexec, srun) started it,
+// read from the launcher's environment; -1 otherwise.
+int LauncherRank();
+// An error message as main prints it: on each line that is not an indented
+// echo of a text, every run of more than 110 characters without a space (a
+// token longer than any quoted through Short) is cut to its first 100, "..."
+// and the punctuation that closed it; a line stops at 500 characters and a
+// message at 20 lines ("..." where cut). Valid UTF-8 whatever the message.
+std::string ShortenMessage(const std::string& message);
 
 struct CommonOptions {
   std::string shape;
@@ -35,12 +47,32 @@ struct CommonOptions {
 };
 
 void AddCommonOptions(CLI::App* app, CommonOptions& o);
+// For text options: a value "@PATH" is replaced by the contents of the file
+// PATH (at most 64 MiB, trailing spaces and newlines removed); an unreadable
+// file is a CLI::ValidationError naming the option.
+const CLI::Validator& AtFile();
+// An option whose value is kept as given, an empty one too: `to` is set when
+// the option is given, and the caller reads (and refuses) the text.
+CLI::Option* AddTextOption(CLI::App* app, const std::string& name, std::optional<std::string>& to,
+                           const std::string& help);
 
 // `text` as error messages quote it: at most 100 characters ("..." where cut),
 // bytes that are not UTF-8 as '?'.
 std::string Short(const std::string& text);
 // "1,2,3" or "[1,2,3]" -> {1,2,3}; throws CliError(2) naming `option` and the column.
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option);
+// A decimal integer in [lo, hi]: "8" -> 8. Throws CliError(2) naming `option`.
+int64_t ParseInteger(const std::string& text, const std::string& option, int64_t lo, int64_t hi);
+// A finite decimal number in [lo, hi]: "0.5", "25", "1e3". No sign, inf or
+// nan. Throws CliError(2) naming `option`.
+double ParseNumber(const std::string& text, const std::string& option, double lo, double hi);
+// The one parser of byte counts (--memory-cap, --max-memory): "65536", "64K",
+// "1.5M", "2G", "1T" (binary units; KiB, MiB, GiB, TiB too), rounded down to a
+// whole byte where a unit is given; without a unit, a whole number. At least 1
+// byte, at most kMaxByteCount. Throws CliError(2) naming `option`, the text
+// and the column.
+inline constexpr int64_t kMaxByteCount = int64_t{1} << 62;
+int64_t ParseByteSize(const std::string& text, const std::string& option);
 // "16,16,16" -> {16,16,16}; "" or "[]" -> rank 0. Throws CliError(2).
 std::vector<int64_t> ParseShape(const std::string& text);
 DType ParseDTypeOrThrow(const std::string& text);
@@ -57,9 +89,10 @@ struct PairOptions {
   std::string strategy = "auto";
   std::string topology = "flat";
   std::string target;  // --for; empty: any (jax-cpu when emitting HLO or JAX)
-  std::string memory_cap;
-  std::optional<double> alpha_us, bandwidth_gbps, intra_alpha_us, intra_bandwidth_gbps, hop_alpha_us, step_latency_us,
-      copy_bandwidth_gbps;
+  // Each set when given, as given (an empty value is refused when read).
+  std::optional<std::string> memory_cap;
+  std::optional<std::string> alpha_us, bandwidth_gbps, intra_alpha_us, intra_bandwidth_gbps, hop_alpha_us,
+      step_latency_us, copy_bandwidth_gbps;
   bool bandwidth_only = false;
 };
 struct LayoutPair {
@@ -69,6 +102,9 @@ struct LayoutPair {
 void AddPairOptions(CLI::App* app, PairOptions& o);
 // A side without a device set of its own ({replicated} with no mesh) takes the other side's.
 LayoutPair LoadPair(const PairOptions& o);
+// The cost flags' ranges: latencies in us, bandwidths in GB/s.
+inline constexpr double kMaxLatencyUs = 1e6;
+inline constexpr double kMinBandwidthGbps = 1e-3, kMaxBandwidthGbps = 1e6;
 // The planner's options from the flags; `emitting` picks jax-cpu when --for is absent. Throws CliError(2).
 PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, bool emitting);
 

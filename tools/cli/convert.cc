@@ -144,7 +144,9 @@ void RegisterConvert(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand("convert", "print a layout in another notation");
   AddCommonOptions(cmd, o->common);
-  cmd->add_option("--sharding", o->sharding, "the layout, in any notation")->required();
+  cmd->add_option("--sharding", o->sharding, "the layout, in any notation (@FILE: read from a file)")
+      ->required()
+      ->transform(AtFile());
   cmd->add_option("--to", o->to, "hlo, hlo-v3, jax, shardy or dtensor")->required();
   cmd->callback([o]() { RunConvert(*o); });
 }

@@ -21,14 +21,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "reshard: error: " << e.what() << "\n";
+    // Under mpirun every rank parses the same command line: rank 0 speaks for all.
+    if (reshard::cli::LauncherRank() <= 0)
+      std::cerr << "reshard: error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
     return reshard::cli::kExitBadInput;
   } catch (const reshard::cli::CliError& e) {
-    std::cerr << "reshard: error: " << e.what() << "\n";
+    if (e.print) std::cerr << "reshard: error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
     return e.exit_code;
   } catch (const std::exception& e) {
-    std::cerr << "reshard: internal error: " << e.what() << "\n";
-    return 3;
+    std::cerr << "reshard: internal error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
+    return reshard::cli::kExitInternal;
   }
   return reshard::cli::ExitCode();
 }

@@ -285,12 +285,33 @@ void WriteTransfers(const Layout& src, const Layout& dst, std::ostream& out) {
   TransferWriter(ex, out).Write();
 }
 
+// Flags that contradict each other, or that the output asked for would ignore, are bad input.
+void CheckFlags(const PlanCliOptions& o) {
+  if (!o.emit.empty() && o.emit != "hlo" && o.emit != "jax" && o.emit != "json")
+    throw CliError(kExitBadInput, fmt::format("--emit: '{}' is not one of hlo, jax, json", Short(o.emit)));
+  const bool emitting = o.emit == "hlo" || o.emit == "jax";
+  if (emitting && o.pair.common.json)
+    throw CliError(kExitBadInput,
+                   fmt::format("--json conflicts with --emit {}, which prints the plan as {} instead; give one "
+                               "of them",
+                               o.emit, o.emit == "hlo" ? "an HLO module" : "a Python module"));
+  if (emitting && o.explain)
+    throw CliError(
+        kExitBadInput,
+        fmt::format("--explain conflicts with --emit {}, which prints the plan alone; give one of them", o.emit));
+  if (o.transfers && !o.pair.common.json && o.emit != "json")
+    throw CliError(kExitBadInput, emitting
+                                      ? fmt::format("--transfers conflicts with --emit {}: it lists the transfers in "
+                                                    "the JSON output (--json)",
+                                                    o.emit)
+                                      : std::string("--transfers lists the transfers in the JSON output; add --json"));
+}
+
 void RunPlan(const PlanCliOptions& o) {
+  CheckFlags(o);
   LayoutPair pair = LoadPair(o.pair);
   const Layout& src = pair.source.layout;
   const Layout& dst = pair.target.layout;
-  if (!o.emit.empty() && o.emit != "hlo" && o.emit != "jax" && o.emit != "json")
-    throw CliError(kExitBadInput, fmt::format("--emit: '{}' is not one of hlo, jax, json", o.emit));
   const bool emitting = o.emit == "hlo" || o.emit == "jax";
   const PlannerOptions options = MakePlannerOptions(o.pair, pair, emitting);
   Result<PlanResult> planned = PlanReshard(src, dst, options);
@@ -399,9 +420,12 @@ void RegisterPlan(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "plan the cheapest sequence of collectives between two layouts");
   AddPairOptions(cmd, o->pair);
-  cmd->add_flag("--transfers", o->transfers,
-                "with --json and a one-step exchange plan: list every transfer with its runs (default: up to 64 devices)");
-  cmd->add_flag("--explain", o->explain, "list the candidate plans the search priced, and the baselines");
+  cmd->add_flag(
+      "--transfers", o->transfers,
+      "with --json and a one-step exchange plan: list every transfer with its runs (default: up to 64 devices); "
+      "requires --json or --emit json");
+  cmd->add_flag("--explain", o->explain,
+                "list the candidate plans the search priced, and the baselines (not with --emit hlo|jax)");
   cmd->add_option("--emit", o->emit,
                   "print the plan as: hlo (an HLO module per device), jax (a Python module with reshard(x, mesh)), "
                   "json (as --json)");

@@ -8,14 +8,16 @@
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "common.h"
-#include "run_report.h"
 #include "reshard/device_program.h"
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/planner.h"
+#include "run_report.h"
 #ifdef RESHARD_HAVE_MPI
 #include "run_mpi.h"
 #endif
@@ -26,10 +28,9 @@ namespace {
 struct RunOptions {
   PairOptions pair;
   int repeat = 5;
-  int threads = 0;
   std::string backend = "in-process";
-  std::string max_memory;
-  std::string transport = "direct";
+  // Each set when given, as given.
+  std::optional<std::string> threads, max_memory, transport;
 };
 
 int64_t PhysicalMemory() {
@@ -37,20 +38,33 @@ int64_t PhysicalMemory() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 34;
 }
 
-// "8G", "512M", "65536" -> bytes (K, M, G: powers of 1024). Throws CliError(2).
-int64_t ParseSize(const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
+// run's own flags, checked: the same answer on every rank of an MPI run.
+struct RunFlags {
+  int threads = 0;         // 0: the hardware's count
+  int64_t max_memory = 0;  // 0: the default limit
+  Transport transport = Transport::kDirect;
+};
+
+RunFlags CheckRunFlags(const RunOptions& o) {
+  if (o.repeat < 1) throw CliError(kExitBadInput, "--repeat must be at least 1");
+  if (o.backend == "mpi" && o.threads)
+    throw CliError(kExitBadInput,
+                   "--threads applies to --backend in-process only (each MPI rank copies on one thread)");
+  if (o.backend == "mpi" && o.transport)
+    throw CliError(kExitBadInput,
+                   "--transport applies to --backend in-process only (--backend mpi picks an MPI transport "
+                   "for each step)");
+  RunFlags f;
+  if (o.threads) {
+    try {
+      f.threads = static_cast<int>(ParseInteger(*o.threads, "--threads", 1, kMaxThreads));
+    } catch (const CliError& e) {
+      throw CliError(e.exit_code, std::string(e.what()) + " (leave --threads out for the hardware's count)");
+    }
   }
-  const std::string unit = used ? text.substr(used) : "";
-  const double scale = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
-  if (!used || scale < 0 || v <= 0 || v * scale > 9e18)
-    throw CliError(kExitBadInput, fmt::format("--max-memory: '{}' is not a size such as 65536, 64K, 1.5M or 8G", text));
-  return static_cast<int64_t>(v * scale);
+  if (o.max_memory) f.max_memory = ParseByteSize(*o.max_memory, "--max-memory");
+  if (o.transport == "staged") f.transport = Transport::kStaged;
+  return f;
 }
 
 // A progress bar on stderr, only when stderr is a terminal.
@@ -73,20 +87,27 @@ class Progress {
 };
 
 void RunRun(const RunOptions& o) {
-  if (o.repeat < 1) throw CliError(kExitBadInput, "--repeat must be at least 1");
   if (o.backend == "mpi") {
 #ifdef RESHARD_HAVE_MPI
-    RunMpi(o.pair, LoadPair(o.pair), o.repeat, o.max_memory.empty() ? 0 : ParseSize(o.max_memory));
+    // Everything a rank reads off its command line is checked inside RunMpi,
+    // where every rank learns of any rank's error.
+    RunMpi(o.repeat, o.pair.common.json, [&o]() {
+      const RunFlags f = CheckRunFlags(o);
+      LayoutPair pair = LoadPair(o.pair);
+      PlannerOptions planner = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
+      return MpiRequest{std::move(pair), std::move(planner), f.max_memory};
+    });
     return;
 #else
     throw CliError(kExitUnmet, "this reshard was built without MPI (configure with -DRESHARD_WITH_MPI=ON and run under mpirun)");
 #endif
   }
+  const RunFlags flags = CheckRunFlags(o);
   LayoutPair pair = LoadPair(o.pair);
   // Size limits first, from the layouts alone: nothing is planned or allocated
   // unless the buffers (source, target, and send buffers up to the source's
   // size) fit.
-  const int64_t limit = o.max_memory.empty() ? PhysicalMemory() / 10 * 7 : ParseSize(o.max_memory);
+  const int64_t limit = flags.max_memory > 0 ? flags.max_memory : PhysicalMemory() / 10 * 7;
   const int64_t src_bytes = TotalLocalBytes(pair.source.layout), dst_bytes = TotalLocalBytes(pair.target.layout);
   const int64_t need = 2 * src_bytes + dst_bytes;
   if (need > limit)
@@ -112,29 +133,34 @@ void RunRun(const RunOptions& o) {
     fill[i] = src[i].span();
     targets[i] = dst[i].span();
   }
-  FillSources(p, fill, o.threads);
   ExecOptions eo;
-  eo.threads = o.threads;
-  eo.transport = o.transport == "staged" ? Transport::kStaged : Transport::kDirect;
+  eo.threads = flags.threads;
+  eo.transport = flags.transport;
   std::unique_ptr<Executor> executor = MakeInProcessExecutor(eo);
+  // Threads the system cannot start are a request it cannot meet, not a bug.
+  auto check = [](const Status& s) {
+    if (s.code() == Status::Code::kUnavailable) ThrowIfError(s, "executing (fewer --threads may fit)", kExitUnmet);
+    ThrowIfError(s, "executing", kExitInternal);
+  };
+  FillSources(p, fill, flags.threads);
   // One warm-up run (first touch of the send buffers), then the timed runs; the best counts.
   Result<ExecStats> stats = executor->Run(p, sources, targets);
-  ThrowIfError(stats.status(), "executing", kExitInternal);
+  check(stats.status());
   double best = stats->seconds;
   {
     Progress progress(o.repeat);
     for (int r = 0; r < o.repeat; ++r) {
       stats = executor->Run(p, sources, targets);
-      ThrowIfError(stats.status(), "executing", kExitInternal);
+      check(stats.status());
       best = r == 0 ? stats->seconds : std::min(best, stats->seconds);
       progress.Update(r + 1);
     }
   }
   std::vector<std::span<const std::byte>> results(targets.begin(), targets.end());
-  const TagCheck check = CheckTargets(p, results, o.threads);
-  const bool verified = check.mismatches == 0;
+  const TagCheck tags = CheckTargets(p, results, flags.threads);
+  const bool verified = tags.mismatches == 0;
   const int64_t moved = stats->bytes_moved;
-  const RunFigures f = MakeRunFigures(moved, best, MeasureMemcpyGbps(moved, o.threads, o.repeat), verified);
+  const RunFigures f = MakeRunFigures(moved, best, MeasureMemcpyGbps(moved, flags.threads, o.repeat), verified);
   const double gbps = f.gbps, memcpy_gbps = f.memcpy_gbps, fraction = f.fraction_of_memcpy;
   const std::vector<std::string> ops = planned->plan.OpNames();
   if (o.pair.common.json) {
@@ -143,10 +169,10 @@ void RunRun(const RunOptions& o) {
                                     {"steps", ops},
                                     {"bytes_sent", stats->bytes_sent},
                                     {"peak_bytes", stats->peak_bytes},
-                                    {"elements_checked", check.checked},
+                                    {"elements_checked", tags.checked},
                                     {"repeat", o.repeat},
-                                    {"transport", o.transport},
-                                    {"problem", check.first_problem}});
+                                    {"transport", flags.transport == Transport::kStaged ? "staged" : "direct"},
+                                    {"problem", tags.first_problem}});
     std::cout << j.dump() << "\n";
   } else {
     std::cout << fmt::format(
@@ -156,7 +182,7 @@ void RunRun(const RunOptions& o) {
         Plural(static_cast<int64_t>(ops.size()), "step"),
         ops.empty() ? std::string("a local copy") : fmt::format("{}", fmt::join(ops, ", ")), o.repeat, best, gbps,
         memcpy_gbps, 100 * fraction, FormatBytes(stats->peak_bytes));
-    if (!verified) std::cout << fmt::format("{} mismatches; {}\n", check.mismatches, check.first_problem);
+    if (!verified) std::cout << fmt::format("{} mismatches; {}\n", tags.mismatches, tags.first_problem);
   }
   if (!verified) ExitCode() = kExitUnmet;
 }
@@ -169,20 +195,24 @@ void RegisterRun(CLI::App& app) {
       "run", "plan as plan does, execute the plan on real buffers, check every element and report the bandwidth");
   AddPairOptions(cmd, o->pair);
   cmd->add_option("--repeat", o->repeat, "timed runs after one warm-up; the best counts")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "copy threads (default: the hardware's count)");
+  // Read by CheckRunFlags.
+  auto text = [cmd](const char* name, std::optional<std::string>& to, const std::string& help) {
+    return AddTextOption(cmd, name, to, help);
+  };
+  text("--threads", o->threads,
+       fmt::format("in-process: copy threads, 1 to {} (default: the hardware's count)", kMaxThreads));
   cmd->add_option("--backend", o->backend,
                   "in-process (every device in this process) or mpi (under mpirun: device d is rank d; each rank "
                   "holds only its own buffers)")
       ->check(CLI::IsMember({"in-process", "mpi"}))
       ->capture_default_str();
-  cmd->add_option("--transport", o->transport,
-                  "in-process: direct (one copy per message, sender's buffer to receiver's) or staged (pack into a "
-                  "send buffer, unpack from it: the path MPI and NCCL take)")
-      ->check(CLI::IsMember({"direct", "staged"}))
-      ->capture_default_str();
-  cmd->add_option("--max-memory", o->max_memory,
-                  "refuse, before planning, runs whose buffers need more, e.g. 8G (default: 70% of physical memory; "
-                  "with mpi, per rank, 70% over the ranks)");
+  text("--transport", o->transport,
+       "in-process: direct (one copy per message, sender's buffer to receiver's; the default) or staged (pack into a "
+       "send buffer, unpack from it: the path MPI and NCCL take)")
+      ->check(CLI::IsMember({"direct", "staged"}));
+  text("--max-memory", o->max_memory,
+       "refuse, before planning, runs whose buffers need more, e.g. 8G (default: 70% of physical memory; with mpi, "
+       "per rank, 70% over the ranks)");
   cmd->callback([o]() { RunRun(*o); });
 }
 

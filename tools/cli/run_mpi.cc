@@ -1,21 +1,25 @@
 // reshard run --backend mpi: the MPI backend (reshard/mpi.h) on tagged data.
 #include "run_mpi.h"
 
-#include "run_report.h"
-
 #include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "reshard/exec_checker.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/mpi.h"
+#include "reshard/planner.h"
+#include "run_report.h"
 
 namespace reshard::cli {
 namespace {
@@ -50,38 +54,171 @@ int64_t SumOver(int64_t v) {
   return out;
 }
 
+uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
+uint64_t MixText(uint64_t h, std::string_view text) {
+  for (char c : text) h = Mix(h, static_cast<unsigned char>(c));
+  return Mix(h, text.size());
+}
+
+// Runs `f` on every rank. When it throws on any rank, every rank throws the
+// error of the lowest failing rank, printed by rank 0 alone: "rank K: " before
+// it unless every rank failed with that same message.
+void Agreed(const MpiSession& mpi, const std::function<void()>& f) {
+  int code = 0;
+  std::string msg;
+  try {
+    f();
+  } catch (const CliError& e) {
+    code = e.exit_code;
+    msg = e.what();
+  } catch (const std::exception& e) {
+    code = kExitInternal;
+    msg = fmt::format("internal error: {}", e.what());
+  }
+  const int64_t h = code == 0 ? 0 : static_cast<int64_t>(MixText(static_cast<uint64_t>(code), msg) >> 2);
+  // The lowest failing rank; whether every rank failed; the least and (negated) the greatest message hash.
+  int64_t v[4] = {code != 0 ? mpi.rank() : mpi.size(), code != 0 ? 1 : 0, h, -h};
+  MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (v[0] == mpi.size()) return;
+  const int first = static_cast<int>(v[0]);
+  const bool alike = v[1] == 1 && v[2] == -v[3];
+  int header[2] = {code, static_cast<int>(msg.size())};
+  MPI_Bcast(header, 2, MPI_INT, first, MPI_COMM_WORLD);
+  msg.resize(static_cast<size_t>(header[1]));
+  MPI_Bcast(msg.data(), header[1], MPI_CHAR, first, MPI_COMM_WORLD);
+  CliError e(header[0], alike ? msg : fmt::format("rank {}: {}", first, msg));
+  e.print = mpi.rank() == 0;
+  throw e;
+}
+
+// "rank 3", "ranks 0 and 2", "ranks 0, 2 and 5", "ranks 0, 1, 2, ... (12 ranks)".
+std::string RankList(const std::vector<int>& ranks) {
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
+  if (ranks.size() > 6)
+    return fmt::format("ranks {}, {}, {}, ... ({} ranks)", ranks[0], ranks[1], ranks[2], ranks.size());
+  const std::vector<int> head(ranks.begin(), ranks.end() - 1);
+  return fmt::format("ranks {} and {}", fmt::join(head, ", "), ranks.back());
+}
+
+// What the ranks must share to run together: the layouts, the planner's options, the repeat count.
+uint64_t RequestHash(const MpiRequest& r, int repeat) {
+  uint64_t h = Mix(0xcbf29ce484222325ull, r.pair.source.layout.Hash());  // in order: source, then target
+  h = Mix(h, r.pair.target.layout.Hash());
+  h = Mix(h, static_cast<uint64_t>(r.planner.strategy));
+  h = Mix(h, static_cast<uint64_t>(r.planner.target));
+  h = Mix(h, static_cast<uint64_t>(r.planner.memory_cap_bytes));
+  h = MixText(h, r.planner.topology.ToString());
+  for (const Mesh& m : r.planner.meshes) h = MixText(h, m.ToString());
+  return Mix(h, static_cast<uint64_t>(repeat));
+}
+
+// Collective: throws the same CliError on every rank (printed by rank 0)
+// unless every rank holds `hash`. It names the ranks that differ from the
+// version most ranks hold; without one version held by more ranks than any
+// other, rank 0 and the first rank that differs from it.
+void CheckSameOnEveryRank(const MpiSession& mpi, uint64_t hash) {
+  std::vector<uint64_t> all(static_cast<size_t>(mpi.size()));
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  std::map<uint64_t, int> count;
+  for (uint64_t h : all) ++count[h];
+  if (count.size() == 1) return;
+  int most = 0, holders_of_most = 0;
+  uint64_t common = 0;
+  for (const auto& [h, c] : count) {
+    if (c > most) {
+      most = c;
+      common = h;
+      holders_of_most = 1;
+    } else if (c == most) {
+      ++holders_of_most;
+    }
+  }
+  const char* rule = "(every rank must be given the same layouts and options)";
+  std::string msg;
+  if (holders_of_most == 1) {
+    std::vector<int> odd;
+    for (int k = 0; k < mpi.size(); ++k)
+      if (all[static_cast<size_t>(k)] != common) odd.push_back(k);
+    msg = fmt::format("{} {} given other layouts or options than the other {} {}", RankList(odd),
+                      odd.size() == 1 ? "was" : "were", Plural(mpi.size() - static_cast<int64_t>(odd.size()), "rank"),
+                      rule);
+  } else {
+    size_t other = 1;
+    while (all[other] == all[0]) ++other;
+    msg = fmt::format("rank 0 and rank {} were given different layouts or options {}", other, rule);
+  }
+  CliError e(kExitBadInput, msg);
+  e.print = mpi.rank() == 0;
+  throw e;
+}
+
 }  // namespace
 
-void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t max_memory) {
+void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
+  // Read before MPI_Init: whether a launcher started this process (a
+  // singleton's MPI_Init may set variables of its own).
+  const bool launched = LauncherRank() >= 0;
   MpiSession mpi;
-  const Layout& source = pair.source.layout;
-  const Layout& target = pair.target.layout;
-  // Size limits first, the same answer on every rank: the busiest rank's
-  // buffers (source, target, and staging up to as much again).
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  const int64_t physical = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 34;
-  const int64_t limit = max_memory > 0 ? max_memory : physical / 10 * 7 / mpi.size();
-  const int64_t need = 2 * (MaxLocalBytes(source) + MaxLocalBytes(target));
-  if (need > limit)
-    throw CliError(kExitUnmet, fmt::format("one rank's buffers need about {}, more than the limit of {} per rank "
-                                           "(--max-memory)",
-                                           FormatBytes(need), FormatBytes(limit)));
-  MpiOptions options;
-  options.planner = MakePlannerOptions(o, pair, /*emitting=*/false);
-  Result<MpiReshard> created = MpiReshard::Create(MPI_COMM_WORLD, source, target, options);
-  ThrowIfError(created.status(), "",
-               created.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+  // 1. Every rank reads its command line ...
+  std::optional<MpiRequest> request;
+  Agreed(mpi, [&]() { request.emplace(prepare()); });
+  // 2. ... and every rank was given the same one.
+  CheckSameOnEveryRank(mpi, RequestHash(*request, repeat));
+  const Layout& source = request->pair.source.layout;
+  const Layout& target = request->pair.target.layout;
+  // 3. The ranks it needs, the memory and the plan: the same answer on every
+  // rank (but for the memory limit, where ranks run on different machines).
+  std::optional<PlanResult> planned;
+  Agreed(mpi, [&]() {
+    int64_t last = -1;
+    for (const Layout* l : {&source, &target})
+      if (!l->devices().empty()) last = std::max(last, *std::max_element(l->devices().begin(), l->devices().end()));
+    if (last >= mpi.size()) {
+      std::string msg = fmt::format("the layouts name device {}, but the communicator has {} (device d runs on rank d)",
+                                    last, Plural(mpi.size(), "rank"));
+      if (!launched)
+        msg += fmt::format(
+            "; this process was not started by an MPI launcher: run it as mpirun -np {} reshard run "
+            "--backend mpi ...",
+            last + 1);
+      throw CliError(kExitBadInput, msg);
+    }
+    // Size limits before planning: the busiest rank's buffers (source,
+    // target, and staging up to as much again).
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    const int64_t physical = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 34;
+    const int64_t limit = request->max_memory > 0 ? request->max_memory : physical / 10 * 7 / mpi.size();
+    const int64_t need = 2 * (MaxLocalBytes(source) + MaxLocalBytes(target));
+    if (need > limit)
+      throw CliError(kExitUnmet, fmt::format("one rank's buffers need about {}, more than the limit of {} per rank "
+                                             "(--max-memory)",
+                                             FormatBytes(need), FormatBytes(limit)));
+    Result<PlanResult> p = PlanReshard(source, target, request->planner);
+    ThrowIfError(p.status(), "", p.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+    planned.emplace(std::move(p).value());
+  });
+  // 4. Creating is collective and agrees on its errors itself: rank 0 prints them.
+  Result<MpiReshard> created = MpiReshard::Create(MPI_COMM_WORLD, planned->plan);
+  try {
+    ThrowIfError(created.status(), "",
+                 created.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+  } catch (CliError& e) {
+    e.print = mpi.rank() == 0;
+    throw;
+  }
   MpiReshard& r = *created;
   HostBuffer src(r.source_bytes()), dst(r.target_bytes());
   FillTags(source, mpi.rank(), src.span());
 
+  // A failure while running is this rank's own: it prints it, with its rank.
+  const std::string executing = fmt::format("rank {}: executing", mpi.rank());
   Result<MpiRunStats> stats = r.Execute(src.span(), dst.span());  // warm-up: first touch of every buffer
-  ThrowIfError(stats.status(), "executing", kExitInternal);
+  ThrowIfError(stats.status(), executing, kExitInternal);
   double best = 0, own_best = 0;
   for (int k = 0; k < repeat; ++k) {
     MPI_Barrier(MPI_COMM_WORLD);
     stats = r.Execute(src.span(), dst.span());
-    ThrowIfError(stats.status(), "executing", kExitInternal);
+    ThrowIfError(stats.status(), executing, kExitInternal);
     const double slowest = MaxOver(stats->seconds);
     best = k == 0 ? slowest : std::min(best, slowest);
     own_best = k == 0 ? stats->seconds : std::min(own_best, stats->seconds);
@@ -108,8 +245,10 @@ void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t ma
   const RunFigures f = MakeRunFigures(moved, best, memcpy_seconds > 0 ? static_cast<double>(moved) / memcpy_seconds / 1e9 : 0,
                                       verified);
   const double gbps = f.gbps, memcpy_gbps = f.memcpy_gbps, fraction = f.fraction_of_memcpy;
-  const std::vector<std::string> transports = r.step_transports();
-  if (o.common.json) {
+  // A plan without steps is one local copy on each rank: no transport.
+  const std::vector<std::string>& ops = r.step_ops();
+  const std::vector<std::string> transports = ops.empty() ? std::vector<std::string>{} : r.step_transports();
+  if (json) {
     nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
     for (int k = 0; k < mpi.size(); ++k) {
       const size_t i = static_cast<size_t>(k);
@@ -120,7 +259,7 @@ void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t ma
     }
     nlohmann::ordered_json j = RunJson("mpi", f);
     j.update(nlohmann::ordered_json{{"ranks", mpi.size()},
-                                    {"steps", r.step_ops()},
+                                    {"steps", ops},
                                     {"transports", transports},
                                     {"bytes_sent", sent},
                                     {"elements_checked", checked},
@@ -130,11 +269,13 @@ void RunMpi(const PairOptions& o, const LayoutPair& pair, int repeat, int64_t ma
     return;
   }
   std::cout << fmt::format(
-      "{}: {} into target buffers ({} as messages) on {} ranks, {} ({}, over {}); best of {}: {:.6f} s, {:.2f} GB/s "
+      "{}: {} into target buffers ({} as messages) on {}, {} ({}); best of {}: {:.6f} s, {:.2f} GB/s "
       "in total; memcpy of the same bytes on every rank at once {:.2f} GB/s ({:.0f}%)\n",
-      verified ? "verified" : "FAILED", FormatBytes(moved), FormatBytes(sent), mpi.size(),
-      Plural(static_cast<int64_t>(r.step_ops().size()), "step"), fmt::join(r.step_ops(), ", "),
-      fmt::join(transports, ", "), repeat, best, gbps, memcpy_gbps, 100 * fraction);
+      verified ? "verified" : "FAILED", FormatBytes(moved), FormatBytes(sent), Plural(mpi.size(), "rank"),
+      Plural(static_cast<int64_t>(ops.size()), "step"),
+      ops.empty() ? std::string("a local copy")
+                  : fmt::format("{}, over {}", fmt::join(ops, ", "), fmt::join(transports, ", ")),
+      repeat, best, gbps, memcpy_gbps, 100 * fraction);
   for (int k = 0; k < mpi.size(); ++k) {
     const size_t i = static_cast<size_t>(k);
     std::cout << fmt::format("  rank {:>3}: {} in {:.6f} s, {:.2f} GB/s\n", k, FormatBytes(moved_by[i]), seconds_by[i],

@@ -4,18 +4,31 @@
 #define RESHARD_TOOLS_CLI_RUN_MPI_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "common.h"
 
 namespace reshard::cli {
 
-// Runs `pair` over MPI_COMM_WORLD (MPI initialized and finalized here): every
-// rank plans alike, fills its source part with tags, runs one warm-up and
-// `repeat` timed runs, and checks its target part exactly. Rank 0 prints the
-// report (per rank and in total, or the JSON object). `max_memory` bounds
-// the bytes one rank's buffers need (0: 70% of physical memory over the ranks).
-// Throws CliError on every rank alike.
-void RunMpi(const PairOptions& options, const LayoutPair& pair, int repeat, int64_t max_memory);
+// What a rank reads off its command line.
+struct MpiRequest {
+  LayoutPair pair;
+  PlannerOptions planner;
+  int64_t max_memory = 0;  // bytes one rank's buffers may need; 0: 70% of physical memory over the ranks
+};
+
+// Runs a reshard over MPI_COMM_WORLD (MPI initialized and finalized here):
+// every rank calls `prepare`, checks the request (the ranks it needs, its
+// memory, that every rank was given the same one) and plans it, then fills its
+// source part with tags, runs one warm-up and `repeat` timed runs, and checks
+// its target part exactly. Rank 0 prints the report (per rank and in total, or
+// the JSON object).
+//
+// Errors: until the run starts, an error on any rank is thrown on every rank
+// alike (CliError::print only on rank 0): the message of the lowest failing
+// rank, prefixed "rank K: " unless every rank failed with that message. An
+// error while running is thrown by the rank that met it, prefixed with its rank.
+void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare);
 
 }  // namespace reshard::cli
 

@@ -174,6 +174,9 @@ void WriteJson(const ParsedLayout& p, const std::vector<int64_t>& shape, DType d
 }
 
 void RunShow(const ShowOptions& o) {
+  if (o.common.json && !o.dims.empty())
+    throw CliError(kExitBadInput,
+                   "--dims conflicts with --json: it picks the dims of the picture, which --json leaves out");
   const std::vector<int64_t> shape = ParseShape(o.common.shape);
   const DType dtype = ParseDTypeOrThrow(o.common.dtype);
   const std::optional<Mesh> mesh = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
@@ -225,8 +228,10 @@ void RegisterShow(CLI::App& app) {
   auto o = std::make_shared<ShowOptions>();
   CLI::App* cmd = app.add_subcommand("show", "describe a layout: per device its boxes and bytes, and a picture");
   AddCommonOptions(cmd, o->common);
-  cmd->add_option("--sharding", o->sharding, "the layout, in any notation")->required();
-  cmd->add_option("--dims", o->dims, "two dims to draw, e.g. 0,2 (default 0,1 for 2-D arrays)");
+  cmd->add_option("--sharding", o->sharding, "the layout, in any notation (@FILE: read from a file)")
+      ->required()
+      ->transform(AtFile());
+  cmd->add_option("--dims", o->dims, "two dims to draw, e.g. 0,2 (default 0,1 for 2-D arrays; not with --json)");
   cmd->callback([o]() { RunShow(*o); });
 }
 
