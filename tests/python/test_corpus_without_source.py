@@ -29,6 +29,6 @@ def test_counts_after_the_cases():
         pytest.skip("only %d of %d cases ran" % (len(_VERDICTS), len(CASES)))
     assert len(CASES) == 89
     better = sum(o < x for o, x in _VERDICTS.values())
-    print("corpus without source=: %d cases, %d strictly fewer bytes than XLA, %d equal, 0 more" %
+    print("\ncorpus without source=: %d cases, %d strictly fewer bytes than XLA, %d equal, 0 more" %
           (len(CASES), better, len(CASES) - better))
     assert better >= 25
