@@ -16,7 +16,7 @@ endfunction()
 # An empty argument does not survive ${ARGN}: pass such commands through sh -c.
 function(cli_error_test name code regex)
   add_test(NAME cli.${name} COMMAND ${CMAKE_COMMAND} -DEXPECT=${code} "-DSTDERR=${regex}" -DMAX_BYTES=1000 -DERRORS=1
-           -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_error.cmake -- ${ARGN})
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.cmake -- ${ARGN})
 endfunction()
 
 cli_test(plan_json "\"devices\":8,.*\"steps\":\\[{\"op\":\"all-to-all\".*\"stats\":{\"collectives\":1,.*\"max_send_bytes\":1792,\"max_recv_bytes\":1792,\"total_bytes\":14336,.*\"lower_bound\":{\"max_recv_bytes\":1792,\"total_bytes\":14336},\"baseline_full_remat\":{\"max_recv_bytes\":14336,\"total_bytes\":114688,\"peak_bytes\":16384}"
