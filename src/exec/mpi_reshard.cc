@@ -32,26 +32,82 @@ Status MpiCall(int rc, const char* what) {
   return Status::Internal(fmt::format("{} failed: {}", what, std::string_view(text, static_cast<size_t>(len))));
 }
 
-// Every rank learns whether any rank failed, and all return the status of the
-// lowest failing rank, named: the one way errors leave a collective call, so
-// no rank goes on to a collective the others skip.
-Status Agree(MPI_Comm comm, int rank, int size, const Status& local) {
-  int mine = local.ok() ? size : rank, first = size;
-  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce"));
-  if (first == size) return Status::Ok();
-  std::string msg = local.message();
-  int header[2] = {static_cast<int>(local.code()), static_cast<int>(msg.size())};
-  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(header, 2, MPI_INT, first, comm), "MPI_Bcast"));
-  msg.resize(static_cast<size_t>(header[1]));
-  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(msg.data(), header[1], MPI_CHAR, first, comm), "MPI_Bcast"));
-  return FromCode(static_cast<Status::Code>(header[0]), fmt::format("rank {}: {}", first, msg));
-}
-
 uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
 
 uint64_t MixText(uint64_t h, std::string_view text) {
   for (char c : text) h = Mix(h, static_cast<unsigned char>(c));
   return Mix(h, text.size());
+}
+
+// Every rank learns whether any rank failed, and all return the status of the
+// lowest failing rank: "rank K: " before its message unless every rank failed
+// with that same code and message (an error every rank shares names none).
+// The one way errors leave a collective call, so no rank goes on to a
+// collective the others skip.
+Status Agree(MPI_Comm comm, int rank, int size, const Status& local) {
+  const int64_t h = local.ok() ? 0 : static_cast<int64_t>(MixText(static_cast<uint64_t>(local.code()), local.message()) >> 2);
+  // The lowest failing rank; whether every rank failed; the least and (negated) the greatest message hash.
+  int64_t v[4] = {local.ok() ? size : rank, local.ok() ? 0 : 1, h, -h};
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_INT64_T, MPI_MIN, comm), "MPI_Allreduce"));
+  if (v[0] == size) return Status::Ok();
+  const int first = static_cast<int>(v[0]);
+  const bool shared = v[1] == 1 && v[2] == -v[3];
+  std::string msg = local.message();
+  int header[2] = {static_cast<int>(local.code()), static_cast<int>(msg.size())};
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(header, 2, MPI_INT, first, comm), "MPI_Bcast"));
+  msg.resize(static_cast<size_t>(header[1]));
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(msg.data(), header[1], MPI_CHAR, first, comm), "MPI_Bcast"));
+  return FromCode(static_cast<Status::Code>(header[0]), shared ? msg : fmt::format("rank {}: {}", first, msg));
+}
+
+// "rank 3", "ranks 0 and 2", "ranks 0, 2 and 5", "ranks 0, 1, 2, ... (12 ranks)".
+std::string RankList(const std::vector<int>& ranks) {
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
+  if (ranks.size() > 6) return fmt::format("ranks {}, {}, {}, ... ({} ranks)", ranks[0], ranks[1], ranks[2], ranks.size());
+  const std::vector<int> head(ranks.begin(), ranks.end() - 1);
+  return fmt::format("ranks {} and {}", fmt::join(head, ", "), ranks.back());
+}
+
+// InvalidArgument on every rank unless every rank passes the same `hash` of
+// what the ranks must share (`what`: "layouts or options"). It names the
+// ranks that differ from the version most ranks hold ("rank 2's layouts or
+// options differ from the others'"); where no version is held by more ranks
+// than any other (two ranks that differ), rank 0 and the first rank that
+// differs from it ("rank 0's and rank 1's layouts or options differ").
+Status CheckSame(MPI_Comm comm, int size, uint64_t hash, std::string_view what) {
+  std::vector<uint64_t> all(static_cast<size_t>(size));
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm), "MPI_Allgather"));
+  std::vector<uint64_t> sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.front() == sorted.back()) return Status::Ok();
+  // The version most ranks hold, and whether another is held as often.
+  uint64_t common = 0;
+  size_t most = 0;
+  bool tie = false;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+    if (j - i > most) {
+      most = j - i;
+      common = sorted[i];
+      tie = false;
+    } else if (j - i == most) {
+      tie = true;
+    }
+    i = j;
+  }
+  const char* rule = "(every rank must pass the same layouts, plan and options)";
+  if (tie) {
+    size_t other = 1;
+    while (all[other] == all[0]) ++other;
+    return Status::InvalidArgument(fmt::format("rank 0's and rank {}'s {} differ {}", other, what, rule));
+  }
+  std::vector<int> odd;
+  for (int k = 0; k < size; ++k)
+    if (all[static_cast<size_t>(k)] != common) odd.push_back(k);
+  return Status::InvalidArgument(odd.size() == 1 ? fmt::format("rank {}'s {} differ from the others' {}", odd[0], what, rule)
+                                                 : fmt::format("the {} of {} differ from the others' {}", what,
+                                                               RankList(odd), rule));
 }
 
 // What the ranks must share to run a plan together: each step's op, groups,
@@ -514,13 +570,9 @@ Status MpiReshard::State::Begin(MPI_Comm user, const MpiOptions& o, uint64_t has
   // Leading dimensions may differ by rank, orders may not: messages are
   // staged in the source buffers' order (device_program.h).
   hash = Mix(hash, static_cast<uint64_t>(options.source_format.order) * 2 + static_cast<uint64_t>(options.target_format.order));
-  uint64_t root = hash;
-  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, st.comm), "MPI_Bcast"));
-  Status same = root == hash ? Status::Ok()
-                             : Status::InvalidArgument("its layouts or options differ from rank 0's (every rank must pass "
-                                                       "the same layouts, plan and transport)");
-  Status local = same;
-  if (same.ok() && options.max_message_bytes < 1)
+  RESHARD_RETURN_IF_ERROR(CheckSame(st.comm, st.size, hash, "layouts or options"));
+  Status local = Status::Ok();
+  if (options.max_message_bytes < 1)
     local = Status::InvalidArgument(fmt::format("max_message_bytes is {}; it must be at least 1", options.max_message_bytes));
   return Agree(st.comm, st.rank, st.size, local);
 }
@@ -540,12 +592,7 @@ Result<MpiReshard> MpiReshard::Create(MPI_Comm comm, const Layout& source, const
   const CollectivePlan& plan = planned->plan;
   std::vector<Layout> layouts = {plan.source()};
   for (const PlanStep& s : plan.steps()) layouts.push_back(s.output);
-  const uint64_t hash = PlanHash(plan);
-  uint64_t root = hash;
-  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Bcast(&root, 1, MPI_UINT64_T, 0, st->comm), "MPI_Bcast"));
-  RESHARD_RETURN_IF_ERROR(Agree(st->comm, st->rank, st->size,
-                                root == hash ? Status::Ok()
-                                             : Status::InvalidArgument("its planner options give another plan than rank 0's")));
+  RESHARD_RETURN_IF_ERROR(CheckSame(st->comm, st->size, PlanHash(plan), "planner options (their plans)"));
   if (layouts.size() == 1) layouts.push_back(plan.target());
   RESHARD_RETURN_IF_ERROR(st->Prepare(layouts, plan.OpNames(), &plan));
   return MpiReshard(std::move(st));
@@ -620,47 +667,66 @@ Status MpiReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in,
   const DeviceProgram& p = s.program;
   const int64_t chunk = options.max_message_bytes;
   // Receives first, every chunk of every message. Chunks of one message go in
-  // order on one tag: MPI never lets messages of one (source, tag) overtake.
-  std::vector<MPI_Request> recvs;
-  std::vector<int32_t> chunk_message;
-  std::vector<int64_t> chunks_left(s.recv_rank.size(), 0);
-  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+  // order on one tag: MPI never lets messages of one (source, tag) overtake,
+  // so when a message's last chunk has arrived, its earlier chunks have been
+  // matched. Only the last chunks are waited on together (MPI_Waitsome scans
+  // every request it is given each time: with every chunk's request, time
+  // grew with the square of the chunks); the earlier ones are then completed
+  // message by message.
+  const size_t messages = s.recv_rank.size();
+  std::vector<MPI_Request> last(messages, MPI_REQUEST_NULL), earlier;
+  std::vector<size_t> earlier_begin(messages + 1, 0);  // message m's earlier chunks: [begin[m], begin[m + 1])
+  int64_t unpacked = 0;
+  for (size_t m = 0; m < messages; ++m) {
     for (int64_t off = 0; off < p.recv_count[m]; off += chunk) {
       const int len = static_cast<int>(std::min(chunk, p.recv_count[m] - off));
-      MPI_Request r;
+      if (last[m] != MPI_REQUEST_NULL) earlier.push_back(last[m]);
       RESHARD_RETURN_IF_ERROR(MpiCall(
-          MPI_Irecv(recv.data() + p.recv_offset[m] + off, len, MPI_BYTE, s.recv_rank[m], 0, comm, &r), "MPI_Irecv"));
-      recvs.push_back(r);
-      chunk_message.push_back(static_cast<int32_t>(m));
-      ++chunks_left[m];
+          MPI_Irecv(recv.data() + p.recv_offset[m] + off, len, MPI_BYTE, s.recv_rank[m], 0, comm, &last[m]), "MPI_Irecv"));
+    }
+    earlier_begin[m + 1] = earlier.size();
+    if (p.recv_count[m] == 0) {  // nothing to wait for
+      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out);
+      ++unpacked;
     }
   }
-  std::vector<int> done(recvs.size());
-  int64_t unpacked = 0;
+  std::vector<int> done(messages);
   // Unpacks every message whose chunks have all arrived; waits for at least one when `block`.
   auto drain = [&](bool block) -> Status {
     int count = 0;
     if (block)
-      RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Waitsome(static_cast<int>(recvs.size()), recvs.data(), &count, done.data(),
-                                                   MPI_STATUSES_IGNORE),
-                                      "MPI_Waitsome"));
+      RESHARD_RETURN_IF_ERROR(MpiCall(
+          MPI_Waitsome(static_cast<int>(messages), last.data(), &count, done.data(), MPI_STATUSES_IGNORE), "MPI_Waitsome"));
     else
       RESHARD_RETURN_IF_ERROR(MpiCall(
-          MPI_Testsome(static_cast<int>(recvs.size()), recvs.data(), &count, done.data(), MPI_STATUSES_IGNORE),
-          "MPI_Testsome"));
+          MPI_Testsome(static_cast<int>(messages), last.data(), &count, done.data(), MPI_STATUSES_IGNORE), "MPI_Testsome"));
     for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
-      const size_t m = static_cast<size_t>(chunk_message[static_cast<size_t>(done[static_cast<size_t>(k)])]);
-      if (--chunks_left[m] == 0) {
-        RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out);
-        ++unpacked;
-      }
+      const size_t m = static_cast<size_t>(done[static_cast<size_t>(k)]);
+      const size_t b = earlier_begin[m];
+      RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Waitall(static_cast<int>(earlier_begin[m + 1] - b), earlier.data() + b,
+                                                  MPI_STATUSES_IGNORE),
+                                      "MPI_Waitall (chunks)"));
+      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out);
+      ++unpacked;
     }
     return Status::Ok();
   };
+  // Sends in flight are bounded: OpenMPI's progress engine walks its list of
+  // pending sends on every call, so 80K chunks posted at once took time
+  // quadratic in their number (20 s). At most one chunk per message, or 256,
+  // whichever is more, is in flight; the oldest half is completed first.
+  const size_t max_in_flight = std::max<size_t>(256, s.send_rank.size());
   std::vector<MPI_Request> sends;
+  size_t completed = 0;  // sends [0, completed) are done
   for (size_t m : s.send_order) {
     RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data());
     for (int64_t off = 0; off < p.send_count[m]; off += chunk) {
+      if (sends.size() - completed >= max_in_flight) {
+        const size_t half = max_in_flight / 2;
+        RESHARD_RETURN_IF_ERROR(MpiCall(
+            MPI_Waitall(static_cast<int>(half), sends.data() + completed, MPI_STATUSES_IGNORE), "MPI_Waitall (sends)"));
+        completed += half;
+      }
       const int len = static_cast<int>(std::min(chunk, p.send_count[m] - off));
       MPI_Request r;
       RESHARD_RETURN_IF_ERROR(MpiCall(
@@ -668,11 +734,12 @@ Status MpiReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in,
       sends.push_back(r);
       ++stats.messages_sent;
     }
-    if (!recvs.empty()) RESHARD_RETURN_IF_ERROR(drain(false));
+    if (messages > 0) RESHARD_RETURN_IF_ERROR(drain(false));
   }
   RunAll(p.local, in, out);
   while (unpacked < static_cast<int64_t>(s.recv_rank.size())) RESHARD_RETURN_IF_ERROR(drain(true));
-  return MpiCall(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE), "MPI_Waitall (sends)");
+  return MpiCall(MPI_Waitall(static_cast<int>(sends.size() - completed), sends.data() + completed, MPI_STATUSES_IGNORE),
+                 "MPI_Waitall (sends)");
 }
 
 Result<MpiRunStats> MpiReshard::Execute(std::span<const std::byte> source, std::span<std::byte> target) {

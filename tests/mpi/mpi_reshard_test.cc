@@ -158,6 +158,40 @@ TEST(Mpi, MessagesAboveTheChunkLimitAreSplit) {
   }
 }
 
+// Many chunks cost time linear in their number (issue 15: 80K chunks took
+// 7 s, each MPI_Waitsome scanning every chunk's request). Each rank sends
+// 80000 one-byte chunks at 2 ranks.
+TEST(Mpi, ManyChunksStayFast) {
+  const int size = Size();
+  if (size < 2) GTEST_SKIP() << "needs two ranks";
+  const std::string n = std::to_string(size);
+  const std::vector<int64_t> shape = {16 * int64_t{size}, 10000};
+  const Layout rows = ParseLayout("{devices=[" + n + ",1]<=[" + n + "]}", shape, DType::kU8, std::nullopt)->layout;
+  const Layout cols = ParseLayout("{devices=[1," + n + "]<=[" + n + "]}", shape, DType::kU8, std::nullopt)->layout;
+  MpiOptions o;
+  o.max_message_bytes = 1;
+  Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, rows, cols, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
+  FillTags(rows, Rank(), src);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  Result<MpiRunStats> s = r->Execute(src, dst);
+  const double seconds = MPI_Wtime() - start;
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->messages_sent, s->bytes_sent);
+  const TagCheck check = CheckTags(cols, Rank(), dst);
+  EXPECT_TRUE(AllOk(check.mismatches == 0 ? ::testing::AssertionSuccess()
+                                          : ::testing::AssertionFailure() << check.first_problem));
+  double slowest = seconds;
+  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (Rank() == 0) std::cerr << s->messages_sent << " chunks sent by rank 0; slowest rank " << slowest << " s\n";
+  // Oversubscribed ranks share 2 cores: the bound holds at 2 ranks.
+  if (size == 2) {
+    EXPECT_LT(slowest, 2.0) << s->messages_sent << " chunks";
+  }
+}
+
 // Column-major local buffers with a leading dimension (as ScaLAPACK holds
 // them): tags are written and read through the same strides.
 TEST(Mpi, ColumnMajorBuffersWithALeadingDimension) {
@@ -217,8 +251,9 @@ TEST(Mpi, AWrongBufferSizeOnOneRankIsAnErrorOnEveryRank) {
   Result<MpiRunStats> s = r->Execute(src, dst);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(s.status().message().find("rank " + std::to_string(bad) + ": its source buffer holds"), std::string::npos)
-      << s.status();
+  // Named where other ranks did not fail; alone, the error is every rank's and names none.
+  const std::string want = (size > 1 ? "rank " + std::to_string(bad) + ": " : std::string()) + "its source buffer holds";
+  EXPECT_EQ(s.status().message().rfind(want, 0), 0u) << s.status();
   // The object is still usable with the right sizes.
   src.resize(static_cast<size_t>(r->source_bytes()));
   EXPECT_TRUE(r->Execute(src, dst).ok());
@@ -232,8 +267,10 @@ TEST(Mpi, LayoutsThatDifferBetweenRanksAreAnErrorOnEveryRank) {
   Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, shape_a, Rank() == 1 ? shape_a : shape_b);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("rank 1: its layouts or options differ from rank 0's"), std::string::npos)
-      << r.status();
+  // Two ranks that differ: no majority, so both are named. More: rank 1 alone differs.
+  const std::string want = size == 2 ? "rank 0's and rank 1's layouts or options differ (every rank must pass"
+                                     : "rank 1's layouts or options differ from the others' (every rank must pass";
+  EXPECT_EQ(r.status().message().rfind(want, 0), 0u) << r.status();
 }
 
 // The canonical move planned as one all-to-all (collectives) on some ranks and
@@ -255,7 +292,10 @@ TEST(Mpi, PlannerOptionsThatDifferBetweenRanksAreAnErrorOnEveryRank) {
     Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, a, b, o);
     ASSERT_FALSE(r.ok()) << "variant " << variant;
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << r.status();
-    EXPECT_NE(r.status().message().find("differ from rank 0's"), std::string::npos) << r.status();
+    // Rank 0 alone differs: named as such where the others are a majority.
+    const std::string want = size == 2 ? "rank 0's and rank 1's layouts or options differ"
+                                       : "rank 0's layouts or options differ from the others'";
+    EXPECT_EQ(r.status().message().rfind(want, 0), 0u) << r.status();
   }
   // Plans given outright: the same layouts step by step, other collectives.
   PlannerOptions collectives, exchange;
