@@ -48,7 +48,7 @@ reshard_p = core.Primitive("reshard")
 def bind(x, sharding, *, context_mesh=None, layout=None, unconstrained_dims=frozenset(), source=None):
     """reshard_p on one array; PRNG key arrays move as their key data (one more trailing dim)."""
     if context_mesh is None:
-        context_mesh = _context_mesh()
+        context_mesh = _constraint_context_mesh()
     sharding, source = _on_devices(sharding), _on_devices(source)
     if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) and isinstance(sharding, NamedSharding):
         impl = jax.random.key_impl(x)
@@ -77,7 +77,9 @@ def _padded_spec(spec, ndim):
     return tuple(spec) + (None,) * (ndim - len(spec))
 
 
-def _context_mesh():
+def _constraint_context_mesh():
+    """The context mesh with_sharding_constraint records in its equation (the abstract mesh of
+    jax.set_mesh, else the legacy `with mesh:` one), for the same parameter of the op."""
     from jax._src import mesh as mesh_lib
     if not mesh_lib.get_concrete_mesh().empty or not mesh_lib.get_abstract_mesh().empty:
         return mesh_lib.get_abstract_mesh()

@@ -226,14 +226,12 @@ class Decision:
                                  "shape: no lowering receives fewer bytes, so XLA's was not compiled to compare"
                                  % bound, plan=plan, module=module, proved=True)
         try:
-            xla_ops, xla_bytes = _measure(lambda a: _wsc(a, self.target), self.shape, self.dtype, self.source,
-                                          self.target, self.src_tiles, self.dst_tiles)
+            xla_ops, xla_bytes = self._compiled(lambda a: _wsc(a, self.target))
         except Exception as e:  # noqa: BLE001 (nothing to compare with: XLA's own lowering, and its own error)
             return self._xla("XLA's with_sharding_constraint program did not compile for the comparison (%s: %s)"
                              % (type(e).__name__, e), plan=plan, module=module)
         try:
-            ours_ops, ours_bytes = _measure(self.run_as_shard_map, self.shape, self.dtype, self.source, self.target,
-                                            self.src_tiles, self.dst_tiles)
+            ours_ops, ours_bytes = self._compiled(self.run_as_shard_map)
         except Exception as e:  # noqa: BLE001 (any failure to compile ours means XLA's is used)
             return self._xla("reshard's program did not compile here (%s: %s)" % (type(e).__name__, e),
                              xla_collectives=xla_ops, xla_bytes=xla_bytes, plan=plan, module=module)
@@ -252,15 +250,15 @@ class Decision:
         if e.proved and e.xla_bytes is None:
             with _LOCK:
                 try:
-                    e.xla_collectives, e.xla_bytes = _measure(
-                        lambda a: _wsc(a, self.target), self.shape, self.dtype, self.source, self.target,
-                        self.src_tiles, self.dst_tiles)
-                    e.reshard_collectives, e.reshard_bytes = _measure(
-                        self.run_as_shard_map, self.shape, self.dtype, self.source, self.target,
-                        self.src_tiles, self.dst_tiles)
+                    e.xla_collectives, e.xla_bytes = self._compiled(lambda a: _wsc(a, self.target))
+                    e.reshard_collectives, e.reshard_bytes = self._compiled(self.run_as_shard_map)
                 except Exception as err:  # noqa: BLE001 (display only: the choice stands)
                     e.reason += " (the comparison for display did not compile: %s)" % err
         return e
+
+    def _compiled(self, fn):
+        """(collectives, bytes into one device) of fn moving this decision's array, compiled."""
+        return _measure(fn, self.shape, self.dtype, self.source, self.target, self.src_tiles, self.dst_tiles)
 
     def _xla(self, reason, **kw) -> Explanation:
         self.local = self.mesh = None

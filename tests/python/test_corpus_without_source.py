@@ -3,14 +3,19 @@ reshard.jax.reshard inside jax.jit, with no source=: the source reaches the op f
 Each result equals the target exactly, device by device, and the compiled program never receives
 more bytes into a device than XLA's with_sharding_constraint (the real-JAX suite's harness,
 tests/jax/harness.py, checks both)."""
+import os
+import sys
+
 import pytest
 
 from jax.sharding import NamedSharding
 
-import cases  # noqa: F401 (puts tests/jax on the import path)
-import corpus
-import harness
 import reshard.jax as rj
+
+# The real-JAX suite's corpus reader and harness.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "jax"))
+import corpus  # noqa: E402
+import harness  # noqa: E402
 
 CASES = [c for c in corpus.load_cases() if c.jax]
 _VERDICTS: dict = {}
