@@ -214,6 +214,31 @@ def test_every_dtype(dtype):
     assert y.dtype == v.dtype and np.array_equal(np.asarray(y), np.asarray(v))
 
 
+def test_64_bit_dtypes_with_x64():
+    """f64, s64, u64 and c128 need jax_enable_x64, set before JAX starts: a process of their own."""
+    if jax.config.jax_enable_x64:
+        pytest.skip("this process has x64: test_every_dtype covers them")
+    code = """
+import jax, numpy as np, jax.numpy as jnp
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+import reshard.jax as rj
+from reshard import hlo_bytes
+mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+src, dst = NamedSharding(mesh, P("y", None, "x")), NamedSharding(mesh, P(None, ("x", "y"), None))
+for dt in (np.float64, np.int64, np.uint64, np.complex128):
+    v = (np.arange(16 ** 3) % 7).astype(dt).reshape(16, 16, 16)
+    f = jax.jit(lambda a: rj.reshard(a, dst))
+    x = jax.device_put(v, src)
+    ops = [c["op"] for c in hlo_bytes.collectives(f.lower(x).compile().as_text())]
+    y = f(x)
+    assert ops == ["all-to-all"] and y.dtype == v.dtype and np.array_equal(np.asarray(y), v), (dt, ops)
+print("ok")
+"""
+    env = dict(os.environ, JAX_ENABLE_X64="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr[-3000:]
+
+
 def test_prng_key_arrays():
     keys = jax.random.split(jax.random.key(0), 16)
     k = jax.device_put(keys, NamedSharding(MESH, P("x")))
