@@ -1,6 +1,7 @@
 """The canonical case in real JAX, both ways, inside jax.jit: XLA's own reshard
-(with_sharding_constraint) and reshard.jax.reshard (reshard's plan, run as the
-jax.shard_map module the C++ JAX emitter writes). Prints each compiled
+(with_sharding_constraint) and reshard.jax.reshard (reshard's op: the compiler
+hands it the source sharding, and it runs the per-device program the C++ JAX
+emitter writes). Prints each compiled
 program's collectives and the bytes one device receives, what reshard.jax.explain
 says, and checks that both give exactly jax.device_put(x, target).
 

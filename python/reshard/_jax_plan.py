@@ -223,7 +223,7 @@ class Decision:
         busiest, bound = plan.stats["max_recv_bytes"], plan.lower_bound["max_recv_bytes"]
         if busiest <= bound and even:
             return self._explain("reshard", "the plan meets the lower bound (%d B into the busiest device) on an even "
-                                 "shape: no lowering receives fewer bytes, so XLA's was not compiled to compare"
+                                 "shape: no lowering receives fewer bytes, so the op uses it without a comparison compile"
                                  % bound, plan=plan, module=module, proved=True)
         try:
             xla_ops, xla_bytes = self._compiled(lambda a: _wsc(a, self.target))
