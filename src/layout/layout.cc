@@ -77,8 +77,14 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     for (size_t k = 0; k < cells; ++k) dim.tile_cells[fill[g.cell_tile[k]]++] = static_cast<int32_t>(k);
   }
 
-  std::sort(placement.begin(), placement.end(), [](const DeviceTile& a, const DeviceTile& b) { return a.device < b.device; });
+  // Mesh tilings list devices in mesh order: ascending for iota meshes,
+  // descending for reversed ones. Sort only what is neither (O(n) to check).
+  auto by_device = [](const DeviceTile& a, const DeviceTile& b) { return a.device < b.device; };
+  if (std::is_sorted(placement.rbegin(), placement.rend(), by_device)) std::reverse(placement.begin(), placement.end());
+  else if (!std::is_sorted(placement.begin(), placement.end(), by_device)) std::sort(placement.begin(), placement.end(), by_device);
   std::vector<int64_t> holder_count(l.num_tiles_, 0);
+  l.devices_.reserve(placement.size());
+  l.device_tile_.reserve(placement.size());
   for (size_t i = 0; i < placement.size(); ++i) {
     const DeviceTile& p = placement[i];
     if (p.device < 0) return Status::InvalidArgument("device id " + std::to_string(p.device) + " is negative");
@@ -107,6 +113,11 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
 }
 
 int64_t Layout::TileOf(int64_t device) const {
+  // Mesh tilings of iota meshes hold every id of a range: index directly.
+  if (!devices_.empty() && devices_.back() - devices_.front() + 1 == static_cast<int64_t>(devices_.size())) {
+    const int64_t i = device - devices_.front();
+    return i < 0 || i >= static_cast<int64_t>(devices_.size()) ? -1 : device_tile_[i];
+  }
   auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
   if (it == devices_.end() || *it != device) return -1;
   return device_tile_[it - devices_.begin()];

@@ -1,7 +1,6 @@
 #include "reshard/plan_stats.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace reshard {
 namespace {
@@ -15,24 +14,30 @@ class StatsBuilder {
       d.device = devices[i];
       d.source_bytes = src.LocalBytes(devices[i]);
       d.target_bytes = dst.LocalBytes(devices[i]);
-      index_[devices[i]] = i;
     }
     stats_.devices = static_cast<int64_t>(devices.size());
+    devices_ = std::move(devices);
+  }
+
+  // Position of `device` among the devices (ascending), or nullptr.
+  DeviceStats* Find(int64_t device) {
+    const auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
+    return it == devices_.end() || *it != device ? nullptr : &stats_.per_device[it - devices_.begin()];
   }
 
   void Add(int64_t from, int64_t to, int64_t bytes) {
     if (from == to) {
-      if (auto it = index_.find(to); it != index_.end()) stats_.per_device[it->second].local_bytes += bytes;
+      if (DeviceStats* d = Find(to)) d->local_bytes += bytes;
       stats_.local_bytes += bytes;
       return;
     }
-    if (auto it = index_.find(from); it != index_.end()) {
-      stats_.per_device[it->second].send_bytes += bytes;
-      ++stats_.per_device[it->second].sends;
+    if (DeviceStats* d = Find(from)) {
+      d->send_bytes += bytes;
+      ++d->sends;
     }
-    if (auto it = index_.find(to); it != index_.end()) {
-      stats_.per_device[it->second].recv_bytes += bytes;
-      ++stats_.per_device[it->second].recvs;
+    if (DeviceStats* d = Find(to)) {
+      d->recv_bytes += bytes;
+      ++d->recvs;
     }
     ++stats_.messages;
   }
@@ -51,7 +56,7 @@ class StatsBuilder {
 
  private:
   PlanStats stats_;
-  std::unordered_map<int64_t, size_t> index_;
+  std::vector<int64_t> devices_;  // ascending
 };
 
 }  // namespace
@@ -77,20 +82,41 @@ PlanStats ComputeStats(const ExchangePlan& plan) {
 }
 
 LowerBound ComputeLowerBound(const Layout& source, const Layout& target) {
+  // Per device O(rank), no allocation where each tile is one cell per dim
+  // (every mesh tiling): the held part of a target tile is a product of
+  // per-dim interval overlaps. Both device lists are ascending, so walked together.
+  const int64_t rank = source.rank();
+  auto one_cell = [](const DimGrid& g) {
+    if (g.cell_tile.size() != static_cast<size_t>(g.tiles)) return false;
+    for (size_t k = 0; k < g.cell_tile.size(); ++k)
+      if (g.cell_tile[k] != static_cast<int32_t>(k)) return false;
+    return true;
+  };
+  std::vector<bool> simple(rank);
+  for (int64_t d = 0; d < rank; ++d) simple[d] = one_cell(source.dim(d)) && one_cell(target.dim(d));
+  auto held = [&](int64_t s, int64_t t) {
+    int64_t n = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      const DimGrid &a = source.dim(d), &b = target.dim(d);
+      const int32_t sc = static_cast<int32_t>(s % a.tiles), tc = static_cast<int32_t>(t % b.tiles);
+      s /= a.tiles;
+      t /= b.tiles;
+      n *= simple[d] ? std::max<int64_t>(0, std::min(a.cuts[sc + 1], b.cuts[tc + 1]) - std::max(a.cuts[sc], b.cuts[tc]))
+                     : OverlapLength(source.TileIntervals(d, sc), target.TileIntervals(d, tc));
+    }
+    return n;
+  };
   LowerBound lb;
+  const std::vector<int64_t>& from = source.devices();
+  size_t j = 0;
   for (int64_t dev : target.devices()) {
     const int64_t t = target.TileOf(dev);
     if (t < 0) continue;
-    int64_t need = target.TileElements(t);
-    int64_t held = 0;
-    const int64_t s = source.TileOf(dev);
-    if (s >= 0 && need > 0) {
-      std::vector<int32_t> sc = source.TileCoords(s), tc = target.TileCoords(t);
-      held = 1;
-      for (int64_t d = 0; d < source.rank(); ++d)
-        held *= OverlapLength(source.TileIntervals(d, sc[d]), target.TileIntervals(d, tc[d]));
-    }
-    const int64_t bytes = (need - held) * source.element_bytes();
+    const int64_t need = target.TileElements(t);
+    while (j < from.size() && from[j] < dev) ++j;
+    const int64_t s = j < from.size() && from[j] == dev ? source.TileOf(dev) : -1;
+    const int64_t have = s >= 0 && need > 0 ? held(s, t) : 0;
+    const int64_t bytes = (need - have) * source.element_bytes();
     lb.max_recv_bytes = std::max(lb.max_recv_bytes, bytes);
     lb.total_bytes += bytes;
   }

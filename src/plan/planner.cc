@@ -902,18 +902,20 @@ class NamedPlanner {
   int64_t cap_;
 };
 
+// Both over held tiles, not devices: replicas hold the same tile.
 int64_t MaxLocalBytes(const Layout& l) {
   int64_t m = 0;
-  for (int64_t d : l.devices()) m = std::max(m, l.LocalBytes(d));
+  for (int64_t t = 0; t < l.num_tiles(); ++t)
+    if (!l.Holders(t).empty()) m = std::max(m, l.TileElements(t) * l.element_bytes());
   return m;
 }
 
 std::vector<int64_t> LargestTile(const Layout& l) {
   std::vector<int64_t> s(l.rank(), 0);
-  for (int64_t d : l.devices()) {
-    std::vector<int64_t> ls = l.LocalShape(d);
-    if (l.LocalBytes(d) >= 0)
-      for (int64_t i = 0; i < l.rank(); ++i) s[i] = std::max(s[i], ls[i]);
+  for (int64_t t = 0; t < l.num_tiles(); ++t) {
+    if (l.Holders(t).empty()) continue;
+    const std::vector<int64_t> ls = l.LocalShape(l.Holders(t)[0]);
+    for (int64_t i = 0; i < l.rank(); ++i) s[i] = std::max(s[i], ls[i]);
   }
   return s;
 }
