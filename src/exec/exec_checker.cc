@@ -24,40 +24,63 @@ void Tag(int64_t g, int64_t eb, std::byte* out) {
 }
 
 // Calls f(local element index, global row-major index) for every element of
-// device's local buffer, in local order.
+// device's local buffer, in local order. Each dim's part of the tile is held
+// as runs of global indices (adjacent cells merged): memory in the tile's
+// cells, not its elements (per element it took 8 bytes: 1.6 GB for a 1-D
+// array of 200M elements).
 template <typename F>
 void ForEachLocal(const Layout& l, int64_t device, F&& f) {
+  struct Run {
+    int64_t lo, hi;
+  };
   const int64_t t = l.TileOf(device);
   if (t < 0) return;
   const std::vector<int32_t> coords = l.TileCoords(t);
-  const int64_t rank = l.rank();
-  std::vector<std::vector<int64_t>> global(rank);  // per dim: local position -> global index x stride
-  int64_t stride = 1;
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    for (int32_t k : l.TileCells(d, coords[d]))
-      for (int64_t g = l.dim(d).cuts[k]; g < l.dim(d).cuts[k + 1]; ++g) global[d].push_back(g * stride);
-    if (global[d].empty()) return;
-    stride *= l.shape()[d];
+  const size_t rank = static_cast<size_t>(l.rank());
+  std::vector<std::vector<Run>> runs(rank);
+  std::vector<int64_t> stride(rank, 1);
+  int64_t s = 1;
+  for (size_t d = rank; d-- > 0;) {
+    const std::vector<int64_t>& cuts = l.dim(static_cast<int64_t>(d)).cuts;
+    for (int32_t k : l.TileCells(static_cast<int64_t>(d), coords[d])) {
+      const int64_t lo = cuts[static_cast<size_t>(k)], hi = cuts[static_cast<size_t>(k) + 1];
+      if (lo == hi) continue;
+      if (!runs[d].empty() && runs[d].back().hi == lo)
+        runs[d].back().hi = hi;
+      else
+        runs[d].push_back({lo, hi});
+    }
+    if (runs[d].empty()) return;
+    stride[d] = s;
+    s *= l.shape()[d];
   }
   if (rank == 0) {
     f(0, 0);
     return;
   }
-  std::vector<size_t> idx(rank, 0);
+  // An odometer over the outer dims: per dim, its run and global index.
+  std::vector<size_t> run(rank, 0);
+  std::vector<int64_t> g(rank);
+  for (size_t d = 0; d < rank; ++d) g[d] = runs[d][0].lo;
+  const std::vector<Run>& inner = runs[rank - 1];
   int64_t local = 0;
-  const std::vector<int64_t>& inner = global[rank - 1];
   while (true) {
     int64_t base = 0;
-    for (int64_t d = 0; d + 1 < rank; ++d) base += global[d][idx[d]];
-    for (int64_t g : inner) f(local++, base + g);
-    int64_t d = rank - 1;
-    while (d > 0) {
-      --d;
-      if (++idx[d] < global[d].size()) break;
-      idx[d] = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) base += g[d] * stride[d];
+    for (const Run& r : inner)
+      for (int64_t x = r.lo; x < r.hi; ++x) f(local++, base + x);
+    size_t d = rank - 1;
+    while (true) {
       if (d == 0) return;
+      --d;
+      if (++g[d] < runs[d][run[d]].hi) break;
+      if (++run[d] < runs[d].size()) {
+        g[d] = runs[d][run[d]].lo;
+        break;
+      }
+      run[d] = 0;
+      g[d] = runs[d][0].lo;
     }
-    if (rank == 1) return;
   }
 }
 

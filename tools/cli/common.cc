@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
@@ -463,6 +464,11 @@ LayoutPair LoadPair(const PairOptions& o) {
     for (Mesh& m : SuggestMeshes(*h)) pair.meshes.push_back(std::move(m));
   }
   return pair;
+}
+
+void InjectedFailure(int rank, const char* point) {
+  const char* v = std::getenv("RESHARD_TEST_FAIL");
+  if (v != nullptr && std::string_view(v) == fmt::format("{}:{}", rank, point)) throw std::bad_alloc();
 }
 
 int64_t TotalLocalBytes(const Layout& l) {

@@ -28,6 +28,16 @@ struct CliError : std::runtime_error {
   bool print = true;
 };
 
+// What a std::bad_alloc becomes: exit status 1 (kExitUnmet), never an abort.
+inline constexpr const char* kOutOfMemory =
+    "out of memory (the system refused an allocation)";
+
+// Test only (tests/exec/cli_run_tests.cmake), not a user option: with
+// RESHARD_TEST_FAIL=RANK:POINT in the environment, process RANK (0 outside
+// MPI) throws std::bad_alloc at POINT ("fill", "execute" or "check" in run),
+// as if it ran out of memory there.
+void InjectedFailure(int rank, const char* point);
+
 // This process's rank when an MPI launcher (mpirun, mpiexec, srun) started it,
 // read from the launcher's environment; -1 otherwise.
 int LauncherRank();

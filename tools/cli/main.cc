@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <new>
 
 #include "common.h"
 
@@ -28,6 +29,9 @@ int main(int argc, char** argv) {
   } catch (const reshard::cli::CliError& e) {
     if (e.print) std::cerr << "reshard: error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
     return e.exit_code;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "reshard: error: " << reshard::cli::kOutOfMemory << "\n";
+    return reshard::cli::kExitUnmet;
   } catch (const std::exception& e) {
     std::cerr << "reshard: internal error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
     return reshard::cli::kExitInternal;

@@ -17,6 +17,7 @@
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/planner.h"
+#include "run_memory.h"
 #include "run_report.h"
 #ifdef RESHARD_HAVE_MPI
 #include "run_mpi.h"
@@ -32,11 +33,6 @@ struct RunOptions {
   // Each set when given, as given.
   std::optional<std::string> threads, max_memory, transport;
 };
-
-int64_t PhysicalMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 34;
-}
 
 // run's own flags, checked: the same answer on every rank of an MPI run.
 struct RunFlags {
@@ -105,19 +101,17 @@ void RunRun(const RunOptions& o) {
   const RunFlags flags = CheckRunFlags(o);
   LayoutPair pair = LoadPair(o.pair);
   // Size limits first, from the layouts alone: nothing is planned or allocated
-  // unless the buffers (source, target, and send buffers up to the source's
-  // size) fit.
-  const int64_t limit = flags.max_memory > 0 ? flags.max_memory : PhysicalMemory() / 10 * 7;
-  const int64_t src_bytes = TotalLocalBytes(pair.source.layout), dst_bytes = TotalLocalBytes(pair.target.layout);
-  const int64_t need = 2 * src_bytes + dst_bytes;
-  if (need > limit)
-    throw CliError(kExitUnmet, fmt::format("running this needs about {} (source, target and send buffers), more than the "
-                                           "limit of {} (--max-memory)",
-                                           FormatBytes(need), FormatBytes(limit)));
+  // unless the buffers, the memcpy measurement and the checker fit; then
+  // again with the plan (intermediate buffers and the programs) before it is
+  // compiled (run_memory.h).
+  const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads);
+  CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads), limit,
+              /*per_rank=*/false);
   const PlannerOptions options = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
     ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads), limit, /*per_rank=*/false);
   Result<PlanProgram> program = PlanProgram::Compile(planned->plan);
   ThrowIfError(program.status(), "compiling the plan", kExitInternal);
   const PlanProgram& p = *program;
@@ -143,7 +137,9 @@ void RunRun(const RunOptions& o) {
     ThrowIfError(s, "executing", kExitInternal);
   };
   FillSources(p, fill, flags.threads);
+  InjectedFailure(0, "fill");
   // One warm-up run (first touch of the send buffers), then the timed runs; the best counts.
+  InjectedFailure(0, "execute");
   Result<ExecStats> stats = executor->Run(p, sources, targets);
   check(stats.status());
   double best = stats->seconds;
@@ -156,6 +152,7 @@ void RunRun(const RunOptions& o) {
       progress.Update(r + 1);
     }
   }
+  InjectedFailure(0, "check");
   std::vector<std::span<const std::byte>> results(targets.begin(), targets.end());
   const TagCheck tags = CheckTargets(p, results, flags.threads);
   const bool verified = tags.mismatches == 0;

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <new>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +21,7 @@
 #include "reshard/host_buffer.h"
 #include "reshard/mpi.h"
 #include "reshard/planner.h"
+#include "run_memory.h"
 #include "run_report.h"
 
 namespace reshard::cli {
@@ -60,6 +63,41 @@ uint64_t MixText(uint64_t h, std::string_view text) {
   return Mix(h, text.size());
 }
 
+// Throws `e`, an error every rank throws alike, on every rank, once rank 0
+// has printed it: a rank that exits non-zero makes mpirun kill the others,
+// so none leaves before the message is out.
+[[noreturn]] void ThrowFromRankZero(const MpiSession& mpi, CliError e) {
+  if (mpi.rank() == 0) std::cerr << "reshard: error: " << ShortenMessage(e.what()) << "\n" << std::flush;
+  MPI_Barrier(MPI_COMM_WORLD);
+  e.print = false;
+  throw e;
+}
+
+// Runs `f`, which every rank runs together but which may fail on one rank
+// alone while the others wait for it in a collective (a failed MPI call in
+// Execute, memory running out): any exception prints this rank's error,
+// "rank K: " before it, and ends the whole job with MPI_Abort (the exit code
+// mpirun returns), so no rank hangs.
+void OrAbort(const MpiSession& mpi, const std::function<void()>& f) {
+  int code = kExitInternal;
+  std::string msg;
+  try {
+    f();
+    return;
+  } catch (const CliError& e) {
+    code = e.exit_code;
+    msg = e.what();
+  } catch (const std::bad_alloc&) {
+    code = kExitUnmet;
+    msg = kOutOfMemory;
+  } catch (const std::exception& e) {
+    msg = fmt::format("internal error: {}", e.what());
+  }
+  std::cerr << fmt::format("reshard: error: rank {}: {}\n", mpi.rank(), ShortenMessage(msg)) << std::flush;
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return
+}
+
 // Runs `f` on every rank. When it throws on any rank, every rank throws the
 // error of the lowest failing rank, printed by rank 0 alone: "rank K: " before
 // it unless every rank failed with that same message.
@@ -71,6 +109,9 @@ void Agreed(const MpiSession& mpi, const std::function<void()>& f) {
   } catch (const CliError& e) {
     code = e.exit_code;
     msg = e.what();
+  } catch (const std::bad_alloc&) {
+    code = kExitUnmet;
+    msg = kOutOfMemory;
   } catch (const std::exception& e) {
     code = kExitInternal;
     msg = fmt::format("internal error: {}", e.what());
@@ -86,9 +127,7 @@ void Agreed(const MpiSession& mpi, const std::function<void()>& f) {
   MPI_Bcast(header, 2, MPI_INT, first, MPI_COMM_WORLD);
   msg.resize(static_cast<size_t>(header[1]));
   MPI_Bcast(msg.data(), header[1], MPI_CHAR, first, MPI_COMM_WORLD);
-  CliError e(header[0], alike ? msg : fmt::format("rank {}: {}", first, msg));
-  e.print = mpi.rank() == 0;
-  throw e;
+  ThrowFromRankZero(mpi, CliError(header[0], alike ? msg : fmt::format("rank {}: {}", first, msg)));
 }
 
 // "rank 3", "ranks 0 and 2", "ranks 0, 2 and 5", "ranks 0, 1, 2, ... (12 ranks)".
@@ -147,90 +186,19 @@ void CheckSameOnEveryRank(const MpiSession& mpi, uint64_t hash) {
     while (all[other] == all[0]) ++other;
     msg = fmt::format("rank 0 and rank {} were given different layouts or options {}", other, rule);
   }
-  CliError e(kExitBadInput, msg);
-  e.print = mpi.rank() == 0;
-  throw e;
+  ThrowFromRankZero(mpi, CliError(kExitBadInput, msg));
 }
 
-}  // namespace
-
-void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
-  // Read before MPI_Init: whether a launcher started this process (a
-  // singleton's MPI_Init may set variables of its own).
-  const bool launched = LauncherRank() >= 0;
-  MpiSession mpi;
-  // 1. Every rank reads its command line ...
-  std::optional<MpiRequest> request;
-  Agreed(mpi, [&]() { request.emplace(prepare()); });
-  // 2. ... and every rank was given the same one.
-  CheckSameOnEveryRank(mpi, RequestHash(*request, repeat));
-  const Layout& source = request->pair.source.layout;
-  const Layout& target = request->pair.target.layout;
-  // 3. The ranks it needs, the memory and the plan: the same answer on every
-  // rank (but for the memory limit, where ranks run on different machines).
-  std::optional<PlanResult> planned;
-  Agreed(mpi, [&]() {
-    int64_t last = -1;
-    for (const Layout* l : {&source, &target})
-      if (!l->devices().empty()) last = std::max(last, *std::max_element(l->devices().begin(), l->devices().end()));
-    if (last >= mpi.size()) {
-      std::string msg = fmt::format("the layouts name device {}, but the communicator has {} (device d runs on rank d)",
-                                    last, Plural(mpi.size(), "rank"));
-      if (!launched)
-        msg += fmt::format(
-            "; this process was not started by an MPI launcher: run it as mpirun -np {} reshard run "
-            "--backend mpi ...",
-            last + 1);
-      throw CliError(kExitBadInput, msg);
-    }
-    // Size limits before planning: the busiest rank's buffers (source,
-    // target, and staging up to as much again).
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    const int64_t physical = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 34;
-    const int64_t limit = request->max_memory > 0 ? request->max_memory : physical / 10 * 7 / mpi.size();
-    const int64_t need = 2 * (MaxLocalBytes(source) + MaxLocalBytes(target));
-    if (need > limit)
-      throw CliError(kExitUnmet, fmt::format("one rank's buffers need about {}, more than the limit of {} per rank "
-                                             "(--max-memory)",
-                                             FormatBytes(need), FormatBytes(limit)));
-    Result<PlanResult> p = PlanReshard(source, target, request->planner);
-    ThrowIfError(p.status(), "", p.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-    planned.emplace(std::move(p).value());
-  });
-  // 4. Creating is collective and agrees on its errors itself: rank 0 prints them.
-  Result<MpiReshard> created = MpiReshard::Create(MPI_COMM_WORLD, planned->plan);
-  try {
-    ThrowIfError(created.status(), "",
-                 created.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-  } catch (CliError& e) {
-    e.print = mpi.rank() == 0;
-    throw;
-  }
-  MpiReshard& r = *created;
-  HostBuffer src(r.source_bytes()), dst(r.target_bytes());
-  FillTags(source, mpi.rank(), src.span());
-
-  // A failure while running is this rank's own: it prints it, with its rank.
-  const std::string executing = fmt::format("rank {}: executing", mpi.rank());
-  Result<MpiRunStats> stats = r.Execute(src.span(), dst.span());  // warm-up: first touch of every buffer
-  ThrowIfError(stats.status(), executing, kExitInternal);
-  double best = 0, own_best = 0;
-  for (int k = 0; k < repeat; ++k) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    stats = r.Execute(src.span(), dst.span());
-    ThrowIfError(stats.status(), executing, kExitInternal);
-    const double slowest = MaxOver(stats->seconds);
-    best = k == 0 ? slowest : std::min(best, slowest);
-    own_best = k == 0 ? stats->seconds : std::min(own_best, stats->seconds);
-  }
-  const TagCheck check = CheckTags(target, mpi.rank(), dst.span());
+// Rank 0 prints the figures (every rank takes part in the reductions).
+void Report(const MpiSession& mpi, const MpiReshard& r, const TagCheck& check, const MpiRunStats& stats, double best,
+            double own_best, int repeat, bool json) {
   const int64_t mismatches = SumOver(check.mismatches), checked = SumOver(check.checked);
   // memcpy of each rank's own bytes, every rank at once: the same parallelism as the run.
   MPI_Barrier(MPI_COMM_WORLD);
-  const int64_t own_moved = stats->bytes_moved;
+  const int64_t own_moved = stats.bytes_moved;
   const double own_memcpy = MeasureMemcpyGbps(own_moved, 1, repeat);
   const double memcpy_seconds = MaxOver(own_memcpy > 0 ? static_cast<double>(own_moved) / 1e9 / own_memcpy : 0);
-  const int64_t moved = SumOver(own_moved), sent = SumOver(stats->bytes_sent);
+  const int64_t moved = SumOver(own_moved), sent = SumOver(stats.bytes_sent);
 
   // Per rank: bytes moved, best seconds, the first mismatch it saw.
   std::vector<int64_t> moved_by(static_cast<size_t>(mpi.size()));
@@ -282,6 +250,92 @@ void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
                              seconds_by[i] > 0 ? static_cast<double>(moved_by[i]) / seconds_by[i] / 1e9 : 0);
   }
   if (!verified) std::cout << fmt::format("{} mismatches of {} elements\n", mismatches, checked);
+}
+
+}  // namespace
+
+void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
+  // Read before MPI_Init: whether a launcher started this process (a
+  // singleton's MPI_Init may set variables of its own).
+  const bool launched = LauncherRank() >= 0;
+  MpiSession mpi;
+  // 1. Every rank reads its command line ...
+  std::optional<MpiRequest> request;
+  Agreed(mpi, [&]() { request.emplace(prepare()); });
+  // 2. ... and every rank was given the same one.
+  CheckSameOnEveryRank(mpi, RequestHash(*request, repeat));
+  const Layout& source = request->pair.source.layout;
+  const Layout& target = request->pair.target.layout;
+  // 3. The ranks it needs, the memory and the plan: the same answer on every
+  // rank (but for the memory limit, where ranks run on different machines).
+  std::optional<PlanResult> planned;
+  Agreed(mpi, [&]() {
+    int64_t last = -1;
+    for (const Layout* l : {&source, &target})
+      if (!l->devices().empty()) last = std::max(last, *std::max_element(l->devices().begin(), l->devices().end()));
+    if (last >= mpi.size()) {
+      std::string msg = fmt::format("the layouts name device {}, but the communicator has {} (device d runs on rank d)",
+                                    last, Plural(mpi.size(), "rank"));
+      if (!launched)
+        msg += fmt::format(
+            "; this process was not started by an MPI launcher: run it as mpirun -np {} reshard run "
+            "--backend mpi ...",
+            last + 1);
+      throw CliError(kExitBadInput, msg);
+    }
+    // Size limits before planning, from the layouts (the busiest rank's
+    // buffers), and again with the plan (intermediate buffers, programs).
+    const MemoryLimit limit = RunMemoryLimit(request->max_memory, mpi.size(), 1);
+    CheckMemory(EstimateBeforePlanning(source, target, /*per_rank=*/true, 1), limit, /*per_rank=*/true);
+    Result<PlanResult> p = PlanReshard(source, target, request->planner);
+    ThrowIfError(p.status(), "", p.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+    CheckMemory(EstimateWithPlan(p->plan, /*per_rank=*/true, 1), limit, /*per_rank=*/true);
+    planned.emplace(std::move(p).value());
+  });
+  // 4. Creating is collective and agrees on its errors itself: rank 0 prints them.
+  // (Its buffers are allocated there: running out of memory ends the job.)
+  std::optional<Result<MpiReshard>> made;
+  OrAbort(mpi, [&]() { made.emplace(MpiReshard::Create(MPI_COMM_WORLD, planned->plan)); });
+  Result<MpiReshard>& created = *made;
+  try {
+    ThrowIfError(created.status(), "",
+                 created.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+  } catch (const CliError& e) {
+    ThrowFromRankZero(mpi, e);
+  }
+  MpiReshard& r = *created;
+  // 5. Buffers and tags: this rank's own work, agreed like the checks.
+  std::optional<HostBuffer> src, dst;
+  Agreed(mpi, [&]() {
+    src.emplace(r.source_bytes());
+    dst.emplace(r.target_bytes());
+    FillTags(source, mpi.rank(), src->span());
+    InjectedFailure(mpi.rank(), "fill");
+  });
+
+  // 6. The runs: a failure on one rank (a failed MPI call, memory) while the
+  // others wait in a collective ends the job (MPI_Abort), printed by that rank.
+  Result<MpiRunStats> stats = Status::Internal("not run");
+  double best = 0, own_best = 0;
+  OrAbort(mpi, [&]() {
+    InjectedFailure(mpi.rank(), "execute");
+    stats = r.Execute(src->span(), dst->span());  // warm-up: first touch of every buffer
+    ThrowIfError(stats.status(), "executing", kExitInternal);
+    for (int k = 0; k < repeat; ++k) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      stats = r.Execute(src->span(), dst->span());
+      ThrowIfError(stats.status(), "executing", kExitInternal);
+      const double slowest = MaxOver(stats->seconds);
+      best = k == 0 ? slowest : std::min(best, slowest);
+      own_best = k == 0 ? stats->seconds : std::min(own_best, stats->seconds);
+    }
+  });
+  TagCheck check;
+  Agreed(mpi, [&]() {
+    InjectedFailure(mpi.rank(), "check");
+    check = CheckTags(target, mpi.rank(), dst->span());
+  });
+  OrAbort(mpi, [&]() { Report(mpi, r, check, *stats, best, own_best, repeat, json); });
 }
 
 }  // namespace reshard::cli

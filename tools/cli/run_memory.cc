@@ -1,0 +1,122 @@
+// What `reshard run` allocates, estimated before it allocates (run_memory.h).
+#include "run_memory.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "common.h"
+
+namespace reshard::cli {
+namespace {
+
+constexpr int64_t kMemcpyBufferBytes = int64_t{1} << 28;  // MeasureMemcpyGbps's buffers, each at most this
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// The checker's runs of cells: 16 bytes per cell along each dim, a bound
+// for any one device's tile.
+int64_t CheckerBytes(const Layout& l) {
+  int64_t cells = 0;
+  for (int64_t d = 0; d < l.rank(); ++d) cells += static_cast<int64_t>(l.dim(d).cuts.size());
+  return 16 * cells;
+}
+
+int Concurrency(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void Add(MemoryEstimate& e, int64_t bytes, const char* part) {
+  if (bytes <= 0) return;
+  e.bytes += bytes;
+  e.parts += e.parts.empty() ? part : fmt::format(", {}", part);
+}
+
+// Bytes of one device's (per_rank) or every device's buffer of `l`.
+int64_t Bytes(const Layout& l, bool per_rank) { return per_rank ? MaxLocalBytes(l) : TotalLocalBytes(l); }
+
+}  // namespace
+
+MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads) {
+  MemoryEstimate e;
+  const int64_t src = Bytes(source, per_rank), dst = Bytes(target, per_rank);
+  // MPI stages both ways (send and receive buffers up to as much again); in
+  // process the send buffers are at most the source.
+  Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
+  Add(e, 2 * std::min(dst, kMemcpyBufferBytes), "the memcpy measurement");
+  Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : Concurrency(threads)), "the checker");
+  return e;
+}
+
+MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads) {
+  MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads);
+  // Intermediate layouts: the outputs of every step but the last. In
+  // process two are held at a time (a step's input and output); an MPI rank
+  // keeps two buffers, each the largest of every other one.
+  const std::vector<PlanStep>& steps = plan.steps();
+  int64_t between = 0, alternate[2] = {0, 0};
+  for (size_t i = 0; i + 1 < steps.size(); ++i) {
+    const int64_t b = Bytes(steps[i].output, per_rank);
+    alternate[i % 2] = std::max(alternate[i % 2], b);
+    if (i + 2 < steps.size()) between = std::max(between, b + Bytes(steps[i + 1].output, per_rank));
+    between = std::max(between, b);
+  }
+  Add(e, per_rank ? alternate[0] + alternate[1] : between, "intermediate buffers");
+  // The compiled programs.
+  const int64_t devices = static_cast<int64_t>(plan.source().devices().size() + plan.target().devices().size());
+  int64_t programs = 0;
+  for (const PlanStep& s : steps) {
+    const int64_t messages = per_rank ? std::max(s.sends.Max(), s.recvs.Max()) : s.sends.Sum();
+    programs += messages * kProgramBytesPerMessage + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
+  }
+  if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
+  Add(e, programs, "copy programs");
+  return e;
+}
+
+MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads) {
+  MemoryLimit limit;
+  if (flag > 0) {
+    limit = {flag, "--max-memory"};
+  } else {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    const int64_t physical = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 34;
+    limit = {physical / 10 * 7 / std::max(1, ranks),
+             ranks > 1 ? "--max-memory; default: 70% of physical memory over the ranks"
+                       : "--max-memory; default: 70% of physical memory"};
+  }
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return limit;
+  // What the process maps now (its first field of /proc/self/statm, in
+  // pages), the stacks of its threads (the executor's, and as many again
+  // filling, checking and measuring memcpy), and 64 MiB to spare.
+  int64_t mapped = 0;
+  std::ifstream statm("/proc/self/statm");
+  statm >> mapped;
+  mapped *= sysconf(_SC_PAGE_SIZE);
+  rlimit stack{};
+  const int64_t stack_bytes = getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
+                                  ? std::min<int64_t>(static_cast<int64_t>(stack.rlim_cur), 64 * kMiB)
+                                  : 8 * kMiB;
+  const int64_t stacks = 2 * int64_t{Concurrency(threads)} * stack_bytes;
+  const int64_t left = std::max<int64_t>(
+      0, static_cast<int64_t>(std::min<rlim_t>(as.rlim_cur, std::numeric_limits<int64_t>::max())) - mapped - stacks -
+             64 * kMiB);
+  if (left < limit.bytes)
+    limit = {left, fmt::format("the address space left under ulimit -v, less {} of thread stacks", FormatBytes(stacks))};
+  return limit;
+}
+
+void CheckMemory(const MemoryEstimate& need, const MemoryLimit& limit, bool per_rank) {
+  if (need.bytes <= limit.bytes) return;
+  throw CliError(kExitUnmet, fmt::format("{} about {} ({}), more than the limit of {}{} ({})",
+                                         per_rank ? "one rank needs" : "running this needs", FormatBytes(need.bytes),
+                                         need.parts, FormatBytes(limit.bytes), per_rank ? " per rank" : "",
+                                         limit.source));
+}
+
+}  // namespace reshard::cli
