@@ -17,6 +17,7 @@
 #define RESHARD_LAYOUT_H_
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <span>
 #include <string>
@@ -64,10 +65,10 @@ class Layout {
   DType dtype() const { return dtype_; }
   int64_t element_bytes() const { return ByteSize(dtype_); }
   int64_t num_elements() const { return num_elements_; }
-  const DimGrid& dim(int64_t d) const { return dims_[d].grid; }
+  const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid; }
 
   // Devices of the layout (holding data or not), ascending.
-  const std::vector<int64_t>& devices() const { return devices_; }
+  const std::vector<int64_t>& devices() const { return rep_->devices; }
   // Tile held by `device`, or -1 (holds nothing, or not in the layout).
   int64_t TileOf(int64_t device) const;
 
@@ -79,7 +80,7 @@ class Layout {
   // Cells of `tile` along dim d, ascending.
   std::span<const int32_t> TileCells(int64_t d, int32_t tile_coord) const;
   // Offset of cell k inside its tile's local extent along dim d.
-  int64_t CellOffset(int64_t d, int64_t k) const { return dims_[d].cell_offset[k]; }
+  int64_t CellOffset(int64_t d, int64_t k) const { return rep_->dims[d].cell_offset[k]; }
   int64_t TileElements(int64_t tile) const;
   // The tile's index ranges along dim d, adjacent cells merged.
   std::vector<Interval> TileIntervals(int64_t d, int32_t tile_coord) const;
@@ -110,12 +111,17 @@ class Layout {
   std::vector<int64_t> shape_;
   DType dtype_ = DType::kF32;
   int64_t num_elements_ = 1;
-  std::vector<Dim> dims_;
   int64_t num_tiles_ = 1;
-  std::vector<int64_t> devices_;      // ascending
-  std::vector<int64_t> device_tile_;  // parallel to devices_
-  std::vector<int64_t> holder_begin_; // CSR over tiles
-  std::vector<int64_t> holders_;
+  // The grid and placement, O(devices + cells): shared by copies (a Layout
+  // is immutable), so a copy held by a plan step or a search costs nothing.
+  struct Rep {
+    std::vector<Dim> dims;
+    std::vector<int64_t> devices;      // ascending
+    std::vector<int64_t> device_tile;  // parallel to devices
+    std::vector<int64_t> holder_begin; // CSR over tiles
+    std::vector<int64_t> holders;
+  };
+  std::shared_ptr<const Rep> rep_ = std::make_shared<const Rep>();
 };
 
 std::ostream& operator<<(std::ostream& os, const Layout& l);

@@ -36,6 +36,8 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     return Status::InvalidArgument("layout has " + std::to_string(dims.size()) + " dimensions but the shape has rank " +
                                    std::to_string(shape.size()));
   Layout l;
+  auto rep = std::make_shared<Rep>();  // l's, filled here
+  l.rep_ = rep;
   l.dtype_ = dtype;
   int64_t bytes = ByteSize(dtype);
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -56,9 +58,9 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     if (!CheckedMul(l.num_tiles_, g.tiles, &l.num_tiles_)) return Status::InvalidArgument("tile count overflows int64");
   }
   l.shape_ = std::move(shape);
-  l.dims_.resize(dims.size());
+  rep->dims.resize(dims.size());
   for (size_t d = 0; d < dims.size(); ++d) {
-    Dim& dim = l.dims_[d];
+    Dim& dim = rep->dims[d];
     dim.grid = std::move(dims[d]);
     const DimGrid& g = dim.grid;
     const size_t cells = g.cell_tile.size();
@@ -83,8 +85,8 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   if (std::is_sorted(placement.rbegin(), placement.rend(), by_device)) std::reverse(placement.begin(), placement.end());
   else if (!std::is_sorted(placement.begin(), placement.end(), by_device)) std::sort(placement.begin(), placement.end(), by_device);
   std::vector<int64_t> holder_count(l.num_tiles_, 0);
-  l.devices_.reserve(placement.size());
-  l.device_tile_.reserve(placement.size());
+  rep->devices.reserve(placement.size());
+  rep->device_tile.reserve(placement.size());
   for (size_t i = 0; i < placement.size(); ++i) {
     const DeviceTile& p = placement[i];
     if (p.device < 0) return Status::InvalidArgument("device id " + std::to_string(p.device) + " is negative");
@@ -92,73 +94,73 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
       return Status::InvalidArgument("device " + std::to_string(p.device) + " is placed twice");
     if (p.tile < -1 || p.tile >= l.num_tiles_)
       return Status::InvalidArgument("device " + std::to_string(p.device) + " holds a tile out of range");
-    l.devices_.push_back(p.device);
-    l.device_tile_.push_back(p.tile);
+    rep->devices.push_back(p.device);
+    rep->device_tile.push_back(p.tile);
     if (p.tile >= 0) ++holder_count[p.tile];
   }
-  l.holder_begin_.assign(l.num_tiles_ + 1, 0);
+  rep->holder_begin.assign(l.num_tiles_ + 1, 0);
   for (int64_t t = 0; t < l.num_tiles_; ++t) {
     if (holder_count[t] == 0 && l.TileElements(t) > 0) {
       std::string coords;
       for (int32_t c : l.TileCoords(t)) coords += (coords.empty() ? "" : ",") + std::to_string(c);
       return Status::InvalidArgument("tile (" + coords + ") holds elements but no device holds it");
     }
-    l.holder_begin_[t + 1] = l.holder_begin_[t] + holder_count[t];
+    rep->holder_begin[t + 1] = rep->holder_begin[t] + holder_count[t];
   }
-  l.holders_.resize(l.holder_begin_.back());
-  std::vector<int64_t> fill(l.holder_begin_.begin(), l.holder_begin_.end() - 1);
-  for (size_t i = 0; i < l.devices_.size(); ++i)
-    if (l.device_tile_[i] >= 0) l.holders_[fill[l.device_tile_[i]]++] = l.devices_[i];
+  rep->holders.resize(rep->holder_begin.back());
+  std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
+  for (size_t i = 0; i < rep->devices.size(); ++i)
+    if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
   return l;
 }
 
 int64_t Layout::TileOf(int64_t device) const {
   // Mesh tilings of iota meshes hold every id of a range: index directly.
-  if (!devices_.empty() && devices_.back() - devices_.front() + 1 == static_cast<int64_t>(devices_.size())) {
-    const int64_t i = device - devices_.front();
-    return i < 0 || i >= static_cast<int64_t>(devices_.size()) ? -1 : device_tile_[i];
+  if (!rep_->devices.empty() && rep_->devices.back() - rep_->devices.front() + 1 == static_cast<int64_t>(rep_->devices.size())) {
+    const int64_t i = device - rep_->devices.front();
+    return i < 0 || i >= static_cast<int64_t>(rep_->devices.size()) ? -1 : rep_->device_tile[i];
   }
-  auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
-  if (it == devices_.end() || *it != device) return -1;
-  return device_tile_[it - devices_.begin()];
+  auto it = std::lower_bound(rep_->devices.begin(), rep_->devices.end(), device);
+  if (it == rep_->devices.end() || *it != device) return -1;
+  return rep_->device_tile[it - rep_->devices.begin()];
 }
 
 std::vector<int32_t> Layout::TileCoords(int64_t tile) const {
-  std::vector<int32_t> c(dims_.size());
+  std::vector<int32_t> c(rep_->dims.size());
   for (int64_t d = rank() - 1; d >= 0; --d) {
-    c[d] = static_cast<int32_t>(tile % dims_[d].grid.tiles);
-    tile /= dims_[d].grid.tiles;
+    c[d] = static_cast<int32_t>(tile % rep_->dims[d].grid.tiles);
+    tile /= rep_->dims[d].grid.tiles;
   }
   return c;
 }
 
 int64_t Layout::TileIndex(std::span<const int32_t> coords) const {
   int64_t t = 0;
-  for (size_t d = 0; d < dims_.size(); ++d) t = t * dims_[d].grid.tiles + coords[d];
+  for (size_t d = 0; d < rep_->dims.size(); ++d) t = t * rep_->dims[d].grid.tiles + coords[d];
   return t;
 }
 
 std::span<const int64_t> Layout::Holders(int64_t tile) const {
-  return {holders_.data() + holder_begin_[tile], holders_.data() + holder_begin_[tile + 1]};
+  return {rep_->holders.data() + rep_->holder_begin[tile], rep_->holders.data() + rep_->holder_begin[tile + 1]};
 }
 
 std::span<const int32_t> Layout::TileCells(int64_t d, int32_t c) const {
-  const Dim& dim = dims_[d];
+  const Dim& dim = rep_->dims[d];
   return {dim.tile_cells.data() + dim.tile_cell_begin[c], dim.tile_cells.data() + dim.tile_cell_begin[c + 1]};
 }
 
 int64_t Layout::TileElements(int64_t tile) const {
   int64_t n = 1;
   for (int64_t d = rank() - 1; d >= 0; --d) {
-    n *= dims_[d].tile_extent[tile % dims_[d].grid.tiles];
-    tile /= dims_[d].grid.tiles;
+    n *= rep_->dims[d].tile_extent[tile % rep_->dims[d].grid.tiles];
+    tile /= rep_->dims[d].grid.tiles;
   }
   return n;
 }
 
 std::vector<Interval> Layout::TileIntervals(int64_t d, int32_t c) const {
   std::vector<Interval> out;
-  const DimGrid& g = dims_[d].grid;
+  const DimGrid& g = rep_->dims[d].grid;
   for (int32_t k : TileCells(d, c)) {
     Interval iv{g.cuts[k], g.cuts[k + 1]};
     if (iv.empty()) continue;
@@ -173,7 +175,7 @@ std::vector<int64_t> Layout::LocalShape(int64_t device) const {
   const int64_t t = TileOf(device);
   if (t < 0) return s;
   std::vector<int32_t> c = TileCoords(t);
-  for (int64_t d = 0; d < rank(); ++d) s[d] = dims_[d].tile_extent[c[d]];
+  for (int64_t d = 0; d < rank(); ++d) s[d] = rep_->dims[d].tile_extent[c[d]];
   return s;
 }
 
@@ -255,8 +257,10 @@ std::vector<std::vector<Interval>> Holding(const Layout& l, int64_t device) {
 }  // namespace
 
 bool operator==(const Layout& a, const Layout& b) {
-  if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_ || a.devices_ != b.devices_) return false;
-  for (int64_t dev : a.devices_)
+  if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_) return false;
+  if (a.rep_ == b.rep_) return true;  // copies of one layout
+  if (a.rep_->devices != b.rep_->devices) return false;
+  for (int64_t dev : a.rep_->devices)
     if (Holding(a, dev) != Holding(b, dev)) return false;
   return true;
 }
@@ -265,7 +269,7 @@ size_t Layout::Hash() const {
   size_t h = std::hash<int64_t>()(static_cast<int64_t>(dtype_));
   auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (int64_t s : shape_) mix(s);
-  for (int64_t dev : devices_) {
+  for (int64_t dev : rep_->devices) {
     mix(dev);
     for (const auto& ivs : Holding(*this, dev))
       for (const Interval& iv : ivs) { mix(iv.lo); mix(iv.hi); }
