@@ -11,7 +11,9 @@
 //   - fills the sources with tags, executes, and compares every step's
 //     output with its layout, element by element,
 //   - reports what the executor really held per device.
-// Nothing holds a full copy of the array: tags are computed, not stored.
+// Nothing holds a full copy of the array: tags are computed, not stored,
+// and a tile's indices are walked as runs of cells (memory in its cells, not
+// its elements).
 // Stateless; thread-safe.
 #ifndef RESHARD_EXEC_CHECKER_H_
 #define RESHARD_EXEC_CHECKER_H_

@@ -26,8 +26,11 @@ struct MpiRequest {
 //
 // Errors: until the run starts, an error on any rank is thrown on every rank
 // alike (CliError::print only on rank 0): the message of the lowest failing
-// rank, prefixed "rank K: " unless every rank failed with that message. An
-// error while running is thrown by the rank that met it, prefixed with its rank.
+// rank, prefixed "rank K: " unless every rank failed with that message; so
+// are errors allocating and filling the buffers and checking the result. A
+// failure where the other ranks would wait in a collective (creating, the
+// runs, the report) is printed by the rank that met it, prefixed with its
+// rank, and ends the job with MPI_Abort.
 void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare);
 
 }  // namespace reshard::cli
