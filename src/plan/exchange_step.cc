@@ -11,7 +11,10 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const std::vector<int64_t>& devices = ex.devices();
   const int64_t n = static_cast<int64_t>(devices.size());
   const int64_t eb = ex.source().element_bytes();
-  auto index = [&](int64_t dev) { return std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin(); };
+  const bool contiguous = n > 0 && devices.back() - devices.front() + 1 == n;  // index ids directly
+  auto index = [&](int64_t dev) {
+    return contiguous ? dev - devices.front() : std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin();
+  };
   if (detailed || n <= 64) {
     std::vector<double> send_time(n, 0), recv_time(n, 0);
     const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {

@@ -21,6 +21,10 @@ class StatsBuilder {
 
   // Position of `device` among the devices (ascending), or nullptr.
   DeviceStats* Find(int64_t device) {
+    if (!devices_.empty() && devices_.back() - devices_.front() + 1 == static_cast<int64_t>(devices_.size())) {
+      const int64_t i = device - devices_.front();  // a contiguous range of ids: index directly
+      return i < 0 || i >= static_cast<int64_t>(devices_.size()) ? nullptr : &stats_.per_device[i];
+    }
     const auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
     return it == devices_.end() || *it != device ? nullptr : &stats_.per_device[it - devices_.begin()];
   }
