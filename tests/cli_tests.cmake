@@ -140,6 +140,10 @@ endif()
 # Issue 10: the int64-overflow message names the layouts' own device counts.
 cli_test(overflow_names_device_counts "too large for its byte counts over 4 source and 4 target devices"
          ${R} plan --shape 1152921504606846976 --mesh x=4 --from "P('x')" --to "P()")
+# Issue 16: devices both layouts use count once in that guard. 864 PB over 4 devices: 12 x the bytes
+# overflows int64, 8 x does not, and every reported quantity fits (refused before).
+cli_test(overflow_guard_counts_shared_devices_once "plan: +max recv 162129586585337856 B"
+         ${R} plan --shape 536870912,402653184 --mesh x=4 --from "P('x', None)" --to "P(None, 'x')")
 
 # Issue 15: flags. Nonsense values, empty values and flags that conflict or would be ignored are bad
 # input (exit 2) with one short message; a bad token is quoted up to 100 characters; long texts come

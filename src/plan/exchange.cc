@@ -220,9 +220,14 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
     return Status::InvalidArgument("source and target layouts are of different shapes");
   if (source.dtype() != target.dtype())
     return Status::InvalidArgument("source and target layouts have different element types");
-  // Every byte count the plan reports (totals over devices, peaks of four
-  // buffers) is at most the array's bytes times (devices + 4): keep that in int64.
-  size_t devices = source.devices().size() + target.devices().size();
+  // Every byte count the plan reports (totals over the devices taking part,
+  // peaks of four buffers) is at most the array's bytes times (devices + 4),
+  // devices counted once where both layouts use them: keep that in int64.
+  std::vector<int64_t> all;
+  all.reserve(source.devices().size() + target.devices().size());
+  std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
+                 std::back_inserter(all));
+  const size_t devices = all.size();
   int64_t bound = 0;
   if (__builtin_mul_overflow(source.num_elements() * source.element_bytes(), static_cast<int64_t>(devices) + 4, &bound))
     return Status::InvalidArgument("the array is too large for its byte counts over " +
@@ -233,9 +238,7 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   BuildSenderRule(*tables);
   Exchange e;
   e.tables_ = std::move(tables);
-  std::merge(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
-             std::back_inserter(e.devices_));
-  e.devices_.erase(std::unique(e.devices_.begin(), e.devices_.end()), e.devices_.end());
+  e.devices_ = std::move(all);
   return e;
 }
 
