@@ -123,14 +123,25 @@ constexpr int64_t kMaxStatesExpanded = 2048;
 // Additive and totally ordered: modeled time (picoseconds), then bytes
 // received by the busiest device, then bytes received in all, then ragged
 // exchanges, then steps.
+// Sums of costs saturate: a plan for petabytes takes more picoseconds than
+// int64 holds, and the order of plans is all that a sum decides.
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? (b > 0 ? INT64_MAX : INT64_MIN) : out;
+}
+
 struct Cost {
   int64_t time_ps = 0, bytes = 0, total = 0, exchanges = 0, steps = 0;
   friend auto operator<=>(const Cost&, const Cost&) = default;
   Cost operator+(const Cost& o) const {
-    return {time_ps + o.time_ps, bytes + o.bytes, total + o.total, exchanges + o.exchanges, steps + o.steps};
+    return {SaturatingAdd(time_ps, o.time_ps), SaturatingAdd(bytes, o.bytes), SaturatingAdd(total, o.total),
+            exchanges + o.exchanges, steps + o.steps};
   }
 };
-int64_t Picoseconds(double us) { return std::llround(us * 1e6); }
+int64_t Picoseconds(double us) {
+  const double ps = us * 1e6;
+  return ps >= 9.2e18 ? INT64_MAX : std::llround(ps);
+}
 
 std::string StateText(const PlanMesh& pm, const AxisLists& s) {
   std::string out = "[";
@@ -651,7 +662,7 @@ class NamedPlanner {
         nodes[at].via = std::move(e);
       }
       Cost estimate = c;
-      estimate.time_ps += nodes[at].bound_ps;
+      estimate.time_ps = SaturatingAdd(estimate.time_ps, nodes[at].bound_ps);
       queue.push({estimate, c, at});
       if (*nodes[at].key == target_key) candidates.push_back(Describe(nodes, at, "found"));
     };
@@ -717,7 +728,7 @@ class NamedPlanner {
         candidates.push_back(Price(Path(nodes, u), "") );
         candidates.back().steps.push_back(EdgeText(pm_, s, e));
         candidates.back().time_us += e.time_us;
-        candidates.back().max_recv_bytes += e.recv_bytes;
+        candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, e.recv_bytes);
         candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, peak);
         // The default cap keeps XLA's gather-everything fallback out; it never
         // excludes the one-step minimal exchange, the plan that moves least.
@@ -869,7 +880,7 @@ class NamedPlanner {
     for (const auto& [from, e] : path) {
       c.steps.push_back(EdgeText(pm_, from, e));
       c.time_us += e.time_us;
-      c.max_recv_bytes += e.recv_bytes;
+      c.max_recv_bytes = SaturatingAdd(c.max_recv_bytes, e.recv_bytes);
       c.peak_bytes = std::max(c.peak_bytes, e.peak_bytes);
     }
     c.note = std::move(note);
@@ -1159,7 +1170,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     };
     auto received = [](const Path& p) {
       int64_t n = 0;
-      for (const auto& [from, e] : p) n += e.recv_bytes;
+      for (const auto& [from, e] : p) n = SaturatingAdd(n, e.recv_bytes);
       return n;
     };
     if (collectives(*shardy) <= collectives(*best) && received(*shardy) < received(*best)) {
