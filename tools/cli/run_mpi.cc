@@ -13,7 +13,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "reshard/exec_checker.h"
@@ -73,6 +76,21 @@ uint64_t MixText(uint64_t h, std::string_view text) {
   throw e;
 }
 
+// The exit code and message of the exception being handled (call inside a catch block).
+std::pair<int, std::string> CurrentError() {
+  try {
+    throw;
+  } catch (const CliError& e) {
+    return {e.exit_code, e.what()};
+  } catch (const std::bad_alloc&) {
+    return {kExitUnmet, kOutOfMemory};
+  } catch (const std::exception& e) {
+    return {kExitInternal, fmt::format("internal error: {}", e.what())};
+  } catch (...) {
+    return {kExitInternal, "internal error: an exception of an unknown type"};
+  }
+}
+
 // Runs `f`, which every rank runs together but which may fail on one rank
 // alone while the others wait for it in a collective (a failed MPI call in
 // Execute, memory running out): any exception prints this rank's error,
@@ -84,14 +102,8 @@ void OrAbort(const MpiSession& mpi, const std::function<void()>& f) {
   try {
     f();
     return;
-  } catch (const CliError& e) {
-    code = e.exit_code;
-    msg = e.what();
-  } catch (const std::bad_alloc&) {
-    code = kExitUnmet;
-    msg = kOutOfMemory;
-  } catch (const std::exception& e) {
-    msg = fmt::format("internal error: {}", e.what());
+  } catch (...) {
+    std::tie(code, msg) = CurrentError();
   }
   std::cerr << fmt::format("reshard: error: rank {}: {}\n", mpi.rank(), ShortenMessage(msg)) << std::flush;
   MPI_Abort(MPI_COMM_WORLD, code);
@@ -106,15 +118,8 @@ void Agreed(const MpiSession& mpi, const std::function<void()>& f) {
   std::string msg;
   try {
     f();
-  } catch (const CliError& e) {
-    code = e.exit_code;
-    msg = e.what();
-  } catch (const std::bad_alloc&) {
-    code = kExitUnmet;
-    msg = kOutOfMemory;
-  } catch (const std::exception& e) {
-    code = kExitInternal;
-    msg = fmt::format("internal error: {}", e.what());
+  } catch (...) {
+    std::tie(code, msg) = CurrentError();
   }
   const int64_t h = code == 0 ? 0 : static_cast<int64_t>(MixText(static_cast<uint64_t>(code), msg) >> 2);
   // The lowest failing rank; whether every rank failed; the least and (negated) the greatest message hash.
