@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 
 import jax
+from jax._src.sharding_impls import UnspecifiedValue
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 from reshard import _jax_jit, _jax_op, _jax_plan
@@ -184,15 +185,11 @@ def jit(fun=None, /, **kwargs):
     @functools.wraps(fun)
     def rewritten(*args, **kw):
         out = _jax_jit.call_rewritten(fun, args, kw)
-        if out_shardings is not None and not _unspecified(out_shardings):
+        if out_shardings is not None and not isinstance(out_shardings, UnspecifiedValue):
             out = with_sharding_constraint(out, out_shardings)
         return out
 
     return jax.jit(rewritten, **kwargs)
-
-
-def _unspecified(s) -> bool:
-    return type(s).__name__ == "UnspecifiedValue"
 
 
 def explain(x, target, *, source=None) -> Explanation:
