@@ -173,8 +173,7 @@ def call_rewritten(fun, args, kwargs):
         a, k = jax.tree_util.tree_unflatten(tree, leaves)
         return fun(*a, **k)
 
+    # Traced once: the jaxpr is evaluated into the caller's trace, rewritten or not.
     closed, out_shape = jax.make_jaxpr(traced, return_shape=True)(*[flat[i] for i in dyn])
-    if not _contains_constraint(closed.jaxpr):
-        return fun(*args, **kwargs)
     outs = _eval(closed.jaxpr, closed.consts, *[flat[i] for i in dyn])
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
