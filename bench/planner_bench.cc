@@ -5,9 +5,10 @@
 //   - 4-D tensors over 4 mesh axes on 512 devices (a=8,b=4,c=4,d=4) and 4096
 //     devices (a=16,b=4,c=8,d=8), each pair under target any and jax-cpu and
 //     topology flat and nodes:8;
-//   - full-to-full on 65536 devices: f32[65536,65536], x=65536,
+//   - full-to-full on n = 65536, 262144 and 2^20 devices: f32[n,n], x=n,
 //     P('x', None) -> P(None, 'x').
-// Targets (issue): < 10 ms up to 4 dims, 4 axes, 512 devices; < 100 ms at 4096.
+// Targets (issues): < 10 ms up to 4 dims, 4 axes, 512 devices; < 100 ms at
+// 4096; full-to-full < 2 s at 262144 devices and < 10 s at 2^20.
 //   build/bench/planner_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
@@ -112,12 +113,14 @@ void RegisterFourAxis() {
   }
 }
 
-void BM_FullToFull65536(benchmark::State& state) {
-  Mesh mesh = Mesh::Create({{"x", 65536}}).value();
-  Case c = MakeCase(mesh, {65536, 65536}, "P('x', None)", "P(None, 'x')", PlanTarget::kAny, Topology::Flat());
+// f32[n, n] over x=n, rows to columns; n is the benchmark's argument.
+void BM_FullToFull(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Mesh mesh = Mesh::Create({{"x", n}}).value();
+  Case c = MakeCase(mesh, {n, n}, "P('x', None)", "P(None, 'x')", PlanTarget::kAny, Topology::Flat());
   RunPlanner(state, c);
 }
-BENCHMARK(BM_FullToFull65536)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FullToFull)->Arg(65536)->Arg(262144)->Arg(1048576)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace reshard

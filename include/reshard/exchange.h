@@ -87,6 +87,8 @@ class Exchange {
   // and unless the array's bytes times (devices + 4) fit in int64, which keeps
   // every statistic of the plan exact.
   static Result<Exchange> Create(const Layout& source, const Layout& target);
+  // Create's checks alone, without building the exchange.
+  static Status Validate(const Layout& source, const Layout& target);
 
   const Layout& source() const;
   const Layout& target() const;
@@ -100,6 +102,8 @@ class Exchange {
   // plus, when its source tile is replicated, that tile's other receivers,
   // which it walks to find the ones it serves.
   ExchangePlan DevicePlan(int64_t device) const;
+  // DevicePlan's transfers, visited in no set order without storing them.
+  void ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const;
   // Visits every transfer of the whole plan without storing it (grouped by
   // source tile; order otherwise unspecified).
   void ForEachTransfer(const std::function<void(const Transfer&)>& visit) const;

@@ -215,7 +215,7 @@ std::vector<Box> ExchangePlan::Boxes(const Transfer& t) const {
   return out;
 }
 
-Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
+Status Exchange::Validate(const Layout& source, const Layout& target) {
   if (source.shape() != target.shape())
     return Status::InvalidArgument("source and target layouts are of different shapes");
   if (source.dtype() != target.dtype())
@@ -223,16 +223,28 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   // Every byte count the plan reports (totals over the devices taking part,
   // peaks of four buffers) is at most the array's bytes times (devices + 4),
   // devices counted once where both layouts use them: keep that in int64.
+  const std::vector<int64_t>& a = source.devices();
+  const std::vector<int64_t>& b = target.devices();
+  int64_t devices = 0;
+  for (size_t i = 0, j = 0; i < a.size() || j < b.size(); ++devices) {
+    if (j == b.size() || (i < a.size() && a[i] < b[j])) ++i;
+    else if (i == a.size() || b[j] < a[i]) ++j;
+    else ++i, ++j;
+  }
+  int64_t bound = 0;
+  if (__builtin_mul_overflow(source.num_elements() * source.element_bytes(), devices + 4, &bound))
+    return Status::InvalidArgument("the array is too large for its byte counts over " +
+                                   std::to_string(a.size()) + " source and " + std::to_string(b.size()) +
+                                   " target devices to fit in int64");
+  return Status::Ok();
+}
+
+Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
+  RESHARD_RETURN_IF_ERROR(Validate(source, target));
   std::vector<int64_t> all;
   all.reserve(source.devices().size() + target.devices().size());
   std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
                  std::back_inserter(all));
-  const size_t devices = all.size();
-  int64_t bound = 0;
-  if (__builtin_mul_overflow(source.num_elements() * source.element_bytes(), static_cast<int64_t>(devices) + 4, &bound))
-    return Status::InvalidArgument("the array is too large for its byte counts over " +
-                                   std::to_string(source.devices().size()) + " source and " +
-                                   std::to_string(target.devices().size()) + " target devices to fit in int64");
   auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);
@@ -259,18 +271,21 @@ ExchangePlan Exchange::Plan() const {
   return plan;
 }
 
-ExchangePlan Exchange::DevicePlan(int64_t device) const {
+void Exchange::ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const {
   const ExchangeTables& t = *tables_;
   Planner p(t);
-  ExchangePlan plan;
-  plan.tables_ = tables_;
   std::vector<int32_t> choice;
   // What it receives (and copies locally).
   const int64_t dst_tile = t.target.TileOf(device);
   if (dst_tile >= 0) {
     const int64_t index = IndexOf(t.target.Holders(dst_tile), device);
+    Transfer tr;
+    tr.to = device;
     ForEachChoice(p.TargetLists(dst_tile), choice, [&](const std::vector<int32_t>& c) {
-      plan.transfers_.push_back(Transfer{p.SenderFor(p.SourceTileOf(c), c, device, index), device, p.Elements(c), c});
+      tr.from = p.SenderFor(p.SourceTileOf(c), c, device, index);
+      tr.elements = p.Elements(c);
+      tr.overlaps = c;
+      visit(tr);
     });
   }
   // What it sends.
@@ -278,9 +293,15 @@ ExchangePlan Exchange::DevicePlan(int64_t device) const {
   if (src_tile >= 0) {
     Transfer tr;
     p.VisitSourceTile(src_tile, tr, [&](const Transfer& x) {
-      if (x.from == device && x.to != device) plan.transfers_.push_back(x);
+      if (x.from == device && x.to != device) visit(x);
     });
   }
+}
+
+ExchangePlan Exchange::DevicePlan(int64_t device) const {
+  ExchangePlan plan;
+  plan.tables_ = tables_;
+  ForEachDeviceTransfer(device, [&](const Transfer& x) { plan.transfers_.push_back(x); });
   std::sort(plan.transfers_.begin(), plan.transfers_.end(), ByEndpoints);
   return plan;
 }

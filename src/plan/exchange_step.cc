@@ -51,16 +51,15 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const int64_t samples = std::clamp<int64_t>((int64_t{1} << 22) / n, 2, 32);
   for (int64_t i = 0; i < samples; ++i) {
     const int64_t dev = devices[i * n / samples];
-    const ExchangePlan part = ex.DevicePlan(dev);
     double send = 0, recv = 0;
     int64_t send_bytes = 0, recv_bytes = 0;
-    for (const Transfer& t : part.transfers()) {
-      if (t.from == t.to) continue;
+    ex.ForEachDeviceTransfer(dev, [&](const Transfer& t) {
+      if (t.from == t.to) return;
       const int64_t b = t.elements * eb;
       const double c = topo.MessageTime(t.from, t.to, b);
       if (t.from == dev) { send += c; send_bytes += b; }
       if (t.to == dev) { recv += c; recv_bytes += b; ++out.messages; }
-    }
+    });
     out.time_us = std::max(out.time_us, std::max(topo.receive_only() ? 0.0 : send, recv) +
                                             topo.CopyTime(send_bytes + ex.target().LocalBytes(dev)));
     out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + send_bytes + recv_bytes);

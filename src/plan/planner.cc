@@ -734,6 +734,25 @@ class NamedPlanner {
         // excludes the one-step minimal exchange, the plan that moves least.
         const bool exempt = options_.memory_cap_bytes == 0 && s == pm_.source;
         candidates.back().note = peak <= cap_ || exempt ? "priced" : "over the memory cap";
+        // Where one structured collective reaches the target in no more time
+        // and bytes (most into a device, and in all), the exchange is that
+        // collective's messages priced one by one: only summation order tells
+        // them apart (one part in 1e9), and the real collective is the better
+        // program. It is the edge instead, which also spares the exact
+        // pricing a chosen exchange needs (per pair: n^2 at n devices).
+        if (structured) {
+          std::optional<StepDraft> direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
+          if (direct && direct->peak_bytes <= cap_ && direct->recv_bytes <= d.max_recv_bytes &&
+              Total(*direct) <= d.total_bytes &&
+              direct->time_us <= time_us * (1 + 1e-9)) {
+            Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, Total(*direct)};
+            collective.draft = std::move(*direct);
+            const Cost c = cost + collective.cost();
+            candidates.back().note = "priced; one collective moving as much as fast is drafted in its place";
+            relax(u, target_key, node_of(target_key), pm_.target, std::move(collective), c);
+            continue;
+          }
+        }
         if (peak <= cap_ || exempt) {
           const Cost c = cost + e.cost();
           relax(u, target_key, node_of(target_key), pm_.target, std::move(e), c);
@@ -1020,7 +1039,7 @@ BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t
 }  // namespace
 
 Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const PlannerOptions& options) {
-  RESHARD_ASSIGN_OR_RETURN(Exchange oracle, Exchange::Create(source, target));
+  RESHARD_RETURN_IF_ERROR(Exchange::Validate(source, target));
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
   const int64_t floor = MaxLocalBytes(source) + MaxLocalBytes(target);
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
@@ -1048,7 +1067,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
       PlanStep step{StepOp::kExchange, source, target};
       step.input_shard = LargestTile(source);
       step.output_shard = LargestTile(target);
-      NamedPlanner::FillExchange(step, oracle, options.topology);
+      NamedPlanner::FillExchange(step, Exchange::Create(source, target).value(), options.topology);
       exchange = std::move(step);
     }
     auto price = [](const PlanStep& st) {

@@ -1,7 +1,6 @@
 #include "plan/structured_step.h"
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 #include <span>
 
@@ -417,16 +416,22 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
           for (int32_t a : s[d]) t = t * ctx.axis_sizes[a] + ctx.Coordinate(pos, a);
         return t;
       };
-      std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<int64_t>>> by_tile;  // tile -> (senders, receivers)
+      // (shard index, position) of every device that gives a shard up, and
+      // of every device that takes one; sorted, the k-th giver and the k-th
+      // taker of a shard index pair up. Flat arrays: at 2^24 devices a map
+      // of per-shard lists took gigabytes.
+      std::vector<std::pair<int64_t, int64_t>> givers, takers;
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
         if (tf == tt) continue;
-        by_tile[tf].first.push_back(pos);
-        by_tile[tt].second.push_back(pos);
+        givers.push_back({tf, pos});
+        takers.push_back({tt, pos});
       }
-      for (auto& [tile, sr] : by_tile) {
-        if (sr.first.size() != sr.second.size()) return std::nullopt;  // not a permutation
-        for (size_t i = 0; i < sr.first.size(); ++i) draft.pairs.push_back({sr.first[i], sr.second[i]});
+      std::sort(givers.begin(), givers.end());
+      std::sort(takers.begin(), takers.end());
+      for (size_t i = 0; i < givers.size(); ++i) {
+        if (givers[i].first != takers[i].first) return std::nullopt;  // not a permutation
+        draft.pairs.push_back({givers[i].second, takers[i].second});
       }
       std::sort(draft.pairs.begin(), draft.pairs.end());
       const Mesh& mesh = ctx.plan_mesh->mesh;
