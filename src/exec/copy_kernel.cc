@@ -1,6 +1,8 @@
 #include "exec/copy_kernel.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -73,39 +75,45 @@ int64_t CopyUnits(const CopyProgram& p, const CopyOp& op) {
 
 int64_t UnitBytes(const CopyProgram&, const CopyOp& op) { return op.num_dims == 0 ? 1 : op.run_bytes; }
 
-void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi) {
+namespace {
+
+// RunCopy, leaving the fence after streaming stores to the caller: true when
+// it streamed.
+bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
+                  int64_t together_bytes) {
   src += op.src_offset;
   dst += op.dst_offset;
   if (op.num_dims == 0) {
     std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
-    return;
+    return false;
   }
   const CopyDim* dims = p.dims.data() + op.first_dim;
   const int nd = op.num_dims;
 #if defined(__SSE2__)
   // Streaming stores pay off only where the data will not be read again
-  // soon from the cache: copies well beyond the L2 cache.
-  constexpr int64_t kStreamBytes = int64_t{512} << 10;
-  if (op.run_bytes % 16 == 0 && op.run_bytes <= 4096 && p.OpBytes(op) >= kStreamBytes) {
+  // soon from the cache: copies well beyond the L2 cache, or passes of many
+  // copies well beyond the last-level cache.
+  constexpr int64_t kStreamBytes = int64_t{512} << 10, kStreamTogetherBytes = int64_t{8} << 20;
+  if (op.run_bytes % 16 == 0 && op.run_bytes <= 4096 &&
+      (p.OpBytes(op) >= kStreamBytes || together_bytes >= kStreamTogetherBytes)) {
     bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0;
     for (int d = 0; d < nd; ++d) aligned = aligned && dims[d].dst_stride % 16 == 0;
     if (aligned) {
       const size_t run = static_cast<size_t>(op.run_bytes);
       Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { StreamRun(t, s, run); });
-      _mm_sfence();
-      return;
+      return true;
     }
   }
 #endif
   switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
-    case 1: return FixedRows<1>(dims, nd, src, dst, lo, hi);
-    case 2: return FixedRows<2>(dims, nd, src, dst, lo, hi);
-    case 4: return FixedRows<4>(dims, nd, src, dst, lo, hi);
-    case 8: return FixedRows<8>(dims, nd, src, dst, lo, hi);
-    case 12: return FixedRows<12>(dims, nd, src, dst, lo, hi);
-    case 16: return FixedRows<16>(dims, nd, src, dst, lo, hi);
-    case 32: return FixedRows<32>(dims, nd, src, dst, lo, hi);
-    case 64: return FixedRows<64>(dims, nd, src, dst, lo, hi);
+    case 1: FixedRows<1>(dims, nd, src, dst, lo, hi); return false;
+    case 2: FixedRows<2>(dims, nd, src, dst, lo, hi); return false;
+    case 4: FixedRows<4>(dims, nd, src, dst, lo, hi); return false;
+    case 8: FixedRows<8>(dims, nd, src, dst, lo, hi); return false;
+    case 12: FixedRows<12>(dims, nd, src, dst, lo, hi); return false;
+    case 16: FixedRows<16>(dims, nd, src, dst, lo, hi); return false;
+    case 32: FixedRows<32>(dims, nd, src, dst, lo, hi); return false;
+    case 64: FixedRows<64>(dims, nd, src, dst, lo, hi); return false;
     default: break;
   }
   const size_t run = static_cast<size_t>(op.run_bytes);
@@ -113,9 +121,55 @@ void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::
     Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) {
       for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, s + b, 32);
     });
-    return;
+    return false;
   }
   Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { std::memcpy(t, s, run); });
+  return false;
+}
+
+// Orders streaming stores before whatever the caller does next (another
+// thread may read the destination once the pool's loop ends).
+void Fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace
+
+void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
+             int64_t together_bytes) {
+  if (CopyUnfenced(p, op, src, dst, lo, hi, together_bytes)) Fence();
+}
+
+void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes) {
+  // Rows of each copy per turn: about 4 KiB, so a turn's call and index
+  // arithmetic stay small against its bytes, while the copies still advance
+  // through the destination's rows together.
+  constexpr int64_t kTurnBytes = 4096;
+  thread_local std::vector<int64_t> next, end;
+  next.resize(copies.size());
+  end.resize(copies.size());
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const CopyRange& c = copies[k];
+    const int64_t n = c.hi - c.lo;
+    next[k] = c.lo + n * part / parts;
+    end[k] = c.lo + n * (part + 1) / parts;
+  }
+  bool streamed = false;
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t k = 0; k < copies.size(); ++k) {
+      if (next[k] >= end[k]) continue;
+      const CopyRange& c = copies[k];
+      const int64_t rows = std::max<int64_t>(1, kTurnBytes / UnitBytes(*c.program, *c.op));
+      const int64_t hi = std::min(end[k], next[k] + rows);
+      streamed = CopyUnfenced(*c.program, *c.op, c.src, c.dst, next[k], hi, together_bytes) || streamed;
+      next[k] = hi;
+      more = more || hi < end[k];
+    }
+  }
+  if (streamed) Fence();
 }
 
 }  // namespace reshard

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "reshard/device_program.h"
 
@@ -17,8 +18,33 @@ int64_t CopyUnits(const CopyProgram& p, const CopyOp& op);
 // Bytes one unit holds.
 int64_t UnitBytes(const CopyProgram& p, const CopyOp& op);
 // Copies units [lo, hi) of `op` from src (the buffer op.src_offset is relative
-// to) to dst. REQUIRES: 0 <= lo <= hi <= CopyUnits(p, op); the op in bounds.
-void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi);
+// to) to dst. `together_bytes`: the bytes the caller copies along with this
+// op in one pass (0: the op alone); large strided copies, or small ones that
+// are part of a pass well beyond the caches, use streaming stores.
+// REQUIRES: 0 <= lo <= hi <= CopyUnits(p, op); the op in bounds.
+void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
+             int64_t together_bytes = 0);
+
+// Units [lo, hi) of one copy of a program, with the buffers its offsets are relative to.
+struct CopyRange {
+  const CopyProgram* program;
+  const CopyOp* op;
+  const std::byte* src;
+  std::byte* dst;
+  int64_t lo, hi;
+};
+
+// Copies part `part` of `parts` of every range in `copies` (a range's part k
+// is its units [lo + n*k/parts, lo + n*(k+1)/parts), n = hi - lo), a few rows
+// of each copy in turn: copies whose rows interleave in the destination (the
+// boxes of a block-cyclic exchange, each a column strip of the same rows)
+// then fill it in address order and read each source row in order, where
+// copying them one after another would walk every row once per copy.
+// Example: two copies of 64 rows of 512 B, writing alternate 512 B of the
+// same 64 rows of 1 KiB: rows 0..7 of the first, rows 0..7 of the second,
+// rows 8..15 of the first, and so on. `together_bytes` as for RunCopy.
+// REQUIRES: 0 <= part < parts; every range as RunCopy requires.
+void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes);
 
 }  // namespace reshard
 

@@ -3,9 +3,11 @@
 // send buffers, over a thread pool.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
+#include <utility>
 
 #include "exec/copy_kernel.h"
 #include "exec/thread_pool.h"
@@ -15,13 +17,12 @@
 namespace reshard {
 namespace {
 
-// One range of one copy: the unit of parallel work.
-struct Work {
-  const CopyProgram* program;
-  const CopyOp* op;
-  const std::byte* src;
-  std::byte* dst;
-  int64_t lo, hi;
+using Work = CopyRange;
+
+// Part `part` of `parts` of the sorted strided copies [begin, end): run interleaved.
+struct Task {
+  size_t begin, end;
+  int64_t part, parts;
 };
 
 class InProcessExecutor final : public Executor {
@@ -133,46 +134,131 @@ class InProcessExecutor final : public Executor {
   // row takes from every sender); running one copy after another walks every
   // page once per copy, while slices of every copy together keep a block of
   // rows of every buffer in the cache until all its copies are done
-  // (docs/benchmarks.md, "Execution"). Contiguous copies, and
-  // many small copies where slicing every copy would cost more than it saves,
-  // run in chunks of 256 KiB instead.
+  // (docs/benchmarks.md, "Execution"). That suits copies that share source
+  // rows and are long enough for each slice to hold rows of each. Copies that
+  // share destination rows more than source rows (Spans), or too short to
+  // slice (the many small boxes of a block-cyclic exchange: a slice would
+  // hold a row of one box in four), run in groups by destination instead
+  // (Group). Contiguous copies run in chunks of 256 KiB.
   void RunWork() {
-    constexpr int64_t kSliceBytes = int64_t{512} << 10, kChunk = int64_t{1} << 18;
+    constexpr int64_t kChunk = int64_t{1} << 18;
     strided_.clear();
     chunks_.clear();
-    int64_t strided_bytes = 0;
+    tasks_.clear();
+    int64_t strided_bytes = 0, strided_units = 0;
     for (const Work& w : work_) {
       if (w.op->num_dims > 0) {
         strided_.push_back(w);
         strided_bytes += w.program->OpBytes(*w.op);
+        strided_units += w.hi;
       }
     }
     const int64_t slices = std::max<int64_t>(pool_.size(), (strided_bytes + kSliceBytes - 1) / kSliceBytes);
-    const bool slice = static_cast<int64_t>(strided_.size()) * slices <= (int64_t{1} << 20);
-    if (!slice) strided_.clear();
+    const bool slice = !strided_.empty() && strided_units >= slices * static_cast<int64_t>(strided_.size()) &&
+                       Spans(/*dst=*/false) <= Spans(/*dst=*/true);
+    if (!slice) Group();
     for (const Work& w : work_) {
-      if (slice && w.op->num_dims > 0) continue;
+      if (w.op->num_dims > 0) continue;
       const int64_t per = std::max<int64_t>(1, kChunk / UnitBytes(*w.program, *w.op));
       for (int64_t lo = 0; lo < w.hi; lo += per) chunks_.push_back({w.program, w.op, w.src, w.dst, lo, std::min(w.hi, lo + per)});
     }
-    const int64_t parts = (strided_.empty() ? 0 : slices) + static_cast<int64_t>(chunks_.size());
+    const int64_t first = slice ? slices : static_cast<int64_t>(tasks_.size());
+    const int64_t parts = first + static_cast<int64_t>(chunks_.size());
     pool_.ParallelFor(parts, [&](int64_t k) {
-      if (!strided_.empty() && k < slices) {
+      if (slice && k < slices) {
         for (const Work& w : strided_) {
           const int64_t lo = w.hi * k / slices, hi = w.hi * (k + 1) / slices;
           if (hi > lo) RunCopy(*w.program, *w.op, w.src, w.dst, lo, hi);
         }
         return;
       }
-      const Work& w = chunks_[static_cast<size_t>(k - (strided_.empty() ? 0 : slices))];
+      if (k < first) {
+        const Task& t = tasks_[static_cast<size_t>(k)];
+        RunInterleaved(std::span<const Work>(strided_).subspan(t.begin, t.end - t.begin), t.part, t.parts, strided_bytes);
+        return;
+      }
+      const Work& w = chunks_[static_cast<size_t>(k - first)];
       RunCopy(*w.program, *w.op, w.src, w.dst, w.lo, w.hi);
     });
   }
 
+  // How many disjoint spans the strided copies cover in their sources (or
+  // destinations): copies whose spans overlap share rows. Where copies share
+  // destination rows more than source rows (fewer spans: block-cyclic boxes,
+  // each a strip of the same target rows, each source row read by one or two
+  // boxes), filling each target block in turn reads the sources in order
+  // too; where they share source rows (each source row feeds every receiver,
+  // as in the canonical case and rows to columns), slices of every copy
+  // read each source row once, in order, while grouping by destination would
+  // read it in scattered pieces (measured: docs/benchmarks.md, "Block-cyclic
+  // in one process").
+  size_t Spans(bool dst) {
+    spans_.clear();
+    for (const Work& w : strided_) {
+      const std::byte* base = dst ? w.dst : w.src;
+      const int64_t begin = dst ? w.op->dst_offset : w.op->src_offset;
+      const int64_t end = dst ? w.program->DstEnd(*w.op) : w.program->SrcEnd(*w.op);
+      spans_.push_back({reinterpret_cast<uintptr_t>(base + begin), reinterpret_cast<uintptr_t>(base + end)});
+    }
+    std::sort(spans_.begin(), spans_.end());
+    size_t count = 0;
+    uintptr_t reach = 0;
+    for (const auto& [begin, end] : spans_) {
+      if (count == 0 || begin >= reach) ++count;
+      reach = std::max(reach, end);
+    }
+    return count;
+  }
+
+  // Splits the strided copies into tasks by destination: sorted by the first
+  // byte they write, copies whose destination spans overlap form a group (in
+  // a block-cyclic exchange, the boxes that fill the same rows of a target,
+  // from every sender), and a group runs interleaved (RunInterleaved), in
+  // parts of about kSliceBytes, so each part fills a block of the target's
+  // rows in address order. A group of more than kMaxGroup copies would cost
+  // each part a pass over all of them: it runs as consecutive copies of about
+  // kSliceBytes instead.
+  void Group() {
+    constexpr size_t kMaxGroup = 1024;
+    // Addresses as integers: copies into different buffers compare too.
+    auto first_byte = [](const Work& w) { return reinterpret_cast<uintptr_t>(w.dst + w.op->dst_offset); };
+    std::sort(strided_.begin(), strided_.end(),
+              [&](const Work& a, const Work& b) { return first_byte(a) < first_byte(b); });
+    auto add = [&](size_t begin, size_t end, int64_t bytes) {
+      const int64_t parts = std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
+      for (int64_t k = 0; k < parts; ++k) tasks_.push_back({begin, end, k, parts});
+    };
+    for (size_t begin = 0; begin < strided_.size();) {
+      uintptr_t span_end = 0;
+      int64_t bytes = 0;
+      size_t end = begin;
+      for (; end < strided_.size() && (end == begin || first_byte(strided_[end]) < span_end); ++end) {
+        const Work& w = strided_[end];
+        span_end = std::max(span_end, reinterpret_cast<uintptr_t>(w.dst + w.program->DstEnd(*w.op)));
+        bytes += w.program->OpBytes(*w.op);
+      }
+      if (end - begin <= kMaxGroup) {
+        add(begin, end, bytes);
+      } else {
+        for (size_t b = begin; b < end;) {
+          int64_t run = 0;
+          size_t e = b;
+          while (e < end && (e == b || run < kSliceBytes)) run += strided_[e].program->OpBytes(*strided_[e].op), ++e;
+          add(b, e, run);
+          b = e;
+        }
+      }
+      begin = end;
+    }
+  }
+
+  static constexpr int64_t kSliceBytes = int64_t{512} << 10;
   ExecOptions options_;
   ThreadPool pool_;
   std::vector<HostBuffer> send_;
   std::vector<Work> work_, strided_, chunks_;
+  std::vector<Task> tasks_;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans_;
 };
 
 }  // namespace
