@@ -46,6 +46,20 @@ class Mesh {
   std::optional<int64_t> AxisIndex(std::string_view name) const;
   // Mesh coordinate of the device at row-major position `flat` along `axis`.
   int64_t Coordinate(int64_t flat, int64_t axis) const;
+  // Positions between neighbours along `axis` (row-major).
+  int64_t Stride(int64_t axis) const { return strides_[axis]; }
+
+  // Groups over a list of axes: the positions that differ only on `axes`
+  // form a group (the collectives of a plan step run within them). A
+  // member's index is row-major over `axes` in the order listed; groups are
+  // named by their first position (every group axis at coordinate 0). The
+  // one place this arithmetic lives: planner, emitters, simulator and
+  // executors all call it. REQUIRES: distinct axes in [0, num_axes()).
+  int64_t GroupSize(const std::vector<int32_t>& axes) const;
+  int64_t GroupOf(int64_t flat, const std::vector<int32_t>& axes) const;
+  int64_t MemberIndex(int64_t flat, const std::vector<int32_t>& axes) const;
+  // The group's positions in member order.
+  std::vector<int64_t> GroupMembers(int64_t flat, const std::vector<int32_t>& axes) const;
 
   // "x=4,y=2", with " devices=[3,2,1,0]" appended when not iota.
   std::string ToString() const;

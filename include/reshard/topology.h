@@ -19,7 +19,7 @@
 // as its slowest device, plus a fixed step latency for every step that
 // communicates (launching and synchronizing one collective). Local copies
 // (pack, transpose, pad) cost bytes / copy_beta. The bandwidth-only model
-// (MakeBandwidthOnly) sets every alpha and the step latency to 0, makes
+// (BandwidthOnly) sets every alpha and the step latency to 0, makes
 // local copies free and prices a device by what it receives: plans are
 // ordered by received bytes alone, the quantity the lower bound bounds.
 // Immutable value; thread-safe.
@@ -64,18 +64,20 @@ class Topology {
 
   // The link classes: `network` is flat's and nodes' inter-node link and
   // torus' link; `intra_node` is used by nodes:K only.
-  LinkCost& network() { return network_; }
-  LinkCost& intra_node() { return intra_; }
   const LinkCost& network() const { return network_; }
   const LinkCost& intra_node() const { return intra_; }
-  double& step_latency_us() { return step_latency_; }
   double step_latency_us() const { return step_latency_; }
-  double& copy_bytes_per_us() { return copy_beta_; }
   double copy_bytes_per_us() const { return copy_beta_; }
 
-  // Sets every alpha, hop alpha and the step latency to 0; local copies free;
+  // The same network with one cost changed: a new value each (a Topology
+  // never changes once made, so plans priced over it stay true).
+  Topology WithNetwork(const LinkCost& link) const;
+  Topology WithIntraNode(const LinkCost& link) const;
+  Topology WithStepLatency(double us) const;
+  Topology WithCopyBytesPerUs(double bytes_per_us) const;
+  // Every alpha, hop alpha and the step latency 0; local copies free;
   // receives alone priced.
-  void MakeBandwidthOnly();
+  Topology BandwidthOnly() const;
   bool receive_only() const { return receive_only_; }
 
   // Cost of one message of `bytes` from device p to device q (p != q).

@@ -79,7 +79,7 @@ Plan MakePlan(const Layout& source, const Layout& target, const std::string& str
   PlannerOptions o;
   o.strategy = Unwrap(ParseStrategy(strategy));
   o.topology = Unwrap(Topology::Parse(topology));
-  if (bandwidth_only) o.topology.MakeBandwidthOnly();
+  if (bandwidth_only) o.topology = o.topology.BandwidthOnly();
   o.target = Unwrap(ParsePlanTarget(backend));
   if (memory_cap < 0) Raise(Status::InvalidArgument("memory_cap: " + std::to_string(memory_cap) + " must be >= 0"));
   o.memory_cap_bytes = memory_cap;

@@ -207,7 +207,7 @@ class Pricer {
     if (it != cache_.end()) return it->second;
     PlannerOptions po;
     po.topology = Topology::Flat();
-    po.topology.MakeBandwidthOnly();
+    po.topology = po.topology.BandwidthOnly();
     po.target = options_.target;
     for (const std::string& t : {from_text, to_text}) {
       Result<HloSharding> s = ParseHloSharding(t);

@@ -63,12 +63,11 @@ class HloWriter {
   }
   // Linear index of this device over `axes` (row-major), as s32[].
   std::string LinearIndex(const std::vector<int32_t>& axes) {
+    // Mesh::MemberIndex, written as HLO arithmetic.
     const Mesh& mesh = *plan_.mesh();
-    std::vector<int64_t> strides(mesh.num_axes(), 1);
-    for (int64_t a = mesh.num_axes() - 2; a >= 0; --a) strides[a] = strides[a + 1] * mesh.axes()[a + 1].size;
     std::string linear;
     for (int32_t a : axes) {
-      const std::string q = Emit("s32[]", fmt::format("divide({}, {})", Position(), S32(strides[a])));
+      const std::string q = Emit("s32[]", fmt::format("divide({}, {})", Position(), S32(mesh.Stride(a))));
       const std::string c = Emit("s32[]", fmt::format("remainder({}, {})", q, S32(mesh.axes()[a].size)));
       linear = linear.empty() ? c
                               : Emit("s32[]", fmt::format("add({}, {})",

@@ -446,25 +446,12 @@ Status MpiReshard::State::AllInOrder(StepRun& s) {
 
 Status MpiReshard::State::UseGroups(StepRun& s, const PlanStep& step, const Mesh& mesh) {
   const int64_t n = mesh.num_devices();
-  std::vector<int64_t> stride(mesh.axes().size(), 1);
-  for (size_t a = stride.size(); a-- > 1;) stride[a - 1] = stride[a] * mesh.axes()[a].size;
   std::vector<int64_t> position(static_cast<size_t>(size), -1);  // rank -> mesh position
   for (int64_t pos = 0; pos < n; ++pos)
     if (mesh.device(pos) < size) position[static_cast<size_t>(mesh.device(pos))] = pos;
-  // A group is the positions that differ only on the group axes; a member's
-  // index is row-major over the group axes in their listed order.
-  auto color = [&](int64_t pos) {
-    for (int32_t a : step.group_axes) pos -= (pos / stride[static_cast<size_t>(a)]) % mesh.axes()[static_cast<size_t>(a)].size * stride[static_cast<size_t>(a)];
-    return pos;
-  };
-  auto member = [&](int64_t pos) {
-    int64_t k = 0;
-    for (int32_t a : step.group_axes) {
-      const int64_t axis_size = mesh.axes()[static_cast<size_t>(a)].size;
-      k = k * axis_size + (pos / stride[static_cast<size_t>(a)]) % axis_size;
-    }
-    return k;
-  };
+  // Groups and member order as the plan's (Mesh::GroupOf, MemberIndex).
+  auto color = [&](int64_t pos) { return mesh.GroupOf(pos, step.group_axes); };
+  auto member = [&](int64_t pos) { return mesh.MemberIndex(pos, step.group_axes); };
   const int64_t me = position[static_cast<size_t>(rank)];
   bool inside = me >= 0 || (s.send_rank.empty() && s.recv_rank.empty());
   for (const std::vector<int>* peers : {&s.send_rank, &s.recv_rank})
@@ -475,8 +462,7 @@ Status MpiReshard::State::UseGroups(StepRun& s, const PlanStep& step, const Mesh
   // An all-gather where every message is this rank's whole input, packed as
   // is, and goes to every other member: then what each member receives from
   // another is that member's whole input, as MPI_Allgatherv has it.
-  int64_t members = 1;
-  for (int32_t a : step.group_axes) members *= mesh.axes()[static_cast<size_t>(a)].size;
+  const int64_t members = mesh.GroupSize(step.group_axes);
   bool whole = step.op == StepOp::kAllGather &&
                static_cast<int64_t>(s.send_rank.size()) == (s.program.input_bytes > 0 ? members - 1 : 0);
   for (size_t m = 0; m < s.send_rank.size() && whole; ++m) {

@@ -102,9 +102,6 @@ class PlanRun {
  public:
   PlanRun(const CollectivePlan& plan, SimulationReport& report) : plan_(plan), report_(report) {
     if (plan.mesh()) {
-      const auto& axes = plan.mesh()->axes();
-      strides_.assign(axes.size(), 1);
-      for (int64_t a = static_cast<int64_t>(axes.size()) - 2; a >= 0; --a) strides_[a] = strides_[a + 1] * axes[a + 1].size;
       for (int64_t pos = 0; pos < plan.mesh()->num_devices(); ++pos) position_[plan.mesh()->device(pos)] = pos;
     }
   }
@@ -150,19 +147,8 @@ class PlanRun {
     }
   }
 
-  int64_t Coordinate(int64_t pos, int32_t axis) const { return (pos / strides_[axis]) % plan_.mesh()->axes()[axis].size; }
-
   std::vector<int64_t> Group(int64_t pos, const std::vector<int32_t>& axes) const {
-    int64_t base = pos;
-    for (int32_t a : axes) base -= Coordinate(pos, a) * strides_[a];
-    std::vector<int64_t> members = {base};
-    for (int32_t a : axes) {
-      std::vector<int64_t> next;
-      for (int64_t m : members)
-        for (int64_t c = 0; c < plan_.mesh()->axes()[a].size; ++c) next.push_back(m + c * strides_[a]);
-      members = std::move(next);
-    }
-    return members;
+    return plan_.mesh()->GroupMembers(pos, axes);
   }
 
   // Runs one op on every device; returns false on a malformed op.
@@ -223,8 +209,7 @@ class PlanRun {
       case ProgramOp::Kind::kDynamicSlice:
         if (!mesh) return fail("a dynamic slice needs a mesh");
         for (auto& [dev, b] : buffers_) {
-          int64_t linear = 0;
-          for (int32_t a : op.axes) linear = linear * mesh->axes()[a].size + Coordinate(position_.at(dev), a);
+          const int64_t linear = mesh->MemberIndex(position_.at(dev), op.axes);
           std::vector<int64_t> from(b.shape.size(), 0);
           from[op.dim] = linear * op.shape[op.dim];
           if (from[op.dim] + op.shape[op.dim] > b.shape[op.dim])
@@ -349,7 +334,6 @@ class PlanRun {
  private:
   const CollectivePlan& plan_;
   SimulationReport& report_;
-  std::vector<int64_t> strides_;
   std::map<int64_t, int64_t> position_;  // device id -> mesh position
   std::map<int64_t, Buffer> buffers_;
 };

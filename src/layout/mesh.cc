@@ -54,6 +54,38 @@ std::optional<int64_t> Mesh::AxisIndex(std::string_view name) const {
 
 int64_t Mesh::Coordinate(int64_t flat, int64_t axis) const { return (flat / strides_[axis]) % axes_[axis].size; }
 
+int64_t Mesh::GroupSize(const std::vector<int32_t>& axes) const {
+  int64_t k = 1;
+  for (int32_t a : axes) k *= axes_[a].size;
+  return k;
+}
+
+int64_t Mesh::GroupOf(int64_t flat, const std::vector<int32_t>& axes) const {
+  for (int32_t a : axes) flat -= Coordinate(flat, a) * strides_[a];
+  return flat;
+}
+
+int64_t Mesh::MemberIndex(int64_t flat, const std::vector<int32_t>& axes) const {
+  int64_t k = 0;
+  for (int32_t a : axes) k = k * axes_[a].size + Coordinate(flat, a);
+  return k;
+}
+
+std::vector<int64_t> Mesh::GroupMembers(int64_t flat, const std::vector<int32_t>& axes) const {
+  std::vector<int64_t> members = {GroupOf(flat, axes)};
+  members.reserve(GroupSize(axes));
+  for (int32_t a : axes) {
+    // Row-major: each axis listed later varies faster.
+    const size_t before = members.size();
+    std::vector<int64_t> next;
+    next.reserve(before * axes_[a].size);
+    for (int64_t m : members)
+      for (int64_t c = 0; c < axes_[a].size; ++c) next.push_back(m + c * strides_[a]);
+    members = std::move(next);
+  }
+  return members;
+}
+
 std::string Mesh::ToString() const {
   std::string s;
   for (size_t i = 0; i < axes_.size(); ++i) s += (i ? "," : "") + axes_[i].name + "=" + std::to_string(axes_[i].size);

@@ -177,7 +177,7 @@ TEST(Topology, ParsesAndPrices) {
   EXPECT_LT(torus.MessageTime(0, 1, 1 << 20), torus.MessageTime(0, 10, 1 << 20));  // 1 hop vs 4
   EXPECT_DOUBLE_EQ(torus.MessageTime(0, 3, 1000), torus.MessageTime(0, 1, 1000));  // wrap-around: 1 hop
   Topology bw = Topology::Flat();
-  bw.MakeBandwidthOnly();
+  bw = bw.BandwidthOnly();
   EXPECT_DOUBLE_EQ(bw.MessageTime(0, 1, 25000), 1.0);
   EXPECT_EQ(bw.CopyTime(1 << 30), 0.0);
 }

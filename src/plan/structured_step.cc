@@ -91,11 +91,9 @@ PlanContext::PlanContext(const PlanMesh& pm, const Topology& topo, std::vector<i
   const auto& axes = pm.mesh.axes();
   axis_sizes.resize(axes.size());
   axis_strides.resize(axes.size());
-  int64_t stride = 1;
-  for (size_t a = axes.size(); a-- > 0;) {
+  for (size_t a = 0; a < axes.size(); ++a) {  // the mesh's, kept flat for the hot loops
     axis_sizes[a] = axes[a].size;
-    axis_strides[a] = stride;
-    stride *= axes[a].size;
+    axis_strides[a] = pm.mesh.Stride(static_cast<int64_t>(a));
   }
 }
 
@@ -144,11 +142,8 @@ double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64
       const int64_t pos = samples == n ? i : i * n / samples;
       // The group's members in member order (row-major over `axes`),
       // walked without listing them.
-      int64_t q = pos;
-      for (size_t j = 0; j < axes.size(); ++j) {
-        digit[j] = 0;
-        q -= ctx.Coordinate(pos, axes[j]) * ctx.axis_strides[axes[j]];
-      }
+      int64_t q = mesh.GroupOf(pos, axes);
+      std::fill(digit.begin(), digit.end(), 0);
       double a = 0, b = 0;
       const int64_t first = mesh.device(pos) / node * node;  // of pos's node
       for (int64_t m = 0; m < k; ++m) {

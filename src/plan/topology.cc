@@ -70,12 +70,38 @@ Result<Topology> Topology::Parse(std::string_view text) {
       fmt::format("unknown topology '{}' at column 1: expected flat, nodes:K or torus:AxB[xC]", text));
 }
 
-void Topology::MakeBandwidthOnly() {
-  network_.alpha_us = network_.hop_alpha_us = 0;
-  intra_.alpha_us = intra_.hop_alpha_us = 0;
-  step_latency_ = 0;
-  copy_beta_ = std::numeric_limits<double>::infinity();
-  receive_only_ = true;
+Topology Topology::WithNetwork(const LinkCost& link) const {
+  Topology t = *this;
+  t.network_ = link;
+  return t;
+}
+
+Topology Topology::WithIntraNode(const LinkCost& link) const {
+  Topology t = *this;
+  t.intra_ = link;
+  return t;
+}
+
+Topology Topology::WithStepLatency(double us) const {
+  Topology t = *this;
+  t.step_latency_ = us;
+  return t;
+}
+
+Topology Topology::WithCopyBytesPerUs(double bytes_per_us) const {
+  Topology t = *this;
+  t.copy_beta_ = bytes_per_us;
+  return t;
+}
+
+Topology Topology::BandwidthOnly() const {
+  Topology t = *this;
+  t.network_.alpha_us = t.network_.hop_alpha_us = 0;
+  t.intra_.alpha_us = t.intra_.hop_alpha_us = 0;
+  t.step_latency_ = 0;
+  t.copy_beta_ = std::numeric_limits<double>::infinity();
+  t.receive_only_ = true;
+  return t;
 }
 
 bool Topology::Uniform() const {

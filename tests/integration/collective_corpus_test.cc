@@ -120,7 +120,7 @@ TEST(CollectiveCorpus, EveryPlanRunsExactlyAndBeatsTheBaselines) {
     // By bytes alone, uncapped, with the ragged exchange: the lower bound.
     PlannerOptions o;
     o.meshes = c.meshes;
-    o.topology.MakeBandwidthOnly();
+    o.topology = o.topology.BandwidthOnly();
     o.memory_cap_bytes = INT64_MAX;
     Result<PlanResult> r = PlanReshard(c.source, c.target, o);
     ASSERT_TRUE(r.ok()) << r.status();

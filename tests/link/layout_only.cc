@@ -69,6 +69,10 @@ int main() {
   Check(mesh.DeviceIds().size() == 8 && other.DeviceIds() == std::vector<int64_t>{3, 1}, "Mesh::DeviceIds");
   Check(mesh.AxisIndex("y") == std::optional<int64_t>(1) && !mesh.AxisIndex("z"), "Mesh::AxisIndex");
   Check(mesh.Coordinate(5, 0) == 2 && mesh.Coordinate(5, 1) == 1, "Mesh::Coordinate");
+  Check(mesh.Stride(0) == 2 && mesh.Stride(1) == 1, "Mesh::Stride");
+  Check(mesh.GroupSize({0}) == 4 && mesh.GroupOf(5, {0}) == 1 && mesh.MemberIndex(5, {0}) == 2 &&
+            mesh.GroupMembers(5, {0}) == std::vector<int64_t>{1, 3, 5, 7},
+        "Mesh::GroupSize, GroupOf, MemberIndex, GroupMembers");
   Check(mesh.ToString() == "x=4,y=2" && Streamed(mesh) == mesh.ToString(), "Mesh::ToString, operator<<(Mesh)");
 
   // tile_assignment.h

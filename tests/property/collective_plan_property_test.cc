@@ -96,7 +96,7 @@ TEST(CollectivePlanProperty, RandomNamedPairs) {
     // By bytes alone, with the ragged exchange available and no memory cap,
     // plans meet the lower bound.
     o.topology = Topology::Flat();
-    o.topology.MakeBandwidthOnly();
+    o.topology = o.topology.BandwidthOnly();
     o.memory_cap_bytes = INT64_MAX;
     Result<PlanResult> r = PlanReshard(c.source, c.target, o);
     ASSERT_TRUE(r.ok()) << c.text;

@@ -131,7 +131,7 @@ TEST(PlanRulesProperty, FiveThousandPairs) {
     PlannerOptions o;
     o.meshes = {p.mesh};
     // 1. bytes alone, default cap
-    o.topology.MakeBandwidthOnly();
+    o.topology = o.topology.BandwidthOnly();
     Result<PlanResult> bytes = PlanReshard(p.source, p.target, o);
     ASSERT_TRUE(bytes.ok()) << p.text << ": " << bytes.status();
     EXPECT_EQ(bytes->plan.totals().max_recv_bytes, bytes->lower_bound.max_recv_bytes) << "bandwidth-only " << p.text;
