@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plan/cost_model.h"
 #include "reshard/plan_stats.h"
 
 namespace reshard {
@@ -23,13 +24,12 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
       send_time[index(t.from)] += c;
       recv_time[index(t.to)] += c;
     });
-    for (int64_t i = 0; i < n; ++i)
-      out.time_us = std::max({out.time_us, topo.receive_only() ? 0.0 : send_time[i], recv_time[i]});
-    // Local copies: pack what is sent, lay out the whole target buffer.
+    double messages = 0;
+    for (int64_t i = 0; i < n; ++i) messages = std::max(messages, DeviceMessageTime(topo, send_time[i], recv_time[i]));
     int64_t copies = 0;
-    for (const DeviceStats& d : stats.per_device) copies = std::max(copies, d.send_bytes + d.target_bytes);
-    out.time_us += topo.CopyTime(copies);
-    if (stats.messages > 0) out.time_us += topo.step_latency_us();
+    for (const DeviceStats& d : stats.per_device)
+      copies = std::max(copies, StepCopiedBytes(StepOp::kExchange, d.send_bytes, d.target_bytes));
+    out.time_us = StepTime(topo, messages, copies, stats.messages > 0);
     out.max_recv_bytes = stats.max_recv_bytes;
     out.total_bytes = stats.total_bytes;
     out.peak_bytes = stats.peak_bytes;
@@ -60,12 +60,12 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
       if (t.from == dev) { send += c; send_bytes += b; }
       if (t.to == dev) { recv += c; recv_bytes += b; ++out.messages; }
     });
-    out.time_us = std::max(out.time_us, std::max(topo.receive_only() ? 0.0 : send, recv) +
-                                            topo.CopyTime(send_bytes + ex.target().LocalBytes(dev)));
+    out.time_us = std::max(out.time_us, StepTime(topo, DeviceMessageTime(topo, send, recv),
+                                                 StepCopiedBytes(StepOp::kExchange, send_bytes, ex.target().LocalBytes(dev)),
+                                                 out.total_bytes > 0));
     out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + send_bytes + recv_bytes);
     out.max_staging_bytes = std::max(out.max_staging_bytes, send_bytes + recv_bytes);
   }
-  if (out.total_bytes > 0) out.time_us += topo.step_latency_us();
   return out;
 }
 

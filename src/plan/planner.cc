@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <tuple>
 
+#include "plan/cost_model.h"
 #include "plan/exchange_step.h"
 #include "plan/plan_mesh.h"
 #include "plan/structured_step.h"
@@ -972,10 +973,9 @@ BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Top
       t += topo.MessageTime(source.Holders(tile)[0], dev, source.TileElements(tile) * eb);
     }
     // Lay out the gathered array, then slice the target shard from it.
-    t += topo.CopyTime(source.num_elements() * eb + target.LocalBytes(dev));
-    b.time_us = std::max(b.time_us, t);
+    b.time_us = std::max(b.time_us, StepTime(topo, t, source.num_elements() * eb + target.LocalBytes(dev),
+                                             b.max_recv_bytes > 0));
   }
-  if (b.max_recv_bytes > 0) b.time_us += topo.step_latency_us();
   return b;
 }
 
@@ -1020,7 +1020,7 @@ std::optional<PlanStep> ExplicitPermute(const PlanBuilder& b, const Layout& sour
     step.recvs.Set(t, 1);
     step.time_us = std::max(step.time_us, topo.MessageTime(b.device(s), b.device(t), bytes));
   }
-  step.time_us += topo.step_latency_us() + topo.CopyTime(0);
+  step.time_us = StepTime(topo, step.time_us, StepCopiedBytes(step.op, bytes, bytes), /*communicates=*/true);
   return step;
 }
 

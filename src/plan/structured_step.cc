@@ -4,6 +4,8 @@
 #include <numeric>
 #include <span>
 
+#include "plan/cost_model.h"
+
 namespace reshard {
 namespace {
 
@@ -446,14 +448,8 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   }
   if (detailed && b->shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
   draft.peak_bytes = std::max(detailed ? b->peak_bytes() : peak, from_bytes + to_bytes);
-  // Local copies as an executor makes them: pack what is sent where it is
-  // not one contiguous buffer (an all-to-all's chunks), then lay out the
-  // result (not needed where a permute receives straight into it). The
-  // exchange is priced the same way, so the two compare on traffic alone.
-  const int64_t packed = draft.op == StepOp::kAllToAll ? draft.send_bytes : 0;
-  const int64_t laid_out = draft.op == StepOp::kCollectivePermute ? 0 : to_bytes;
-  draft.time_us += ctx.topology->CopyTime(packed + laid_out);
-  if (IsCollective(draft.op)) draft.time_us += ctx.topology->step_latency_us();
+  draft.time_us = StepTime(*ctx.topology, draft.time_us, StepCopiedBytes(draft.op, draft.send_bytes, to_bytes),
+                           IsCollective(draft.op));
   if (detailed) draft.program = b->TakeOps();
   return draft;
 }
