@@ -38,11 +38,21 @@
 
 namespace reshard {
 
+// What one step moved as messages, per device (indexed like
+// PlanProgram::devices()), counted from the copies the transport made: the
+// bytes a device's messages carried out of it and into it. A backend's
+// figures are checked against the plan's send_bytes / recv_bytes
+// (docs/execution.md, "Planned and executed bytes").
+struct StepTraffic {
+  std::vector<int64_t> sent = {}, received = {};
+};
+
 struct ExecStats {
   int64_t bytes_moved = 0;  // bytes written into every step's output buffers (received or copied locally)
   int64_t bytes_sent = 0;   // of which arrived as messages
   int64_t peak_bytes = 0;   // most bytes one device held: its buffers, send buffer and intermediates
   std::vector<int64_t> peak_per_device = {};  // indexed like PlanProgram::devices()
+  std::vector<StepTraffic> steps = {};        // per step of the program
   double seconds = 0;
 };
 

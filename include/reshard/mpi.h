@@ -98,6 +98,10 @@ struct MpiRunStats {
   int64_t bytes_sent = 0, bytes_received = 0;
   int64_t messages_sent = 0;  // chunks counted
   double seconds = 0;         // this rank's wall time
+  // Per step: the bytes this rank handed MPI to carry to and from other
+  // ranks (the counts and datatype sizes of its calls), which tests check
+  // against the plan's send_bytes / recv_bytes.
+  std::vector<int64_t> step_bytes_sent = {}, step_bytes_received = {};
 };
 
 class MpiReshard {

@@ -70,6 +70,20 @@ class InProcessExecutor final : public Executor {
       }
       // Phase 1: pack and local copies. Phase 2: unpack from the senders' buffers.
       const bool direct = options_.transport == Transport::kDirect;
+      // Message m of receiver i carried the bytes its copies wrote (direct:
+      // from the sender's input; staged: out of the sender's send buffer).
+      StepTraffic& traffic = stats.steps.emplace_back();
+      traffic.sent.assign(n, 0);
+      traffic.received.assign(n, 0);
+      auto count = [&](size_t i, const CopyProgram& copies, const std::vector<int32_t>& begin) {
+        const DeviceProgram& dp = step.devices[i];
+        for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
+          int64_t bytes = 0;
+          for (int32_t k = begin[m]; k < begin[m + 1]; ++k) bytes += copies.OpBytes(copies.ops[static_cast<size_t>(k)]);
+          traffic.received[i] += bytes;
+          traffic.sent[static_cast<size_t>(dp.recv_peer[m])] += bytes;
+        }
+      };
       work_.clear();
       for (size_t i = 0; i < n; ++i) {
         const DeviceProgram& dp = step.devices[i];
@@ -78,6 +92,7 @@ class InProcessExecutor final : public Executor {
             Add(dp.direct, dp.direct_begin[m], dp.direct_begin[m + 1], in[dp.recv_peer[m]].data(), out[i].data());
           stats.bytes_moved += dp.local.bytes + dp.direct.bytes;
           stats.bytes_sent += dp.direct.bytes;
+          count(i, dp.direct, dp.direct_begin);
           Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
           continue;
         }
@@ -96,6 +111,7 @@ class InProcessExecutor final : public Executor {
         }
         stats.bytes_moved += dp.unpack.bytes;
         stats.bytes_sent += dp.unpack.bytes;
+        count(i, dp.unpack, dp.unpack_begin);
       }
       RunWork();
       if (options_.after_step) {

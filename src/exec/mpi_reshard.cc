@@ -15,6 +15,12 @@
 namespace reshard {
 namespace {
 
+int64_t Sum(const std::vector<int>& counts) {
+  int64_t n = 0;
+  for (int c : counts) n += c;
+  return n;
+}
+
 Status FromCode(Status::Code code, std::string msg) {
   switch (code) {
     case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(msg));
@@ -521,6 +527,9 @@ Status MpiReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std:
                                     "MPI_Iallgatherv"));
     RunAll(p.local, in, out);
     RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-gather)"));
+    // Its input went to every other member; its own slot is not a message.
+    stats.step_bytes_sent.back() += p.input_bytes * (s.group_size - 1);
+    stats.step_bytes_received.back() += Sum(s.recv_counts) - p.input_bytes;
     for (size_t m = 0; m < s.recv_rank.size(); ++m)
       RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out);
   } else {
@@ -531,6 +540,8 @@ Status MpiReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std:
                                     "MPI_Ialltoallv (group)"));
     RunAll(p.local, in, out);
     RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (group all-to-all-v)"));
+    stats.step_bytes_sent.back() += Sum(s.send_counts);
+    stats.step_bytes_received.back() += Sum(s.recv_counts);
     RunAll(p.unpack, recv.data(), out);
   }
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
@@ -630,6 +641,8 @@ Status MpiReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, st
                                   "MPI_Ialltoallv"));
   RunAll(p.local, in, out);  // while the messages travel
   RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-to-all-v)"));
+  stats.step_bytes_sent.back() += Sum(s.send_counts);
+  stats.step_bytes_received.back() += Sum(s.recv_counts);
   RunAll(p.unpack, recv.data(), out);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
@@ -645,6 +658,13 @@ Status MpiReshard::State::RunAlltoallw(const StepRun& s, const std::byte* in, st
                                   "MPI_Ialltoallw"));
   RunAll(s.program.local, in, out);
   RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (all-to-all-w)"));
+  for (size_t r = 0; r < s.send_counts.size(); ++r) {
+    int send_size = 0, recv_size = 0;
+    MPI_Type_size(s.send_types[r], &send_size);
+    MPI_Type_size(s.recv_types[r], &recv_size);
+    stats.step_bytes_sent.back() += int64_t{s.send_counts[r]} * send_size;
+    stats.step_bytes_received.back() += int64_t{s.recv_counts[r]} * recv_size;
+  }
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
@@ -669,6 +689,7 @@ Status MpiReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in,
       if (last[m] != MPI_REQUEST_NULL) earlier.push_back(last[m]);
       RESHARD_RETURN_IF_ERROR(MpiCall(
           MPI_Irecv(recv.data() + p.recv_offset[m] + off, len, MPI_BYTE, s.recv_rank[m], 0, comm, &last[m]), "MPI_Irecv"));
+      stats.step_bytes_received.back() += len;
     }
     earlier_begin[m + 1] = earlier.size();
     if (p.recv_count[m] == 0) {  // nothing to wait for
@@ -719,6 +740,7 @@ Status MpiReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in,
           MPI_Isend(send.data() + p.send_offset[m] + off, len, MPI_BYTE, s.send_rank[m], 0, comm, &r), "MPI_Isend"));
       sends.push_back(r);
       ++stats.messages_sent;
+      stats.step_bytes_sent.back() += len;
     }
     if (messages > 0) RESHARD_RETURN_IF_ERROR(drain(false));
   }
@@ -744,6 +766,8 @@ Result<MpiRunStats> MpiReshard::Execute(std::span<const std::byte> source, std::
   for (size_t i = 0; i < st.steps.size(); ++i) {
     const StepRun& s = st.steps[i];
     std::byte* out = i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data();
+    stats.step_bytes_sent.push_back(0);
+    stats.step_bytes_received.push_back(0);
     // A failed MPI call fails the whole job under MPI's default handler; here
     // it is returned, and the others may wait on this rank: MPI_Abort is the
     // caller's call to make.

@@ -17,6 +17,7 @@
 #include "reshard/named_sharding.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
+#include "testing/planned_traffic.h"
 #include "testing/random_layouts.h"
 
 namespace reshard {
@@ -24,11 +25,14 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::kU8, DType::kBF16, DType::kF32, DType::kF64, DType::kC128};
 
-void ExpectExact(const PlanProgram& p, const std::string& what) {
+// Runs `p` checked under both transports; with `plan`, also checks that each
+// step's messages carried the bytes the plan priced.
+void ExpectExact(const PlanProgram& p, const std::string& what, const CollectivePlan* plan = nullptr) {
   for (Transport transport : {Transport::kStaged, Transport::kDirect}) {
     Result<CheckReport> r = RunChecked(p, 2, transport);
     ASSERT_TRUE(r.ok()) << what << ": " << r.status();
     EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
+    if (plan) testing::ExpectPlannedTraffic(*plan, p.devices(), r->stats.steps, what);
     int64_t target = 0;
     for (int64_t d : p.target().devices()) target += p.target().LocalBytes(d);
     EXPECT_EQ(r->elements_checked * p.element_bytes(), target) << what;
@@ -61,7 +65,7 @@ TEST(ExecutorProperty, RandomLayoutsEveryNotation) {
     Result<PlanProgram> pp = PlanProgram::Compile(planned->plan);
     ASSERT_TRUE(pp.ok()) << what << ": " << pp.status();
     steps += static_cast<int>(planned->plan.steps().size());
-    ExpectExact(*pp, "plan " + what);
+    ExpectExact(*pp, "plan " + what, &planned->plan);
   }
   EXPECT_GT(steps, 300);
 }
@@ -89,7 +93,7 @@ TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
       for (const PlanStep& st : planned->plan.steps()) ++seen[st.op];
       Result<PlanProgram> p = PlanProgram::Compile(planned->plan);
       ASSERT_TRUE(p.ok()) << p.status();
-      ExpectExact(*p, "iter " + std::to_string(iter) + " over " + mesh.ToString());
+      ExpectExact(*p, "iter " + std::to_string(iter) + " over " + mesh.ToString(), &planned->plan);
     }
   }
   EXPECT_GT(seen[StepOp::kAllToAll], 100);

@@ -17,6 +17,8 @@
 #include "reshard/exec_checker.h"
 #include "reshard/mpi.h"
 #include "reshard/notation.h"
+#include "reshard/planner.h"
+#include "testing/planned_traffic.h"
 #include "testing/random_layouts.h"
 
 namespace reshard {
@@ -77,6 +79,44 @@ std::map<std::string, int>& TransportsSeen() {
   return seen;
 }
 
+// Gathers every rank's per-step message bytes and checks them, on rank 0,
+// against the plan the run followed (the same PlanReshard call; without
+// planner options, the one-step exchange).
+void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRunStats& stats) {
+  PlannerOptions exchange;
+  exchange.strategy = Strategy::kExchange;
+  const Result<PlanResult> planned = PlanReshard(c.source, c.target, options.planner ? *options.planner : exchange);
+  ASSERT_TRUE(planned.ok()) << c.what << ": " << planned.status();
+  const size_t steps = stats.step_bytes_sent.size();
+  std::vector<int64_t> mine;
+  for (size_t s = 0; s < steps; ++s) {
+    mine.push_back(stats.step_bytes_sent[s]);
+    mine.push_back(stats.step_bytes_received[s]);
+  }
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(Size()));
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), static_cast<int>(mine.size()),
+                MPI_INT64_T, MPI_COMM_WORLD);
+  if (Rank() != 0) return;
+  const std::vector<int64_t>& devices = planned->plan.devices();
+  std::vector<StepTraffic> traffic(steps);
+  for (size_t s = 0; s < steps; ++s) {
+    traffic[s].sent.assign(devices.size(), 0);
+    traffic[s].received.assign(devices.size(), 0);
+    for (int r = 0; r < Size(); ++r) {
+      const int64_t sent = all[static_cast<size_t>(r) * mine.size() + 2 * s];
+      const int64_t received = all[static_cast<size_t>(r) * mine.size() + 2 * s + 1];
+      const auto at = std::lower_bound(devices.begin(), devices.end(), int64_t{r});
+      if (at == devices.end() || *at != r) {  // a rank outside the plan moves nothing
+        EXPECT_EQ(sent + received, 0) << c.what << ", rank " << r;
+        continue;
+      }
+      traffic[s].sent[static_cast<size_t>(at - devices.begin())] = sent;
+      traffic[s].received[static_cast<size_t>(at - devices.begin())] = received;
+    }
+  }
+  testing::ExpectPlannedTraffic(planned->plan, devices, traffic, c.what);
+}
+
 // Runs `c` on every rank with `options`; true where this rank's target is exact.
 ::testing::AssertionResult RunCase(const Case& c, const MpiOptions& options) {
   Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, c.source, c.target, options);
@@ -91,6 +131,7 @@ std::map<std::string, int>& TransportsSeen() {
     std::fill(dst.begin(), dst.end(), std::byte{0});
     Result<MpiRunStats> s = r->Execute(src, dst);
     if (!s.ok()) return ::testing::AssertionFailure() << c.what << ": " << s.status();  // agreed on every rank
+    ExpectPlannedTraffic(c, options, *s);
     const TagCheck check = CheckTags(c.target, Rank(), dst);
     if (check.mismatches != 0 && result)
       result = ::testing::AssertionFailure() << c.what << " (rank " << Rank() << ", run " << run << ", transports "

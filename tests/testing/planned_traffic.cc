@@ -1,0 +1,58 @@
+#include "testing/planned_traffic.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace reshard::testing {
+namespace {
+
+// Whether every device's exact buffer is its padded shard, before and after.
+bool Unpadded(const PlanStep& step) {
+  auto bytes = [&](const std::vector<int64_t>& shard) {
+    int64_t b = step.input.element_bytes();
+    for (int64_t e : shard) b *= e;
+    return b;
+  };
+  const int64_t in = bytes(step.input_shard), out = bytes(step.output_shard);
+  for (int64_t d : step.input.devices())
+    if (step.input.LocalBytes(d) != in) return false;
+  for (int64_t d : step.output.devices())
+    if (step.output.LocalBytes(d) != out) return false;
+  return true;
+}
+
+int64_t Sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
+
+}  // namespace
+
+void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>& devices,
+                          const std::vector<StepTraffic>& traffic, const std::string& what) {
+  ASSERT_EQ(devices, plan.devices()) << what;
+  if (plan.steps().empty()) {  // equal layouts: compiled as one local copy, no message
+    for (const StepTraffic& t : traffic) EXPECT_EQ(Sum(t.received), 0) << what;
+    return;
+  }
+  ASSERT_EQ(traffic.size(), plan.steps().size()) << what;
+  for (size_t s = 0; s < traffic.size(); ++s) {
+    const PlanStep& step = plan.steps()[s];
+    const StepTraffic& t = traffic[s];
+    const std::string where = what + ", step " + std::to_string(s + 1) + " (" + std::string(StepOpName(step.op)) + ")";
+    ASSERT_EQ(t.sent.size(), devices.size()) << where;
+    ASSERT_EQ(t.received.size(), devices.size()) << where;
+    EXPECT_EQ(Sum(t.sent), Sum(t.received)) << where;
+    const bool exact = step.op == StepOp::kExchange || Unpadded(step);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (exact) {
+        EXPECT_EQ(t.received[i], step.recv_bytes[i]) << where << ", device " << devices[i];
+      } else {
+        EXPECT_LE(t.received[i], step.recv_bytes[i]) << where << ", device " << devices[i];
+      }
+      if (step.op == StepOp::kExchange) {
+        EXPECT_EQ(t.sent[i], step.send_bytes[i]) << where << ", device " << devices[i];
+      }
+    }
+  }
+}
+
+}  // namespace reshard::testing

@@ -1,0 +1,34 @@
+// Planned = executed: what a backend's messages carried in each step,
+// against the bytes the plan priced (docs/execution.md, "Planned and
+// executed bytes").
+//
+// Every step is lowered through the minimal exchange between its layouts
+// (device_program.h), so:
+//   - an exchange step moves exactly its plan's send_bytes and recv_bytes,
+//     device by device;
+//   - a structured step whose shards are not padded makes every device
+//     receive exactly its plan's recv_bytes; with padding it receives no
+//     more (the collective's chunks count their padding, the exchange moves
+//     real elements only);
+//   - a structured step's sends are the exchange's sender rule, not the
+//     group's: per device they may differ from the plan's where data is
+//     replicated, so only their sum is checked (equal to what was received).
+#ifndef RESHARD_TESTS_TESTING_PLANNED_TRAFFIC_H_
+#define RESHARD_TESTS_TESTING_PLANNED_TRAFFIC_H_
+
+#include <string>
+#include <vector>
+
+#include "reshard/collective_plan.h"
+#include "reshard/executor.h"
+
+namespace reshard::testing {
+
+// Checks (gtest EXPECTs) each step's traffic against the plan. `devices`:
+// the indices the traffic vectors use (PlanProgram::devices()).
+void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>& devices,
+                          const std::vector<StepTraffic>& traffic, const std::string& what);
+
+}  // namespace reshard::testing
+
+#endif  // RESHARD_TESTS_TESTING_PLANNED_TRAFFIC_H_
