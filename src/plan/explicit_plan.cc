@@ -1,0 +1,171 @@
+#include "plan/explicit_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plan/cost_model.h"
+#include "plan/named_planner.h"
+#include "plan/plan_builder.h"
+#include "plan/search_state.h"
+#include "reshard/exchange.h"
+#include "reshard/plan_stats.h"
+
+namespace reshard {
+namespace {
+
+// Over held tiles, not devices: replicas hold the same tile.
+std::vector<int64_t> LargestTile(const Layout& l) {
+  std::vector<int64_t> s(l.rank(), 0);
+  for (int64_t t = 0; t < l.num_tiles(); ++t) {
+    if (l.Holders(t).empty()) continue;
+    const std::vector<int64_t> ls = l.LocalShape(l.Holders(t)[0]);
+    for (int64_t i = 0; i < l.rank(); ++i) s[i] = std::max(s[i], ls[i]);
+  }
+  return s;
+}
+
+// XLA's fallback without a common mesh: every target device receives the
+// source shards it lacks, one message per source tile.
+BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Topology& topo) {
+  BaselineCost b{"full_rematerialization"};
+  const Baseline base = FullRematerialization(source, target);
+  b.max_recv_bytes = base.max_recv_bytes;
+  b.total_bytes = base.total_bytes;
+  b.peak_bytes = base.peak_bytes;
+  b.collectives = 1;
+  b.ops = {"all-gather", "slice"};
+  const int64_t eb = source.element_bytes();
+  const auto& devs = target.devices();
+  const int64_t n = static_cast<int64_t>(devs.size()), samples = n <= 256 ? n : 32;
+  for (int64_t i = 0; i < samples; ++i) {
+    const int64_t dev = devs[i * n / samples];
+    const int64_t own = source.TileOf(dev);
+    double t = 0;
+    for (int64_t tile = 0; tile < source.num_tiles(); ++tile) {
+      if (tile == own || source.Holders(tile).empty()) continue;
+      t += topo.MessageTime(source.Holders(tile)[0], dev, source.TileElements(tile) * eb);
+    }
+    // Lay out the gathered array, then slice the target shard from it.
+    b.time_us = std::max(b.time_us, StepTime(topo, t, source.num_elements() * eb + target.LocalBytes(dev),
+                                             b.max_recv_bytes > 0));
+  }
+  return b;
+}
+
+// Where both layouts cut the array alike and only the devices holding each
+// tile differ: one collective-permute over explicit device pairs (positions
+// index plan.devices()); each tile's new holders take it from its old ones
+// that no longer hold it, in ascending order.
+std::optional<PlanStep> ExplicitPermute(const PlanBuilder& b, const Layout& source, const Layout& target,
+                                        const Topology& topo) {
+  if (source.rank() != target.rank() || source.devices().size() != target.devices().size()) return std::nullopt;
+  for (int64_t d = 0; d < source.rank(); ++d)
+    if (!(source.dim(d) == target.dim(d))) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t tile = 0; tile < source.num_tiles(); ++tile) {
+    const auto h = source.Holders(tile), r = target.Holders(tile);
+    if (h.size() != r.size()) return std::nullopt;
+    std::vector<int64_t> senders, receivers;
+    std::set_difference(h.begin(), h.end(), r.begin(), r.end(), std::back_inserter(senders));
+    std::set_difference(r.begin(), r.end(), h.begin(), h.end(), std::back_inserter(receivers));
+    for (size_t i = 0; i < senders.size(); ++i)
+      pairs.push_back({static_cast<int64_t>(b.Index(senders[i])), static_cast<int64_t>(b.Index(receivers[i]))});
+  }
+  PlanStep step{StepOp::kCollectivePermute, source, target};
+  step.input_shard = LargestTile(source);
+  step.output_shard = step.input_shard;
+  const int64_t bytes = [&] {
+    int64_t n = source.element_bytes();
+    for (int64_t e : step.input_shard) n *= e;
+    return n;
+  }();
+  std::sort(pairs.begin(), pairs.end());
+  ProgramOp op{ProgramOp::Kind::kCollectivePermute, step.input_shard};
+  op.pairs = pairs;
+  step.program = {op};
+  const size_t n = b.num_devices();
+  step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
+  step.peak_bytes = DeviceValues::Uniform(n, 2 * bytes);
+  for (const auto& [s, t] : pairs) {
+    step.send_bytes.Set(s, bytes);
+    step.recv_bytes.Set(t, bytes);
+    step.sends.Set(s, 1);
+    step.recvs.Set(t, 1);
+    step.time_us = std::max(step.time_us, topo.MessageTime(b.device(s), b.device(t), bytes));
+  }
+  step.time_us = StepTime(topo, step.time_us, StepCopiedBytes(step.op, bytes, bytes), /*communicates=*/true);
+  return step;
+}
+
+}  // namespace
+
+Result<PlanResult> PlanExplicit(const Layout& source, const Layout& target, const PlannerOptions& options, int64_t cap,
+                                PlanResult result) {
+  const bool ragged = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);
+  PlanBuilder builder(source, target);
+  // Explicit layouts (other device sets, non-mesh tile lists, block-cyclic):
+  // a collective-permute where only the devices differ, else the exchange.
+  result.baselines.push_back(ExplicitRemat(source, target, options.topology));
+  if (source == target) {
+    result.plan = builder.Finish();
+    return result;
+  }
+  std::optional<PlanStep> permute;
+  if (options.strategy != Strategy::kExchange) permute = ExplicitPermute(builder, source, target, options.topology);
+  std::optional<PlanStep> exchange;
+  if (ragged) {
+    PlanStep step{StepOp::kExchange, source, target};
+    step.input_shard = LargestTile(source);
+    step.output_shard = LargestTile(target);
+    NamedPlanner::FillExchange(step, Exchange::Create(source, target).value(), options.topology);
+    exchange = std::move(step);
+  }
+  auto price = [](const PlanStep& st) {
+    return Cost{Picoseconds(st.time_us), st.recv_bytes.Max(), st.recv_bytes.Sum(), st.op == StepOp::kExchange ? 1 : 0, 1};
+  };
+  auto peak = [](const PlanStep& st) { return st.peak_bytes.Max(); };
+  std::optional<PlanStep> chosen;
+  for (std::optional<PlanStep>* c : {&permute, &exchange}) {
+    if (!*c) continue;
+    result.candidates.push_back(PlanCandidate{{std::string(StepOpName((*c)->op))}, (*c)->time_us,
+                                              (*c)->recv_bytes.Max(),
+                                              peak(**c), peak(**c) > cap ? "over the memory cap" : "priced"});
+    if (peak(**c) <= cap && (!chosen || price(**c) < price(*chosen))) chosen = **c;
+  }
+  if (!chosen && options.memory_cap_bytes == 0) {
+    // The default cap is soft (as for named layouts): take the cheapest.
+    for (std::optional<PlanStep>* c : {&permute, &exchange})
+      if (*c && (!chosen || price(**c) < price(*chosen))) chosen = **c;
+    if (chosen) {
+      result.candidates.push_back(PlanCandidate{
+          {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+      result.memory_cap_bytes = 0;
+      result.memory_cap_lifted = true;
+    }
+  }
+  if (!chosen) {
+    if (!permute && !exchange)
+      return Status::NotSupported(
+          "the layouts are not named shardings over one mesh and differ in more than their devices, so only the "
+          "ragged exchange moves this data, and " +
+          std::string(options.strategy == Strategy::kCollectives
+                          ? "the collectives strategy excludes it"
+                          : fmt::format("the target {} has none", PlanTargetName(options.target))));
+    return Status::InvalidArgument(fmt::format(
+        "no plan fits the memory cap of {} bytes per device: the only plans for these layouts need {}", cap,
+        std::min(permute ? peak(*permute) : INT64_MAX, exchange ? peak(*exchange) : INT64_MAX)));
+  }
+  for (PlanCandidate& c : result.candidates)
+    if (!c.steps.empty() && c.steps[0] == StepOpName(chosen->op)) c.note = "chosen";
+  builder.Add(std::move(*chosen));
+  result.plan = builder.Finish();
+  return result;
+}
+
+}  // namespace reshard

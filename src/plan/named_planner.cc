@@ -1,0 +1,298 @@
+#include "plan/named_planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <tuple>
+#include <unordered_map>
+
+#include "plan/exchange_step.h"
+#include "plan/search_bound.h"
+
+namespace reshard {
+namespace {
+
+// The search expands at most this many states; past it, the cheapest
+// complete plan found so far is taken (the baselines always are plans).
+constexpr int64_t kMaxStatesExpanded = 2048;
+
+}  // namespace
+
+NamedPlanner::NamedPlanner(const PlanMesh& pm, const Layout& source, const Layout& target, const PlannerOptions& o,
+                           int64_t cap)
+    : pm_(pm), ctx_(pm, o.topology, source.shape(), source.element_bytes()), source_(source), target_(target),
+      options_(o), cap_(cap) {}
+
+std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std::vector<PlanCandidate>& candidates,
+                                                                            int64_t& explored) {
+  // A node's state is its key in `index` (decoded where a path needs it):
+  // most nodes are never expanded, so they keep no state of their own.
+  struct Node {
+    const std::string* key;
+    Cost cost;
+    int parent = -1;
+    Edge via;
+    bool done = false;
+    int64_t bound_ps = 0;
+  };
+  std::vector<Node> nodes;
+  std::unordered_map<std::string, int> index;
+  // A*: the queue orders by cost so far plus SearchBound's lower bound of
+  // what remains, computed once per state.
+  SearchBound bound(ctx_, pm_.target);
+  using Entry = std::tuple<Cost, Cost, int>;  // (estimate, cost so far, node)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  const std::string target_key = StateKey(pm_.target);
+  // `at` is the state's node, or -1 where it has none yet.
+  auto relax = [&](int from, std::string key, int at, const AxisLists& to, Edge e, Cost c) {
+    if (at < 0) {
+      at = static_cast<int>(nodes.size());
+      nodes.push_back(Node{&index.emplace(std::move(key), at).first->first, c, from, std::move(e)});
+      nodes.back().bound_ps = bound.Remaining(to);
+    } else if (nodes[at].done || !(c < nodes[at].cost)) {
+      return;
+    } else {
+      nodes[at].cost = c;
+      nodes[at].parent = from;
+      nodes[at].via = std::move(e);
+    }
+    Cost estimate = c;
+    estimate.time_ps = SaturatingAdd(estimate.time_ps, nodes[at].bound_ps);
+    queue.push({estimate, c, at});
+    if (*nodes[at].key == target_key) candidates.push_back(Describe(nodes, at, "found"));
+  };
+  auto node_of = [&](const std::string& key) {
+    auto it = index.find(key);
+    return it == index.end() ? -1 : it->second;
+  };
+  relax(-1, StateKey(pm_.source), -1, pm_.source, Edge{}, Cost{});
+  const bool structured = options_.strategy != Strategy::kExchange;
+  const bool ragged = options_.strategy != Strategy::kCollectives && HasRaggedExchange(options_.target);
+  int exchanges_left = options_.strategy == Strategy::kExchange ? 1 : 8;
+  int64_t expanded = 0;
+  while (!queue.empty()) {
+    // Plain variables, not a structured binding: the neighbour lambda
+    // below captures them, which clang 14 refuses for bindings.
+    const Cost cost = std::get<1>(queue.top());
+    const int u = std::get<2>(queue.top());
+    queue.pop();
+    if (nodes[u].done || nodes[u].cost < cost) continue;
+    nodes[u].done = true;
+    ++explored;
+    if (*nodes[u].key == target_key) return Path(nodes, u);
+    if (++expanded > kMaxStatesExpanded) {
+      // Out of budget: the cheapest complete plan found so far (the
+      // caller also weighs the baselines).
+      candidates.push_back(PlanCandidate{{}, 0, 0, 0,
+                                         fmt::format("search stopped after {} states", kMaxStatesExpanded)});
+      const int at = node_of(target_key);
+      if (at < 0) return std::nullopt;
+      return Path(nodes, at);
+    }
+    const AxisLists s = StateOfKey(*nodes[u].key);
+    const int64_t shard_bytes = ctx_.ShardBytes(s);
+    bound.Expanding(s);
+    if (structured)
+      ForEachNeighbour(ctx_, s, pm_.target, [&](const AxisLists& v, std::string key) {
+        // A state already expanded has its cheapest cost (the bound is
+        // consistent): no step into it can help, so none is drafted.
+        const int at = node_of(key);
+        if (at >= 0 && nodes[at].done) return;
+        // Nor a step that would hold more than the cap: each holds both
+        // shards at once at least.
+        if (shard_bytes + ctx_.ShardBytes(v) > cap_) return;
+        std::optional<StepDraft> d = DraftStep(ctx_, s, v, /*detailed=*/false);
+        if (!d || d->peak_bytes > cap_) return;
+        Edge e{false, {}, {}, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)};
+        e.draft = std::move(*d);
+        const Cost c = cost + e.cost();
+        relax(u, std::move(key), at, v, std::move(e), c);
+      });
+    if (ragged && exchanges_left > 0) {
+      --exchanges_left;
+      Layout from = StateLayout(pm_, s, source_.shape(), source_.dtype());
+      Exchange ex = Exchange::Create(from, target_).value();
+      ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
+      // Padded shards on both sides, plus the staging the exchange needs.
+      const int64_t peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + d.max_staging_bytes;
+      // Sampled devices may all miss the node that needs most from other
+      // nodes; the exchange takes at least that node's share, and so never
+      // less than the bound the search ordered by.
+      const double time_us = std::max(d.time_us, static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
+      Edge e{true, pm_.target, {}, time_us, d.max_recv_bytes, peak, d.total_bytes};
+      candidates.push_back(Price(Path(nodes, u), "") );
+      candidates.back().steps.push_back(EdgeText(pm_, s, e));
+      candidates.back().time_us += e.time_us;
+      candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, e.recv_bytes);
+      candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, peak);
+      // The default cap keeps XLA's gather-everything fallback out; it never
+      // excludes the one-step minimal exchange, the plan that moves least.
+      const bool exempt = options_.memory_cap_bytes == 0 && s == pm_.source;
+      candidates.back().note = peak <= cap_ || exempt ? "priced" : "over the memory cap";
+      // Where one structured collective reaches the target in no more time
+      // and bytes (most into a device, and in all), the exchange is that
+      // collective's messages priced one by one: only summation order tells
+      // them apart (one part in 1e9), and the real collective is the better
+      // program. It is the edge instead, which also spares the exact
+      // pricing a chosen exchange needs (per pair: n^2 at n devices).
+      if (structured) {
+        std::optional<StepDraft> direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
+        if (direct && direct->peak_bytes <= cap_ && direct->recv_bytes <= d.max_recv_bytes &&
+            Total(*direct) <= d.total_bytes &&
+            direct->time_us <= time_us * (1 + 1e-9)) {
+          Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, Total(*direct)};
+          collective.draft = std::move(*direct);
+          const Cost c = cost + collective.cost();
+          candidates.back().note = "priced; one collective moving as much as fast is drafted in its place";
+          relax(u, target_key, node_of(target_key), pm_.target, std::move(collective), c);
+          continue;
+        }
+      }
+      if (peak <= cap_ || exempt) {
+        const Cost c = cost + e.cost();
+        relax(u, target_key, node_of(target_key), pm_.target, std::move(e), c);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Walk(const std::vector<AxisLists>& states) {
+  std::vector<std::pair<AxisLists, Edge>> path;
+  for (size_t i = 0; i + 1 < states.size(); ++i) {
+    if (states[i] == states[i + 1]) continue;  // e.g. a replicated source gathers nothing
+    std::optional<StepDraft> d = DraftStep(ctx_, states[i], states[i + 1], /*detailed=*/false);
+    if (!d) return std::nullopt;
+    path.push_back({states[i], Edge{false, states[i + 1], *d, d->time_us, d->recv_bytes, d->peak_bytes, Total(*d)}});
+  }
+  return path;
+}
+
+std::vector<AxisLists> NamedPlanner::ShardyStates() {
+  const AxisLists& t = pm_.target;
+  std::vector<AxisLists> states = {pm_.source};
+  for (int iter = 0; iter < 64 && states.back() != t; ++iter) {
+    const AxisLists s = states.back();
+    const size_t rank = s.size();
+    auto valid = [&](const AxisLists& v) { return v != s && DraftStep(ctx_, s, v, false).has_value(); };
+    std::vector<int> where(ctx_.axis_sizes.size(), -1);
+    for (size_t d = 0; d < rank; ++d)
+      for (int32_t a : s[d]) where[a] = static_cast<int>(d);
+    AxisLists v = s;
+    for (size_t d = 0; d < rank; ++d)
+      if (IsPrefix(s[d], t[d]))
+        for (size_t i = s[d].size(); i < t[d].size() && where[t[d][i]] < 0; ++i) v[d].push_back(t[d][i]);
+    if (valid(v)) { states.push_back(v); continue; }
+    // The longest run of the target's next axes that ends another dim, in order: one all-to-all.
+    bool moved = false;
+    for (size_t e = 0; e < rank && !moved; ++e) {
+      if (!IsPrefix(s[e], t[e]) || s[e].size() == t[e].size()) continue;
+      const int d = where[t[e][s[e].size()]];
+      if (d < 0) continue;
+      for (size_t run = std::min(t[e].size() - s[e].size(), s[d].size()); run > 0 && !moved; --run) {
+        if (!std::equal(s[d].end() - run, s[d].end(), t[e].begin() + s[e].size())) continue;
+        v = s;
+        v[d].resize(s[d].size() - run);
+        v[e].insert(v[e].end(), s[d].end() - run, s[d].end());
+        if (valid(v)) { states.push_back(v); moved = true; }
+      }
+    }
+    if (moved) continue;
+    if (std::optional<StepDraft> p = DraftStep(ctx_, s, t, false); p && p->op == StepOp::kCollectivePermute) {
+      states.push_back(t);
+      continue;
+    }
+    for (size_t d = 0; d < rank && !moved; ++d) {
+      if (IsPrefix(s[d], t[d])) continue;
+      v = s;
+      v[d].pop_back();
+      if (valid(v)) { states.push_back(v); moved = true; }
+    }
+    if (moved) continue;
+    v = AxisLists(rank);  // gather everything: always a valid all-gather
+    if (valid(v)) states.push_back(v);
+    else break;
+  }
+  if (states.back() != t) states.push_back(t);
+  return states;
+}
+
+int64_t NamedPlanner::Total(const StepDraft& d) const {
+  // A permute drafted without its pairs is priced as if every device moved.
+  if (d.op == StepOp::kCollectivePermute && !d.pairs.empty()) return d.recv_bytes * static_cast<int64_t>(d.pairs.size());
+  return d.recv_bytes * ctx_.num_devices();
+}
+
+PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edge& e) {
+  const Layout in = StateLayout(pm_, from, source_.shape(), source_.dtype());
+  const Layout out = StateLayout(pm_, e.to, source_.shape(), source_.dtype());
+  PlanStep step{StepOp::kExchange, in, out};
+  step.input_spec = StateText(pm_, from);
+  step.output_spec = StateText(pm_, e.to);
+  step.input_shard = ctx_.ShardShape(from);
+  step.output_shard = ctx_.ShardShape(e.to);
+  const size_t n = b.num_devices();
+  if (e.exchange) {
+    FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
+    // Buffers are padded shards here: the peak counts them so.
+    std::vector<int64_t> peak(n);
+    for (size_t i = 0; i < n; ++i)
+      peak[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + step.send_bytes[i] + step.recv_bytes[i];
+    step.peak_bytes = DeviceValues::Each(std::move(peak));
+    return step;
+  }
+  const StepDraft d = *DraftStep(ctx_, from, e.to, /*detailed=*/true);
+  step.op = d.op;
+  step.group_axes = d.group;
+  if (!d.group.empty()) step.group_spec = AxesText(pm_, d.group);
+  step.group_size = 1;
+  for (int32_t a : d.group) step.group_size *= ctx_.axis_sizes[a];
+  step.num_groups = d.op == StepOp::kSlice ? 0 : ctx_.num_devices() / step.group_size;
+  step.program = d.program;
+  step.time_us = d.time_us;
+  step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
+  if (d.op == StepOp::kCollectivePermute) {
+    step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
+    for (const auto& [s, t] : d.pairs) {
+      const size_t si = b.Index(pm_.mesh.device(s)), ti = b.Index(pm_.mesh.device(t));
+      step.send_bytes.Set(si, d.send_bytes);
+      step.sends.Set(si, 1);
+      step.recv_bytes.Set(ti, d.recv_bytes);
+      step.recvs.Set(ti, 1);
+    }
+  } else {
+    step.send_bytes = DeviceValues::Uniform(n, d.send_bytes);
+    step.recv_bytes = DeviceValues::Uniform(n, d.recv_bytes);
+    step.sends = step.recvs = DeviceValues::Uniform(n, d.messages);
+  }
+  return step;
+}
+
+void NamedPlanner::FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo) {
+  const ExchangeDraft d = DraftExchange(ex, topo, /*detailed=*/true);
+  step.op = StepOp::kExchange;
+  ProgramOp op{ProgramOp::Kind::kExchange, step.output_shard};
+  step.program = {op};
+  step.time_us = d.time_us;
+  step.send_bytes = DeviceValues::Each(d.send_bytes);
+  step.recv_bytes = DeviceValues::Each(d.recv_bytes);
+  step.sends = DeviceValues::Each(d.sends);
+  step.recvs = DeviceValues::Each(d.recvs);
+  step.peak_bytes = DeviceValues::Each(d.peak);
+}
+
+PlanCandidate NamedPlanner::Price(const std::vector<std::pair<AxisLists, Edge>>& path, std::string note) const {
+  PlanCandidate c;
+  for (const auto& [from, e] : path) {
+    c.steps.push_back(EdgeText(pm_, from, e));
+    c.time_us += e.time_us;
+    c.max_recv_bytes = SaturatingAdd(c.max_recv_bytes, e.recv_bytes);
+    c.peak_bytes = std::max(c.peak_bytes, e.peak_bytes);
+  }
+  c.note = std::move(note);
+  return c;
+}
+
+}  // namespace reshard
