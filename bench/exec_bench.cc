@@ -9,7 +9,7 @@
 
 #include "exec/copy_kernel.h"
 #include "reshard/device_program.h"
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/notation.h"

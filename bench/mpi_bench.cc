@@ -31,7 +31,7 @@
 
 #include "reshard/device_program.h"
 #include "reshard/exchange.h"
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "mpi_harness.h"
 #include "reshard/mpi.h"
 #include "reshard/notation.h"

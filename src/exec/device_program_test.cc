@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "exec/copy_kernel.h"
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
 

@@ -1,6 +1,6 @@
 // The execution checker: tags computed from global indices, coverage counted
 // from the program's copies, every step's output compared with its layout.
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 
 #include <algorithm>
 #include <cstring>

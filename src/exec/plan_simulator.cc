@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 namespace reshard {
 namespace {

@@ -1,4 +1,4 @@
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 #include <algorithm>
 #include <cstring>

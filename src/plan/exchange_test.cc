@@ -8,7 +8,7 @@
 
 #include "reshard/notation.h"
 #include "reshard/plan_stats.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 namespace reshard {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reshard/notation.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 namespace reshard {
 namespace {

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "reshard/device_program.h"
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "reshard/named_sharding.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"

@@ -15,7 +15,7 @@
 #include "reshard/named_text.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 namespace reshard {
 namespace {

@@ -11,7 +11,7 @@
 #include "reshard/named_sharding.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 #include "testing/random_named.h"
 #include "testing/random_layouts.h"
 

@@ -14,7 +14,7 @@
 #include "reshard/exchange.h"
 #include "reshard/notation.h"
 #include "reshard/plan_stats.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 #include "testing/random_layouts.h"
 
 namespace reshard {

@@ -16,7 +16,7 @@
 
 #include "reshard/named_sharding.h"
 #include "reshard/planner.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 namespace reshard {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "common.h"
 #include "reshard/device_program.h"
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/planner.h"

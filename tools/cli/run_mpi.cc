@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/mpi.h"

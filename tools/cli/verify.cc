@@ -8,7 +8,7 @@
 
 #include "common.h"
 #include "reshard/planner.h"
-#include "reshard/simulator.h"
+#include "exec/simulator.h"
 
 namespace reshard::cli {
 namespace {

@@ -7,9 +7,10 @@
 // source and target buffers are live throughout; each sender packs all its
 // outgoing transfers into staging, each receiver takes them into staging, then
 // unpacks; local copies go straight from source to target buffer.
-// Stateless; thread-safe.
-#ifndef RESHARD_SIMULATOR_H_
-#define RESHARD_SIMULATOR_H_
+// Stateless; thread-safe. An oracle for tests and `reshard verify`, not
+// part of the installed API (src/, not include/reshard/).
+#ifndef RESHARD_SRC_EXEC_SIMULATOR_H_
+#define RESHARD_SRC_EXEC_SIMULATOR_H_
 
 #include <cstdint>
 #include <string>
@@ -50,4 +51,4 @@ SimulationReport SimulatePlan(const CollectivePlan& plan);
 
 }  // namespace reshard
 
-#endif  // RESHARD_SIMULATOR_H_
+#endif  // RESHARD_SRC_EXEC_SIMULATOR_H_

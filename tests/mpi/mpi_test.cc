@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "reshard/exec_checker.h"
+#include "exec/exec_checker.h"
 #include "reshard/mpi.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"

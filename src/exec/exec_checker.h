@@ -15,8 +15,10 @@
 // and a tile's indices are walked as runs of cells (memory in its cells, not
 // its elements).
 // Stateless; thread-safe.
-#ifndef RESHARD_EXEC_CHECKER_H_
-#define RESHARD_EXEC_CHECKER_H_
+// An oracle for tests and `reshard run`, not part of the installed API
+// (src/, not include/reshard/).
+#ifndef RESHARD_SRC_EXEC_EXEC_CHECKER_H_
+#define RESHARD_SRC_EXEC_EXEC_CHECKER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -66,4 +68,4 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Tran
 
 }  // namespace reshard
 
-#endif  // RESHARD_EXEC_CHECKER_H_
+#endif  // RESHARD_SRC_EXEC_EXEC_CHECKER_H_
