@@ -19,10 +19,13 @@
 // all-gather, collective-permute, slice) and the ragged exchange alike become
 // pack + one exchange of contiguous chunks + unpack. The data each device
 // holds after the step is exactly what the step's output layout states; the
-// buffers are the layouts' exact local buffers (no padding), so which peer
-// sends a replicated element follows the exchange's sender rule rather than
-// the collective's group. The SPMD program ops of collective_plan.h remain
-// what SimulatePlan checks and the emitters print.
+// buffers are the layouts' exact local buffers (no padding). An all-gather or
+// all-to-all over mesh groups is lowered with sender groups (StepExchange):
+// every message stays inside the receiver's group, sent by the member that
+// holds it, as the collective sends it; elsewhere which peer sends a
+// replicated element follows the exchange's sender rule. The SPMD program
+// ops of collective_plan.h remain what SimulatePlan checks and the emitters
+// print.
 //
 // Immutable after compilation; thread-safe to read.
 #ifndef RESHARD_DEVICE_PROGRAM_H_
@@ -136,6 +139,12 @@ struct CompileOptions {
   BufferFormat source_format = {}, target_format = {};
 };
 
+// The exchange step `step` of `plan` is lowered through: between its input
+// and output layouts, with sender groups for an all-gather or all-to-all
+// over mesh groups (Mesh::GroupOf over the step's axes). The one lowering
+// rule: PlanProgram::Compile and the MPI backend both call it.
+Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step);
+
 struct StepProgram {
   std::vector<DeviceProgram> devices;  // indexed like PlanProgram::devices()
 };
@@ -173,7 +182,10 @@ class PlanProgram {
 
  private:
   // `exchange`, when given, is the one step's exchange (layouts has two entries).
-  static Result<PlanProgram> Build(std::vector<Layout> layouts, const CompileOptions& options, const Exchange* exchange);
+  // `exchange`: the one exchange of a single-step program; null: each step's
+  // (StepExchange of `plan`, or between its layouts without a plan).
+  static Result<PlanProgram> Build(std::vector<Layout> layouts, const CompileOptions& options, const Exchange* exchange,
+                                   const CollectivePlan* plan = nullptr);
   std::vector<int64_t> devices_;
   std::vector<Layout> layouts_;
   std::vector<StepProgram> steps_;

@@ -20,6 +20,12 @@
 // senders without the rest of the plan, and DevicePlan, Plan and
 // ForEachTransfer agree.
 //
+// Sender groups (optional, for a structured step lowered through the
+// exchange): devices carry a group key; a receiver whose group holds the
+// source tile is sent to by the holder in its group with the lowest id, so
+// a collective's messages stay inside its groups; elsewhere the rule above
+// (positions as if no receiver were served by its group).
+//
 // Guarantee: when every target tile S overlaps has the same number of
 // holders (true of every notation reshard parses), h_i sends
 // ceil((m - i) / n) of S's m messages: floor or ceil of m / n, exactly
@@ -87,6 +93,9 @@ class Exchange {
   // and unless the array's bytes times (devices + 4) fit in int64, which keeps
   // every statistic of the plan exact.
   static Result<Exchange> Create(const Layout& source, const Layout& target);
+  // With sender groups: `group_key(device)` names each device's group.
+  static Result<Exchange> Create(const Layout& source, const Layout& target,
+                                 std::function<int64_t(int64_t device)> group_key);
   // Create's checks alone, without building the exchange.
   static Status Validate(const Layout& source, const Layout& target);
 

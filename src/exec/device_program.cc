@@ -202,7 +202,31 @@ Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const Compi
   if (!(layouts.back() == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
   // A plan with no steps still fills the target buffers: one step of local copies.
   if (layouts.size() == 1) layouts.push_back(plan.target());
-  return Build(std::move(layouts), options, nullptr);
+  return Build(std::move(layouts), options, nullptr, &plan);
+}
+
+Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step) {
+  const PlanStep& s = plan.steps().at(step);
+  const bool grouped = (s.op == StepOp::kAllGather || s.op == StepOp::kAllToAll) && !s.group_axes.empty() &&
+                       plan.mesh().has_value();
+  if (!grouped) return Exchange::Create(s.input, s.output);
+  const Mesh& mesh = *plan.mesh();
+  // Device id -> mesh position (ids of a mesh are distinct; iota is the identity).
+  std::vector<int64_t> position;
+  if (!mesh.is_iota()) {
+    for (int64_t pos = 0; pos < mesh.num_devices(); ++pos) {
+      const int64_t dev = mesh.device(pos);
+      if (dev >= static_cast<int64_t>(position.size())) position.resize(static_cast<size_t>(dev) + 1, -1);
+      position[static_cast<size_t>(dev)] = pos;
+    }
+  }
+  const std::vector<int32_t> axes = s.group_axes;
+  return Exchange::Create(s.input, s.output, [mesh, axes, position = std::move(position)](int64_t device) -> int64_t {
+    const int64_t pos = position.empty() ? device
+                        : device < static_cast<int64_t>(position.size()) ? position[static_cast<size_t>(device)]
+                                                                          : -1;
+    return pos < 0 ? -1 - device : mesh.GroupOf(pos, axes);  // off the mesh: a group of its own
+  });
 }
 
 Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange, const CompileOptions& options) {
@@ -210,7 +234,7 @@ Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange, const Compile
 }
 
 Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const CompileOptions& options,
-                                       const Exchange* exchange) {
+                                       const Exchange* exchange, const CollectivePlan* plan) {
   const int64_t only_device = options.only_device;
   PlanProgram p;
   p.source_format_ = options.source_format;
@@ -240,7 +264,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // its source in the same order (MpiReshard checks that ranks agree).
     const BufferFormat staging = first ? BufferFormat{options.source_format.order, 0} : BufferFormat{};
     std::optional<Exchange> made;
-    if (exchange == nullptr) {
+    if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
+      RESHARD_ASSIGN_OR_RETURN(made, StepExchange(*plan, si));
+    } else if (exchange == nullptr) {
       RESHARD_ASSIGN_OR_RETURN(made, Exchange::Create(in, out));
     }
     const Exchange& ex = exchange != nullptr ? *exchange : *made;

@@ -367,7 +367,8 @@ Status MpiReshard::State::Prepare(const std::vector<Layout>& layouts, const std:
     co.only_device = rank;
     if (i == 0) co.source_format = st.options.source_format;
     if (i + 2 == layouts.size()) co.target_format = st.options.target_format;
-    Result<Exchange> ex = Exchange::Create(layouts[i], layouts[i + 1]);
+    Result<Exchange> ex = plan != nullptr && i < plan->steps().size() ? StepExchange(*plan, i)
+                                                                      : Exchange::Create(layouts[i], layouts[i + 1]);
     if (!ex.ok()) {
       compiled = ex.status();
       break;

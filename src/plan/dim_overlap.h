@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <utility>
+#include <functional>
 #include <vector>
 
 #include "reshard/exchange.h"
@@ -49,6 +50,12 @@ class ExchangeTables {
   // source tile that also receives from it (and so copies locally).
   int64_t target_slots = 1;
   std::vector<std::pair<int64_t, int64_t>> local_receivers;
+  // The group rule (Exchange::Create with sender groups): per source tile,
+  // its holders as (group key, device), sorted, in CSR over tiles; empty
+  // without groups.
+  std::function<int64_t(int64_t)> group_key;
+  std::vector<int64_t> keyed_begin;
+  std::vector<std::pair<int64_t, int64_t>> keyed_holders;
 };
 
 }  // namespace reshard

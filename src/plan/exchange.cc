@@ -108,9 +108,20 @@ class Planner {
 
   // Who sends `receiver` (the holder at `index` among the holders of the
   // choice's target tile) its part of source tile `tile`.
+  // The holder of source tile `tile` in `receiver`'s group, or -1 (always
+  // -1 without sender groups).
+  int64_t GroupSender(int64_t tile, int64_t receiver) const {
+    if (!t_.group_key) return -1;
+    const int64_t key = t_.group_key(receiver);
+    const auto begin = t_.keyed_holders.begin() + t_.keyed_begin[tile], end = t_.keyed_holders.begin() + t_.keyed_begin[tile + 1];
+    const auto it = std::lower_bound(begin, end, std::pair<int64_t, int64_t>{key, INT64_MIN});
+    return it != end && it->first == key ? it->second : -1;
+  }
+
   int64_t SenderFor(int64_t tile, const std::vector<int32_t>& choice, int64_t receiver, int64_t index) const {
     std::span<const int64_t> holders = t_.source.Holders(tile);
     if (Holds(holders, receiver)) return receiver;
+    if (const int64_t g = GroupSender(tile, receiver); g >= 0) return g;
     if (holders.size() == 1) return holders[0];
     const int64_t position = ChoiceRank(choice) * t_.target_slots + index;
     return holders[(position - LocalsBefore(tile, position)) % static_cast<int64_t>(holders.size())];
@@ -136,6 +147,8 @@ class Planner {
         if (Holds(holders, tr.to)) {
           tr.from = tr.to;
           ++locals;
+        } else if (const int64_t g = GroupSender(tile, tr.to); g >= 0) {
+          tr.from = g;
         } else if (h == 1) {
           tr.from = holders[0];
         } else {
@@ -239,13 +252,32 @@ Status Exchange::Validate(const Layout& source, const Layout& target) {
   return Status::Ok();
 }
 
+Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
+                                  std::function<int64_t(int64_t device)> group_key) {
+  RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source, target));
+  auto tables = std::make_shared<ExchangeTables>(*e.tables_);
+  tables->group_key = std::move(group_key);
+  const Layout& s = tables->source;
+  tables->keyed_begin.reserve(static_cast<size_t>(s.num_tiles()) + 1);
+  for (int64_t tile = 0; tile < s.num_tiles(); ++tile) {
+    tables->keyed_begin.push_back(static_cast<int64_t>(tables->keyed_holders.size()));
+    const size_t first = tables->keyed_holders.size();
+    for (int64_t h : s.Holders(tile)) tables->keyed_holders.push_back({tables->group_key(h), h});
+    // Sorted by key, then id: the lowest id of a group comes first.
+    std::sort(tables->keyed_holders.begin() + static_cast<std::ptrdiff_t>(first), tables->keyed_holders.end());
+  }
+  tables->keyed_begin.push_back(static_cast<int64_t>(tables->keyed_holders.size()));
+  e.tables_ = std::move(tables);
+  return e;
+}
+
 Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   RESHARD_RETURN_IF_ERROR(Validate(source, target));
   std::vector<int64_t> all;
   all.reserve(source.devices().size() + target.devices().size());
   std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
                  std::back_inserter(all));
-  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}});
+  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);
   Exchange e;

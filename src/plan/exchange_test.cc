@@ -241,3 +241,47 @@ TEST(Exchange, BlockCyclicToTiled) {
 
 }  // namespace
 }  // namespace reshard
+
+namespace reshard {
+namespace {
+
+// Sender groups: an all-gather over x of data replicated over y. Without
+// groups the sender rule spreads senders over all holders, across y; with
+// the groups of x (devices sharing y), every message stays inside its group
+// and each device sends its whole shard to the other member, as the
+// collective does. Both move exactly the same elements to each receiver.
+TEST(Exchange, SenderGroupsKeepMessagesInsideTheirGroups) {
+  const Mesh mesh = Mesh::Create({{"x", 2}, {"y", 4}}).value();
+  const Layout src = Parse("P('x', None)", {8, 8}, mesh), dst = Parse("P(None, None)", {8, 8}, mesh);
+  auto y_of = [&](int64_t device) { return mesh.GroupOf(device, {0}); };  // iota: device = position
+  const Exchange grouped = Exchange::Create(src, dst, y_of).value();
+  const PlanStats s = ComputeStats(grouped);
+  int64_t messages = 0;
+  grouped.ForEachTransfer([&](const Transfer& t) {
+    if (t.from == t.to) return;
+    ++messages;
+    EXPECT_EQ(y_of(t.from), y_of(t.to)) << t.from << " -> " << t.to;
+    EXPECT_EQ(t.elements, 32);  // a whole shard
+  });
+  EXPECT_EQ(messages, 8);
+  for (const DeviceStats& d : s.per_device) {
+    EXPECT_EQ(d.send_bytes, 32 * 4) << d.device;
+    EXPECT_EQ(d.recv_bytes, 32 * 4) << d.device;
+  }
+  // Every device's part agrees with the whole.
+  for (int64_t dev = 0; dev < 8; ++dev) {
+    const ExchangePlan part = grouped.DevicePlan(dev);
+    for (const Transfer& t : part.transfers()) {
+      if (t.from != t.to) {
+        EXPECT_EQ(y_of(t.from), y_of(t.to));
+      }
+    }
+  }
+  EXPECT_TRUE(Simulate(grouped.Plan(), s).ok());
+  // Receivers: the same bytes with or without groups.
+  const PlanStats plain = ComputeStats(Exchange::Create(src, dst).value());
+  for (size_t i = 0; i < s.per_device.size(); ++i) EXPECT_EQ(plain.per_device[i].recv_bytes, s.per_device[i].recv_bytes);
+}
+
+}  // namespace
+}  // namespace reshard

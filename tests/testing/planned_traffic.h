@@ -10,9 +10,11 @@
 //     receive exactly its plan's recv_bytes; with padding it receives no
 //     more (the collective's chunks count their padding, the exchange moves
 //     real elements only);
-//   - a structured step's sends are the exchange's sender rule, not the
-//     group's: per device they may differ from the plan's where data is
-//     replicated, so only their sum is checked (equal to what was received).
+//   - an all-gather or all-to-all over mesh groups sends inside its groups
+//     (StepExchange): unpadded, every device sends exactly its plan's
+//     send_bytes; a collective-permute of replicated shards picks its senders
+//     by the exchange's rule, not the plan's pairs, so there only the sum of
+//     sends is checked (equal to what was received).
 #ifndef RESHARD_TESTS_TESTING_PLANNED_TRAFFIC_H_
 #define RESHARD_TESTS_TESTING_PLANNED_TRAFFIC_H_
 
