@@ -1,7 +1,8 @@
 // Executor: runs a compiled plan (PlanProgram, device_program.h) on real
-// buffers. Every backend implements this one interface, as leveldb's Env:
-// the in-process executor (N virtual devices in one process, the embedded
-// default and what every test runs), and MPI where built.
+// buffers, all devices from one process. The in-process executor (N virtual
+// devices, the embedded default and what every test runs) implements it.
+// The MPI backend (mpi.h) is per rank and a class of its own: one per-rank
+// backend interface under both, as leveldb's Env, is not built yet.
 //
 // Buffers are the layouts' exact local buffers, row-major, indexed like
 // PlanProgram::devices(): sources[i] holds device i's part of the source

@@ -300,7 +300,8 @@ struct MpiReshard::State {
   // (StagedInOrder), so each can be one datatype.
   Status AllInOrder(StepRun& s);
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
-  Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
+  // Over `over`: the whole communicator, or the step's group (the counts are then by member).
+  Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats, MPI_Comm over);
   Status RunAlltoallw(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats);
 };
@@ -534,16 +535,7 @@ Status MpiReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std:
     for (size_t m = 0; m < s.recv_rank.size(); ++m)
       RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out);
   } else {
-    RunAll(p.pack, in, send.data());
-    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Ialltoallv(send.data(), s.send_counts.data(), s.send_displs.data(), MPI_BYTE,
-                                                   recv.data(), s.recv_counts.data(), s.recv_displs.data(), MPI_BYTE,
-                                                   s.group, &req),
-                                    "MPI_Ialltoallv (group)"));
-    RunAll(p.local, in, out);
-    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait (group all-to-all-v)"));
-    stats.step_bytes_sent.back() += Sum(s.send_counts);
-    stats.step_bytes_received.back() += Sum(s.recv_counts);
-    RunAll(p.unpack, recv.data(), out);
+    return RunAlltoallv(s, in, out, stats, s.group);
   }
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
@@ -632,12 +624,13 @@ std::vector<std::string> MpiReshard::step_transports() const {
   return t;
 }
 
-Status MpiReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats) {
+Status MpiReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, MpiRunStats& stats,
+                                       MPI_Comm over) {
   const DeviceProgram& p = s.program;
   RunAll(p.pack, in, send.data());
   MPI_Request req;
   RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Ialltoallv(send.data(), s.send_counts.data(), s.send_displs.data(), MPI_BYTE,
-                                                 recv.data(), s.recv_counts.data(), s.recv_displs.data(), MPI_BYTE, comm,
+                                                 recv.data(), s.recv_counts.data(), s.recv_displs.data(), MPI_BYTE, over,
                                                  &req),
                                   "MPI_Ialltoallv"));
   RunAll(p.local, in, out);  // while the messages travel
@@ -775,7 +768,7 @@ Result<MpiRunStats> MpiReshard::Execute(std::span<const std::byte> source, std::
     RESHARD_RETURN_IF_ERROR(s.p2p         ? st.RunPointToPoint(s, in, out, stats)
                             : s.datatypes ? st.RunAlltoallw(s, in, out, stats)
                             : s.grouped   ? st.RunGrouped(s, in, out, stats)
-                                          : st.RunAlltoallv(s, in, out, stats));
+                                          : st.RunAlltoallv(s, in, out, stats, st.comm));
     stats.bytes_moved += s.program.unpack.bytes + s.program.local.bytes;
     stats.bytes_sent += s.program.send_bytes;
     stats.bytes_received += s.program.recv_bytes;
