@@ -197,23 +197,7 @@ Row RunCase(const Case& c, int rounds) {
   MpiRunStats stats;
 
   // The floor: the plan's per-pair byte counts, one MPI_Alltoallv.
-  CompileOptions co;
-  co.only_device = rank;
-  const PlanProgram program =
-      Must(PlanProgram::Compile(Must(Exchange::Create(a.layout, b.layout), "Exchange"), co), "Compile");
-  const int64_t me = program.IndexOf(rank);
-  const DeviceProgram p = me >= 0 ? program.steps()[0].devices[static_cast<size_t>(me)] : DeviceProgram{};
-  std::vector<int> send_counts(ranks), send_displs(ranks), recv_counts(ranks), recv_displs(ranks);
-  for (size_t k = 0; k < p.send_peer.size(); ++k)
-    send_counts[program.devices()[p.send_peer[k]]] = static_cast<int>(p.send_count[k]);
-  for (size_t k = 0; k < p.recv_peer.size(); ++k)
-    recv_counts[program.devices()[p.recv_peer[k]]] = static_cast<int>(p.recv_count[k]);
-  for (int k = 1; k < ranks; ++k) {
-    send_displs[k] = send_displs[k - 1] + send_counts[k - 1];
-    recv_displs[k] = recv_displs[k - 1] + recv_counts[k - 1];
-  }
-  std::vector<std::byte> send(static_cast<size_t>(std::max<int64_t>(1, p.send_bytes)), std::byte{1}),
-      recv(static_cast<size_t>(std::max<int64_t>(1, p.recv_bytes)));
+  AlltoallvFloor floor = MakeAlltoallvFloor(a.layout, b.layout);
 
   costa::grid_layout<double> costa_from = CostaLayout(a, source.data()), costa_to = CostaLayout(b, out[kCosta].data());
   [[maybe_unused]] const int one = 1;
@@ -221,10 +205,7 @@ Row RunCase(const Case& c, int rounds) {
   std::vector<double> create_seconds, execute_seconds;
 
   const std::function<void()> run[kTools] = {
-      [&] {
-        MPI_Alltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv.data(), recv_counts.data(),
-                      recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD);
-      },
+      [&] { floor.Run(); },
       [&] {
 #ifdef RESHARD_BENCH_WITH_SCALAPACK
         pdgemr2d_(&a.m, &a.n, source.data(), &one, &one, a.desc.data(), out[kPdgemr2d].data(), &one, &one,
@@ -253,7 +234,7 @@ Row RunCase(const Case& c, int rounds) {
       const double seconds = Slowest(MPI_Wtime() - start);
       if (round >= 0) times[t].push_back(seconds);
     }
-  if (SumOverRanks(p.recv_bytes) != SumOverRanks(stats.bytes_received)) Die("the floor's byte counts are not the plan's");
+  if (SumOverRanks(floor.recv_bytes) != SumOverRanks(stats.bytes_received)) Die("the floor's byte counts are not the plan's");
 
   bool ok = true;
   for (int t = kPdgemr2d; t < kTools; ++t)

@@ -203,28 +203,9 @@ Row RunCase(const Case& c, int64_t bytes, int repeats) {
   }
 
   {
-    CompileOptions co;
-    co.only_device = rank;
-    const PlanProgram program =
-        Must(PlanProgram::Compile(Must(Exchange::Create(source, target), "Exchange"), co), "Compile");
-    const int64_t me = program.IndexOf(rank);
-    const DeviceProgram p = me >= 0 ? program.steps()[0].devices[static_cast<size_t>(me)] : DeviceProgram{};
-    std::vector<int> send_counts(ranks), send_displs(ranks), recv_counts(ranks), recv_displs(ranks);
-    for (size_t m = 0; m < p.send_peer.size(); ++m)
-      send_counts[program.devices()[p.send_peer[m]]] = static_cast<int>(p.send_count[m]);
-    for (size_t m = 0; m < p.recv_peer.size(); ++m)
-      recv_counts[program.devices()[p.recv_peer[m]]] = static_cast<int>(p.recv_count[m]);
-    for (int k = 1; k < ranks; ++k) {
-      send_displs[k] = send_displs[k - 1] + send_counts[k - 1];
-      recv_displs[k] = recv_displs[k - 1] + recv_counts[k - 1];
-    }
-    if (SumOverRanks(p.recv_bytes) != row.ours_volume) Die("the floor's byte counts are not the plan's");
-    std::vector<std::byte> send(static_cast<size_t>(p.send_bytes), std::byte{1}),
-        recv(static_cast<size_t>(p.recv_bytes));
-    row.floor = BestOf(repeats, [&] {
-      MPI_Alltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv.data(), recv_counts.data(),
-                    recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD);
-    });
+    AlltoallvFloor floor = MakeAlltoallvFloor(source, target);
+    if (SumOverRanks(floor.recv_bytes) != row.ours_volume) Die("the floor's byte counts are not the plan's");
+    row.floor = BestOf(repeats, [&] { floor.Run(); });
   }
 
   std::vector<int> counts(ranks), displs(ranks);

@@ -13,7 +13,11 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "reshard/device_program.h"
+#include "reshard/exchange.h"
+#include "reshard/layout.h"
 #include "reshard/status.h"
 
 namespace reshard::bench {
@@ -65,6 +69,42 @@ double BestOf(int repeats, F&& run) {
     best = std::min(best, Slowest(MPI_Wtime() - start));
   }
   return best;
+}
+
+// The floor of a reshard: one raw MPI_Alltoallv of the byte counts this
+// rank's part of the minimal exchange sends and receives, on buffers already
+// packed (at least one byte each, so their data pointers are never null).
+struct AlltoallvFloor {
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  std::vector<std::byte> send, recv;
+  int64_t recv_bytes = 0;  // this rank's
+
+  void Run() {
+    MPI_Alltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv.data(), recv_counts.data(),
+                  recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD);
+  }
+};
+
+inline AlltoallvFloor MakeAlltoallvFloor(const Layout& source, const Layout& target) {
+  CompileOptions co;
+  co.only_device = rank;
+  const PlanProgram program = Must(PlanProgram::Compile(Must(Exchange::Create(source, target), "Exchange"), co), "Compile");
+  const int64_t me = program.IndexOf(rank);
+  const DeviceProgram p = me >= 0 ? program.steps()[0].devices[static_cast<size_t>(me)] : DeviceProgram{};
+  AlltoallvFloor f;
+  for (std::vector<int>* v : {&f.send_counts, &f.send_displs, &f.recv_counts, &f.recv_displs}) v->assign(ranks, 0);
+  for (size_t m = 0; m < p.send_peer.size(); ++m)
+    f.send_counts[program.devices()[p.send_peer[m]]] = static_cast<int>(p.send_count[m]);
+  for (size_t m = 0; m < p.recv_peer.size(); ++m)
+    f.recv_counts[program.devices()[p.recv_peer[m]]] = static_cast<int>(p.recv_count[m]);
+  for (int k = 1; k < ranks; ++k) {
+    f.send_displs[k] = f.send_displs[k - 1] + f.send_counts[k - 1];
+    f.recv_displs[k] = f.recv_displs[k - 1] + f.recv_counts[k - 1];
+  }
+  f.send.assign(static_cast<size_t>(std::max<int64_t>(1, p.send_bytes)), std::byte{1});
+  f.recv.resize(static_cast<size_t>(std::max<int64_t>(1, p.recv_bytes)));
+  f.recv_bytes = p.recv_bytes;
+  return f;
 }
 
 // A benchmark's main: MPI initialized around `run`, rank and ranks set.

@@ -252,26 +252,10 @@ Status Exchange::Validate(const Layout& source, const Layout& target) {
   return Status::Ok();
 }
 
+Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) { return Create(source, target, nullptr); }
+
 Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
                                   std::function<int64_t(int64_t device)> group_key) {
-  RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source, target));
-  auto tables = std::make_shared<ExchangeTables>(*e.tables_);
-  tables->group_key = std::move(group_key);
-  const Layout& s = tables->source;
-  tables->keyed_begin.reserve(static_cast<size_t>(s.num_tiles()) + 1);
-  for (int64_t tile = 0; tile < s.num_tiles(); ++tile) {
-    tables->keyed_begin.push_back(static_cast<int64_t>(tables->keyed_holders.size()));
-    const size_t first = tables->keyed_holders.size();
-    for (int64_t h : s.Holders(tile)) tables->keyed_holders.push_back({tables->group_key(h), h});
-    // Sorted by key, then id: the lowest id of a group comes first.
-    std::sort(tables->keyed_holders.begin() + static_cast<std::ptrdiff_t>(first), tables->keyed_holders.end());
-  }
-  tables->keyed_begin.push_back(static_cast<int64_t>(tables->keyed_holders.size()));
-  e.tables_ = std::move(tables);
-  return e;
-}
-
-Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   RESHARD_RETURN_IF_ERROR(Validate(source, target));
   std::vector<int64_t> all;
   all.reserve(source.devices().size() + target.devices().size());
@@ -280,6 +264,20 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) {
   auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);
+  if (group_key) {
+    // The group rule: each source tile's holders by (group key, id).
+    tables->group_key = std::move(group_key);
+    const Layout& s = tables->source;
+    tables->keyed_begin.reserve(static_cast<size_t>(s.num_tiles()) + 1);
+    for (int64_t tile = 0; tile < s.num_tiles(); ++tile) {
+      tables->keyed_begin.push_back(static_cast<int64_t>(tables->keyed_holders.size()));
+      const size_t first = tables->keyed_holders.size();
+      for (int64_t h : s.Holders(tile)) tables->keyed_holders.push_back({tables->group_key(h), h});
+      // Sorted by key, then id: the lowest id of a group comes first.
+      std::sort(tables->keyed_holders.begin() + static_cast<std::ptrdiff_t>(first), tables->keyed_holders.end());
+    }
+    tables->keyed_begin.push_back(static_cast<int64_t>(tables->keyed_holders.size()));
+  }
   Exchange e;
   e.tables_ = std::move(tables);
   e.devices_ = std::move(all);
