@@ -1,0 +1,338 @@
+// Threads as ranks: every Comm call on real threads, the agreement helpers of
+// comm.h over it, and the timeout that turns a missing rank into an error
+// instead of a hang.
+#include "reshard/thread_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace reshard {
+namespace {
+
+// Runs `body` as rank k of `ranks` on thread k and joins them all.
+void RunRanks(int ranks, const std::function<void(Comm&)>& body, double timeout_seconds = 10) {
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, timeout_seconds);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < ranks; ++k) threads.emplace_back([&, k] { body(*comms[static_cast<size_t>(k)]); });
+  for (std::thread& t : threads) t.join();
+}
+
+std::vector<std::byte> Bytes(int64_t n, int seed) {
+  std::vector<std::byte> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<std::byte>((seed * 31 + i) & 0xff);
+  return v;
+}
+
+TEST(ThreadComm, NameRankAndSize) {
+  RunRanks(3, [](Comm& comm) {
+    EXPECT_EQ(comm.name(), "threads");
+    EXPECT_EQ(comm.size(), 3);
+    EXPECT_GE(comm.rank(), 0);
+    EXPECT_LT(comm.rank(), 3);
+  });
+}
+
+TEST(ThreadComm, AllReduceMinMaxSum) {
+  RunRanks(4, [](Comm& comm) {
+    const int64_t r = comm.rank();
+    for (int round = 0; round < 3; ++round) {  // back to back, so a fast rank cannot overwrite a slow one's inputs
+      int64_t v[3] = {r, -r, 10 + r};
+      ASSERT_TRUE(comm.AllReduce(v, Comm::ReduceOp::kMin).ok());
+      EXPECT_EQ(v[0], 0);
+      EXPECT_EQ(v[1], -3);
+      EXPECT_EQ(v[2], 10);
+      int64_t w[3] = {r, -r, 10 + r};
+      ASSERT_TRUE(comm.AllReduce(w, Comm::ReduceOp::kMax).ok());
+      EXPECT_EQ(w[0], 3);
+      EXPECT_EQ(w[1], 0);
+      EXPECT_EQ(w[2], 13);
+      int64_t s[3] = {r, -r, 10 + r};
+      ASSERT_TRUE(comm.AllReduce(s, Comm::ReduceOp::kSum).ok());
+      EXPECT_EQ(s[0], 6);
+      EXPECT_EQ(s[1], -6);
+      EXPECT_EQ(s[2], 46);
+    }
+  });
+}
+
+TEST(ThreadComm, AllGather) {
+  RunRanks(4, [](Comm& comm) {
+    const uint64_t r = static_cast<uint64_t>(comm.rank());
+    const uint64_t mine[2] = {r * 10, r * 10 + 1};
+    std::vector<uint64_t> all(8);
+    ASSERT_TRUE(comm.AllGather(mine, all).ok());
+    EXPECT_EQ(all, (std::vector<uint64_t>{0, 1, 10, 11, 20, 21, 30, 31}));
+  });
+}
+
+TEST(ThreadComm, Broadcast) {
+  RunRanks(4, [](Comm& comm) {
+    std::vector<std::byte> bytes = comm.rank() == 2 ? Bytes(16, 7) : std::vector<std::byte>(16);
+    ASSERT_TRUE(comm.Broadcast(bytes, 2).ok());
+    EXPECT_EQ(bytes, Bytes(16, 7));
+  });
+}
+
+TEST(ThreadComm, AgreeStatusNamesTheLowestFailingRank) {
+  RunRanks(4, [](Comm& comm) {
+    const Status local = comm.rank() == 2 ? Status::Internal("disk on fire") : Status::Ok();
+    EXPECT_EQ(AgreeStatus(comm, local), Status::Internal("rank 2: disk on fire"));
+  });
+  RunRanks(4, [](Comm& comm) {
+    const Status local = comm.rank() >= 1 ? Status::InvalidArgument("rank " + std::to_string(comm.rank())) : Status::Ok();
+    EXPECT_EQ(AgreeStatus(comm, local), Status::InvalidArgument("rank 1: rank 1"));
+  });
+}
+
+TEST(ThreadComm, AgreeStatusOfAnErrorEveryRankSharesNamesNone) {
+  RunRanks(4, [](Comm& comm) {
+    EXPECT_EQ(AgreeStatus(comm, Status::NotSupported("no GPU")), Status::NotSupported("no GPU"));
+    EXPECT_TRUE(AgreeStatus(comm, Status::Ok()).ok());
+  });
+}
+
+TEST(ThreadComm, CheckSameNamesTheOddRank) {
+  RunRanks(4, [](Comm& comm) {
+    EXPECT_TRUE(CheckSame(comm, 42, "layouts or options").ok());
+    const Status st = CheckSame(comm, comm.rank() == 3 ? 7 : 42, "layouts or options");
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(st.message().find("rank 3's layouts or options differ from the others'"), std::string::npos) << st;
+  });
+}
+
+TEST(ThreadComm, SplitRanksByKeyThenParentRank) {
+  RunRanks(8, [](Comm& comm) {
+    Result<std::unique_ptr<Comm>> half = comm.Split(comm.rank() % 2, comm.rank() / 2);
+    ASSERT_TRUE(half.ok()) << half.status();
+    ASSERT_NE(*half, nullptr);
+    Comm& sub = **half;
+    EXPECT_EQ(sub.size(), 4);
+    EXPECT_EQ(sub.rank(), comm.rank() / 2);
+    // Each half is its own group: its collectives see only its members.
+    int64_t parent_ranks = comm.rank();
+    ASSERT_TRUE(sub.AllReduce(std::span<int64_t>(&parent_ranks, 1), Comm::ReduceOp::kSum).ok());
+    EXPECT_EQ(parent_ranks, comm.rank() % 2 == 0 ? 0 + 2 + 4 + 6 : 1 + 3 + 5 + 7);
+    int64_t request = kNoRequest;
+    const std::byte token{static_cast<unsigned char>(comm.rank())};
+    std::byte got{0xff};
+    ASSERT_TRUE(sub.StartSend(&token, 1, (sub.rank() + 1) % 4, request).ok());
+    ASSERT_TRUE(sub.StartRecv(&got, 1, (sub.rank() + 3) % 4, request).ok());
+    ASSERT_TRUE(sub.Wait(request).ok());
+    EXPECT_EQ(static_cast<int>(got), (comm.rank() + 6) % 8);  // the previous member of the same half
+  });
+}
+
+TEST(ThreadComm, SplitWithNegativeColorJoinsNone) {
+  RunRanks(5, [](Comm& comm) {
+    // Equal keys: ties go by parent rank; rank 4 joins none.
+    Result<std::unique_ptr<Comm>> sub = comm.Split(comm.rank() == 4 ? -1 : 0, comm.rank() == 1 ? -1 : 0);
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    if (comm.rank() == 4) {
+      EXPECT_EQ(*sub, nullptr);
+      return;
+    }
+    ASSERT_NE(*sub, nullptr);
+    EXPECT_EQ((*sub)->size(), 4);
+    const int expected[4] = {1, 0, 2, 3};  // parent rank 1 has the lowest key
+    EXPECT_EQ((*sub)->rank(), expected[comm.rank()]);
+    EXPECT_TRUE((*sub)->Barrier().ok());
+  });
+}
+
+TEST(ThreadComm, AlltoallvWithUnevenCounts) {
+  constexpr int kRanks = 3;
+  RunRanks(kRanks, [](Comm& comm) {
+    const int r = comm.rank();
+    // Rank r sends (r + 1) * (k + 1) bytes to rank k, rank 1 nothing to rank 2.
+    auto count = [](int from, int to) -> int64_t { return from == 1 && to == 2 ? 0 : (from + 1) * (to + 1); };
+    std::vector<int64_t> send_counts(kRanks), send_displs(kRanks), recv_counts(kRanks), recv_displs(kRanks);
+    std::vector<std::byte> send;
+    int64_t recv_total = 0;
+    for (int k = 0; k < kRanks; ++k) {
+      send_counts[k] = count(r, k);
+      send_displs[k] = static_cast<int64_t>(send.size());
+      const std::vector<std::byte> part = Bytes(count(r, k), r * kRanks + k);
+      send.insert(send.end(), part.begin(), part.end());
+      recv_counts[k] = count(k, r);
+      recv_displs[k] = recv_total + 1;  // a gap of one byte before each part, left untouched
+      recv_total += count(k, r) + 1;
+    }
+    std::vector<std::byte> recv(static_cast<size_t>(recv_total), std::byte{0xee});
+    int64_t request = 123;
+    ASSERT_TRUE(comm.StartAlltoallv(send.data(), send_counts, send_displs, recv.data(), recv_counts, recv_displs,
+                                    request)
+                    .ok());
+    EXPECT_EQ(request, kNoRequest);
+    for (int k = 0; k < kRanks; ++k) {
+      EXPECT_EQ(recv[static_cast<size_t>(recv_displs[k] - 1)], std::byte{0xee});
+      const std::vector<std::byte> want = Bytes(count(k, r), k * kRanks + r);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), recv.begin() + recv_displs[k])) << "from rank " << k;
+    }
+  });
+}
+
+TEST(ThreadComm, AlltoallvCountMismatchIsInternalOnTheReceiver) {
+  RunRanks(2, [](Comm& comm) {
+    const std::byte send[4] = {};
+    std::byte recv[8] = {};
+    // Rank 0 sends 2 bytes to rank 1, which expects 3; the rest agree.
+    const std::vector<int64_t> send_counts = comm.rank() == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1, 1};
+    const std::vector<int64_t> recv_counts = comm.rank() == 0 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{3, 1};
+    const std::vector<int64_t> displs = {0, 2};
+    int64_t request = kNoRequest;
+    const Status st = comm.StartAlltoallv(send, send_counts, displs, recv, recv_counts, displs, request);
+    if (comm.rank() == 0) {
+      EXPECT_TRUE(st.ok()) << st;
+    } else {
+      EXPECT_EQ(st, Status::Internal("rank 1 expected 3 bytes from rank 0, which sent 2"));
+    }
+  });
+}
+
+TEST(ThreadComm, Allgatherv) {
+  constexpr int kRanks = 4;
+  RunRanks(kRanks, [](Comm& comm) {
+    const int r = comm.rank();
+    const std::vector<std::byte> mine = Bytes(r, r);  // rank 0 sends nothing
+    std::vector<int64_t> counts(kRanks), displs(kRanks);
+    for (int k = 0, at = 0; k < kRanks; at += k, ++k) {
+      counts[k] = k;
+      displs[k] = at;
+    }
+    std::vector<std::byte> recv(0 + 1 + 2 + 3);
+    int64_t request = 5;
+    ASSERT_TRUE(comm.StartAllgatherv(mine.data(), r, recv.data(), counts, displs, request).ok());
+    EXPECT_EQ(request, kNoRequest);
+    for (int k = 0; k < kRanks; ++k) {
+      const std::vector<std::byte> want = Bytes(k, k);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), recv.begin() + displs[k])) << "from rank " << k;
+    }
+  });
+}
+
+TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
+  const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
+  RunRanks(2, [&](Comm& comm) {
+    if (comm.rank() == 0) {
+      // Buffered: each send completes at once and may reuse its buffer.
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<std::byte> chunk = Bytes(sizes[i], static_cast<int>(i));
+        int64_t request = 9;
+        ASSERT_TRUE(comm.StartSend(chunk.data(), sizes[i], 1, request).ok());
+        EXPECT_EQ(request, kNoRequest);
+        std::fill(chunk.begin(), chunk.end(), std::byte{0});
+      }
+      return;
+    }
+    std::vector<std::vector<std::byte>> got;
+    std::vector<int64_t> requests;
+    for (int64_t size : sizes) {
+      got.emplace_back(static_cast<size_t>(size));
+      requests.push_back(kNoRequest);
+      ASSERT_TRUE(comm.StartRecv(got.back().data(), size, 0, requests.back()).ok());
+      EXPECT_GE(requests.back(), 0);
+    }
+    // Waiting for the last one alone still matches the earlier ones first.
+    ASSERT_TRUE(comm.Wait(requests.back()).ok());
+    EXPECT_EQ(requests.back(), kNoRequest);
+    EXPECT_EQ(got.back(), Bytes(sizes.back(), static_cast<int>(sizes.size() - 1)));
+    ASSERT_TRUE(comm.WaitAll(requests).ok());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(requests[i], kNoRequest);
+      EXPECT_EQ(got[i], Bytes(sizes[i], static_cast<int>(i))) << "message " << i;
+    }
+  });
+}
+
+TEST(ThreadComm, WaitSomeDoesNotBlockUnlessAsked) {
+  RunRanks(2, [](Comm& comm) {
+    if (comm.rank() == 0) {
+      ASSERT_TRUE(comm.Barrier().ok());  // rank 1 has looked before anything is sent
+      const std::vector<std::byte> a = Bytes(4, 1), b = Bytes(6, 2);
+      int64_t request = kNoRequest;
+      ASSERT_TRUE(comm.StartSend(a.data(), 4, 1, request).ok());
+      ASSERT_TRUE(comm.Barrier().ok());
+      ASSERT_TRUE(comm.StartSend(b.data(), 6, 1, request).ok());
+      return;
+    }
+    std::vector<std::byte> a(4), b(6);
+    std::vector<int64_t> requests(3, kNoRequest);  // the middle one stays kNoRequest: already complete
+    ASSERT_TRUE(comm.StartRecv(a.data(), 4, 0, requests[0]).ok());
+    ASSERT_TRUE(comm.StartRecv(b.data(), 6, 0, requests[2]).ok());
+    std::vector<int> done;
+    ASSERT_TRUE(comm.WaitSome(requests, false, done).ok());
+    EXPECT_TRUE(done.empty());
+    ASSERT_TRUE(comm.Barrier().ok());
+    ASSERT_TRUE(comm.Barrier().ok());  // now `a` was sent and `b` not yet, maybe
+    ASSERT_TRUE(comm.WaitSome(requests, true, done).ok());
+    ASSERT_FALSE(done.empty());
+    EXPECT_EQ(done[0], 0);
+    EXPECT_EQ(requests[0], kNoRequest);
+    EXPECT_EQ(a, Bytes(4, 1));
+    while (requests[2] != kNoRequest) ASSERT_TRUE(comm.WaitSome(requests, true, done).ok());
+    EXPECT_EQ(done.back(), 2);
+    EXPECT_EQ(b, Bytes(6, 2));
+    // Nothing left to wait for: a blocking WaitSome returns at once, with nothing.
+    done.clear();
+    ASSERT_TRUE(comm.WaitSome(requests, true, done).ok());
+    EXPECT_TRUE(done.empty());
+  });
+}
+
+TEST(ThreadComm, MessageSizeMismatchIsInternal) {
+  RunRanks(2, [](Comm& comm) {
+    int64_t request = kNoRequest;
+    if (comm.rank() == 0) {
+      const std::vector<std::byte> data = Bytes(8, 0);
+      ASSERT_TRUE(comm.StartSend(data.data(), 8, 1, request).ok());
+      return;
+    }
+    std::vector<std::byte> data(4);
+    ASSERT_TRUE(comm.StartRecv(data.data(), 4, 0, request).ok());
+    const Status st = comm.Wait(request);
+    EXPECT_EQ(st, Status::Internal("rank 1 expected 4 bytes from rank 0, which sent 8"));
+    EXPECT_EQ(request, kNoRequest);
+  });
+}
+
+TEST(ThreadComm, ARankMissingFromABarrierIsAnErrorNotAHang) {
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks(
+      2,
+      [](Comm& comm) {
+        if (comm.rank() == 1) return;  // never comes
+        const Status st = comm.Barrier();
+        EXPECT_EQ(st.code(), Status::Code::kInternal);
+        EXPECT_EQ(st, Status::Internal("rank 0 waited 0.2 s for 1 of the 2 ranks at Barrier"));
+        // Broken for good: the next wait fails at once.
+        const auto again = std::chrono::steady_clock::now();
+        EXPECT_EQ(comm.Barrier(), st);
+        EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::milliseconds(100));
+      },
+      0.2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+TEST(ThreadComm, AMessageNeverSentIsAnErrorNotAHang) {
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks(
+      2,
+      [](Comm& comm) {
+        if (comm.rank() == 0) {
+          std::byte b{};
+          int64_t request = kNoRequest;
+          ASSERT_TRUE(comm.StartRecv(&b, 1, 1, request).ok());
+          EXPECT_EQ(comm.Wait(request), Status::Internal("rank 0 waited 0.2 s for a message from rank 1"));
+        }  // rank 1 never sends
+      },
+      0.2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+}  // namespace
+}  // namespace reshard
