@@ -32,6 +32,7 @@
 #define RESHARD_DEVICE_PROGRAM_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -147,6 +148,12 @@ Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step);
 
 struct StepProgram {
   std::vector<DeviceProgram> devices;  // indexed like PlanProgram::devices()
+  // The plan step this program runs: its op, and for an all-gather or
+  // all-to-all over mesh groups the plan mesh's group axes (members ordered
+  // as Mesh::MemberIndex orders them), which a backend runs over sub-groups.
+  // kExchange and no axes for a program compiled from an exchange.
+  StepOp op = StepOp::kExchange;
+  std::vector<int32_t> group_axes = {};
 };
 
 // A whole plan compiled: one StepProgram per plan step. Buffers between
@@ -173,6 +180,9 @@ class PlanProgram {
   const std::vector<int64_t>& devices() const { return devices_; }
   int64_t element_bytes() const { return source().element_bytes(); }
   const std::vector<StepProgram>& steps() const { return steps_; }
+  // The plan mesh of a program compiled from a plan over one (the mesh the
+  // steps' group_axes index).
+  const std::optional<Mesh>& mesh() const { return mesh_; }
   // Layout after step i is layouts()[i + 1]; layouts()[0] is the source.
   const std::vector<Layout>& layouts() const { return layouts_; }
   int64_t IndexOf(int64_t device) const;  // -1 when absent
@@ -189,6 +199,7 @@ class PlanProgram {
   std::vector<int64_t> devices_;
   std::vector<Layout> layouts_;
   std::vector<StepProgram> steps_;
+  std::optional<Mesh> mesh_;
   BufferFormat source_format_, target_format_;
 };
 

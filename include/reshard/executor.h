@@ -1,8 +1,9 @@
 // Executor: runs a compiled plan (PlanProgram, device_program.h) on real
 // buffers, all devices from one process. The in-process executor (N virtual
 // devices, the embedded default and what every test runs) implements it.
-// The MPI backend (mpi.h) is per rank and a class of its own: one per-rank
-// backend interface under both, as leveldb's Env, is not built yet.
+// Per-rank backends implement Comm (comm.h) instead, under the one step
+// runner (rank_reshard.h): MPI (mpi.h), and threads as ranks, which this
+// executor runs with Transport::kRanks.
 //
 // Buffers are the layouts' exact local buffers, row-major, indexed like
 // PlanProgram::devices(): sources[i] holds device i's part of the source
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "reshard/device_program.h"
+#include "reshard/rank_reshard.h"
 #include "reshard/status.h"
 
 namespace reshard {
@@ -61,8 +63,12 @@ struct ExecStats {
 // sender's send buffer and unpacks it from there (the path MPI and NCCL
 // take); kDirect copies it once, from the sender's input buffer straight
 // into the receiver's output buffer (DeviceProgram::direct), as a
-// shared-memory transport can.
-enum class Transport { kStaged, kDirect };
+// shared-memory transport can. kRanks runs the step runner MPI runs
+// (RankReshard, rank_reshard.h) with every device a thread and the threads
+// as ranks (thread_comm.h): transport choice, sub-groups, chunking and error
+// agreement as under MPI; one thread per device (ExecOptions::threads does
+// not apply), so it is the path that checks, not the fast one.
+enum class Transport { kStaged, kDirect, kRanks };
 
 // The most threads an executor or checker uses (ExecOptions::threads and the
 // `threads` arguments): larger counts are taken as this one. `reshard run
@@ -74,6 +80,9 @@ struct ExecOptions {
   // cannot start them all, Run returns Unavailable (and runs nothing).
   int threads = 0;
   Transport transport = Transport::kStaged;
+  // Under Transport::kRanks: the runner's transport and message limit.
+  StepTransport rank_transport = StepTransport::kAuto;
+  int64_t rank_max_message_bytes = (int64_t{1} << 31) - 1;
   // Called after every step with the step's output buffers (the checker's hook).
   std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)> after_step = {};
 };

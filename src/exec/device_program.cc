@@ -243,6 +243,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   std::sort(p.devices_.begin(), p.devices_.end());
   p.devices_.erase(std::unique(p.devices_.begin(), p.devices_.end()), p.devices_.end());
   p.layouts_ = std::move(layouts);
+  if (plan != nullptr) p.mesh_ = plan->mesh();
   const int64_t eb = p.layouts_.front().element_bytes();
   const size_t n = p.devices_.size();
   for (size_t si = 0; si + 1 < p.layouts_.size(); ++si) {
@@ -273,6 +274,11 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     const ExchangePlan xp = only_device >= 0 ? ex.DevicePlan(only_device) : ex.Plan();
     StepProgram step;
     step.devices.resize(n);
+    if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
+      const PlanStep& ps = plan->steps()[si];
+      step.op = ps.op;
+      if (plan->mesh() && (ps.op == StepOp::kAllGather || ps.op == StepOp::kAllToAll)) step.group_axes = ps.group_axes;
+    }
     for (size_t i = 0; i < n; ++i) {
       DeviceProgram& dp = step.devices[i];
       dp.device = p.devices_[i];

@@ -166,7 +166,7 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
   return all;
 }
 
-Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport) {
+Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport, RankChoice ranks) {
   if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
@@ -188,6 +188,8 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
   ExecOptions o;
   o.threads = threads;
   o.transport = transport;
+  o.rank_transport = ranks.transport;
+  o.rank_max_message_bytes = ranks.max_message_bytes;
   o.after_step = [&](size_t step, std::span<const std::span<const std::byte>> outputs) {
     const Layout& l = program.layouts()[step + 1];
     const bool last = step + 1 == program.steps().size();

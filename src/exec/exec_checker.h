@@ -64,7 +64,13 @@ struct CheckReport {
 // every step. REQUIRES: the program compiled for tight row-major buffers.
 // Fails (the Status) only on a malformed program, wrong buffers, or threads
 // the system cannot start (Unavailable).
-Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged);
+// Under Transport::kRanks, `ranks` sets the runner's transport and message limit.
+struct RankChoice {
+  StepTransport transport = StepTransport::kAuto;
+  int64_t max_message_bytes = (int64_t{1} << 31) - 1;
+};
+Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged,
+                               RankChoice ranks = {});
 
 }  // namespace reshard
 

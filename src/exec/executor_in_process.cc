@@ -6,13 +6,19 @@
 #include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "exec/copy_kernel.h"
 #include "exec/thread_pool.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
+#include "reshard/rank_reshard.h"
+#include "reshard/thread_comm.h"
 
 namespace reshard {
 namespace {
@@ -25,6 +31,86 @@ struct Task {
   int64_t part, parts;
 };
 
+// Transport::kRanks: every device a thread running the step runner over
+// threads as ranks, as every MPI rank runs it. The threads wait at a gate
+// until all have started, so a thread the system cannot start fails the run
+// (Unavailable) before any rank reaches a collective.
+Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
+                             std::span<const std::span<std::byte>> targets, const ExecOptions& options) {
+  const size_t n = program.devices().size();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(static_cast<int>(n));
+  std::vector<std::optional<Result<RankRunStats>>> results(n);
+  std::vector<std::span<const std::byte>> outputs(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  enum class Gate { kWait, kGo, kStop } gate = Gate::kWait;
+  RankOptions ro;
+  ro.transport = options.rank_transport;
+  ro.max_message_bytes = options.rank_max_message_bytes;
+  auto body = [&](size_t k) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return gate != Gate::kWait; });
+      if (gate == Gate::kStop) return;
+    }
+    Result<RankReshard> r = RankReshard::Create(std::move(comms[k]), program, ro);
+    if (!r.ok()) {
+      results[k] = r.status();
+      return;
+    }
+    RankReshard::AfterStep hook;
+    if (options.after_step) {
+      // Every rank's output is in place before the hook reads them all, and
+      // the hook is done before any rank goes on to overwrite one.
+      hook = [&, k](size_t step, std::span<const std::byte> output) -> Status {
+        outputs[k] = output;
+        RESHARD_RETURN_IF_ERROR(r->comm().Barrier());
+        if (k == 0) options.after_step(step, outputs);
+        return r->comm().Barrier();
+      };
+    }
+    results[k] = r->Execute(sources[k], targets[k], hook);
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  bool started = true;
+  try {
+    for (size_t k = 0; k < n; ++k) threads.emplace_back(body, k);
+  } catch (const std::system_error&) {
+    started = false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    gate = started ? Gate::kGo : Gate::kStop;
+  }
+  cv.notify_all();
+  for (std::thread& t : threads) t.join();
+  if (!started)
+    return Status::Unavailable(fmt::format("could start only {} of the {} threads the ranks need", threads.size(), n));
+  ExecStats stats;
+  stats.peak_per_device.assign(n, 0);
+  stats.steps.resize(program.steps().size());
+  for (StepTraffic& t : stats.steps) {
+    t.sent.assign(n, 0);
+    t.received.assign(n, 0);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (!results[k]->ok()) return results[k]->status();  // the same on every rank: rank 0's
+    const RankRunStats& r = results[k]->value();
+    stats.bytes_moved += r.bytes_moved;
+    stats.bytes_sent += r.bytes_received;
+    stats.peak_per_device[k] = r.peak_bytes;
+    stats.peak_bytes = std::max(stats.peak_bytes, r.peak_bytes);
+    for (size_t i = 0; i < stats.steps.size() && i < r.step_bytes_sent.size(); ++i) {
+      stats.steps[i].sent[k] = r.step_bytes_sent[i];
+      stats.steps[i].received[k] = r.step_bytes_received[i];
+    }
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
 class InProcessExecutor final : public Executor {
  public:
   explicit InProcessExecutor(ExecOptions o) : options_(std::move(o)), pool_(options_.threads) {}
@@ -34,6 +120,7 @@ class InProcessExecutor final : public Executor {
                         std::span<const std::span<std::byte>> targets) override {
     RESHARD_RETURN_IF_ERROR(pool_.status());
     RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
+    if (options_.transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets, options_);
     const auto start = std::chrono::steady_clock::now();
     const size_t n = program.devices().size();
     ExecStats stats;

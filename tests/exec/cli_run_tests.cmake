@@ -3,6 +3,11 @@ cli_test(run_canonical_json "^{\"backend\":\"in-process\",\"bytes_moved\":16384,
          ${R} run --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --repeat 2 --threads 2 --json)
 cli_test(run_staged_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport staged --repeat 1)
+# Issue 16: every device a thread running the per-rank step runner MPI runs.
+cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
+         ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport ranks --repeat 1)
+cli_test(run_ranks_multi_step "\"verified\":true.*\"transport\":\"ranks\""
+         ${R} run --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --transport ranks --repeat 1 --json)
 cli_test(run_multi_step "\"verified\":true"
          ${R} run --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --repeat 1 --json)
 cli_test(run_block_cyclic "\"verified\":true"

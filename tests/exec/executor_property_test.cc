@@ -25,11 +25,25 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::kU8, DType::kBF16, DType::kF32, DType::kF64, DType::kC128};
 
-// Runs `p` checked under both transports; with `plan`, also checks that each
-// step's messages carried the bytes the plan priced.
+// The step runner's choices under Transport::kRanks, taken in turn: each
+// transport, and messages cut into chunks of a few bytes.
+RankChoice NextRankChoice() {
+  static int turn = 0;
+  constexpr StepTransport kTransports[] = {StepTransport::kAuto, StepTransport::kAlltoallv, StepTransport::kPointToPoint};
+  RankChoice c;
+  c.transport = kTransports[turn % 3];
+  if (turn % 7 == 6) c.max_message_bytes = 1 + turn % 13;
+  ++turn;
+  return c;
+}
+
+// Runs `p` checked under every transport (the runner MPI runs among them);
+// with `plan`, also checks that each step's messages carried the bytes the
+// plan priced.
 void ExpectExact(const PlanProgram& p, const std::string& what, const CollectivePlan* plan = nullptr) {
-  for (Transport transport : {Transport::kStaged, Transport::kDirect}) {
-    Result<CheckReport> r = RunChecked(p, 2, transport);
+  for (Transport transport : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+    const RankChoice choice = transport == Transport::kRanks ? NextRankChoice() : RankChoice{};
+    Result<CheckReport> r = RunChecked(p, 2, transport, choice);
     ASSERT_TRUE(r.ok()) << what << ": " << r.status();
     EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
     if (plan) testing::ExpectPlannedTraffic(*plan, p.devices(), r->stats.steps, what);

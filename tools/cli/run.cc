@@ -60,6 +60,7 @@ RunFlags CheckRunFlags(const RunOptions& o) {
   }
   if (o.max_memory) f.max_memory = ParseByteSize(*o.max_memory, "--max-memory");
   if (o.transport == "staged") f.transport = Transport::kStaged;
+  if (o.transport == "ranks") f.transport = Transport::kRanks;
   return f;
 }
 
@@ -105,13 +106,17 @@ void RunRun(const RunOptions& o) {
   // again with the plan (intermediate buffers and the programs) before it is
   // compiled (run_memory.h).
   const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads);
-  CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads), limit,
+  CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads,
+                                     flags.transport == Transport::kRanks),
+              limit,
               /*per_rank=*/false);
   const PlannerOptions options = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
     ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads), limit, /*per_rank=*/false);
+  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads,
+                                     flags.transport == Transport::kRanks),
+              limit, /*per_rank=*/false);
   Result<PlanProgram> program = PlanProgram::Compile(planned->plan);
   ThrowIfError(program.status(), "compiling the plan", kExitInternal);
   const PlanProgram& p = *program;
@@ -168,7 +173,9 @@ void RunRun(const RunOptions& o) {
                                     {"peak_bytes", stats->peak_bytes},
                                     {"elements_checked", tags.checked},
                                     {"repeat", o.repeat},
-                                    {"transport", flags.transport == Transport::kStaged ? "staged" : "direct"},
+                                    {"transport", flags.transport == Transport::kStaged  ? "staged"
+                                                  : flags.transport == Transport::kRanks ? "ranks"
+                                                                                         : "direct"},
                                     {"problem", tags.first_problem}});
     std::cout << j.dump() << "\n";
   } else {
@@ -205,8 +212,9 @@ void RegisterRun(CLI::App& app) {
       ->capture_default_str();
   text("--transport", o->transport,
        "in-process: direct (one copy per message, sender's buffer to receiver's; the default) or staged (pack into a "
-       "send buffer, unpack from it: the path MPI and NCCL take)")
-      ->check(CLI::IsMember({"direct", "staged"}));
+       "send buffer, unpack from it: the path MPI and NCCL take) or ranks (every device a thread running the per-rank "
+       "step runner MPI runs, threads as ranks)")
+      ->check(CLI::IsMember({"direct", "staged", "ranks"}));
   text("--max-memory", o->max_memory,
        "refuse, before planning, runs whose buffers need more, e.g. 8G (default: 70% of physical memory; with mpi, "
        "per rank, 70% over the ranks)");

@@ -41,19 +41,25 @@ int64_t Bytes(const Layout& l, bool per_rank) { return per_rank ? MaxLocalBytes(
 
 }  // namespace
 
-MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads) {
+MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
+                                      bool as_ranks) {
   MemoryEstimate e;
   const int64_t src = Bytes(source, per_rank), dst = Bytes(target, per_rank);
   // MPI stages both ways (send and receive buffers up to as much again); in
-  // process the send buffers are at most the source.
-  Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
+  // process the send buffers are at most the source. Threads as ranks stage
+  // both ways too, and point-to-point messages wait in their receivers'
+  // mailboxes (a third copy of what is sent).
+  if (as_ranks && !per_rank)
+    Add(e, 3 * src + 2 * dst, "source, target, staging and mailbox buffers");
+  else
+    Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
   Add(e, 2 * std::min(dst, kMemcpyBufferBytes), "the memcpy measurement");
   Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : Concurrency(threads)), "the checker");
   return e;
 }
 
-MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads) {
-  MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads);
+MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, bool as_ranks) {
+  MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads, as_ranks);
   // Intermediate layouts: the outputs of every step but the last. In
   // process two are held at a time (a step's input and output); an MPI rank
   // keeps two buffers, each the largest of every other one.
@@ -65,7 +71,15 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
     if (i + 2 < steps.size()) between = std::max(between, b + Bytes(steps[i + 1].output, per_rank));
     between = std::max(between, b);
   }
-  Add(e, per_rank ? alternate[0] + alternate[1] : between, "intermediate buffers");
+  // Threads as ranks keep, per device, two alternating buffers as an MPI rank does.
+  int64_t per_device_alternate = 0;
+  if (as_ranks && !per_rank)
+    for (int64_t d : plan.devices()) {
+      int64_t alt[2] = {0, 0};
+      for (size_t i = 0; i + 1 < steps.size(); ++i) alt[i % 2] = std::max(alt[i % 2], steps[i].output.LocalBytes(d));
+      per_device_alternate += alt[0] + alt[1];
+    }
+  Add(e, per_rank ? alternate[0] + alternate[1] : as_ranks ? per_device_alternate : between, "intermediate buffers");
   // The compiled programs.
   const int64_t devices = static_cast<int64_t>(plan.source().devices().size() + plan.target().devices().size());
   int64_t programs = 0;

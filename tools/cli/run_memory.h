@@ -36,9 +36,12 @@ struct MemoryEstimate {
 // From the layouts alone, before planning. `per_rank`: one MPI rank's share
 // (the busiest rank's buffers, twice for staging); otherwise every device in
 // this process, `threads` (0: the hardware's count) checking at once.
-MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads);
+// `as_ranks`: in process with every device a thread running the per-rank
+// runner (--transport ranks), which stages as each MPI rank does.
+MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
+                                      bool as_ranks = false);
 // The same plus what the plan adds: intermediate buffers and the programs.
-MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads);
+MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, bool as_ranks = false);
 
 struct MemoryLimit {
   int64_t bytes = 0;

@@ -1,0 +1,133 @@
+// Comm: one rank's view of a group of ranks that move bytes together, the
+// per-rank backend interface (the role leveldb's Env plays for files). The
+// step runner (rank_reshard.h) is written once over it: transport choice,
+// grouping onto sub-groups, chunking and error agreement. A backend is one
+// implementation of this class:
+//   MPI        (mpi.h, MpiReshard): a duplicate of an MPI communicator;
+//   threads    (thread_comm.h): N ranks as threads of one process, the
+//              in-process fake every executor test runs through
+//              (Transport::kRanks of the in-process executor);
+//   NCCL       (not built): one more implementation, plus copy kernels
+//              for device memory.
+//
+// Semantics are MPI's, in bytes: every collective call is made by every
+// rank of the Comm, in the same order; point-to-point messages from one
+// rank to another are matched in the order they were sent and received
+// (one tag). Counts are int64; a backend whose calls take a narrower count
+// says so in max_count() and the runner never asks for more in one call.
+//
+// Requests: Start* calls give back a request id (>= 0), or kNoRequest when
+// the call completed at once; Wait* completes them and sets each completed
+// one to kNoRequest. Buffers handed to a Start* call stay untouched by the
+// caller until its request completes.
+//
+// Errors are Status values of this rank only (Internal for a failed call);
+// agreeing on them across ranks is the caller's job (AgreeStatus below).
+// A Comm is used by one thread at a time.
+#ifndef RESHARD_COMM_H_
+#define RESHARD_COMM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "reshard/device_program.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+inline constexpr int64_t kNoRequest = -1;
+
+// A backend's prepared form of one step's messages as strided boxes read
+// from the input buffer and written into the output buffer in place (MPI
+// derived datatypes): no staging. See Comm::PrepareBoxes.
+class BoxExchange {
+ public:
+  virtual ~BoxExchange() = default;
+  // What the backend will carry out of and into this rank per run.
+  virtual int64_t bytes_sent() const = 0;
+  virtual int64_t bytes_received() const = 0;
+};
+
+class Comm {
+ public:
+  enum class ReduceOp { kMin, kMax, kSum };
+
+  virtual ~Comm() = default;
+  virtual std::string_view name() const = 0;  // "mpi", "threads"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The most bytes one message, or one count of a collective, may carry.
+  virtual int64_t max_count() const { return std::numeric_limits<int64_t>::max(); }
+
+  // Small blocking collectives for agreement. AllReduce reduces `values`
+  // element-wise over the ranks, in place. AllGather: `all` holds size()
+  // times mine.size() values, rank k's at k * mine.size(). Broadcast:
+  // `bytes` (the same size on every rank) from `root` to every rank.
+  virtual Status AllReduce(std::span<int64_t> values, ReduceOp op) = 0;
+  virtual Status AllGather(std::span<const uint64_t> mine, std::span<uint64_t> all) = 0;
+  virtual Status Broadcast(std::span<std::byte> bytes, int root) = 0;
+  virtual Status Barrier() = 0;
+
+  // Collective: the ranks of one `color` (>= 0) form a new Comm, ranked by
+  // `key` (ties by rank here). color < 0: this rank joins none and gets null.
+  // Example: 8 ranks, color = rank % 2, key = rank / 2: ranks 0,2,4,6 are
+  // ranks 0..3 of one Comm, ranks 1,3,5,7 of another.
+  virtual Result<std::unique_ptr<Comm>> Split(int color, int key) = 0;
+
+  // All-to-all-v of bytes: to rank k send_counts[k] bytes from
+  // send + send_displs[k]; from rank k recv_counts[k] bytes into
+  // recv + recv_displs[k]. Arrays have size() entries; they may be read
+  // until the request completes.
+  virtual Status StartAlltoallv(const std::byte* send, std::span<const int64_t> send_counts,
+                                std::span<const int64_t> send_displs, std::byte* recv,
+                                std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
+                                int64_t& request) = 0;
+  // All-gather-v: this rank's `bytes` bytes from `send` go to every rank;
+  // rank k's land at recv + recv_displs[k] (recv_counts[k] bytes, this
+  // rank's own slot included).
+  virtual Status StartAllgatherv(const std::byte* send, int64_t bytes, std::byte* recv,
+                                 std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
+                                 int64_t& request) = 0;
+  virtual Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
+  virtual Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
+  // Completes at least one of `requests` when `block` (none needed when all
+  // are kNoRequest), or those already done when not; appends the indices
+  // completed to `done` and sets them to kNoRequest.
+  virtual Status WaitSome(std::span<int64_t> requests, bool block, std::vector<int>& done) = 0;
+  virtual Status WaitAll(std::span<int64_t> requests) = 0;
+  Status Wait(int64_t& request) { return WaitAll(std::span<int64_t>(&request, 1)); }
+
+  // Optional: one step's messages as in-place box messages (has_boxes();
+  // NotSupported where the backend has none). `program` is this rank's part of the step;
+  // send_rank / recv_rank the peer rank of each of its messages.
+  // REQUIRES: each message's copies list its bytes in order (the staged
+  // side contiguous, op after op).
+  virtual bool has_boxes() const { return false; }
+  virtual Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& program, std::span<const int> send_rank,
+                                                            std::span<const int> recv_rank);
+  virtual Status StartBoxes(const BoxExchange& boxes, const std::byte* in, std::byte* out, int64_t& request);
+};
+
+// Every rank learns whether any rank failed, and all return the status of the
+// lowest failing rank: "rank K: " before its message unless every rank failed
+// with that same code and message (an error every rank shares names none).
+// The one way errors leave a collective call, so no rank goes on to a
+// collective the others skip. Collective.
+Status AgreeStatus(Comm& comm, const Status& local);
+
+// InvalidArgument on every rank unless every rank passes the same `hash` of
+// what the ranks must share (`what`: "layouts or options"). It names the
+// ranks that differ from the version most ranks hold ("rank 2's layouts or
+// options differ from the others'"); where no version is held by more ranks
+// than any other (two ranks that differ), rank 0 and the first rank that
+// differs from it. Collective.
+Status CheckSame(Comm& comm, uint64_t hash, std::string_view what);
+
+}  // namespace reshard
+
+#endif  // RESHARD_COMM_H_

@@ -1,0 +1,145 @@
+// RankReshard: one rank's part of a persistent reshard, run over any Comm
+// (comm.h). The step runner every backend shares: MPI (MpiReshard, mpi.h, a
+// thin face over this class) and the in-process executor's
+// Transport::kRanks (threads as ranks, thread_comm.h). Transport choice,
+// grouping onto sub-groups, chunking and error agreement are written here
+// once.
+//
+//   RankReshard r = *RankReshard::Create(std::move(comm), source, target);
+//   r.Execute(my_source_bytes, my_target_bytes);   // as often as needed
+//
+// Creation is collective over the Comm. With layouts or a plan, device d of
+// the layouts is rank d, and each rank compiles only its own part (cost
+// proportional to its peers); from a compiled PlanProgram (the in-process
+// face), rank k runs program.devices()[k]'s part. By default the plan is the
+// one-step minimal exchange; RankOptions::planner runs the collective
+// planner instead (every rank plans the same way) and runs each of its steps
+// in turn.
+//
+// Transports, chosen per step at creation, the same on every rank:
+//   kAlltoallv      pack every message, one all-to-all-v, unpack: best for
+//                   many small messages, where the backend's algorithms win;
+//   kPointToPoint   receives posted first, then each message packed and sent
+//                   at once, partners staggered (rank + 1, rank + 2, ...),
+//                   and each message unpacked as it arrives;
+//   kDatatypes      no staging: where the backend has box messages
+//                   (Comm::has_boxes: MPI derived datatypes and
+//                   MPI_Ialltoallw) and every message's copies are its bytes
+//                   in order; other steps run the all-to-all-v;
+//   kAuto           box messages wherever they apply; otherwise point-to-point
+//                   where the step is sparse (the busiest rank talks to at
+//                   most half the ranks) or its messages are large (1 MiB or
+//                   more on average), else the all-to-all-v.
+// A structured step (an all-to-all or all-gather over mesh groups) whose
+// messages all stay inside its groups runs as a collective over one
+// sub-group per mesh group (Comm::Split, members ranked as Mesh::MemberIndex
+// orders them): an all-to-all-v, or an all-gather-v straight from the input
+// buffer when every message is the sender's whole input. Only
+// kPointToPoint, or a message too large for one call, overrides this.
+// Steps run as their minimal exchange (device_program.h): no padding is sent.
+// Messages larger than RankOptions::max_message_bytes (or the backend's
+// Comm::max_count) are sent as several point-to-point chunks.
+//
+// Errors are values, the same on every rank, never a hang: layouts or
+// options that differ between ranks, a layout device outside the group, or
+// (at Execute) a buffer of the wrong size on any rank is InvalidArgument on
+// every rank, naming the rank. A failed backend call is Internal on the rank
+// it failed on.
+//
+// Not thread-safe: one Execute at a time per object.
+#ifndef RESHARD_RANK_RESHARD_H_
+#define RESHARD_RANK_RESHARD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reshard/collective_plan.h"
+#include "reshard/comm.h"
+#include "reshard/device_program.h"
+#include "reshard/layout.h"
+#include "reshard/planner.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+enum class StepTransport { kAuto, kAlltoallv, kPointToPoint, kDatatypes };
+std::string_view StepTransportName(StepTransport t);  // "auto", "alltoallv", "p2p", "alltoallw"
+
+struct RankOptions {
+  StepTransport transport = StepTransport::kAuto;
+  int64_t max_message_bytes = (int64_t{1} << 31) - 1;
+  // This rank's buffer formats: each rank may pass its own leading
+  // dimension, but every rank the same order. Ignored by the PlanProgram
+  // form (the program was compiled for its formats).
+  BufferFormat source_format = {}, target_format = {};
+  // Unset: the one-step minimal exchange. Set: PlanReshard with these options.
+  std::optional<PlannerOptions> planner = std::nullopt;
+};
+
+// This rank's figures for one Execute.
+struct RankRunStats {
+  int64_t bytes_moved = 0;  // written into this rank's target and intermediate buffers
+  int64_t bytes_sent = 0, bytes_received = 0;
+  int64_t messages_sent = 0;  // chunks counted
+  int64_t peak_bytes = 0;     // most bytes this rank held at once: its buffers, staging and intermediates
+  double seconds = 0;         // this rank's wall time
+  // Per step: the bytes this rank handed the backend to carry to and from
+  // other ranks (the counts of its calls), which tests check against the
+  // plan's send_bytes / recv_bytes.
+  std::vector<int64_t> step_bytes_sent = {}, step_bytes_received = {};
+};
+
+class RankReshard {
+ public:
+  // Collective over `comm`. Every rank passes equal layouts and options
+  // (buffer formats excepted). Device d is rank d.
+  static Result<RankReshard> Create(std::unique_ptr<Comm> comm, const Layout& source, const Layout& target,
+                                    const RankOptions& options = {});
+  // Runs a given plan (every rank passes the same plan). Device d is rank d.
+  static Result<RankReshard> Create(std::unique_ptr<Comm> comm, const CollectivePlan& plan,
+                                    const RankOptions& options = {});
+  // Runs rank k's part of a program compiled for every device (or for rank
+  // k's device alone): rank k is program.devices()[k]. REQUIRES:
+  // comm->size() == program.devices().size(); `program` outlives the result.
+  static Result<RankReshard> Create(std::unique_ptr<Comm> comm, const PlanProgram& program,
+                                    const RankOptions& options = {});
+
+  RankReshard(RankReshard&&) noexcept;
+  RankReshard& operator=(RankReshard&&) noexcept;
+  ~RankReshard();
+
+  // This rank's buffer sizes in bytes (0 where it holds nothing).
+  int64_t source_bytes() const;
+  int64_t target_bytes() const;
+  // The transport each step runs with, the same on every rank: "alltoallv",
+  // "p2p", "alltoallw", "alltoallv over groups" or "allgatherv over groups".
+  std::vector<std::string> step_transports() const;
+  // The plan's step ops, "exchange" for the default one-step plan.
+  const std::vector<std::string>& step_ops() const;
+  Comm& comm();
+
+  // Called on every rank after each step with this rank's output buffer of
+  // that step; an error from it on any rank stops the run on every rank.
+  using AfterStep = std::function<Status(size_t step, std::span<const std::byte> output)>;
+  // Collective. REQUIRES: source.size() == source_bytes(), target.size() ==
+  // target_bytes() (checked on every rank first; a wrong size anywhere is
+  // InvalidArgument everywhere and nothing moves).
+  Result<RankRunStats> Execute(std::span<const std::byte> source, std::span<std::byte> target,
+                               const AfterStep& after_step = {});
+
+ private:
+  struct State;
+  explicit RankReshard(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_RANK_RESHARD_H_

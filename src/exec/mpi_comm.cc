@@ -1,0 +1,301 @@
+// The Comm over MPI: each call is the MPI call of the same name, with its
+// requests and count arrays kept alive until they complete.
+#include "reshard/mpi_comm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+namespace reshard {
+namespace {
+
+Status MpiCall(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status::Ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return Status::Internal(fmt::format("{} failed: {}", what, std::string_view(text, static_cast<size_t>(len))));
+}
+
+bool Finalized() {
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+// MPI's int arrays of a byte-count array; Internal where a value exceeds an int.
+Status ToInts(std::span<const int64_t> values, std::vector<int>& out) {
+  out.resize(values.size());
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (values[k] < 0 || values[k] > INT_MAX)
+      return Status::Internal(fmt::format("a count or displacement of {} bytes exceeds an MPI int", values[k]));
+    out[k] = static_cast<int>(values[k]);
+  }
+  return Status::Ok();
+}
+
+// Ops [begin, end) of `p` (one message) as one MPI datatype over the buffer
+// the ops address on the `sending` side (pack: their source; unpack: their
+// destination). Its type map must list the bytes in the order the message
+// carries them. REQUIRES: the staged side in order (Comm::PrepareBoxes), so
+// op after op, each op's dims in the staged side's memory order (a pack op's
+// are; an unpack op's are re-sorted by their source strides), is that order.
+Result<MPI_Datatype> MessageType(const CopyProgram& p, int32_t begin, int32_t end, bool sending) {
+  std::vector<MPI_Datatype> parts;
+  std::vector<MPI_Aint> displs;
+  auto free_parts = [&]() {
+    for (MPI_Datatype& t : parts) MPI_Type_free(&t);
+  };
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    std::vector<CopyDim> dims(p.dims.begin() + op.first_dim, p.dims.begin() + op.first_dim + op.num_dims);
+    if (!sending)
+      std::stable_sort(dims.begin(), dims.end(), [](const CopyDim& a, const CopyDim& b) { return a.src_stride > b.src_stride; });
+    MPI_Datatype t;
+    if (op.run_bytes > INT_MAX) {
+      free_parts();
+      return Status::Internal("a copy run exceeds 2^31 bytes");
+    }
+    MPI_Type_contiguous(static_cast<int>(op.run_bytes), MPI_BYTE, &t);
+    for (size_t d = dims.size(); d-- > 0;) {
+      MPI_Datatype outer;
+      const int64_t stride = sending ? dims[d].src_stride : dims[d].dst_stride;
+      MPI_Type_create_hvector(static_cast<int>(dims[d].count), 1, static_cast<MPI_Aint>(stride), t, &outer);
+      MPI_Type_free(&t);
+      t = outer;
+    }
+    parts.push_back(t);
+    displs.push_back(static_cast<MPI_Aint>(sending ? op.src_offset : op.dst_offset));
+  }
+  std::vector<int> ones(parts.size(), 1);
+  MPI_Datatype message;
+  const int rc = MPI_Type_create_struct(static_cast<int>(parts.size()), ones.data(), displs.data(), parts.data(), &message);
+  free_parts();  // the struct keeps what it needs
+  RESHARD_RETURN_IF_ERROR(MpiCall(rc, "MPI_Type_create_struct"));
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Type_commit(&message), "MPI_Type_commit"));
+  return message;
+}
+
+// MPI_Alltoallw's arrays: one datatype per message, count 1, displacement 0
+// (the offsets are in the types); MPI_BYTE with count 0 for other ranks.
+class MpiBoxes : public BoxExchange {
+ public:
+  explicit MpiBoxes(int size)
+      : send_types(static_cast<size_t>(size), MPI_BYTE),
+        recv_types(static_cast<size_t>(size), MPI_BYTE),
+        send_counts(static_cast<size_t>(size), 0),
+        recv_counts(static_cast<size_t>(size), 0),
+        displs(static_cast<size_t>(size), 0) {}
+  ~MpiBoxes() override {
+    if (Finalized()) return;
+    for (std::vector<MPI_Datatype>* types : {&send_types, &recv_types})
+      for (MPI_Datatype& t : *types)
+        if (t != MPI_BYTE) MPI_Type_free(&t);
+  }
+  int64_t bytes_sent() const override { return sent; }
+  int64_t bytes_received() const override { return received; }
+
+  std::vector<MPI_Datatype> send_types, recv_types;
+  std::vector<int> send_counts, recv_counts, displs;
+  int64_t sent = 0, received = 0;
+};
+
+class MpiComm : public Comm {
+ public:
+  // Takes ownership of `comm`.
+  explicit MpiComm(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    if (Finalized()) return;
+    for (Pending& p : table_)
+      if (p.request != MPI_REQUEST_NULL) MPI_Request_free(&p.request);
+    MPI_Comm_free(&comm_);
+  }
+
+  std::string_view name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int64_t max_count() const override { return INT_MAX; }
+
+  Status AllReduce(std::span<int64_t> values, ReduceOp op) override {
+    const MPI_Op mop = op == ReduceOp::kMin ? MPI_MIN : op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
+    return MpiCall(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T, mop, comm_),
+                   "MPI_Allreduce");
+  }
+  Status AllGather(std::span<const uint64_t> mine, std::span<uint64_t> all) override {
+    return MpiCall(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                                 static_cast<int>(mine.size()), MPI_UINT64_T, comm_),
+                   "MPI_Allgather");
+  }
+  Status Broadcast(std::span<std::byte> bytes, int root) override {
+    if (bytes.size() > INT_MAX) return Status::Internal("a broadcast exceeds an MPI int count");
+    return MpiCall(MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, root, comm_), "MPI_Bcast");
+  }
+  Status Barrier() override { return MpiCall(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+  Result<std::unique_ptr<Comm>> Split(int color, int key) override {
+    MPI_Comm group = MPI_COMM_NULL;
+    RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &group), "MPI_Comm_split"));
+    if (group == MPI_COMM_NULL) return std::unique_ptr<Comm>();
+    return std::unique_ptr<Comm>(std::make_unique<MpiComm>(group));
+  }
+
+  Status StartAlltoallv(const std::byte* send, std::span<const int64_t> send_counts, std::span<const int64_t> send_displs,
+                        std::byte* recv, std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
+                        int64_t& request) override {
+    Pending& p = Take(request);
+    RESHARD_RETURN_IF_ERROR(Fill(p, {send_counts, send_displs, recv_counts, recv_displs}, request));
+    return Started(MPI_Ialltoallv(send, p.ints[0].data(), p.ints[1].data(), MPI_BYTE, recv, p.ints[2].data(),
+                                  p.ints[3].data(), MPI_BYTE, comm_, &p.request),
+                   "MPI_Ialltoallv", request);
+  }
+  Status StartAllgatherv(const std::byte* send, int64_t bytes, std::byte* recv, std::span<const int64_t> recv_counts,
+                         std::span<const int64_t> recv_displs, int64_t& request) override {
+    if (bytes > INT_MAX) return Status::Internal("an all-gather's message exceeds an MPI int count");
+    Pending& p = Take(request);
+    RESHARD_RETURN_IF_ERROR(Fill(p, {recv_counts, recv_displs}, request));
+    return Started(MPI_Iallgatherv(send, static_cast<int>(bytes), MPI_BYTE, recv, p.ints[0].data(), p.ints[1].data(),
+                                   MPI_BYTE, comm_, &p.request),
+                   "MPI_Iallgatherv", request);
+  }
+  Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
+    if (bytes > INT_MAX) return Status::Internal("a message exceeds an MPI int count");
+    Pending& p = Take(request);
+    return Started(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_, &p.request), "MPI_Isend", request);
+  }
+  Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) override {
+    if (bytes > INT_MAX) return Status::Internal("a message exceeds an MPI int count");
+    Pending& p = Take(request);
+    return Started(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, 0, comm_, &p.request), "MPI_Irecv", request);
+  }
+
+  Status WaitSome(std::span<int64_t> requests, bool block, std::vector<int>& done) override {
+    std::vector<MPI_Request> reqs(requests.size(), MPI_REQUEST_NULL);
+    for (size_t k = 0; k < requests.size(); ++k)
+      if (requests[k] != kNoRequest) reqs[k] = table_[static_cast<size_t>(requests[k])].request;
+    std::vector<int> indices(requests.size());
+    int count = 0;
+    const int n = static_cast<int>(reqs.size());
+    RESHARD_RETURN_IF_ERROR(
+        block ? MpiCall(MPI_Waitsome(n, reqs.data(), &count, indices.data(), MPI_STATUSES_IGNORE), "MPI_Waitsome")
+              : MpiCall(MPI_Testsome(n, reqs.data(), &count, indices.data(), MPI_STATUSES_IGNORE), "MPI_Testsome"));
+    if (count == MPI_UNDEFINED) return Status::Ok();
+    for (int k = 0; k < count; ++k) {
+      const size_t i = static_cast<size_t>(indices[static_cast<size_t>(k)]);
+      Release(requests[i]);
+      done.push_back(static_cast<int>(i));
+    }
+    return Status::Ok();
+  }
+  Status WaitAll(std::span<int64_t> requests) override {
+    std::vector<MPI_Request> reqs;
+    for (int64_t r : requests)
+      if (r != kNoRequest) reqs.push_back(table_[static_cast<size_t>(r)].request);
+    if (reqs.empty()) return Status::Ok();
+    RESHARD_RETURN_IF_ERROR(
+        MpiCall(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    for (int64_t& r : requests)
+      if (r != kNoRequest) Release(r);
+    return Status::Ok();
+  }
+
+  bool has_boxes() const override { return true; }
+  Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& p, std::span<const int> send_rank,
+                                                    std::span<const int> recv_rank) override {
+    auto boxes = std::make_unique<MpiBoxes>(size_);
+    for (size_t m = 0; m < send_rank.size(); ++m) {
+      const size_t r = static_cast<size_t>(send_rank[m]);
+      RESHARD_ASSIGN_OR_RETURN(boxes->send_types[r], MessageType(p.pack, p.pack_begin[m], p.pack_begin[m + 1], true));
+      boxes->send_counts[r] = 1;
+      int bytes = 0;
+      MPI_Type_size(boxes->send_types[r], &bytes);
+      boxes->sent += bytes;
+    }
+    for (size_t m = 0; m < recv_rank.size(); ++m) {
+      const size_t r = static_cast<size_t>(recv_rank[m]);
+      RESHARD_ASSIGN_OR_RETURN(boxes->recv_types[r], MessageType(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], false));
+      boxes->recv_counts[r] = 1;
+      int bytes = 0;
+      MPI_Type_size(boxes->recv_types[r], &bytes);
+      boxes->received += bytes;
+    }
+    return std::unique_ptr<BoxExchange>(std::move(boxes));
+  }
+  Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
+    const auto& b = static_cast<const MpiBoxes&>(x);
+    Pending& p = Take(request);
+    return Started(MPI_Ialltoallw(in, b.send_counts.data(), b.displs.data(), b.send_types.data(), out,
+                                  b.recv_counts.data(), b.displs.data(), b.recv_types.data(), comm_, &p.request),
+                   "MPI_Ialltoallw", request);
+  }
+
+ private:
+  // A request in flight, and the int arrays MPI reads until it completes.
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<int> ints[4];
+  };
+
+  // A free slot of the table; `request` names it.
+  Pending& Take(int64_t& request) {
+    if (free_.empty()) {
+      free_.push_back(static_cast<int64_t>(table_.size()));
+      table_.emplace_back();
+    }
+    request = free_.back();
+    free_.pop_back();
+    return table_[static_cast<size_t>(request)];
+  }
+  void Release(int64_t& request) {
+    Pending& p = table_[static_cast<size_t>(request)];
+    p.request = MPI_REQUEST_NULL;  // MPI completed it
+    free_.push_back(request);
+    request = kNoRequest;
+  }
+  Status Fill(Pending& p, std::initializer_list<std::span<const int64_t>> arrays, int64_t& request) {
+    size_t k = 0;
+    for (std::span<const int64_t> a : arrays) {
+      Status s = ToInts(a, p.ints[k++]);
+      if (!s.ok()) {
+        free_.push_back(request);
+        request = kNoRequest;
+        return s;
+      }
+    }
+    return Status::Ok();
+  }
+  // The MPI call that started `request`: on failure the slot goes back.
+  Status Started(int rc, const char* what, int64_t& request) {
+    if (rc != MPI_SUCCESS) {
+      table_[static_cast<size_t>(request)].request = MPI_REQUEST_NULL;
+      free_.push_back(request);
+      request = kNoRequest;
+    }
+    return MpiCall(rc, what);
+  }
+
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<Pending> table_;
+  std::vector<int64_t> free_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Comm>> MakeMpiComm(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return Status::InvalidArgument("the communicator is MPI_COMM_NULL");
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return Status::InvalidArgument("MPI is not initialized (call MPI_Init first)");
+  MPI_Comm dup = MPI_COMM_NULL;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup"));
+  return std::unique_ptr<Comm>(std::make_unique<MpiComm>(dup));
+}
+
+}  // namespace reshard

@@ -1,0 +1,638 @@
+// The step runner: one rank's part of a compiled plan run over a Comm, with
+// each step's transport chosen once, the same on every rank.
+#include "reshard/rank_reshard.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "exec/copy_kernel.h"
+#include "reshard/host_buffer.h"
+
+namespace reshard {
+namespace {
+
+int64_t Sum(const std::vector<int64_t>& counts) {
+  int64_t n = 0;
+  for (int64_t c : counts) n += c;
+  return n;
+}
+
+uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
+
+uint64_t MixText(uint64_t h, std::string_view text) {
+  for (char c : text) h = Mix(h, static_cast<unsigned char>(c));
+  return Mix(h, text.size());
+}
+
+// What the ranks must share to run a plan together: each step's op, groups,
+// program and layouts. Two plans with this hash equal run the same collectives.
+uint64_t PlanHash(const CollectivePlan& plan) {
+  uint64_t h = Mix(plan.source().Hash(), plan.target().Hash());
+  for (const PlanStep& s : plan.steps()) {
+    h = Mix(h, static_cast<uint64_t>(s.op));
+    h = Mix(h, s.output.Hash());
+    h = Mix(h, static_cast<uint64_t>(s.group_size));
+    h = Mix(h, static_cast<uint64_t>(s.num_groups));
+    for (int32_t a : s.group_axes) h = Mix(h, static_cast<uint64_t>(a));
+    for (const ProgramOp& op : s.program) {
+      h = Mix(h, static_cast<uint64_t>(op.kind));
+      for (int64_t e : op.shape) h = Mix(h, static_cast<uint64_t>(e));
+      for (int32_t a : op.axes) h = Mix(h, static_cast<uint64_t>(a));
+    }
+  }
+  return h;
+}
+
+// The same of a compiled program: its layouts and each step's op and groups.
+uint64_t ProgramHash(const PlanProgram& program) {
+  uint64_t h = 0;
+  for (const Layout& l : program.layouts()) h = Mix(h, l.Hash());
+  for (const StepProgram& s : program.steps()) {
+    h = Mix(h, static_cast<uint64_t>(s.op));
+    for (int32_t a : s.group_axes) h = Mix(h, static_cast<uint64_t>(a));
+  }
+  return program.mesh() ? MixText(h, program.mesh()->ToString()) : h;
+}
+
+// The planner options every rank must share (the plan follows from them and the layouts).
+uint64_t PlannerOptionsHash(const PlannerOptions& o) {
+  uint64_t h = Mix(static_cast<uint64_t>(o.strategy), static_cast<uint64_t>(o.target));
+  h = Mix(h, static_cast<uint64_t>(o.memory_cap_bytes));
+  h = MixText(h, o.topology.ToString());
+  for (const Mesh& m : o.meshes) h = MixText(h, m.ToString());
+  return h;
+}
+
+void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst) {
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    RunCopy(p, op, src, dst, 0, CopyUnits(p, op));
+  }
+}
+
+void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst) {
+  RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst);
+}
+
+void Grow(HostBuffer& b, int64_t bytes) {
+  if (b.size() < bytes) b = HostBuffer(bytes);
+}
+
+// Whether ops [begin, end) of `p` (one message) fill its staged bytes in
+// order, each op one contiguous span of them, so that the ops' elements
+// listed op after op are the message's bytes in order. The staged side is
+// the destination of a pack, the source of an unpack. True of a message that
+// is one box (tiled layouts); a block-cyclic message's boxes interleave.
+bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst) {
+  int64_t next = -1;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    const int64_t offset = staged_is_dst ? op.dst_offset : op.src_offset;
+    if (next >= 0 && offset != next) return false;
+    int64_t span = op.run_bytes;
+    for (int32_t d = op.num_dims; d-- > 0;) {
+      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
+      if ((staged_is_dst ? c.dst_stride : c.src_stride) != span) return false;
+      span *= c.count;
+    }
+    next = offset + span;
+  }
+  return true;
+}
+
+const DeviceProgram& EmptyProgram() {
+  static const DeviceProgram empty = [] {
+    DeviceProgram p;
+    p.pack_begin = {0};
+    p.unpack_begin = {0};
+    p.direct_begin = {0};
+    return p;
+  }();
+  return empty;
+}
+
+}  // namespace
+
+std::string_view StepTransportName(StepTransport t) {
+  switch (t) {
+    case StepTransport::kAuto: return "auto";
+    case StepTransport::kAlltoallv: return "alltoallv";
+    case StepTransport::kPointToPoint: return "p2p";
+    case StepTransport::kDatatypes: return "alltoallw";
+  }
+  return "?";
+}
+
+// One step as this rank runs it.
+struct StepRun {
+  const DeviceProgram* program = nullptr;  // this rank's part; empty where it takes no part
+  bool p2p = false;
+  std::vector<int> send_rank, recv_rank;  // per message, the peer's rank
+  std::vector<size_t> send_order;         // messages, staggered: peers rank+1, rank+2, ... first
+  // The all-to-all-v's arrays, one entry per rank of the Comm it runs over (bytes).
+  std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;
+  // Box messages (Comm::PrepareBoxes): no staging.
+  std::unique_ptr<BoxExchange> boxes;
+  // A structured step whose messages all stay inside its groups runs over
+  // one sub-group per mesh group (members ranked as the collective orders
+  // them): an all-to-all-v, or an all-gather-v where every message is the
+  // sender's whole input. `group` is null where this rank is in no group.
+  bool grouped = false;
+  std::unique_ptr<Comm> group;
+  int group_size = 0;
+  bool allgather = false;
+  std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
+};
+
+struct RankReshard::State {
+  std::unique_ptr<Comm> comm;
+  int rank = 0, size = 1;
+  RankOptions options;
+  std::unique_ptr<PlanProgram> owned;  // the program, where this object compiled it
+  const PlanProgram* program = nullptr;
+  bool rank_is_index = false;  // rank k is program->devices()[k] (else device d is rank d)
+  std::vector<StepRun> steps;
+  std::vector<std::string> ops;
+  int64_t source_bytes = 0, target_bytes = 0, peak_bytes = 0;
+  // Staging, and intermediate layouts' buffers (alternating). Sized at
+  // creation, first touched by the first Execute.
+  HostBuffer send, recv, between[2];
+
+  int64_t DeviceOfRank(int r) const {
+    return rank_is_index ? program->devices()[static_cast<size_t>(r)] : static_cast<int64_t>(r);
+  }
+  int RankOfIndex(int64_t index) const {
+    return rank_is_index ? static_cast<int>(index) : static_cast<int>(program->devices()[static_cast<size_t>(index)]);
+  }
+  // Checks that every rank passed the same layouts and options (`hash` of them).
+  Status Begin(std::unique_ptr<Comm> c, const RankOptions& o, uint64_t hash);
+  // Picks each step's transport and sizes the buffers.
+  Status Prepare();
+  // Moves a structured step onto its groups' sub-groups where its messages
+  // allow (the same choice on every rank).
+  Status UseGroups(StepRun& s, const StepProgram& step);
+  // Whether every rank's messages are their bytes in order (StagedInOrder),
+  // so each can be one box message.
+  Result<bool> AllInOrder(const StepRun& s);
+  int64_t Chunk() const { return std::min(options.max_message_bytes, comm->max_count()); }
+  Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  // Over `over`: the whole Comm, or the step's group (the counts are then by member).
+  Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
+  Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+};
+
+namespace {
+
+// The per-rank count and displacement arrays of `s`, `n` ranks, all zero.
+void ZeroArrays(StepRun& s, size_t n) {
+  s.send_counts.assign(n, 0);
+  s.send_displs.assign(n, 0);
+  s.recv_counts.assign(n, 0);
+  s.recv_displs.assign(n, 0);
+}
+
+// The all-to-all-v's arrays from the program's messages.
+void FillAlltoallv(StepRun& s, int size) {
+  ZeroArrays(s, static_cast<size_t>(size));
+  const DeviceProgram& p = *s.program;
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    s.send_counts[static_cast<size_t>(s.send_rank[m])] = p.send_count[m];
+    s.send_displs[static_cast<size_t>(s.send_rank[m])] = p.send_offset[m];
+  }
+  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    s.recv_counts[static_cast<size_t>(s.recv_rank[m])] = p.recv_count[m];
+    s.recv_displs[static_cast<size_t>(s.recv_rank[m])] = p.recv_offset[m];
+  }
+}
+
+}  // namespace
+
+Status RankReshard::State::Begin(std::unique_ptr<Comm> c, const RankOptions& o, uint64_t hash) {
+  if (c == nullptr) return Status::InvalidArgument("no Comm given");
+  comm = std::move(c);
+  rank = comm->rank();
+  size = comm->size();
+  options = o;
+  hash = Mix(hash, static_cast<uint64_t>(o.transport));
+  hash = Mix(hash, static_cast<uint64_t>(o.max_message_bytes));
+  hash = Mix(hash, o.planner.has_value() ? PlannerOptionsHash(*o.planner) : 1);
+  // Leading dimensions may differ by rank, orders may not: messages are
+  // staged in the source buffers' order (device_program.h).
+  hash = Mix(hash, static_cast<uint64_t>(o.source_format.order) * 2 + static_cast<uint64_t>(o.target_format.order));
+  RESHARD_RETURN_IF_ERROR(CheckSame(*comm, hash, "layouts or options"));
+  Status local = Status::Ok();
+  if (o.max_message_bytes < 1)
+    local = Status::InvalidArgument(fmt::format("max_message_bytes is {}; it must be at least 1", o.max_message_bytes));
+  return AgreeStatus(*comm, local);
+}
+
+Status RankReshard::State::Prepare() {
+  const PlanProgram& pp = *program;
+  const int64_t me = rank_is_index ? rank : pp.IndexOf(rank);
+  int64_t send_max = 0, recv_max = 0, between_max = 0;
+  for (size_t i = 0; i < pp.steps().size(); ++i) {
+    const StepProgram& sp = pp.steps()[i];
+    StepRun& s = steps.emplace_back();  // owned from here: its box messages and groups are freed with the state
+    s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
+    const DeviceProgram& p = *s.program;
+    for (int64_t peer : p.send_peer) s.send_rank.push_back(RankOfIndex(peer));
+    for (int64_t peer : p.recv_peer) s.recv_rank.push_back(RankOfIndex(peer));
+    for (size_t m = 0; m < s.send_rank.size(); ++m) s.send_order.push_back(m);
+    std::stable_sort(s.send_order.begin(), s.send_order.end(), [&](size_t a, size_t b) {
+      return (s.send_rank[a] - rank + size) % size < (s.send_rank[b] - rank + size) % size;
+    });
+    // The step's global figures, the same on every rank: the busiest rank's
+    // peers, whether any message is too large for one call, and the bytes
+    // and messages of all ranks.
+    bool too_large = p.send_bytes > comm->max_count() || p.recv_bytes > comm->max_count();
+    int64_t bytes = 0;
+    for (int64_t c : p.send_count) {
+      bytes += c;
+      too_large = too_large || c > Chunk();
+    }
+    int64_t most[2] = {static_cast<int64_t>(std::max(s.send_rank.size(), s.recv_rank.size())), too_large ? 1 : 0};
+    int64_t sums[2] = {bytes, static_cast<int64_t>(s.send_rank.size())};
+    RESHARD_RETURN_IF_ERROR(comm->AllReduce(most, Comm::ReduceOp::kMax));
+    RESHARD_RETURN_IF_ERROR(comm->AllReduce(sums, Comm::ReduceOp::kSum));
+    const bool sparse = most[0] * 2 <= size;
+    const bool large = sums[1] > 0 && sums[0] / sums[1] >= (int64_t{1} << 20);
+    const StepTransport asked = options.transport;
+    if (most[1] != 0 || asked == StepTransport::kPointToPoint) {
+      s.p2p = true;  // asked for, or a message one call cannot carry
+    } else {
+      // A structured collective runs as one, over its groups; then box
+      // messages where every message allows; then the shape rule.
+      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty())
+        RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
+      bool boxes = false;
+      if (!s.grouped && asked != StepTransport::kAlltoallv && comm->has_boxes()) {
+        RESHARD_ASSIGN_OR_RETURN(boxes, AllInOrder(s));
+      }
+      if (boxes) {
+        Result<std::unique_ptr<BoxExchange>> made = comm->PrepareBoxes(p, s.send_rank, s.recv_rank);
+        RESHARD_RETURN_IF_ERROR(AgreeStatus(*comm, made.status()));
+        s.boxes = std::move(made).value();
+      }
+      s.p2p = !s.grouped && !s.boxes && asked == StepTransport::kAuto && (sparse || large);
+    }
+    if (!s.boxes) {
+      if (!s.p2p && !s.grouped) FillAlltoallv(s, size);
+      send_max = std::max(send_max, p.send_bytes);
+      recv_max = std::max(recv_max, p.recv_bytes);
+    }
+    if (i == 0) source_bytes = p.input_bytes;
+    if (i + 1 == pp.steps().size()) target_bytes = p.output_bytes;
+    if (i + 1 < pp.steps().size()) {
+      Grow(between[i % 2], p.output_bytes);
+      between_max = std::max(between_max, p.output_bytes);
+    }
+  }
+  Grow(send, send_max);
+  Grow(recv, recv_max);  // an all-gather may have asked for more already
+  peak_bytes = source_bytes + target_bytes + send.size() + recv.size() + between[0].size() + between[1].size();
+  return Status::Ok();
+}
+
+Result<bool> RankReshard::State::AllInOrder(const StepRun& s) {
+  const DeviceProgram& p = *s.program;
+  bool in_order = true;
+  for (size_t m = 0; m < s.send_rank.size() && in_order; ++m)
+    in_order = StagedInOrder(p.pack, p.pack_begin[m], p.pack_begin[m + 1], true);
+  for (size_t m = 0; m < s.recv_rank.size() && in_order; ++m)
+    in_order = StagedInOrder(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], false);
+  int64_t all = in_order ? 1 : 0;
+  RESHARD_RETURN_IF_ERROR(comm->AllReduce(std::span<int64_t>(&all, 1), Comm::ReduceOp::kMin));
+  return all == 1;
+}
+
+Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
+  const Mesh& mesh = *program->mesh();
+  const std::vector<int32_t>& axes = step.group_axes;
+  const int64_t n = mesh.num_devices();
+  // Device id -> mesh position, for this rank and its peers.
+  std::vector<int64_t> position_of_rank(static_cast<size_t>(size), -1);
+  for (int64_t pos = 0; pos < n; ++pos) {
+    const int64_t dev = mesh.device(pos);
+    const int64_t r = rank_is_index ? program->IndexOf(dev) : dev;
+    if (r >= 0 && r < size) position_of_rank[static_cast<size_t>(r)] = pos;
+  }
+  auto color = [&](int64_t pos) { return mesh.GroupOf(pos, axes); };
+  auto member = [&](int64_t pos) { return mesh.MemberIndex(pos, axes); };
+  const int64_t me = position_of_rank[static_cast<size_t>(rank)];
+  bool inside = me >= 0 || (s.send_rank.empty() && s.recv_rank.empty());
+  for (const std::vector<int>* peers : {&s.send_rank, &s.recv_rank})
+    for (int peer : *peers) {
+      const int64_t pos = position_of_rank[static_cast<size_t>(peer)];
+      inside = inside && me >= 0 && pos >= 0 && color(pos) == color(me);
+    }
+  const DeviceProgram& p = *s.program;
+  // An all-gather where every message is this rank's whole input, packed as
+  // is, and goes to every other member: then what each member receives from
+  // another is that member's whole input, as an all-gather-v has it.
+  const int64_t members = mesh.GroupSize(axes);
+  bool whole = step.op == StepOp::kAllGather &&
+               static_cast<int64_t>(s.send_rank.size()) == (p.input_bytes > 0 ? members - 1 : 0);
+  for (size_t m = 0; m < s.send_rank.size() && whole; ++m) {
+    const int32_t b = p.pack_begin[m];
+    whole = p.pack_begin[m + 1] == b + 1 && p.pack.ops[static_cast<size_t>(b)].num_dims == 0 &&
+            p.pack.ops[static_cast<size_t>(b)].src_offset == 0 && p.send_count[m] == p.input_bytes;
+  }
+  int64_t all[2] = {inside ? 1 : 0, whole ? 1 : 0};
+  RESHARD_RETURN_IF_ERROR(comm->AllReduce(all, Comm::ReduceOp::kMin));
+  if (all[0] == 0) return Status::Ok();  // some message crosses groups: the whole Comm it is
+  s.grouped = true;
+  const int my_color = me >= 0 ? static_cast<int>(color(me)) : -1;
+  const int my_key = me >= 0 ? static_cast<int>(member(me)) : 0;
+  Result<std::unique_ptr<Comm>> split = comm->Split(my_color, my_key);
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(*comm, split.status()));
+  s.group = std::move(split).value();
+  if (s.group == nullptr) return Status::Ok();  // not in the mesh: nothing to do in this step
+  s.group_size = s.group->size();
+  const size_t g = static_cast<size_t>(s.group_size);
+  auto member_of = [&](int peer) { return static_cast<size_t>(member(position_of_rank[static_cast<size_t>(peer)])); };
+  ZeroArrays(s, g);
+  s.allgather = all[1] != 0;
+  if (s.allgather) {
+    // Every member's whole input, in member order; this rank's own slot too.
+    s.recv_counts[static_cast<size_t>(my_key)] = p.input_bytes;
+    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
+    int64_t at = 0;
+    for (size_t k = 0; k < g; ++k) {
+      s.recv_displs[k] = at;
+      at += s.recv_counts[k];
+    }
+    if (at > comm->max_count()) return Status::Internal("an all-gather's gathered buffer exceeds what one call carries");
+    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_base.push_back(s.recv_displs[member_of(s.recv_rank[m])]);
+    Grow(recv, at);
+    return Status::Ok();
+  }
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    s.send_counts[member_of(s.send_rank[m])] = p.send_count[m];
+    s.send_displs[member_of(s.send_rank[m])] = p.send_offset[m];
+  }
+  for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
+    s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
+  }
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
+  const DeviceProgram& p = *s.program;
+  if (s.group == nullptr) return Status::Ok();
+  if (!s.allgather) return RunAlltoallv(s, in, out, stats, *s.group);
+  // The input is the message: no packing. Each received message is then
+  // unpacked from its member's slot of the gathered buffer.
+  int64_t request = kNoRequest;
+  RESHARD_RETURN_IF_ERROR(s.group->StartAllgatherv(in, p.input_bytes, recv.data(), s.recv_counts, s.recv_displs, request));
+  RunAll(p.local, in, out);
+  RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
+  // Its input went to every other member; its own slot is not a message.
+  stats.step_bytes_sent.back() += p.input_bytes * (s.group_size - 1);
+  stats.step_bytes_received.back() += Sum(s.recv_counts) - p.input_bytes;
+  for (size_t m = 0; m < s.recv_rank.size(); ++m)
+    RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out);
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats,
+                                       Comm& over) {
+  const DeviceProgram& p = *s.program;
+  RunAll(p.pack, in, send.data());
+  int64_t request = kNoRequest;
+  RESHARD_RETURN_IF_ERROR(over.StartAlltoallv(send.data(), s.send_counts, s.send_displs, recv.data(), s.recv_counts,
+                                              s.recv_displs, request));
+  RunAll(p.local, in, out);  // while the messages travel
+  RESHARD_RETURN_IF_ERROR(over.Wait(request));
+  stats.step_bytes_sent.back() += Sum(s.send_counts);
+  stats.step_bytes_received.back() += Sum(s.recv_counts);
+  RunAll(p.unpack, recv.data(), out);
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
+  int64_t request = kNoRequest;
+  // The backend reads the input and writes the output in place; the local
+  // copies touch other bytes of the output meanwhile.
+  RESHARD_RETURN_IF_ERROR(comm->StartBoxes(*s.boxes, in, out, request));
+  RunAll(s.program->local, in, out);
+  RESHARD_RETURN_IF_ERROR(comm->Wait(request));
+  stats.step_bytes_sent.back() += s.boxes->bytes_sent();
+  stats.step_bytes_received.back() += s.boxes->bytes_received();
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
+  const DeviceProgram& p = *s.program;
+  const int64_t chunk = Chunk();
+  // Receives first, every chunk of every message. Chunks of one message go in
+  // order: messages between one pair never overtake, so when a message's last
+  // chunk has arrived, its earlier chunks have been matched. Only the last
+  // chunks are waited on together (a wait scans every request it is given:
+  // with every chunk's request, time grew with the square of the chunks);
+  // the earlier ones are then completed message by message.
+  const size_t messages = s.recv_rank.size();
+  std::vector<int64_t> last(messages, kNoRequest), earlier;
+  std::vector<size_t> earlier_begin(messages + 1, 0);  // message m's earlier chunks: [begin[m], begin[m + 1])
+  std::vector<int> ready;  // messages complete before any wait: no bytes, or received at once
+  int64_t unpacked = 0;
+  for (size_t m = 0; m < messages; ++m) {
+    for (int64_t off = 0; off < p.recv_count[m]; off += chunk) {
+      const int64_t len = std::min(chunk, p.recv_count[m] - off);
+      if (last[m] != kNoRequest) earlier.push_back(last[m]);
+      RESHARD_RETURN_IF_ERROR(comm->StartRecv(recv.data() + p.recv_offset[m] + off, len, s.recv_rank[m], last[m]));
+      stats.step_bytes_received.back() += len;
+    }
+    earlier_begin[m + 1] = earlier.size();
+    if (last[m] == kNoRequest) ready.push_back(static_cast<int>(m));
+  }
+  std::vector<int> done;
+  // Unpacks every message whose chunks have all arrived; waits for at least one when `block`.
+  auto drain = [&](bool block) -> Status {
+    done.swap(ready);
+    ready.clear();
+    if (done.empty() || !block) RESHARD_RETURN_IF_ERROR(comm->WaitSome(last, block && done.empty(), done));
+    for (int k : done) {
+      const size_t m = static_cast<size_t>(k);
+      const size_t b = earlier_begin[m];
+      RESHARD_RETURN_IF_ERROR(comm->WaitAll(std::span<int64_t>(earlier.data() + b, earlier_begin[m + 1] - b)));
+      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out);
+      ++unpacked;
+    }
+    done.clear();
+    return Status::Ok();
+  };
+  // Sends in flight are bounded: OpenMPI's progress engine walks its list of
+  // pending sends on every call, so 80K chunks posted at once took time
+  // quadratic in their number (20 s). At most one chunk per message, or 256,
+  // whichever is more, is in flight; the oldest half is completed first.
+  const size_t max_in_flight = std::max<size_t>(256, s.send_rank.size());
+  std::vector<int64_t> sends;
+  size_t completed = 0;  // sends [0, completed) are done
+  for (size_t m : s.send_order) {
+    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data());
+    for (int64_t off = 0; off < p.send_count[m]; off += chunk) {
+      if (sends.size() - completed >= max_in_flight) {
+        const size_t half = max_in_flight / 2;
+        RESHARD_RETURN_IF_ERROR(comm->WaitAll(std::span<int64_t>(sends.data() + completed, half)));
+        completed += half;
+      }
+      const int64_t len = std::min(chunk, p.send_count[m] - off);
+      int64_t r = kNoRequest;
+      RESHARD_RETURN_IF_ERROR(comm->StartSend(send.data() + p.send_offset[m] + off, len, s.send_rank[m], r));
+      sends.push_back(r);
+      ++stats.messages_sent;
+      stats.step_bytes_sent.back() += len;
+    }
+    if (messages > 0) RESHARD_RETURN_IF_ERROR(drain(false));
+  }
+  RunAll(p.local, in, out);
+  while (unpacked < static_cast<int64_t>(messages)) RESHARD_RETURN_IF_ERROR(drain(true));
+  return comm->WaitAll(std::span<int64_t>(sends.data() + completed, sends.size() - completed));
+}
+
+Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const Layout& source, const Layout& target,
+                                        const RankOptions& options) {
+  auto st = std::make_unique<State>();
+  RESHARD_RETURN_IF_ERROR(st->Begin(std::move(comm), options, Mix(source.Hash(), target.Hash())));
+  if (options.planner) {
+    // Every rank plans alike (the planner is deterministic); a failure is the same everywhere,
+    // but agree on it anyway, and on the plan, so options that differ cannot slip through.
+    Result<PlanResult> planned = PlanReshard(source, target, *options.planner);
+    RESHARD_RETURN_IF_ERROR(AgreeStatus(*st->comm, planned.status()));
+    RESHARD_RETURN_IF_ERROR(CheckSame(*st->comm, PlanHash(planned->plan), "planner options (their plans)"));
+    RankOptions o = options;
+    o.planner.reset();
+    std::unique_ptr<Comm> c = std::move(st->comm);
+    return Create(std::move(c), planned->plan, o);
+  }
+  // Every layout device must be a rank: the same answer on every rank, as the layouts agree.
+  for (const Layout* l : {&source, &target})
+    if (!l->devices().empty() && l->devices().back() >= st->size)
+      return Status::InvalidArgument(fmt::format("the layouts name device {}, but the communicator has {} ranks",
+                                                 l->devices().back(), st->size));
+  CompileOptions co;
+  co.only_device = st->rank;
+  co.source_format = options.source_format;
+  co.target_format = options.target_format;
+  Result<PlanProgram> compiled = [&]() -> Result<PlanProgram> {
+    RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(source, target));
+    return PlanProgram::Compile(ex, co);
+  }();
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(*st->comm, compiled.status()));
+  st->owned = std::make_unique<PlanProgram>(std::move(compiled).value());
+  st->program = st->owned.get();
+  st->ops = {"exchange"};
+  RESHARD_RETURN_IF_ERROR(st->Prepare());
+  return RankReshard(std::move(st));
+}
+
+Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const CollectivePlan& plan,
+                                        const RankOptions& options) {
+  auto st = std::make_unique<State>();
+  RankOptions o = options;
+  o.planner.reset();  // the plan is given
+  RESHARD_RETURN_IF_ERROR(st->Begin(std::move(comm), o, PlanHash(plan)));
+  for (const Layout* l : {&plan.source(), &plan.target()})
+    if (!l->devices().empty() && l->devices().back() >= st->size)
+      return Status::InvalidArgument(fmt::format("the layouts name device {}, but the communicator has {} ranks",
+                                                 l->devices().back(), st->size));
+  CompileOptions co;
+  co.only_device = st->rank;
+  co.source_format = options.source_format;
+  co.target_format = options.target_format;
+  Result<PlanProgram> compiled = PlanProgram::Compile(plan, co);
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(*st->comm, compiled.status()));
+  st->owned = std::make_unique<PlanProgram>(std::move(compiled).value());
+  st->program = st->owned.get();
+  st->ops = plan.OpNames();
+  RESHARD_RETURN_IF_ERROR(st->Prepare());
+  return RankReshard(std::move(st));
+}
+
+Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const PlanProgram& program,
+                                        const RankOptions& options) {
+  auto st = std::make_unique<State>();
+  RESHARD_RETURN_IF_ERROR(st->Begin(std::move(comm), options, ProgramHash(program)));
+  if (static_cast<size_t>(st->size) != program.devices().size())
+    return Status::InvalidArgument(fmt::format("the program has {} devices, but the communicator has {} ranks",
+                                               program.devices().size(), st->size));
+  st->program = &program;
+  st->rank_is_index = true;
+  for (const StepProgram& s : program.steps())
+    st->ops.emplace_back(StepOpName(s.op));
+  RESHARD_RETURN_IF_ERROR(st->Prepare());
+  return RankReshard(std::move(st));
+}
+
+RankReshard::RankReshard(std::unique_ptr<State> state) : state_(std::move(state)) {}
+RankReshard::RankReshard(RankReshard&&) noexcept = default;
+RankReshard& RankReshard::operator=(RankReshard&&) noexcept = default;
+RankReshard::~RankReshard() = default;
+
+int64_t RankReshard::source_bytes() const { return state_->source_bytes; }
+int64_t RankReshard::target_bytes() const { return state_->target_bytes; }
+const std::vector<std::string>& RankReshard::step_ops() const { return state_->ops; }
+Comm& RankReshard::comm() { return *state_->comm; }
+
+std::vector<std::string> RankReshard::step_transports() const {
+  std::vector<std::string> t;
+  for (const StepRun& s : state_->steps) {
+    if (s.p2p)
+      t.emplace_back("p2p");
+    else if (s.boxes)
+      t.emplace_back("alltoallw");
+    else if (s.grouped)
+      t.push_back(fmt::format("{} over groups", s.allgather ? "allgatherv" : "alltoallv"));
+    else
+      t.emplace_back("alltoallv");
+  }
+  return t;
+}
+
+Result<RankRunStats> RankReshard::Execute(std::span<const std::byte> source, std::span<std::byte> target,
+                                          const AfterStep& after_step) {
+  State& st = *state_;
+  Status sizes = Status::Ok();
+  if (static_cast<int64_t>(source.size()) != st.source_bytes)
+    sizes = Status::InvalidArgument(
+        fmt::format("its source buffer holds {} bytes; its part of the source layout needs {}", source.size(), st.source_bytes));
+  else if (static_cast<int64_t>(target.size()) != st.target_bytes)
+    sizes = Status::InvalidArgument(
+        fmt::format("its target buffer holds {} bytes; its part of the target layout needs {}", target.size(), st.target_bytes));
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, sizes));
+  const auto start = std::chrono::steady_clock::now();
+  RankRunStats stats;
+  stats.peak_bytes = st.peak_bytes;
+  const std::byte* in = source.data();
+  for (size_t i = 0; i < st.steps.size(); ++i) {
+    const StepRun& s = st.steps[i];
+    std::byte* out = i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data();
+    stats.step_bytes_sent.push_back(0);
+    stats.step_bytes_received.push_back(0);
+    // A failed call is returned on the rank it failed on, and the others may
+    // wait on this rank: aborting the job is the caller's call to make.
+    RESHARD_RETURN_IF_ERROR(s.p2p     ? st.RunPointToPoint(s, in, out, stats)
+                            : s.boxes ? st.RunBoxes(s, in, out, stats)
+                            : s.grouped ? st.RunGrouped(s, in, out, stats)
+                                        : st.RunAlltoallv(s, in, out, stats, *st.comm));
+    stats.bytes_moved += s.program->unpack.bytes + s.program->local.bytes;
+    stats.bytes_sent += s.program->send_bytes;
+    stats.bytes_received += s.program->recv_bytes;
+    if (after_step) {
+      Status hook = after_step(i, std::span<const std::byte>(out, static_cast<size_t>(s.program->output_bytes)));
+      RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, hook));
+    }
+    in = out;
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace reshard

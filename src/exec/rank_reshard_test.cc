@@ -1,0 +1,153 @@
+// The step runner over threads as ranks: the code MPI runs, in one process.
+// Each test runs one body per rank on its own thread, as mpirun runs ranks.
+#include "reshard/rank_reshard.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "exec/exec_checker.h"
+#include "reshard/notation.h"
+#include "reshard/thread_comm.h"
+
+namespace reshard {
+namespace {
+
+// Runs body(rank, comm) on `ranks` threads; returns each rank's status.
+std::vector<Status> OnRanks(int ranks, const std::function<Status(int, std::unique_ptr<Comm>)>& body) {
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, 20);
+  std::vector<Status> out(static_cast<size_t>(ranks), Status::Ok());
+  std::vector<std::thread> threads;
+  for (int k = 0; k < ranks; ++k)
+    threads.emplace_back([&, k] { out[static_cast<size_t>(k)] = body(k, std::move(comms[static_cast<size_t>(k)])); });
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+Mesh XY() { return Mesh::Create({{"x", 4}, {"y", 2}}).value(); }
+
+// The canonical case's array under a JAX spec over mesh x=4, y=2.
+Layout Canonical(const char* spec) { return ParseLayout(spec, {16, 16, 16}, DType::kF32, XY()).value().layout; }
+
+// Runs source -> target on every rank with tagged data and checks each rank's target.
+Status RunTagged(int rank, std::unique_ptr<Comm> comm, const Layout& source, const Layout& target,
+                 const RankOptions& options, std::vector<std::string>* transports = nullptr) {
+  RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(comm), source, target, options));
+  if (transports != nullptr && rank == 0) *transports = r.step_transports();
+  std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
+  FillTags(source, rank, src);
+  RESHARD_ASSIGN_OR_RETURN(RankRunStats stats, r.Execute(src, dst));
+  const TagCheck c = CheckTags(target, rank, dst);
+  if (c.mismatches != 0) return Status::Internal(c.first_problem);
+  if (r.step_ops().size() == 1 && stats.bytes_moved != target.LocalBytes(rank))
+    return Status::Internal(std::to_string(stats.bytes_moved) + " bytes moved into a " +
+                            std::to_string(target.LocalBytes(rank)) + "-byte target");
+  return Status::Ok();
+}
+
+TEST(RankReshard, CanonicalCaseEveryTransport) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  for (StepTransport t : {StepTransport::kAuto, StepTransport::kAlltoallv, StepTransport::kPointToPoint,
+                          StepTransport::kDatatypes}) {
+    RankOptions o;
+    o.transport = t;
+    std::vector<std::string> transports;
+    for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+           return RunTagged(rank, std::move(c), source, target, o, &transports);
+         }))
+      EXPECT_TRUE(s.ok()) << StepTransportName(t) << ": " << s;
+    // Threads have no box messages: kDatatypes runs the all-to-all-v.
+    EXPECT_EQ(transports, std::vector<std::string>{t == StepTransport::kPointToPoint ? "p2p" : "alltoallv"})
+        << StepTransportName(t);
+  }
+}
+
+TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  RankOptions o;
+  o.planner = PlannerOptions{};
+  o.planner->meshes = {XY()};
+  std::vector<std::string> transports;
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), source, target, o, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"alltoallv over groups"});
+  // An all-gather over y: every message is the sender's whole input.
+  const Layout gathered = Canonical("P(None, None, 'x')");
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), source, gathered, o, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"allgatherv over groups"});
+}
+
+TEST(RankReshard, MessagesAboveTheLimitGoAsChunks) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  RankOptions o;
+  o.transport = StepTransport::kAlltoallv;
+  o.max_message_bytes = 100;  // each 256-byte message in three chunks
+  std::vector<std::string> transports;
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), source, target, o, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"p2p"});
+}
+
+TEST(RankReshard, LayoutsThatDifferOnOneRankAreAnErrorOnEveryRank) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  const Layout other = Canonical("P('x', None, None)");
+  std::vector<Status> out = OnRanks(4 * 2, [&](int rank, std::unique_ptr<Comm> c) {
+    return RankReshard::Create(std::move(c), source, rank == 5 ? other : target).status();
+  });
+  for (const Status& s : out) {
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("rank 5's layouts or options differ"), std::string::npos) << s;
+  }
+}
+
+TEST(RankReshard, AWrongBufferOnOneRankIsAnErrorOnEveryRankAndNothingMoves) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  std::vector<Status> out = OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
+    RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target));
+    std::vector<std::byte> src(static_cast<size_t>(r.source_bytes() - (rank == 3 ? 4 : 0)));
+    std::vector<std::byte> dst(static_cast<size_t>(r.target_bytes()), std::byte{7});
+    Status s = r.Execute(src, dst).status();
+    for (std::byte b : dst)
+      if (b != std::byte{7}) return Status::Internal("a target was written");
+    return s;
+  });
+  for (const Status& s : out) {
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("rank 3: its source buffer holds 2044 bytes"), std::string::npos) << s;
+  }
+}
+
+TEST(RankReshard, AFailingHookOnOneRankStopsEveryRank) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  std::vector<Status> out = OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
+    RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target));
+    std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
+    return r.Execute(src, dst, [&](size_t, std::span<const std::byte>) {
+              return rank == 6 ? Status::Internal("checker failed") : Status::Ok();
+            }).status();
+  });
+  for (const Status& s : out) EXPECT_EQ(s.message(), "rank 6: checker failed") << s;
+}
+
+TEST(RankReshard, ADeviceOutsideTheGroupIsAnError) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  for (const Status& s : OnRanks(4, [&](int, std::unique_ptr<Comm> c) {
+         return RankReshard::Create(std::move(c), source, target).status();
+       })) {
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("device 7, but the communicator has 4 ranks"), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace reshard
