@@ -101,7 +101,9 @@ inline AlltoallvFloor MakeAlltoallvFloor(const Layout& source, const Layout& tar
     f.send_displs[k] = f.send_displs[k - 1] + f.send_counts[k - 1];
     f.recv_displs[k] = f.recv_displs[k - 1] + f.recv_counts[k - 1];
   }
-  f.send.assign(static_cast<size_t>(std::max<int64_t>(1, p.send_bytes)), std::byte{1});
+  // Every message packed apart (the floor does not share the staging of a box sent twice).
+  const int64_t sent = ranks > 0 ? int64_t{f.send_displs[ranks - 1]} + f.send_counts[ranks - 1] : 0;
+  f.send.assign(static_cast<size_t>(std::max<int64_t>(1, sent)), std::byte{1});
   f.recv.resize(static_cast<size_t>(std::max<int64_t>(1, p.recv_bytes)));
   f.recv_bytes = p.recv_bytes;
   return f;

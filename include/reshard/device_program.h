@@ -80,7 +80,7 @@ struct CopyProgram {
 struct DeviceProgram {
   int64_t device = 0;                     // device id
   int64_t input_bytes = 0, output_bytes = 0;  // its exact local buffers before and after the step
-  int64_t send_bytes = 0, recv_bytes = 0;     // its send and receive buffers
+  int64_t send_bytes = 0, recv_bytes = 0;     // its send (each distinct box once) and receive buffers
   // Messages, ascending peer. Peers are indices into PlanProgram::devices().
   std::vector<int64_t> send_peer, send_count, send_offset;
   std::vector<int64_t> recv_peer, recv_count, recv_offset;
@@ -90,6 +90,14 @@ struct DeviceProgram {
   CopyProgram pack;    // input buffer -> send buffer
   // pack.ops[pack_begin[m], pack_begin[m+1]) fill sent message m.
   std::vector<int32_t> pack_begin;
+  // A box sent to several receivers (the replicas of a target tile) is
+  // staged once (StagedBoxes, exchange.h): message m's bytes are those of
+  // message pack_owner[m], at the same offset (pack_owner[m] == m for the
+  // first message of each box). Every message's pack ops still describe its
+  // own box in full; packing every message runs the owners' ops only
+  // (Packs). Send offsets may therefore repeat, as MPI_Alltoallv allows.
+  std::vector<int32_t> pack_owner;
+  bool Packs(size_t m) const { return pack_owner[m] == static_cast<int32_t>(m); }
   CopyProgram unpack;  // receive buffer -> output buffer
   CopyProgram local;   // input buffer -> output buffer
   // unpack.ops[unpack_begin[m], unpack_begin[m+1]) read received message m.

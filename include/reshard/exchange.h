@@ -43,7 +43,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "reshard/box.h"
@@ -66,6 +68,24 @@ struct Transfer {
   int64_t from = 0, to = 0;
   int64_t elements = 0;
   std::vector<int32_t> overlaps;  // per dim, an overlap id of the plan's tables
+};
+
+// Staging: a sender stages each distinct box it sends once, and the
+// messages that carry one box to several receivers (the replicas of a target
+// tile) share those bytes. Two transfers from one device move the same box
+// exactly when their overlaps are equal. The one rule the stats, the
+// simulators and the compiled programs count staging by. Example: f32[8]
+// held whole by device 0, replicated over devices 1..3 as the target: device
+// 0 sends three 32-byte messages and stages 32 bytes, not 96.
+class StagedBoxes {
+ public:
+  // True when t's box is new for its sender (it is staged), false when the
+  // sender staged it already. Local copies (from == to) are never staged.
+  bool Add(const Transfer& t);
+  void Clear() { seen_.clear(); }
+
+ private:
+  std::set<std::pair<int64_t, std::vector<int32_t>>> seen_;
 };
 
 class ExchangeTables;  // per-dim overlaps of source and target cells (internal)

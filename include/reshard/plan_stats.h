@@ -31,7 +31,8 @@ struct DeviceStats {
   int64_t source_bytes = 0, target_bytes = 0;
   int64_t send_bytes = 0, recv_bytes = 0, local_bytes = 0;
   int64_t sends = 0, recvs = 0;  // messages
-  int64_t peak_bytes = 0;
+  int64_t staged_bytes = 0;      // its distinct boxes sent, each staged once (StagedBoxes)
+  int64_t peak_bytes = 0;        // source + target + staged + received
 };
 
 struct PlanStats {

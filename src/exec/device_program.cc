@@ -3,6 +3,7 @@
 #include "reshard/device_program.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <fmt/format.h>
 
@@ -83,14 +84,18 @@ Status CheckCopies(const CopyProgram& p, int64_t src_bytes, int64_t dst_bytes, i
   return Status::Ok();
 }
 
+// Messages follow one another in the buffer; with `owner` (sends), a
+// message of a box staged already lies exactly where its owner's does.
 Status CheckMessages(std::span<const int64_t> count, std::span<const int64_t> offset, int64_t bytes, int64_t step,
-                     int64_t device, const char* what) {
+                     int64_t device, const char* what, std::span<const int32_t> owner = {}) {
   int64_t end = 0;
   for (size_t m = 0; m < count.size(); ++m) {
-    if (count[m] <= 0 || offset[m] != end || offset[m] + count[m] > bytes)
+    const size_t o = owner.empty() ? m : static_cast<size_t>(owner[m]);
+    const bool placed = o == m ? offset[m] == end : o < m && offset[m] == offset[o] && count[m] == count[o];
+    if (count[m] <= 0 || !placed || offset[m] + count[m] > bytes)
       return Status::Internal(fmt::format("step {}: device {}'s {} message {} ({} bytes at {}) does not fit its {}-byte buffer",
                                           step, device, what, m, count[m], offset[m], bytes));
-    end += count[m];
+    if (o == m) end += count[m];
   }
   return Status::Ok();
 }
@@ -298,8 +303,15 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     by_receiver = by_sender;
     std::stable_sort(by_receiver.begin(), by_receiver.end(),
                      [](const Transfer* a, const Transfer* b) { return std::pair(a->to, a->from) < std::pair(b->to, b->from); });
-    std::vector<std::pair<int64_t, int64_t>> send_at;  // (from, to) -> offset in from's send buffer, parallel to by_sender
+    StagedBoxes staged;                       // one sender's boxes: restarts with each sender
+    std::map<std::vector<int32_t>, int32_t> box_message;  // a staged box -> the message that stages it
+    int64_t sender = -1;
     for (const Transfer* t : by_sender) {
+      if (t->from != sender) {
+        staged.Clear();
+        box_message.clear();
+        sender = t->from;
+      }
       const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
       if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
       DeviceProgram& s = step.devices[fi];
@@ -309,12 +321,18 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         continue;
       }
       const int64_t bytes = t->elements * eb;
+      const int32_t m = static_cast<int32_t>(s.send_peer.size());
+      const bool fresh = staged.Add(*t);
+      if (fresh) box_message[t->overlaps] = m;
+      const int32_t owner = fresh ? m : box_message.at(t->overlaps);
+      const int64_t offset = fresh ? s.send_bytes : s.send_offset[static_cast<size_t>(owner)];
       s.send_peer.push_back(ti);
       s.send_count.push_back(bytes);
-      s.send_offset.push_back(s.send_bytes);
+      s.send_offset.push_back(offset);
+      s.pack_owner.push_back(owner);
       s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
-      AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, s.send_bytes, staging.Strides(StagingShape(xp, *t)), eb);
-      s.send_bytes += bytes;
+      AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
+      if (fresh) s.send_bytes += bytes;
     }
     for (const Transfer* t : by_receiver) {
       if (t->from == t->to) continue;
@@ -346,7 +364,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.pack, dp.input_bytes, dp.send_bytes, s, dp.device, "pack"));
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.unpack, dp.recv_bytes, dp.output_bytes, s, dp.device, "unpack"));
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.local, dp.input_bytes, dp.output_bytes, s, dp.device, "local"));
-      RESHARD_RETURN_IF_ERROR(CheckMessages(dp.send_count, dp.send_offset, dp.send_bytes, s, dp.device, "send"));
+      RESHARD_RETURN_IF_ERROR(CheckMessages(dp.send_count, dp.send_offset, dp.send_bytes, s, dp.device, "send", dp.pack_owner));
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.recv_count, dp.recv_offset, dp.recv_bytes, s, dp.device, "receive"));
       for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
         const int64_t sender_input = step.devices[dp.recv_peer[m]].input_bytes;
@@ -357,9 +375,13 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
                                                 dp.device, p.devices_[dp.recv_peer[m]]));
         }
       }
-      if (dp.pack.bytes != dp.send_bytes)
+      int64_t packed = 0;  // by the messages that stage their box
+      for (size_t m = 0; m < dp.send_peer.size(); ++m)
+        if (dp.Packs(m))
+          for (int32_t k = dp.pack_begin[m]; k < dp.pack_begin[m + 1]; ++k) packed += dp.pack.OpBytes(dp.pack.ops[k]);
+      if (packed != dp.send_bytes)
         return Status::Internal(fmt::format("step {}: device {} packs {} bytes into a {}-byte send buffer", si, dp.device,
-                                            dp.pack.bytes, dp.send_bytes));
+                                            packed, dp.send_bytes));
       if (dp.unpack.bytes != dp.recv_bytes)
         return Status::Internal(fmt::format("step {}: device {} unpacks {} of {} received bytes", si, dp.device,
                                             dp.unpack.bytes, dp.recv_bytes));

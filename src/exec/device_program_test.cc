@@ -261,3 +261,33 @@ TEST(DeviceProgram, ColumnMajorCopiesRunDownColumns) {
 
 }  // namespace
 }  // namespace reshard
+
+namespace reshard {
+namespace {
+
+// The replicas of a target tile get one staged box: three messages at one
+// offset, packed once, and every transport delivers them exactly.
+TEST(PlanProgram, ABoxSentToReplicasIsPackedOnce) {
+  const Layout src = Parse("{maximal device=0}", {8});
+  const Layout dst = Parse("{devices=[1,4]<=[4] last_tile_dim_replicate}", {8});
+  const PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value()).value();
+  const DeviceProgram& d0 = p.steps()[0].devices[0];
+  EXPECT_EQ(d0.send_bytes, 32);
+  EXPECT_EQ(d0.send_count, (std::vector<int64_t>{32, 32, 32}));
+  EXPECT_EQ(d0.send_offset, (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(d0.pack_owner, (std::vector<int32_t>{0, 0, 0}));
+  for (Transport t : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+    for (StepTransport rt : {StepTransport::kAlltoallv, StepTransport::kPointToPoint}) {
+      Result<CheckReport> r = RunChecked(p, 2, t, {rt});
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->ok()) << r->first_problem;
+      EXPECT_EQ(r->stats.steps[0].sent[0], 96);
+      if (t == Transport::kStaged) {
+        EXPECT_EQ(r->stats.peak_per_device[0], 32 + 32 + 32);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace reshard

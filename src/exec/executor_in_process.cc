@@ -183,7 +183,8 @@ class InProcessExecutor final : public Executor {
           Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
           continue;
         }
-        Add(dp.pack, 0, dp.pack.ops.size(), in[i].data(), send_[i].data());
+        for (size_t m = 0; m < dp.send_peer.size(); ++m)  // each staged box once
+          if (dp.Packs(m)) Add(dp.pack, dp.pack_begin[m], dp.pack_begin[m + 1], in[i].data(), send_[i].data());
         Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
         stats.bytes_moved += dp.local.bytes;
       }

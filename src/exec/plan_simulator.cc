@@ -275,13 +275,14 @@ class PlanRun {
           hold(dev, static_cast<int64_t>(buffers_[dev].data.size() + next[dev].data.size()) * eb);
         }
         std::map<int64_t, int64_t> staged;
+        StagedBoxes boxes;  // the whole plan's transfers: (sender, box) pairs
         for (const Transfer& t : xp.transfers()) {
           const Buffer& in = buffers_.at(t.from);
           Buffer& out = next.at(t.to);
           CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
                    reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
           if (t.from != t.to) {
-            staged[t.from] += t.elements * eb;
+            if (boxes.Add(t)) staged[t.from] += t.elements * eb;
             staged[t.to] += t.elements * eb;
           }
         }

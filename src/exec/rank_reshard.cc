@@ -76,6 +76,12 @@ void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst) {
   RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst);
 }
 
+// Stages every message: each distinct box once (DeviceProgram::pack_owner).
+void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
+  for (size_t m = 0; m < p.send_peer.size(); ++m)
+    if (p.Packs(m)) RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send);
+}
+
 void Grow(HostBuffer& b, int64_t bytes) {
   if (b.size() < bytes) b = HostBuffer(bytes);
 }
@@ -402,7 +408,7 @@ Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std
 Status RankReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats,
                                        Comm& over) {
   const DeviceProgram& p = *s.program;
-  RunAll(p.pack, in, send.data());
+  PackAll(p, in, send.data());
   int64_t request = kNoRequest;
   RESHARD_RETURN_IF_ERROR(over.StartAlltoallv(send.data(), s.send_counts, s.send_displs, recv.data(), s.recv_counts,
                                               s.recv_displs, request));
@@ -475,8 +481,13 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
   const size_t max_in_flight = std::max<size_t>(256, s.send_rank.size());
   std::vector<int64_t> sends;
   size_t completed = 0;  // sends [0, completed) are done
+  std::vector<bool> staged(s.send_rank.size(), false);  // by owner: its box is in the send buffer
   for (size_t m : s.send_order) {
-    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data());
+    const size_t owner = static_cast<size_t>(p.pack_owner[m]);
+    if (!staged[owner]) {  // this message's ops write its box where its owner's would
+      RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data());
+      staged[owner] = true;
+    }
     for (int64_t off = 0; off < p.send_count[m]; off += chunk) {
       if (sends.size() - completed >= max_in_flight) {
         const size_t half = max_in_flight / 2;
@@ -623,7 +634,7 @@ Result<RankRunStats> RankReshard::Execute(std::span<const std::byte> source, std
                             : s.grouped ? st.RunGrouped(s, in, out, stats)
                                         : st.RunAlltoallv(s, in, out, stats, *st.comm));
     stats.bytes_moved += s.program->unpack.bytes + s.program->local.bytes;
-    stats.bytes_sent += s.program->send_bytes;
+    stats.bytes_sent += Sum(s.program->send_count);
     stats.bytes_received += s.program->recv_bytes;
     if (after_step) {
       Status hook = after_step(i, std::span<const std::byte>(out, static_cast<size_t>(s.program->output_bytes)));

@@ -82,8 +82,11 @@ SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed) {
     for (size_t i = 0; i < marks.size(); ++i) to.writes[i] = static_cast<uint8_t>(std::min<int>(to.writes[i] + static_cast<int>(marks[i]), 255));
   };
 
-  // Phase 1: local copies; senders pack into staging.
+  // Phase 1: local copies; senders pack into staging, each distinct box once
+  // (StagedBoxes): a message of a box already staged reads that staging.
   std::vector<std::vector<Tag>> staging(plan.transfers().size());
+  std::vector<size_t> staged_at(plan.transfers().size());
+  std::map<std::pair<int64_t, std::vector<int32_t>>, size_t> first_of_box;
   for (size_t i = 0; i < plan.transfers().size(); ++i) {
     const Transfer& t = plan.transfers()[i];
     Device& from = devices[t.from];
@@ -95,6 +98,9 @@ SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed) {
       record_writes(runs, from_shape, from, to_shape);
       continue;
     }
+    const auto [box, fresh] = first_of_box.emplace(std::pair(t.from, t.overlaps), i);
+    staged_at[i] = box->second;
+    if (!fresh) continue;
     staging[i].assign(t.elements, 0);
     const std::vector<int64_t> stage_shape = StagingShape(plan, t);
     CopyRuns(TransferRuns(plan, t, CopyKind::kPack), reinterpret_cast<const std::byte*>(from.source.data()), from_shape,
@@ -114,7 +120,8 @@ SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed) {
     const std::vector<int64_t> stage_shape = StagingShape(plan, t);
     const std::vector<int64_t> to_shape = dst.LocalShape(t.to);
     auto runs = TransferRuns(plan, t, CopyKind::kUnpack);
-    CopyRuns(runs, reinterpret_cast<const std::byte*>(staging[i].data()), stage_shape, bytes_of(to.target), to_shape, kTagBytes);
+    CopyRuns(runs, reinterpret_cast<const std::byte*>(staging[staged_at[i]].data()), stage_shape, bytes_of(to.target),
+             to_shape, kTagBytes);
     record_writes(runs, stage_shape, to, to_shape);
   }
 

@@ -284,6 +284,11 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
   return e;
 }
 
+bool StagedBoxes::Add(const Transfer& t) {
+  if (t.from == t.to) return false;
+  return seen_.emplace(t.from, t.overlaps).second;
+}
+
 const Layout& Exchange::source() const { return tables_->source; }
 const Layout& Exchange::target() const { return tables_->target; }
 

@@ -35,11 +35,12 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
     out.peak_bytes = stats.peak_bytes;
     out.messages = stats.messages;
     for (const DeviceStats& d : stats.per_device) {
-      out.max_staging_bytes = std::max(out.max_staging_bytes, d.send_bytes + d.recv_bytes);
+      out.max_staging_bytes = std::max(out.max_staging_bytes, d.staged_bytes + d.recv_bytes);
       out.send_bytes.push_back(d.send_bytes);
       out.recv_bytes.push_back(d.recv_bytes);
       out.sends.push_back(d.sends);
       out.recvs.push_back(d.recvs);
+      out.staged_bytes.push_back(d.staged_bytes);
       out.peak.push_back(d.peak_bytes);
     }
     return out;
@@ -52,19 +53,24 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   for (int64_t i = 0; i < samples; ++i) {
     const int64_t dev = devices[i * n / samples];
     double send = 0, recv = 0;
-    int64_t send_bytes = 0, recv_bytes = 0;
+    int64_t send_bytes = 0, recv_bytes = 0, staged_bytes = 0;
+    StagedBoxes staged;
     ex.ForEachDeviceTransfer(dev, [&](const Transfer& t) {
       if (t.from == t.to) return;
       const int64_t b = t.elements * eb;
       const double c = topo.MessageTime(t.from, t.to, b);
-      if (t.from == dev) { send += c; send_bytes += b; }
+      if (t.from == dev) {
+        send += c;
+        send_bytes += b;
+        if (staged.Add(t)) staged_bytes += b;
+      }
       if (t.to == dev) { recv += c; recv_bytes += b; ++out.messages; }
     });
     out.time_us = std::max(out.time_us, StepTime(topo, DeviceMessageTime(topo, send, recv),
                                                  StepCopiedBytes(StepOp::kExchange, send_bytes, ex.target().LocalBytes(dev)),
                                                  out.total_bytes > 0));
-    out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + send_bytes + recv_bytes);
-    out.max_staging_bytes = std::max(out.max_staging_bytes, send_bytes + recv_bytes);
+    out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + staged_bytes + recv_bytes);
+    out.max_staging_bytes = std::max(out.max_staging_bytes, staged_bytes + recv_bytes);
   }
   return out;
 }

@@ -21,10 +21,10 @@ namespace reshard {
 
 struct ExchangeDraft {
   int64_t max_recv_bytes = 0, total_bytes = 0, peak_bytes = 0, messages = 0;
-  int64_t max_staging_bytes = 0;  // most bytes one device sends and receives together
+  int64_t max_staging_bytes = 0;  // most bytes one device stages (each distinct box once) and receives together
   double time_us = 0;
   // detailed only, per device of exchange.devices():
-  std::vector<int64_t> send_bytes, recv_bytes, sends, recvs, peak;
+  std::vector<int64_t> send_bytes, recv_bytes, sends, recvs, staged_bytes, peak;
 };
 
 ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, bool detailed);

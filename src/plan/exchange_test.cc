@@ -285,3 +285,28 @@ TEST(Exchange, SenderGroupsKeepMessagesInsideTheirGroups) {
 
 }  // namespace
 }  // namespace reshard
+
+namespace reshard {
+namespace {
+
+// A box sent to several receivers (the replicas of a target tile) is staged
+// once: the peak counts it once, the messages each.
+TEST(Exchange, ABoxSentToReplicasIsStagedOnce) {
+  const Layout src = Parse("{maximal device=0}", {8});
+  const Layout dst = Parse("{devices=[1,4]<=[4] last_tile_dim_replicate}", {8});
+  const Exchange ex = Exchange::Create(src, dst).value();
+  for (const PlanStats& s : {ComputeStats(ex), ComputeStats(ex.Plan())}) {
+    const DeviceStats& d0 = s.per_device[0];
+    EXPECT_EQ(d0.send_bytes, 3 * 32);
+    EXPECT_EQ(d0.sends, 3);
+    EXPECT_EQ(d0.staged_bytes, 32);
+    EXPECT_EQ(d0.peak_bytes, 32 + 32 + 32);  // source, target, one staged box
+    EXPECT_EQ(s.per_device[1].peak_bytes, 32 + 32);  // target and what it received
+  }
+  StagedBoxes staged;
+  const ExchangePlan plan = ex.Plan();
+  for (const Transfer& t : plan.transfers()) EXPECT_EQ(staged.Add(t), t.from != t.to && t.to == 1) << t.to;
+}
+
+}  // namespace
+}  // namespace reshard

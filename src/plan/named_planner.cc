@@ -235,11 +235,10 @@ PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edg
   step.output_shard = ctx_.ShardShape(e.to);
   const size_t n = b.num_devices();
   if (e.exchange) {
-    FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
+    const std::vector<int64_t> staged = FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
     // Buffers are padded shards here: the peak counts them so.
     std::vector<int64_t> peak(n);
-    for (size_t i = 0; i < n; ++i)
-      peak[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + step.send_bytes[i] + step.recv_bytes[i];
+    for (size_t i = 0; i < n; ++i) peak[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + staged[i] + step.recv_bytes[i];
     step.peak_bytes = DeviceValues::Each(std::move(peak));
     return step;
   }
@@ -270,7 +269,7 @@ PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edg
   return step;
 }
 
-void NamedPlanner::FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo) {
+std::vector<int64_t> NamedPlanner::FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo) {
   const ExchangeDraft d = DraftExchange(ex, topo, /*detailed=*/true);
   step.op = StepOp::kExchange;
   ProgramOp op{ProgramOp::Kind::kExchange, step.output_shard};
@@ -281,6 +280,7 @@ void NamedPlanner::FillExchange(PlanStep& step, const Exchange& ex, const Topolo
   step.sends = DeviceValues::Each(d.sends);
   step.recvs = DeviceValues::Each(d.recvs);
   step.peak_bytes = DeviceValues::Each(d.peak);
+  return d.staged_bytes;
 }
 
 PlanCandidate NamedPlanner::Price(const std::vector<std::pair<AxisLists, Edge>>& path, std::string note) const {

@@ -70,7 +70,8 @@ class NamedPlanner {
 
   // Makes `step` the ragged exchange `ex`, priced exactly over `topo`
   // (also the exchange between explicit layouts, explicit_plan.cc).
-  static void FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo);
+  // Returns each device's staged bytes (each distinct box it sends, once).
+  static std::vector<int64_t> FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo);
 
   // A path as --explain lists it, priced as the search priced it.
   PlanCandidate Price(const std::vector<std::pair<AxisLists, Edge>>& path, std::string note) const;

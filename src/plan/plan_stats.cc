@@ -29,7 +29,9 @@ class StatsBuilder {
     return it == devices_.end() || *it != device ? nullptr : &stats_.per_device[it - devices_.begin()];
   }
 
-  void Add(int64_t from, int64_t to, int64_t bytes) {
+  void Add(int64_t from, int64_t to, int64_t bytes, bool staged) {
+    if (staged)
+      if (DeviceStats* d = Find(from)) d->staged_bytes += bytes;
     if (from == to) {
       if (DeviceStats* d = Find(to)) d->local_bytes += bytes;
       stats_.local_bytes += bytes;
@@ -48,7 +50,7 @@ class StatsBuilder {
 
   PlanStats Finish() {
     for (DeviceStats& d : stats_.per_device) {
-      d.peak_bytes = d.source_bytes + d.target_bytes + d.send_bytes + d.recv_bytes;
+      d.peak_bytes = d.source_bytes + d.target_bytes + d.staged_bytes + d.recv_bytes;
       stats_.max_send_bytes = std::max(stats_.max_send_bytes, d.send_bytes);
       stats_.max_recv_bytes = std::max(stats_.max_recv_bytes, d.recv_bytes);
       stats_.peak_bytes = std::max(stats_.peak_bytes, d.peak_bytes);
@@ -68,8 +70,18 @@ class StatsBuilder {
 PlanStats ComputeStats(const Exchange& exchange, const std::function<void(const Transfer&)>& also) {
   StatsBuilder b(exchange.source(), exchange.target(), exchange.devices());
   const int64_t eb = exchange.source().element_bytes();
+  // Transfers come grouped by source tile, and a box is staged by one
+  // sender of one source tile: the set of staged boxes restarts with each tile.
+  StagedBoxes staged;
+  int64_t tile = -1;
+  const Layout& source = exchange.source();
   exchange.ForEachTransfer([&](const Transfer& t) {
-    b.Add(t.from, t.to, t.elements * eb);
+    const int64_t from_tile = source.TileOf(t.from);
+    if (from_tile != tile) {
+      staged.Clear();
+      tile = from_tile;
+    }
+    b.Add(t.from, t.to, t.elements * eb, staged.Add(t));
     if (also) also(t);
   });
   return b.Finish();
@@ -81,7 +93,12 @@ PlanStats ComputeStats(const ExchangePlan& plan) {
   std::sort(devices.begin(), devices.end());
   devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
   StatsBuilder b(plan.source(), plan.target(), devices);
-  for (const Transfer& t : plan.transfers()) b.Add(t.from, t.to, plan.Bytes(t));
+  StagedBoxes staged;  // transfers sorted by sender: restart with each
+  for (size_t i = 0; i < plan.transfers().size(); ++i) {
+    const Transfer& t = plan.transfers()[i];
+    if (i > 0 && plan.transfers()[i - 1].from != t.from) staged.Clear();
+    b.Add(t.from, t.to, plan.Bytes(t), staged.Add(t));
+  }
   return b.Finish();
 }
 
