@@ -67,7 +67,8 @@ struct ExecStats {
 // (RankReshard, rank_reshard.h) with every device a thread and the threads
 // as ranks (thread_comm.h): transport choice, sub-groups, chunking and error
 // agreement as under MPI; one thread per device (ExecOptions::threads does
-// not apply), so it is the path that checks, not the fast one.
+// not apply, and plans over more than kMaxThreads devices are Unavailable),
+// so it is the path that checks, not the fast one.
 enum class Transport { kStaged, kDirect, kRanks };
 
 // The most threads an executor or checker uses (ExecOptions::threads and the

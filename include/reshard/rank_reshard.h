@@ -46,6 +46,13 @@
 // every rank, naming the rank. A failed backend call is Internal on the rank
 // it failed on.
 //
+// Staging outlives the object: its large send, receive and intermediate
+// buffers go to a process-wide cache when it is destroyed (the largest four
+// are kept), and the next object takes them from there, so a reshard created
+// for every call does not pay fresh memory every call (COSTA keeps its
+// staging in a process-wide context the same way). FreeCachedStaging()
+// releases them.
+//
 // Not thread-safe: one Execute at a time per object.
 #ifndef RESHARD_RANK_RESHARD_H_
 #define RESHARD_RANK_RESHARD_H_
@@ -95,6 +102,10 @@ struct RankRunStats {
   // plan's send_bytes / recv_bytes.
   std::vector<int64_t> step_bytes_sent = {}, step_bytes_received = {};
 };
+
+// Frees the staging buffers that destroyed RankReshard objects left for the
+// next ones. Thread-safe.
+void FreeCachedStaging();
 
 class RankReshard {
  public:

@@ -38,6 +38,9 @@ struct Task {
 Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
                              std::span<const std::span<std::byte>> targets, const ExecOptions& options) {
   const size_t n = program.devices().size();
+  if (n > static_cast<size_t>(kMaxThreads))
+    return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (one thread each); this plan has {}",
+                                           kMaxThreads, n));
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(static_cast<int>(n));
   std::vector<std::optional<Result<RankRunStats>>> results(n);

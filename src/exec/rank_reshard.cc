@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 
 #include "exec/copy_kernel.h"
 #include "reshard/host_buffer.h"
@@ -82,8 +83,59 @@ void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
     if (p.Packs(m)) RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send);
 }
 
+// Staging that outlives one RankReshard, as COSTA keeps its staging in a
+// process-wide context: the buffers of an object that is destroyed wait here
+// for the next one, so a reshard created for every call (as
+// costa::transform plans in every call) does not take fresh memory each
+// time, with its page faults and, for huge pages, the kernel's compaction.
+// Only large buffers are kept (small ones malloc cheaply), the largest
+// kKept of them; FreeCachedStaging empties it. Thread-safe: threads as ranks
+// create and destroy their objects at once.
+class StagingCache {
+ public:
+  static StagingCache& Instance() {
+    static StagingCache* cache = new StagingCache();  // never destroyed: objects may outlive static destruction order
+    return *cache;
+  }
+  // The smallest kept buffer of at least `bytes`, or a new one.
+  HostBuffer Take(int64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto best = kept_.end();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it)
+        if (it->size() >= bytes && (best == kept_.end() || it->size() < best->size())) best = it;
+      if (best != kept_.end()) {
+        HostBuffer b = std::move(*best);
+        kept_.erase(best);
+        return b;
+      }
+    }
+    return HostBuffer(bytes);
+  }
+  void Give(HostBuffer b) {
+    if (b.size() < kMinBytes) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    kept_.push_back(std::move(b));
+    std::sort(kept_.begin(), kept_.end(), [](const HostBuffer& x, const HostBuffer& y) { return x.size() > y.size(); });
+    while (kept_.size() > kKept) kept_.pop_back();
+  }
+  void Clear() {
+    std::vector<HostBuffer> gone;
+    std::lock_guard<std::mutex> lock(mu_);
+    gone.swap(kept_);
+  }
+
+ private:
+  static constexpr size_t kKept = 4;                     // a send, a receive and two intermediate buffers
+  static constexpr int64_t kMinBytes = int64_t{2} << 20;  // a huge page
+  std::mutex mu_;
+  std::vector<HostBuffer> kept_;
+};
+
 void Grow(HostBuffer& b, int64_t bytes) {
-  if (b.size() < bytes) b = HostBuffer(bytes);
+  if (b.size() >= bytes) return;
+  StagingCache::Instance().Give(std::move(b));
+  b = StagingCache::Instance().Take(bytes);
 }
 
 // Whether ops [begin, end) of `p` (one message) fill its staged bytes in
@@ -120,6 +172,8 @@ const DeviceProgram& EmptyProgram() {
 }
 
 }  // namespace
+
+void FreeCachedStaging() { StagingCache::Instance().Clear(); }
 
 std::string_view StepTransportName(StepTransport t) {
   switch (t) {
@@ -163,8 +217,13 @@ struct RankReshard::State {
   std::vector<std::string> ops;
   int64_t source_bytes = 0, target_bytes = 0, peak_bytes = 0;
   // Staging, and intermediate layouts' buffers (alternating). Sized at
-  // creation, first touched by the first Execute.
+  // creation (from the staging cache where it holds one large enough), first
+  // touched by the first Execute; given back to the cache on destruction.
   HostBuffer send, recv, between[2];
+
+  ~State() {
+    for (HostBuffer* b : {&send, &recv, &between[0], &between[1]}) StagingCache::Instance().Give(std::move(*b));
+  }
 
   int64_t DeviceOfRank(int r) const {
     return rank_is_index ? program->devices()[static_cast<size_t>(r)] : static_cast<int64_t>(r);

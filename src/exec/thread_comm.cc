@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -36,7 +37,7 @@ struct Post {
 struct Group {
   Group(int size, double timeout_seconds)
       : size(size), timeout_seconds(timeout_seconds), posts(static_cast<size_t>(size)),
-        mailboxes(static_cast<size_t>(size), std::vector<std::deque<std::vector<std::byte>>>(static_cast<size_t>(size))) {}
+        mailboxes(static_cast<size_t>(size)) {}
 
   Clock::time_point Deadline() const {
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
@@ -83,14 +84,16 @@ struct Group {
   std::vector<Post> posts;
   // The new groups of the Split under way, by the parent rank of each one's rank 0.
   std::unordered_map<int, std::shared_ptr<Group>> split_groups;
-  // mailboxes[receiver][sender]: the messages sent and not yet received, oldest first.
-  std::vector<std::vector<std::deque<std::vector<std::byte>>>> mailboxes;
+  // mailboxes[receiver][sender]: the messages sent and not yet received,
+  // oldest first; a sender's entry exists once it has sent (a group of N
+  // ranks holds no N x N queues).
+  std::vector<std::map<int, std::deque<std::vector<std::byte>>>> mailboxes;
 };
 
 class ThreadComm final : public Comm {
  public:
   ThreadComm(std::shared_ptr<Group> group, int rank)
-      : group_(std::move(group)), rank_(rank), receives_by_peer_(static_cast<size_t>(group_->size)) {}
+      : group_(std::move(group)), rank_(rank) {}
 
   std::string_view name() const override { return "threads"; }
   int rank() const override { return rank_; }
@@ -226,7 +229,7 @@ class ThreadComm final : public Comm {
     RESHARD_RETURN_IF_ERROR(CheckPeer("StartSend", peer, bytes));
     std::vector<std::byte> message(data, data + bytes);
     std::lock_guard<std::mutex> lock(group_->mu);
-    group_->mailboxes[static_cast<size_t>(peer)][static_cast<size_t>(rank_)].push_back(std::move(message));
+    group_->mailboxes[static_cast<size_t>(peer)][rank_].push_back(std::move(message));
     group_->cv.notify_all();
     return Status::Ok();
   }
@@ -236,7 +239,7 @@ class ThreadComm final : public Comm {
     RESHARD_RETURN_IF_ERROR(CheckPeer("StartRecv", peer, bytes));
     request = next_request_++;
     receives_.emplace(request, Receive{.data = data, .bytes = bytes, .peer = peer});
-    receives_by_peer_[static_cast<size_t>(peer)].push_back(request);
+    receives_by_peer_[peer].push_back(request);
     return Status::Ok();
   }
 
@@ -313,9 +316,10 @@ class ThreadComm final : public Comm {
   int MatchMessages() {
     int matched = 0;
     auto& mailbox = group_->mailboxes[static_cast<size_t>(rank_)];
-    for (int peer = 0; peer < size(); ++peer) {
-      std::deque<std::vector<std::byte>>& messages = mailbox[static_cast<size_t>(peer)];
-      std::deque<int64_t>& pending = receives_by_peer_[static_cast<size_t>(peer)];
+    for (auto& [peer, messages] : mailbox) {
+      auto it = receives_by_peer_.find(peer);
+      if (it == receives_by_peer_.end()) continue;
+      std::deque<int64_t>& pending = it->second;
       while (!messages.empty() && !pending.empty()) {
         Receive& r = receives_.at(pending.front());
         const std::vector<std::byte>& m = messages.front();
@@ -367,7 +371,7 @@ class ThreadComm final : public Comm {
   const int rank_;
   int64_t next_request_ = 0;
   std::unordered_map<int64_t, Receive> receives_;    // started and not yet waited for
-  std::vector<std::deque<int64_t>> receives_by_peer_;  // the incomplete ones, in the order started
+  std::map<int, std::deque<int64_t>> receives_by_peer_;  // the incomplete ones, in the order started
 };
 
 }  // namespace
