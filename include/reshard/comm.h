@@ -18,8 +18,10 @@
 //
 // Requests: Start* calls give back a request id (>= 0), or kNoRequest when
 // the call completed at once; Wait* completes them and sets each completed
-// one to kNoRequest. Buffers handed to a Start* call stay untouched by the
-// caller until its request completes.
+// one to kNoRequest. The bytes a Start* call reads or writes stay untouched
+// by the caller until its request completes (other bytes of the same buffers
+// are the caller's). After a failed Wait*, the requests it was given are
+// undefined, and the Comm may only be destroyed.
 //
 // Errors are Status values of this rank only (Internal for a failed call);
 // agreeing on them across ranks is the caller's job (AgreeStatus below).

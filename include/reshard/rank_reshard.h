@@ -26,32 +26,37 @@
 //                   (Comm::has_boxes: MPI derived datatypes and
 //                   MPI_Ialltoallw) and every message's copies are its bytes
 //                   in order; other steps run the all-to-all-v;
-//   kAuto           box messages wherever they apply; otherwise point-to-point
-//                   where the step is sparse (the busiest rank talks to at
-//                   most half the ranks) or its messages are large (1 MiB or
-//                   more on average), else the all-to-all-v.
+//   kAuto           a structured step over its groups (below); else box
+//                   messages wherever they apply; else point-to-point where
+//                   the step is sparse (the busiest rank talks to at most
+//                   half the ranks) or its messages are large (1 MiB or more
+//                   on average), else the all-to-all-v.
 // A structured step (an all-to-all or all-gather over mesh groups) whose
 // messages all stay inside its groups runs as a collective over one
 // sub-group per mesh group (Comm::Split, members ranked as Mesh::MemberIndex
 // orders them): an all-to-all-v, or an all-gather-v straight from the input
-// buffer when every message is the sender's whole input. Only
-// kPointToPoint, or a message too large for one call, overrides this.
+// buffer when every message is the sender's whole input (and the gathered
+// buffer fits one call). kPointToPoint, kDatatypes, or a message too large
+// for one call, override this.
 // Steps run as their minimal exchange (device_program.h): no padding is sent.
 // Messages larger than RankOptions::max_message_bytes (or the backend's
 // Comm::max_count) are sent as several point-to-point chunks.
 //
-// Errors are values, the same on every rank, never a hang: layouts or
-// options that differ between ranks, a layout device outside the group, or
-// (at Execute) a buffer of the wrong size on any rank is InvalidArgument on
-// every rank, naming the rank. A failed backend call is Internal on the rank
-// it failed on.
+// Errors are values, the same on every rank: layouts or options that differ
+// between ranks, a layout device outside the group, staging that cannot be
+// allocated, or (at Execute) a buffer of the wrong size on any rank is an
+// error on every rank, naming the rank, and nothing moves. A backend call
+// that fails midway is Internal on the rank it failed on; the other ranks
+// may then wait for it (MPI: aborting the job is the caller's call; threads
+// as ranks: their timeout), and the object runs no more (its buffers, into
+// which messages may still be in flight, are never reused).
 //
-// Staging outlives the object: its large send, receive and intermediate
-// buffers go to a process-wide cache when it is destroyed (the largest four
-// are kept), and the next object takes them from there, so a reshard created
-// for every call does not pay fresh memory every call (COSTA keeps its
-// staging in a process-wide context the same way). FreeCachedStaging()
-// releases them.
+// Staging outlives the object: its send, receive and intermediate buffers of
+// 2 MiB or more go to a process-wide cache when it is destroyed (the largest
+// four are kept), and the next object takes one of at most twice its need
+// from there, so a reshard created for every call does not pay fresh memory
+// every call (COSTA keeps its staging in a process-wide context the same
+// way). FreeCachedStaging() releases them.
 //
 // Not thread-safe: one Execute at a time per object.
 #ifndef RESHARD_RANK_RESHARD_H_
@@ -95,7 +100,7 @@ struct RankRunStats {
   int64_t bytes_moved = 0;  // written into this rank's target and intermediate buffers
   int64_t bytes_sent = 0, bytes_received = 0;
   int64_t messages_sent = 0;  // chunks counted
-  int64_t peak_bytes = 0;     // most bytes this rank held at once: its buffers, staging and intermediates
+  int64_t peak_bytes = 0;     // most bytes this rank needs at once: its buffers, staging and intermediates
   double seconds = 0;         // this rank's wall time
   // Per step: the bytes this rank handed the backend to carry to and from
   // other ranks (the counts of its calls), which tests check against the
@@ -117,8 +122,9 @@ class RankReshard {
   static Result<RankReshard> Create(std::unique_ptr<Comm> comm, const CollectivePlan& plan,
                                     const RankOptions& options = {});
   // Runs rank k's part of a program compiled for every device (or for rank
-  // k's device alone): rank k is program.devices()[k]. REQUIRES:
-  // comm->size() == program.devices().size(); `program` outlives the result.
+  // k's device alone): rank k is program.devices()[k]; InvalidArgument
+  // unless comm->size() == program.devices().size(). REQUIRES: `program`
+  // outlives the result.
   static Result<RankReshard> Create(std::unique_ptr<Comm> comm, const PlanProgram& program,
                                     const RankOptions& options = {});
 

@@ -8,15 +8,10 @@
 #include <algorithm>
 #include <string>
 
+#include "exec/fingerprint.h"
+
 namespace reshard {
 namespace {
-
-uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
-
-uint64_t MixText(uint64_t h, std::string_view text) {
-  for (char c : text) h = Mix(h, static_cast<unsigned char>(c));
-  return Mix(h, text.size());
-}
 
 Status FromCode(Status::Code code, std::string msg) {
   switch (code) {

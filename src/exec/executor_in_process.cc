@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,7 +43,9 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
     return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (one thread each); this plan has {}",
                                            kMaxThreads, n));
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(static_cast<int>(n));
+  // A rank waits at a barrier while rank 0 runs the caller's hook over every
+  // device's output (the checker): the timeout only guards against a hang.
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(static_cast<int>(n), /*timeout_seconds=*/600);
   std::vector<std::optional<Result<RankRunStats>>> results(n);
   std::vector<std::span<const std::byte>> outputs(n);
   std::mutex mu;
@@ -51,12 +54,8 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
   RankOptions ro;
   ro.transport = options.rank_transport;
   ro.max_message_bytes = options.rank_max_message_bytes;
-  auto body = [&](size_t k) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return gate != Gate::kWait; });
-      if (gate == Gate::kStop) return;
-    }
+  // One rank's whole part: create, then execute with the checker's hook.
+  auto run_rank = [&](size_t k) {
     Result<RankReshard> r = RankReshard::Create(std::move(comms[k]), program, ro);
     if (!r.ok()) {
       results[k] = r.status();
@@ -74,6 +73,18 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
       };
     }
     results[k] = r->Execute(sources[k], targets[k], hook);
+  };
+  auto body = [&](size_t k) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return gate != Gate::kWait; });
+      if (gate == Gate::kStop) return;
+    }
+    try {
+      run_rank(k);
+    } catch (const std::exception& e) {  // e.g. bad_alloc in a hook: never out of a thread
+      results[k] = Status::Internal(fmt::format("rank {}: {}", k, e.what()));
+    }
   };
   std::vector<std::thread> threads;
   threads.reserve(n);
@@ -102,7 +113,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
     if (!results[k]->ok()) return results[k]->status();  // the same on every rank: rank 0's
     const RankRunStats& r = results[k]->value();
     stats.bytes_moved += r.bytes_moved;
-    stats.bytes_sent += r.bytes_received;
+    stats.bytes_sent += r.bytes_received;  // as the staged path counts: the bytes that arrived as messages
     stats.peak_per_device[k] = r.peak_bytes;
     stats.peak_bytes = std::max(stats.peak_bytes, r.peak_bytes);
     for (size_t i = 0; i < stats.steps.size() && i < r.step_bytes_sent.size(); ++i) {

@@ -113,9 +113,15 @@ class MpiComm : public Comm {
   }
   ~MpiComm() override {
     if (Finalized()) return;
+    // Requests still pending (a run that failed midway): MPI may still read
+    // their count arrays and write their buffers, and freeing a collective's
+    // request is erroneous, so the table is left to them, on purpose.
     for (Pending& p : table_)
-      if (p.request != MPI_REQUEST_NULL) MPI_Request_free(&p.request);
-    MPI_Comm_free(&comm_);
+      if (p.request != MPI_REQUEST_NULL) {
+        (void)new std::vector<Pending>(std::move(table_));
+        break;
+      }
+    MPI_Comm_free(&comm_);  // deallocated once pending operations complete
   }
 
   std::string_view name() const override { return "mpi"; }
@@ -182,9 +188,13 @@ class MpiComm : public Comm {
     std::vector<int> indices(requests.size());
     int count = 0;
     const int n = static_cast<int>(reqs.size());
-    RESHARD_RETURN_IF_ERROR(
+    const Status waited =
         block ? MpiCall(MPI_Waitsome(n, reqs.data(), &count, indices.data(), MPI_STATUSES_IGNORE), "MPI_Waitsome")
-              : MpiCall(MPI_Testsome(n, reqs.data(), &count, indices.data(), MPI_STATUSES_IGNORE), "MPI_Testsome"));
+              : MpiCall(MPI_Testsome(n, reqs.data(), &count, indices.data(), MPI_STATUSES_IGNORE), "MPI_Testsome");
+    if (!waited.ok()) {
+      Sync(requests, reqs);
+      return waited;
+    }
     if (count == MPI_UNDEFINED) return Status::Ok();
     for (int k = 0; k < count; ++k) {
       const size_t i = static_cast<size_t>(indices[static_cast<size_t>(k)]);
@@ -194,12 +204,15 @@ class MpiComm : public Comm {
     return Status::Ok();
   }
   Status WaitAll(std::span<int64_t> requests) override {
-    std::vector<MPI_Request> reqs;
-    for (int64_t r : requests)
-      if (r != kNoRequest) reqs.push_back(table_[static_cast<size_t>(r)].request);
-    if (reqs.empty()) return Status::Ok();
-    RESHARD_RETURN_IF_ERROR(
-        MpiCall(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    std::vector<MPI_Request> reqs(requests.size(), MPI_REQUEST_NULL);
+    for (size_t k = 0; k < requests.size(); ++k)
+      if (requests[k] != kNoRequest) reqs[k] = table_[static_cast<size_t>(requests[k])].request;
+    const Status waited =
+        MpiCall(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+    if (!waited.ok()) {
+      Sync(requests, reqs);
+      return waited;
+    }
     for (int64_t& r : requests)
       if (r != kNoRequest) Release(r);
     return Status::Ok();
@@ -241,6 +254,16 @@ class MpiComm : public Comm {
     MPI_Request request = MPI_REQUEST_NULL;
     std::vector<int> ints[4];
   };
+
+  // After a failed wait, MPI has nulled the handles it completed in `reqs`:
+  // the table follows, so that only pending requests stay held.
+  void Sync(std::span<int64_t> requests, const std::vector<MPI_Request>& reqs) {
+    for (size_t k = 0; k < requests.size(); ++k)
+      if (requests[k] != kNoRequest) {
+        table_[static_cast<size_t>(requests[k])].request = reqs[k];
+        if (reqs[k] == MPI_REQUEST_NULL) Release(requests[k]);
+      }
+  }
 
   // A free slot of the table; `request` names it.
   Pending& Take(int64_t& request) {

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <mutex>
 
 #include "exec/copy_kernel.h"
+#include "exec/fingerprint.h"
+#include "exec/staging_cache.h"
 #include "reshard/host_buffer.h"
 
 namespace reshard {
@@ -18,13 +21,6 @@ int64_t Sum(const std::vector<int64_t>& counts) {
   int64_t n = 0;
   for (int64_t c : counts) n += c;
   return n;
-}
-
-uint64_t Mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull + (h >> 29); }
-
-uint64_t MixText(uint64_t h, std::string_view text) {
-  for (char c : text) h = Mix(h, static_cast<unsigned char>(c));
-  return Mix(h, text.size());
 }
 
 // What the ranks must share to run a plan together: each step's op, groups,
@@ -43,7 +39,8 @@ uint64_t PlanHash(const CollectivePlan& plan) {
       for (int32_t a : op.axes) h = Mix(h, static_cast<uint64_t>(a));
     }
   }
-  return h;
+  // The mesh orders the groups' members (the sub-groups' ranks).
+  return plan.mesh() ? MixText(h, plan.mesh()->ToString()) : h;
 }
 
 // The same of a compiled program: its layouts and each step's op and groups.
@@ -83,60 +80,6 @@ void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
     if (p.Packs(m)) RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send);
 }
 
-// Staging that outlives one RankReshard, as COSTA keeps its staging in a
-// process-wide context: the buffers of an object that is destroyed wait here
-// for the next one, so a reshard created for every call (as
-// costa::transform plans in every call) does not take fresh memory each
-// time, with its page faults and, for huge pages, the kernel's compaction.
-// Only large buffers are kept (small ones malloc cheaply), the largest
-// kKept of them; FreeCachedStaging empties it. Thread-safe: threads as ranks
-// create and destroy their objects at once.
-class StagingCache {
- public:
-  static StagingCache& Instance() {
-    static StagingCache* cache = new StagingCache();  // never destroyed: objects may outlive static destruction order
-    return *cache;
-  }
-  // The smallest kept buffer of at least `bytes`, or a new one.
-  HostBuffer Take(int64_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto best = kept_.end();
-      for (auto it = kept_.begin(); it != kept_.end(); ++it)
-        if (it->size() >= bytes && (best == kept_.end() || it->size() < best->size())) best = it;
-      if (best != kept_.end()) {
-        HostBuffer b = std::move(*best);
-        kept_.erase(best);
-        return b;
-      }
-    }
-    return HostBuffer(bytes);
-  }
-  void Give(HostBuffer b) {
-    if (b.size() < kMinBytes) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    kept_.push_back(std::move(b));
-    std::sort(kept_.begin(), kept_.end(), [](const HostBuffer& x, const HostBuffer& y) { return x.size() > y.size(); });
-    while (kept_.size() > kKept) kept_.pop_back();
-  }
-  void Clear() {
-    std::vector<HostBuffer> gone;
-    std::lock_guard<std::mutex> lock(mu_);
-    gone.swap(kept_);
-  }
-
- private:
-  static constexpr size_t kKept = 4;                     // a send, a receive and two intermediate buffers
-  static constexpr int64_t kMinBytes = int64_t{2} << 20;  // a huge page
-  std::mutex mu_;
-  std::vector<HostBuffer> kept_;
-};
-
-void Grow(HostBuffer& b, int64_t bytes) {
-  if (b.size() >= bytes) return;
-  StagingCache::Instance().Give(std::move(b));
-  b = StagingCache::Instance().Take(bytes);
-}
 
 // Whether ops [begin, end) of `p` (one message) fill its staged bytes in
 // order, each op one contiguous span of them, so that the ops' elements
@@ -216,23 +159,52 @@ struct RankReshard::State {
   std::vector<StepRun> steps;
   std::vector<std::string> ops;
   int64_t source_bytes = 0, target_bytes = 0, peak_bytes = 0;
-  // Staging, and intermediate layouts' buffers (alternating). Sized at
-  // creation (from the staging cache where it holds one large enough), first
-  // touched by the first Execute; given back to the cache on destruction.
-  HostBuffer send, recv, between[2];
+  // Staging, and intermediate layouts' buffers (alternating), with the bytes
+  // the plan needs of each (a buffer from the staging cache may be larger).
+  // Sized at creation; given back to the cache on destruction.
+  struct Staging {
+    HostBuffer buffer;
+    int64_t need = 0;
+    std::byte* data() { return buffer.data(); }
+  };
+  Staging send, recv, between[2];
+  Status allocated = Status::Ok();  // the first allocation that failed, agreed at the end of Prepare
+  // A failed Execute may leave messages in flight into the buffers: they
+  // are then never reused (nor freed), and the object runs no more.
+  bool failed = false;
 
   ~State() {
-    for (HostBuffer* b : {&send, &recv, &between[0], &between[1]}) StagingCache::Instance().Give(std::move(*b));
+    for (Staging* b : {&send, &recv, &between[0], &between[1]}) {
+      if (failed)
+        (void)new HostBuffer(std::move(b->buffer));  // leaked on purpose: a pending receive may still write it
+      else
+        StagingCache::Instance().Give(std::move(b->buffer));
+    }
+  }
+  // Makes `b` hold at least `bytes`; an allocation that fails is kept in
+  // `allocated` (every rank goes on to the same collectives, then agrees).
+  void Grow(Staging& b, int64_t bytes) {
+    b.need = std::max(b.need, bytes);
+    if (b.buffer.size() >= bytes) return;
+    try {
+      HostBuffer fresh = StagingCache::Instance().Take(bytes);
+      StagingCache::Instance().Give(std::move(b.buffer));
+      b.buffer = std::move(fresh);
+    } catch (const std::bad_alloc&) {
+      if (allocated.ok())
+        allocated = Status::Unavailable(fmt::format("could not allocate {} bytes of staging", bytes));
+    }
   }
 
-  int64_t DeviceOfRank(int r) const {
-    return rank_is_index ? program->devices()[static_cast<size_t>(r)] : static_cast<int64_t>(r);
-  }
-  int RankOfIndex(int64_t index) const {
+  // The rank of the device at `index` of the program's devices.
+  int PeerRank(int64_t index) const {
     return rank_is_index ? static_cast<int>(index) : static_cast<int>(program->devices()[static_cast<size_t>(index)]);
   }
   // Checks that every rank passed the same layouts and options (`hash` of them).
   Status Begin(std::unique_ptr<Comm> c, const RankOptions& o, uint64_t hash);
+  // Compiles this rank's part (device d is rank d), then Prepare.
+  Status CompileOwnPart(const Layout& source, const Layout& target, std::vector<std::string> step_ops,
+                        const std::function<Result<PlanProgram>(const CompileOptions&)>& compile);
   // Picks each step's transport and sizes the buffers.
   Status Prepare();
   // Moves a structured step onto its groups' sub-groups where its messages
@@ -247,6 +219,8 @@ struct RankReshard::State {
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  Result<RankRunStats> Run(std::span<const std::byte> source, std::span<std::byte> target, const AfterStep& after_step);
+  bool clean_error = false;  // the last Run's error came from an agreement, with nothing in flight
 };
 
 namespace {
@@ -297,14 +271,14 @@ Status RankReshard::State::Begin(std::unique_ptr<Comm> c, const RankOptions& o, 
 Status RankReshard::State::Prepare() {
   const PlanProgram& pp = *program;
   const int64_t me = rank_is_index ? rank : pp.IndexOf(rank);
-  int64_t send_max = 0, recv_max = 0, between_max = 0;
+  int64_t send_max = 0, recv_max = 0;
   for (size_t i = 0; i < pp.steps().size(); ++i) {
     const StepProgram& sp = pp.steps()[i];
     StepRun& s = steps.emplace_back();  // owned from here: its box messages and groups are freed with the state
     s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
     const DeviceProgram& p = *s.program;
-    for (int64_t peer : p.send_peer) s.send_rank.push_back(RankOfIndex(peer));
-    for (int64_t peer : p.recv_peer) s.recv_rank.push_back(RankOfIndex(peer));
+    for (int64_t peer : p.send_peer) s.send_rank.push_back(PeerRank(peer));
+    for (int64_t peer : p.recv_peer) s.recv_rank.push_back(PeerRank(peer));
     for (size_t m = 0; m < s.send_rank.size(); ++m) s.send_order.push_back(m);
     std::stable_sort(s.send_order.begin(), s.send_order.end(), [&](size_t a, size_t b) {
       return (s.send_rank[a] - rank + size) % size < (s.send_rank[b] - rank + size) % size;
@@ -350,15 +324,12 @@ Status RankReshard::State::Prepare() {
     }
     if (i == 0) source_bytes = p.input_bytes;
     if (i + 1 == pp.steps().size()) target_bytes = p.output_bytes;
-    if (i + 1 < pp.steps().size()) {
-      Grow(between[i % 2], p.output_bytes);
-      between_max = std::max(between_max, p.output_bytes);
-    }
+    if (i + 1 < pp.steps().size()) Grow(between[i % 2], p.output_bytes);
   }
   Grow(send, send_max);
   Grow(recv, recv_max);  // an all-gather may have asked for more already
-  peak_bytes = source_bytes + target_bytes + send.size() + recv.size() + between[0].size() + between[1].size();
-  return Status::Ok();
+  peak_bytes = source_bytes + target_bytes + send.need + recv.need + between[0].need + between[1].need;
+  return AgreeStatus(*comm, allocated);
 }
 
 Result<bool> RankReshard::State::AllInOrder(const StepRun& s) {
@@ -405,6 +376,10 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     whole = p.pack_begin[m + 1] == b + 1 && p.pack.ops[static_cast<size_t>(b)].num_dims == 0 &&
             p.pack.ops[static_cast<size_t>(b)].src_offset == 0 && p.send_count[m] == p.input_bytes;
   }
+  // The gathered buffer holds every member's input: one call must carry it.
+  int64_t gathered = p.input_bytes;
+  for (int64_t c : p.recv_count) gathered += c;
+  whole = whole && gathered <= comm->max_count();
   int64_t all[2] = {inside ? 1 : 0, whole ? 1 : 0};
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(all, Comm::ReduceOp::kMin));
   if (all[0] == 0) return Status::Ok();  // some message crosses groups: the whole Comm it is
@@ -429,7 +404,6 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
       s.recv_displs[k] = at;
       at += s.recv_counts[k];
     }
-    if (at > comm->max_count()) return Status::Internal("an all-gather's gathered buffer exceeds what one call carries");
     for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_base.push_back(s.recv_displs[member_of(s.recv_rank[m])]);
     Grow(recv, at);
     return Status::Ok();
@@ -567,6 +541,25 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
   return comm->WaitAll(std::span<int64_t>(sends.data() + completed, sends.size() - completed));
 }
 
+Status RankReshard::State::CompileOwnPart(const Layout& source, const Layout& target, std::vector<std::string> step_ops,
+                                          const std::function<Result<PlanProgram>(const CompileOptions&)>& compile) {
+  // Every layout device must be a rank: the same answer on every rank, as the layouts agree.
+  for (const Layout* l : {&source, &target})
+    if (!l->devices().empty() && l->devices().back() >= size)
+      return Status::InvalidArgument(
+          fmt::format("the layouts name device {}, but the communicator has {} ranks", l->devices().back(), size));
+  CompileOptions co;
+  co.only_device = rank;
+  co.source_format = options.source_format;
+  co.target_format = options.target_format;
+  Result<PlanProgram> compiled = compile(co);
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(*comm, compiled.status()));
+  owned = std::make_unique<PlanProgram>(std::move(compiled).value());
+  program = owned.get();
+  ops = std::move(step_ops);
+  return Prepare();
+}
+
 Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const Layout& source, const Layout& target,
                                         const RankOptions& options) {
   auto st = std::make_unique<State>();
@@ -582,24 +575,10 @@ Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const Layout
     std::unique_ptr<Comm> c = std::move(st->comm);
     return Create(std::move(c), planned->plan, o);
   }
-  // Every layout device must be a rank: the same answer on every rank, as the layouts agree.
-  for (const Layout* l : {&source, &target})
-    if (!l->devices().empty() && l->devices().back() >= st->size)
-      return Status::InvalidArgument(fmt::format("the layouts name device {}, but the communicator has {} ranks",
-                                                 l->devices().back(), st->size));
-  CompileOptions co;
-  co.only_device = st->rank;
-  co.source_format = options.source_format;
-  co.target_format = options.target_format;
-  Result<PlanProgram> compiled = [&]() -> Result<PlanProgram> {
+  RESHARD_RETURN_IF_ERROR(st->CompileOwnPart(source, target, {"exchange"}, [&](const CompileOptions& co) -> Result<PlanProgram> {
     RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(source, target));
     return PlanProgram::Compile(ex, co);
-  }();
-  RESHARD_RETURN_IF_ERROR(AgreeStatus(*st->comm, compiled.status()));
-  st->owned = std::make_unique<PlanProgram>(std::move(compiled).value());
-  st->program = st->owned.get();
-  st->ops = {"exchange"};
-  RESHARD_RETURN_IF_ERROR(st->Prepare());
+  }));
   return RankReshard(std::move(st));
 }
 
@@ -609,20 +588,8 @@ Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const Collec
   RankOptions o = options;
   o.planner.reset();  // the plan is given
   RESHARD_RETURN_IF_ERROR(st->Begin(std::move(comm), o, PlanHash(plan)));
-  for (const Layout* l : {&plan.source(), &plan.target()})
-    if (!l->devices().empty() && l->devices().back() >= st->size)
-      return Status::InvalidArgument(fmt::format("the layouts name device {}, but the communicator has {} ranks",
-                                                 l->devices().back(), st->size));
-  CompileOptions co;
-  co.only_device = st->rank;
-  co.source_format = options.source_format;
-  co.target_format = options.target_format;
-  Result<PlanProgram> compiled = PlanProgram::Compile(plan, co);
-  RESHARD_RETURN_IF_ERROR(AgreeStatus(*st->comm, compiled.status()));
-  st->owned = std::make_unique<PlanProgram>(std::move(compiled).value());
-  st->program = st->owned.get();
-  st->ops = plan.OpNames();
-  RESHARD_RETURN_IF_ERROR(st->Prepare());
+  RESHARD_RETURN_IF_ERROR(st->CompileOwnPart(plan.source(), plan.target(), plan.OpNames(),
+                                             [&](const CompileOptions& co) { return PlanProgram::Compile(plan, co); }));
   return RankReshard(std::move(st));
 }
 
@@ -669,6 +636,17 @@ std::vector<std::string> RankReshard::step_transports() const {
 Result<RankRunStats> RankReshard::Execute(std::span<const std::byte> source, std::span<std::byte> target,
                                           const AfterStep& after_step) {
   State& st = *state_;
+  if (st.failed) return Status::Internal("an earlier Execute of this object failed; it runs no more");
+  Result<RankRunStats> r = st.Run(source, target, after_step);
+  // An error agreed by every rank before any message moved leaves the object usable.
+  if (!r.ok() && !st.clean_error) st.failed = true;
+  return r;
+}
+
+Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, std::span<std::byte> target,
+                                             const AfterStep& after_step) {
+  State& st = *this;
+  st.clean_error = false;
   Status sizes = Status::Ok();
   if (static_cast<int64_t>(source.size()) != st.source_bytes)
     sizes = Status::InvalidArgument(
@@ -676,7 +654,9 @@ Result<RankRunStats> RankReshard::Execute(std::span<const std::byte> source, std
   else if (static_cast<int64_t>(target.size()) != st.target_bytes)
     sizes = Status::InvalidArgument(
         fmt::format("its target buffer holds {} bytes; its part of the target layout needs {}", target.size(), st.target_bytes));
+  st.clean_error = true;
   RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, sizes));
+  st.clean_error = false;
   const auto start = std::chrono::steady_clock::now();
   RankRunStats stats;
   stats.peak_bytes = st.peak_bytes;
@@ -697,7 +677,9 @@ Result<RankRunStats> RankReshard::Execute(std::span<const std::byte> source, std
     stats.bytes_received += s.program->recv_bytes;
     if (after_step) {
       Status hook = after_step(i, std::span<const std::byte>(out, static_cast<size_t>(s.program->output_bytes)));
+      st.clean_error = true;  // between steps nothing is in flight
       RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, hook));
+      st.clean_error = false;
     }
     in = out;
   }

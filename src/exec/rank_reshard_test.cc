@@ -85,6 +85,54 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
   EXPECT_EQ(transports, std::vector<std::string>{"allgatherv over groups"});
 }
 
+// A backend whose calls carry at most `limit` bytes (as MPI's int counts),
+// over threads as ranks.
+class Limited : public Comm {
+ public:
+  Limited(std::unique_ptr<Comm> inner, int64_t limit) : inner_(std::move(inner)), limit_(limit) {}
+  std::string_view name() const override { return "limited"; }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  int64_t max_count() const override { return limit_; }
+  Status AllReduce(std::span<int64_t> v, ReduceOp op) override { return inner_->AllReduce(v, op); }
+  Status AllGather(std::span<const uint64_t> mine, std::span<uint64_t> all) override { return inner_->AllGather(mine, all); }
+  Status Broadcast(std::span<std::byte> bytes, int root) override { return inner_->Broadcast(bytes, root); }
+  Status Barrier() override { return inner_->Barrier(); }
+  Result<std::unique_ptr<Comm>> Split(int color, int key) override { return inner_->Split(color, key); }
+  Status StartAlltoallv(const std::byte* send, std::span<const int64_t> sc, std::span<const int64_t> sd, std::byte* recv,
+                        std::span<const int64_t> rc, std::span<const int64_t> rd, int64_t& request) override {
+    return inner_->StartAlltoallv(send, sc, sd, recv, rc, rd, request);
+  }
+  Status StartAllgatherv(const std::byte* send, int64_t bytes, std::byte* recv, std::span<const int64_t> rc,
+                         std::span<const int64_t> rd, int64_t& request) override {
+    return inner_->StartAllgatherv(send, bytes, recv, rc, rd, request);
+  }
+  Status StartSend(const std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartSend(d, b, peer, r); }
+  Status StartRecv(std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartRecv(d, b, peer, r); }
+  Status WaitSome(std::span<int64_t> r, bool block, std::vector<int>& done) override { return inner_->WaitSome(r, block, done); }
+  Status WaitAll(std::span<int64_t> r) override { return inner_->WaitAll(r); }
+
+ private:
+  std::unique_ptr<Comm> inner_;
+  int64_t limit_;
+};
+
+// An all-gather whose gathered buffer one call cannot carry (each member's
+// 2048 bytes fit a 3000-byte call, the 4096 gathered do not) runs as an
+// all-to-all-v over its groups instead, on every rank alike.
+TEST(RankReshard, AnAllGatherTooLargeForOneCallRunsAsAnAllToAll) {
+  const Layout source = Canonical("P('y', None, 'x')"), gathered = Canonical("P(None, None, 'x')");
+  RankOptions o;
+  o.planner = PlannerOptions{};
+  o.planner->meshes = {XY()};
+  std::vector<std::string> transports;
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::make_unique<Limited>(std::move(c), 3000), source, gathered, o, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"alltoallv over groups"});
+}
+
 TEST(RankReshard, MessagesAboveTheLimitGoAsChunks) {
   const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
   RankOptions o;
