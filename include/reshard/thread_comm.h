@@ -9,16 +9,26 @@
 // Collectives meet at a barrier: every rank posts its buffers, waits for the
 // others, copies what it receives straight from the senders' buffers, and
 // waits again before returning, so the Start* collectives complete at once
-// (their request is kNoRequest). Point-to-point sends are buffered (the
-// message is copied into the receiver's mailbox; the send completes at
-// once); receives complete in Wait*, matched in the order each pair sent.
-// Split makes a new group of threads with its own barrier and mailboxes.
+// (their request is kNoRequest). Point-to-point sends are unbuffered, as
+// strict as MPI allows: StartSend records the sender's pointer (no copy) and
+// gives a request; the bytes are copied straight from the sender's buffer
+// into the receiver's when the send meets its receive, and only then do
+// both requests complete. So a send buffer rewritten or freed before its
+// request completes shows here as it would under MPI. Matching makes
+// progress from either side: StartRecv takes the oldest queued send from
+// its peer, StartSend the oldest pending receive of its receiver from this
+// rank, and Wait* match what is left; between one pair, sends and receives
+// match in the order each side started them. A send never received keeps
+// its sender waiting until the timeout below. Start* on a broken group
+// returns its Internal; a destroyed comm's unmatched sends and receives are
+// dropped, never touched again.
+// Split makes a new group of threads with its own barrier and channels.
 //
 // Never a hang: a rank that waits longer than `timeout_seconds` at a barrier
 // or for a message breaks its group, and every wait of that group, now or
 // later, returns Internal ("rank K waited ... s for ..."). A message whose
 // size differs from the receive's is Internal on the receiver, as MPI's
-// truncation error is.
+// truncation error is; the sender's request completes with Ok.
 //
 // Thread safety: each Comm belongs to one thread; the comms of one group
 // share state under a lock.

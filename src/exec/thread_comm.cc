@@ -1,6 +1,8 @@
 // Threads as ranks (thread_comm.h): the comms of one group share a Group (a
-// lock, a generation-counting barrier, per-rank post slots and mailboxes);
-// collectives are post, barrier, copy from the senders, barrier.
+// lock, a generation-counting barrier, per-rank post slots, per-pair channels
+// of unmatched sends and receives, per-rank requests); collectives are post,
+// barrier, copy from the senders, barrier; a point-to-point message is copied
+// once, straight from the sender's buffer, when a send meets its receive.
 #include "reshard/thread_comm.h"
 
 #include <fmt/format.h>
@@ -33,11 +35,35 @@ struct Post {
   int color = -1, key = 0;
 };
 
+// A point-to-point send or receive not yet matched: the caller's buffer
+// (never copied before the match) and the request it completes.
+template <typename Byte>
+struct Pending {
+  Byte* data;
+  int64_t bytes;
+  int64_t request;
+};
+
+// The unmatched sends and receives of one (receiver, sender) pair. Each
+// Start* matches what it can at once, so at most one side is non-empty.
+struct Channel {
+  std::deque<Pending<const std::byte>> sends;
+  std::deque<Pending<std::byte>> receives;
+};
+
+// One point-to-point request's state.
+struct Request {
+  int peer;
+  bool send;
+  bool complete = false;
+  Status status = Status::Ok();  // of a complete request
+};
+
 // The state the comms of one group share, all under `mu`.
 struct Group {
   Group(int size, double timeout_seconds)
       : size(size), timeout_seconds(timeout_seconds), posts(static_cast<size_t>(size)),
-        mailboxes(static_cast<size_t>(size)) {}
+        channels(static_cast<size_t>(size)), requests(static_cast<size_t>(size)) {}
 
   Clock::time_point Deadline() const {
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
@@ -84,16 +110,32 @@ struct Group {
   std::vector<Post> posts;
   // The new groups of the Split under way, by the parent rank of each one's rank 0.
   std::unordered_map<int, std::shared_ptr<Group>> split_groups;
-  // mailboxes[receiver][sender]: the messages sent and not yet received,
-  // oldest first; a sender's entry exists once it has sent (a group of N
-  // ranks holds no N x N queues).
-  std::vector<std::map<int, std::deque<std::vector<std::byte>>>> mailboxes;
+  // channels[receiver][sender]: the sends and receives of that pair not yet
+  // matched, oldest first; an entry exists once the pair has sent or
+  // received (a group of N ranks holds no N x N queues).
+  std::vector<std::map<int, Channel>> channels;
+  // requests[rank]: that rank's point-to-point requests started and not yet
+  // waited for; the peer completes them as it matches.
+  std::vector<std::unordered_map<int64_t, Request>> requests;
 };
 
 class ThreadComm final : public Comm {
  public:
   ThreadComm(std::shared_ptr<Group> group, int rank)
       : group_(std::move(group)), rank_(rank) {}
+
+  // Forgets this rank's unmatched sends and receives, so no peer ever reads
+  // or writes a buffer of a comm that is gone (after a failed wait).
+  ~ThreadComm() override {
+    Group& g = *group_;
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (auto& from : g.channels) {
+      auto it = from.find(rank_);
+      if (it != from.end()) it->second.sends.clear();
+    }
+    g.channels[static_cast<size_t>(rank_)].clear();
+    g.requests[static_cast<size_t>(rank_)].clear();
+  }
 
   std::string_view name() const override { return "threads"; }
   int rank() const override { return rank_; }
@@ -224,22 +266,33 @@ class ThreadComm final : public Comm {
     });
   }
 
+  // Unbuffered, as strict as MPI allows: the send only records the
+  // sender's pointer; its bytes are copied when a receive matches it.
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
     request = kNoRequest;
     RESHARD_RETURN_IF_ERROR(CheckPeer("StartSend", peer, bytes));
-    std::vector<std::byte> message(data, data + bytes);
-    std::lock_guard<std::mutex> lock(group_->mu);
-    group_->mailboxes[static_cast<size_t>(peer)][rank_].push_back(std::move(message));
-    group_->cv.notify_all();
+    Group& g = *group_;
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.broken) return Status::Internal(g.broken_message);
+    request = next_request_++;
+    g.requests[static_cast<size_t>(rank_)].emplace(request, Request{.peer = peer, .send = true});
+    Channel& c = g.channels[static_cast<size_t>(peer)][rank_];
+    c.sends.push_back(Pending<const std::byte>{.data = data, .bytes = bytes, .request = request});
+    Match(peer, rank_, c);
     return Status::Ok();
   }
 
   Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) override {
     request = kNoRequest;
     RESHARD_RETURN_IF_ERROR(CheckPeer("StartRecv", peer, bytes));
+    Group& g = *group_;
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.broken) return Status::Internal(g.broken_message);
     request = next_request_++;
-    receives_.emplace(request, Receive{.data = data, .bytes = bytes, .peer = peer});
-    receives_by_peer_[peer].push_back(request);
+    g.requests[static_cast<size_t>(rank_)].emplace(request, Request{.peer = peer, .send = false});
+    Channel& c = g.channels[static_cast<size_t>(rank_)][peer];
+    c.receives.push_back(Pending<std::byte>{.data = data, .bytes = bytes, .request = request});
+    Match(rank_, peer, c);
     return Status::Ok();
   }
 
@@ -248,12 +301,12 @@ class ThreadComm final : public Comm {
     std::unique_lock<std::mutex> lock(group_->mu);
     Clock::time_point deadline = group_->Deadline();
     while (true) {
-      MatchMessages();
+      MatchMine();
       RESHARD_RETURN_IF_ERROR(Collect(requests, done));
       if (!block || done.size() > done_before) return Status::Ok();
       const auto waiting = std::find_if(requests.begin(), requests.end(), [](int64_t r) { return r != kNoRequest; });
       if (waiting == requests.end()) return Status::Ok();
-      RESHARD_RETURN_IF_ERROR(AwaitMessage(lock, deadline, *waiting));
+      RESHARD_RETURN_IF_ERROR(AwaitProgress(lock, deadline, requests, *waiting));
     }
   }
 
@@ -262,26 +315,18 @@ class ThreadComm final : public Comm {
     std::unique_lock<std::mutex> lock(group_->mu);
     Clock::time_point deadline = group_->Deadline();
     while (true) {
-      MatchMessages();
+      MatchMine();
       const size_t done_before = done.size();
       RESHARD_RETURN_IF_ERROR(Collect(requests, done));
-      // A wait is too long when nothing arrives for timeout_seconds, not when a long exchange takes that in all.
+      // A wait is too long when nothing completes for timeout_seconds, not when a long exchange takes that in all.
       if (done.size() > done_before) deadline = group_->Deadline();
       const auto waiting = std::find_if(requests.begin(), requests.end(), [](int64_t r) { return r != kNoRequest; });
       if (waiting == requests.end()) return Status::Ok();
-      RESHARD_RETURN_IF_ERROR(AwaitMessage(lock, deadline, *waiting));
+      RESHARD_RETURN_IF_ERROR(AwaitProgress(lock, deadline, requests, *waiting));
     }
   }
 
  private:
-  struct Receive {
-    std::byte* data;
-    int64_t bytes;
-    int peer;
-    bool complete = false;
-    Status status = Status::Ok();  // of a complete receive
-  };
-
   static void Copy(void* to, const void* from, int64_t bytes) {
     if (bytes > 0) std::memcpy(to, from, static_cast<size_t>(bytes));  // memcpy of null pointers is undefined even for 0 bytes
   }
@@ -311,67 +356,83 @@ class ThreadComm final : public Comm {
     return read_status.ok() ? second : read_status;
   }
 
-  // Matches this rank's mailboxes to its pending receives, each peer's in
-  // order; how many it completed. REQUIRES: the group lock held.
-  int MatchMessages() {
-    int matched = 0;
-    auto& mailbox = group_->mailboxes[static_cast<size_t>(rank_)];
-    for (auto& [peer, messages] : mailbox) {
-      auto it = receives_by_peer_.find(peer);
-      if (it == receives_by_peer_.end()) continue;
-      std::deque<int64_t>& pending = it->second;
-      while (!messages.empty() && !pending.empty()) {
-        Receive& r = receives_.at(pending.front());
-        const std::vector<std::byte>& m = messages.front();
-        if (static_cast<int64_t>(m.size()) != r.bytes) {
-          r.status = Status::Internal(
-              fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_, r.bytes, peer, m.size()));
-        } else {
-          Copy(r.data, m.data(), r.bytes);
-        }
-        r.complete = true;
-        messages.pop_front();
-        pending.pop_front();
-        ++matched;
+  // Matches the channel from `sender` to `receiver`, oldest send to oldest
+  // receive, copying each send's bytes from the sender's buffer into the
+  // receiver's and completing both requests; a size mismatch fails the
+  // receive (Internal) and completes the send with Ok, as MPI's truncation
+  // error is the receiver's. REQUIRES: the group lock held.
+  void Match(int receiver, int sender, Channel& c) {
+    Group& g = *group_;
+    bool matched = false;
+    while (!c.sends.empty() && !c.receives.empty()) {
+      const Pending<const std::byte> send = c.sends.front();
+      const Pending<std::byte> receive = c.receives.front();
+      c.sends.pop_front();
+      c.receives.pop_front();
+      Request& r = g.requests[static_cast<size_t>(receiver)].at(receive.request);
+      if (send.bytes != receive.bytes) {
+        r.status = Status::Internal(fmt::format("rank {} expected {} bytes from rank {}, which sent {}", receiver,
+                                                receive.bytes, sender, send.bytes));
+      } else {
+        Copy(receive.data, send.data, send.bytes);
       }
+      r.complete = true;
+      g.requests[static_cast<size_t>(sender)].at(send.request).complete = true;
+      matched = true;
     }
-    return matched;
+    if (matched) g.cv.notify_all();
   }
 
-  // Moves the complete receives among `requests` to `done`; the first failed
-  // one's status, if any.
+  // Matches every channel into this rank (each Start* matched what it could
+  // already; this only keeps the waits making progress on their own).
+  // REQUIRES: the group lock held.
+  void MatchMine() {
+    for (auto& [sender, c] : group_->channels[static_cast<size_t>(rank_)]) Match(rank_, sender, c);
+  }
+
+  // Moves the complete requests among `requests` to `done`; the first failed
+  // one's status, if any. REQUIRES: the group lock held.
   Status Collect(std::span<int64_t> requests, std::vector<int>& done) {
+    auto& mine = group_->requests[static_cast<size_t>(rank_)];
     Status first_error;
     for (size_t i = 0; i < requests.size(); ++i) {
       if (requests[i] == kNoRequest) continue;
-      auto it = receives_.find(requests[i]);
-      if (it == receives_.end()) return Status::Internal(fmt::format("rank {}: no request {}", rank_, requests[i]));
+      auto it = mine.find(requests[i]);
+      if (it == mine.end()) return Status::Internal(fmt::format("rank {}: no request {}", rank_, requests[i]));
       if (!it->second.complete) continue;
       if (first_error.ok()) first_error = it->second.status;
-      receives_.erase(it);
+      mine.erase(it);
       requests[i] = kNoRequest;
       done.push_back(static_cast<int>(i));
     }
     return first_error;
   }
 
-  // Waits for a message or until `deadline`, then breaks the group naming
-  // `request`'s peer. REQUIRES: `lock` holds the group lock.
-  Status AwaitMessage(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, int64_t request) {
+  // Waits for any progress or until `deadline`; then, unless one of
+  // `requests` completed as the time ran out, breaks the group naming what
+  // `request` waits for. REQUIRES: `lock` holds the group lock.
+  Status AwaitProgress(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, std::span<const int64_t> requests,
+                       int64_t request) {
     Group& g = *group_;
     if (g.broken) return Status::Internal(g.broken_message);
     if (g.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-      if (MatchMessages() > 0) return Status::Ok();  // one came as the time ran out
-      return g.Break(rank_, fmt::format("a message from rank {}", receives_.at(request).peer));
+      MatchMine();
+      const auto& mine = g.requests[static_cast<size_t>(rank_)];
+      for (int64_t r : requests) {
+        if (r == kNoRequest) continue;
+        auto it = mine.find(r);
+        if (it != mine.end() && it->second.complete) return Status::Ok();  // one completed as the time ran out
+      }
+      const Request& r = mine.at(request);
+      return g.Break(rank_, r.send ? fmt::format("rank {} to receive a message", r.peer)
+                                   : fmt::format("a message from rank {}", r.peer));
     }
     return g.broken ? Status::Internal(g.broken_message) : Status::Ok();
   }
 
   std::shared_ptr<Group> group_;
   const int rank_;
-  int64_t next_request_ = 0;
-  std::unordered_map<int64_t, Receive> receives_;    // started and not yet waited for
-  std::map<int, std::deque<int64_t>> receives_by_peer_;  // the incomplete ones, in the order started
+  int64_t next_request_ = 0;  // only this rank's thread starts requests
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -117,12 +118,12 @@ TEST(ThreadComm, SplitRanksByKeyThenParentRank) {
     int64_t parent_ranks = comm.rank();
     ASSERT_TRUE(sub.AllReduce(std::span<int64_t>(&parent_ranks, 1), Comm::ReduceOp::kSum).ok());
     EXPECT_EQ(parent_ranks, comm.rank() % 2 == 0 ? 0 + 2 + 4 + 6 : 1 + 3 + 5 + 7);
-    int64_t request = kNoRequest;
+    int64_t requests[2] = {kNoRequest, kNoRequest};
     const std::byte token{static_cast<unsigned char>(comm.rank())};
     std::byte got{0xff};
-    ASSERT_TRUE(sub.StartSend(&token, 1, (sub.rank() + 1) % 4, request).ok());
-    ASSERT_TRUE(sub.StartRecv(&got, 1, (sub.rank() + 3) % 4, request).ok());
-    ASSERT_TRUE(sub.Wait(request).ok());
+    ASSERT_TRUE(sub.StartSend(&token, 1, (sub.rank() + 1) % 4, requests[0]).ok());
+    ASSERT_TRUE(sub.StartRecv(&got, 1, (sub.rank() + 3) % 4, requests[1]).ok());
+    ASSERT_TRUE(sub.WaitAll(requests).ok());
     EXPECT_EQ(static_cast<int>(got), (comm.rank() + 6) % 8);  // the previous member of the same half
   });
 }
@@ -217,35 +218,127 @@ TEST(ThreadComm, Allgatherv) {
 
 TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
-  RunRanks(2, [&](Comm& comm) {
-    if (comm.rank() == 0) {
-      // Buffered: each send completes at once and may reuse its buffer.
-      for (size_t i = 0; i < sizes.size(); ++i) {
-        std::vector<std::byte> chunk = Bytes(sizes[i], static_cast<int>(i));
-        int64_t request = 9;
-        ASSERT_TRUE(comm.StartSend(chunk.data(), sizes[i], 1, request).ok());
-        EXPECT_EQ(request, kNoRequest);
-        std::fill(chunk.begin(), chunk.end(), std::byte{0});
+  for (const bool receives_first : {false, true}) {
+    RunRanks(2, [&](Comm& comm) {
+      if (comm.rank() == 0) {
+        if (receives_first) {
+          ASSERT_TRUE(comm.Barrier().ok());
+        }
+        std::vector<std::vector<std::byte>> chunks;
+        std::vector<int64_t> requests;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          chunks.push_back(Bytes(sizes[i], static_cast<int>(i)));
+          requests.push_back(kNoRequest);
+          ASSERT_TRUE(comm.StartSend(chunks.back().data(), sizes[i], 1, requests.back()).ok());
+          EXPECT_GE(requests.back(), 0);
+        }
+        if (!receives_first) {
+          ASSERT_TRUE(comm.Barrier().ok());
+        }
+        // Unbuffered: a chunk's buffer is the sender's again only once its send completed.
+        ASSERT_TRUE(comm.WaitAll(requests).ok());
+        for (std::vector<std::byte>& chunk : chunks) std::fill(chunk.begin(), chunk.end(), std::byte{0});
+        return;
       }
+      if (!receives_first) {
+        ASSERT_TRUE(comm.Barrier().ok());
+      }
+      std::vector<std::vector<std::byte>> got;
+      std::vector<int64_t> requests;
+      for (int64_t size : sizes) {
+        got.emplace_back(static_cast<size_t>(size));
+        requests.push_back(kNoRequest);
+        ASSERT_TRUE(comm.StartRecv(got.back().data(), size, 0, requests.back()).ok());
+        EXPECT_GE(requests.back(), 0);
+      }
+      if (receives_first) {
+        ASSERT_TRUE(comm.Barrier().ok());
+      }
+      // Waiting for the last one alone still matches the earlier ones first.
+      ASSERT_TRUE(comm.Wait(requests.back()).ok());
+      EXPECT_EQ(requests.back(), kNoRequest);
+      EXPECT_EQ(got.back(), Bytes(sizes.back(), static_cast<int>(sizes.size() - 1)));
+      ASSERT_TRUE(comm.WaitAll(requests).ok());
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_EQ(requests[i], kNoRequest);
+        EXPECT_EQ(got[i], Bytes(sizes[i], static_cast<int>(i))) << "message " << i << (receives_first ? ", receives first" : "");
+      }
+    });
+  }
+}
+
+TEST(ThreadComm, ASendIsPendingUntilTheReceiverPostsItsReceive) {
+  RunRanks(2, [](Comm& comm) {
+    std::vector<std::byte> data = comm.rank() == 0 ? Bytes(16, 3) : std::vector<std::byte>(16);
+    int64_t request = kNoRequest;
+    std::vector<int> done;
+    if (comm.rank() == 0) {
+      ASSERT_TRUE(comm.StartSend(data.data(), 16, 1, request).ok());
+      EXPECT_GE(request, 0);
+      ASSERT_TRUE(comm.WaitSome(std::span<int64_t>(&request, 1), false, done).ok());
+      EXPECT_TRUE(done.empty());  // no receive yet: not copied, not complete
+      ASSERT_TRUE(comm.Barrier().ok());
+      ASSERT_TRUE(comm.Barrier().ok());  // rank 1 has posted its receive
+      ASSERT_TRUE(comm.WaitSome(std::span<int64_t>(&request, 1), false, done).ok());
+      EXPECT_EQ(done, std::vector<int>{0});
+      EXPECT_EQ(request, kNoRequest);
       return;
     }
-    std::vector<std::vector<std::byte>> got;
-    std::vector<int64_t> requests;
-    for (int64_t size : sizes) {
-      got.emplace_back(static_cast<size_t>(size));
-      requests.push_back(kNoRequest);
-      ASSERT_TRUE(comm.StartRecv(got.back().data(), size, 0, requests.back()).ok());
-      EXPECT_GE(requests.back(), 0);
+    ASSERT_TRUE(comm.Barrier().ok());
+    ASSERT_TRUE(comm.StartRecv(data.data(), 16, 0, request).ok());
+    EXPECT_EQ(data, Bytes(16, 3));  // matched at once: the send was queued
+    ASSERT_TRUE(comm.Barrier().ok());
+    ASSERT_TRUE(comm.Wait(request).ok());
+    EXPECT_EQ(data, Bytes(16, 3));
+  });
+}
+
+TEST(ThreadComm, BothOrdersOfPostingDeliverAtTheSecondStart) {
+  for (const bool send_first : {true, false}) {
+    RunRanks(2, [&](Comm& comm) {
+      const bool sender = comm.rank() == 0;
+      std::vector<std::byte> data = sender ? Bytes(32, 5) : std::vector<std::byte>(32);
+      int64_t request = kNoRequest;
+      auto start = [&] {
+        return sender ? comm.StartSend(data.data(), 32, 1, request) : comm.StartRecv(data.data(), 32, 0, request);
+      };
+      const bool first = sender == send_first;
+      if (first) {
+        ASSERT_TRUE(start().ok());
+      }
+      ASSERT_TRUE(comm.Barrier().ok());
+      if (!first) {
+        ASSERT_TRUE(start().ok());
+        // The second start found the first and copied: both complete now.
+        std::vector<int> done;
+        ASSERT_TRUE(comm.WaitSome(std::span<int64_t>(&request, 1), false, done).ok());
+        EXPECT_EQ(done, std::vector<int>{0}) << (send_first ? "send first" : "receive first");
+      }
+      ASSERT_TRUE(comm.Barrier().ok());
+      ASSERT_TRUE(comm.Wait(request).ok());
+      EXPECT_EQ(data, Bytes(32, 5)) << (send_first ? "send first" : "receive first");
+    });
+  }
+}
+
+TEST(ThreadComm, ASendBufferIsTheSendersAgainOnlyWhenItsRequestCompletes) {
+  std::atomic<bool> receive_posted{false};
+  RunRanks(2, [&](Comm& comm) {
+    int64_t request = kNoRequest;
+    if (comm.rank() == 0) {
+      std::vector<std::byte> data = Bytes(64, 9);
+      ASSERT_TRUE(comm.StartSend(data.data(), 64, 1, request).ok());
+      ASSERT_TRUE(comm.Wait(request).ok());
+      EXPECT_TRUE(receive_posted.load());  // the wait lasted until rank 1 received
+      std::fill(data.begin(), data.end(), std::byte{0});  // now rank 0's to rewrite
+      return;
     }
-    // Waiting for the last one alone still matches the earlier ones first.
-    ASSERT_TRUE(comm.Wait(requests.back()).ok());
-    EXPECT_EQ(requests.back(), kNoRequest);
-    EXPECT_EQ(got.back(), Bytes(sizes.back(), static_cast<int>(sizes.size() - 1)));
-    ASSERT_TRUE(comm.WaitAll(requests).ok());
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      EXPECT_EQ(requests[i], kNoRequest);
-      EXPECT_EQ(got[i], Bytes(sizes[i], static_cast<int>(i))) << "message " << i;
-    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<std::byte> data(64);
+    receive_posted = true;
+    ASSERT_TRUE(comm.StartRecv(data.data(), 64, 0, request).ok());
+    ASSERT_TRUE(comm.Wait(request).ok());
+    EXPECT_EQ(data, Bytes(64, 9));
   });
 }
 
@@ -254,10 +347,11 @@ TEST(ThreadComm, WaitSomeDoesNotBlockUnlessAsked) {
     if (comm.rank() == 0) {
       ASSERT_TRUE(comm.Barrier().ok());  // rank 1 has looked before anything is sent
       const std::vector<std::byte> a = Bytes(4, 1), b = Bytes(6, 2);
-      int64_t request = kNoRequest;
-      ASSERT_TRUE(comm.StartSend(a.data(), 4, 1, request).ok());
+      int64_t requests[2] = {kNoRequest, kNoRequest};
+      ASSERT_TRUE(comm.StartSend(a.data(), 4, 1, requests[0]).ok());
       ASSERT_TRUE(comm.Barrier().ok());
-      ASSERT_TRUE(comm.StartSend(b.data(), 6, 1, request).ok());
+      ASSERT_TRUE(comm.StartSend(b.data(), 6, 1, requests[1]).ok());
+      ASSERT_TRUE(comm.WaitAll(requests).ok());  // `a` and `b` live until received
       return;
     }
     std::vector<std::byte> a(4), b(6);
@@ -290,6 +384,7 @@ TEST(ThreadComm, MessageSizeMismatchIsInternal) {
     if (comm.rank() == 0) {
       const std::vector<std::byte> data = Bytes(8, 0);
       ASSERT_TRUE(comm.StartSend(data.data(), 8, 1, request).ok());
+      EXPECT_TRUE(comm.Wait(request).ok());  // the error is the receiver's; the send completes with Ok
       return;
     }
     std::vector<std::byte> data(4);
@@ -329,6 +424,22 @@ TEST(ThreadComm, AMessageNeverSentIsAnErrorNotAHang) {
           ASSERT_TRUE(comm.StartRecv(&b, 1, 1, request).ok());
           EXPECT_EQ(comm.Wait(request), Status::Internal("rank 0 waited 0.2 s for a message from rank 1"));
         }  // rank 1 never sends
+      },
+      0.2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+TEST(ThreadComm, ASendNeverReceivedIsAnErrorNotAHang) {
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks(
+      2,
+      [](Comm& comm) {
+        if (comm.rank() == 0) {
+          const std::byte b{};
+          int64_t request = kNoRequest;
+          ASSERT_TRUE(comm.StartSend(&b, 1, 1, request).ok());
+          EXPECT_EQ(comm.Wait(request), Status::Internal("rank 0 waited 0.2 s for rank 1 to receive a message"));
+        }  // rank 1 never receives
       },
       0.2);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
