@@ -47,11 +47,10 @@ MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target
   const int64_t src = Bytes(source, per_rank), dst = Bytes(target, per_rank);
   // MPI stages both ways (send and receive buffers up to as much again); in
   // process the send buffers are at most the source. Threads as ranks stage
-  // both ways too (each box sent once: at most the source), and
-  // point-to-point messages wait in their receivers' mailboxes (at most what
-  // the targets receive).
+  // both ways, as MPI ranks do (each box sent once: at most the source;
+  // receives at most the target); their sends copy nothing more.
   if (as_ranks && !per_rank)
-    Add(e, 2 * src + 3 * dst, "source, target, staging and mailbox buffers");
+    Add(e, 2 * (src + dst), "source, target and staging buffers");
   else
     Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
   Add(e, 2 * std::min(dst, kMemcpyBufferBytes), "the memcpy measurement");
