@@ -63,21 +63,25 @@ uint64_t PlannerOptionsHash(const PlannerOptions& o) {
   return h;
 }
 
-void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst) {
+// Copies ops [begin, end) of `p`. `together`: the bytes the whole pass
+// copies (a step's packing, unpacking or local copies), so that a pass well
+// beyond the caches writes with streaming stores even where each box is
+// small (RunCopy), as the in-process executor's passes do.
+void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst, int64_t together) {
   for (int32_t k = begin; k < end; ++k) {
     const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    RunCopy(p, op, src, dst, 0, CopyUnits(p, op));
+    RunCopy(p, op, src, dst, 0, CopyUnits(p, op), together);
   }
 }
 
 void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst) {
-  RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst);
+  RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst, p.bytes);
 }
 
 // Stages every message: each distinct box once (DeviceProgram::pack_owner).
 void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
   for (size_t m = 0; m < p.send_peer.size(); ++m)
-    if (p.Packs(m)) RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send);
+    if (p.Packs(m)) RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send, p.send_bytes);
 }
 
 
@@ -433,7 +437,8 @@ Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std
   stats.step_bytes_sent.back() += p.input_bytes * (s.group_size - 1);
   stats.step_bytes_received.back() += Sum(s.recv_counts) - p.input_bytes;
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
-    RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out);
+    RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out,
+              p.unpack.bytes);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
@@ -501,7 +506,7 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
       const size_t m = static_cast<size_t>(k);
       const size_t b = earlier_begin[m];
       RESHARD_RETURN_IF_ERROR(comm->WaitAll(std::span<int64_t>(earlier.data() + b, earlier_begin[m + 1] - b)));
-      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out);
+      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out, p.unpack.bytes);
       ++unpacked;
     }
     done.clear();
@@ -518,7 +523,7 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
   for (size_t m : s.send_order) {
     const size_t owner = static_cast<size_t>(p.pack_owner[m]);
     if (!staged[owner]) {  // this message's ops write its box where its owner's would
-      RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data());
+      RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data(), p.send_bytes);
       staged[owner] = true;
     }
     for (int64_t off = 0; off < p.send_count[m]; off += chunk) {
