@@ -1,6 +1,7 @@
 // DTensor placement text (notation library): one placement per mesh dim,
 //
 //   [Shard(0), Replicate()]     (Shard(0), Replicate())     [Shard(dim=-1)]
+//   [_StridedShard(0, split_factor=2), Shard(0)]     [_StridedShard(dim=0, sf=2), Shard(0)]
 //
 // read into and printed from the Placement values of dtensor.h (layout
 // library). PrintPlacements(*ParsePlacements(s)) == s for canonical text (the
@@ -18,7 +19,7 @@
 
 namespace reshard {
 
-// Partial() and _StridedShard are refused as not supported.
+// Partial() is refused as not supported.
 // Example: "[Shard(0), Replicate()]" is {{kShard, 0}, {kReplicate, 0}}.
 Result<std::vector<Placement>> ParsePlacements(std::string_view text);
 // The canonical text: "[Shard(0), Replicate()]".

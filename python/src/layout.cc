@@ -8,6 +8,7 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -125,6 +126,30 @@ void BindLayout(nb::module_& m) {
       .def_prop_ro("device_ids", &Mesh::DeviceIds)
       .def_prop_ro("num_devices", &Mesh::num_devices)
       .def_prop_ro("is_iota", &Mesh::is_iota)
+      .def(
+          "groups",
+          [](const Mesh& mesh, const std::vector<std::string>& names) {
+            std::vector<int32_t> axes;
+            for (const std::string& n : names) {
+              const std::optional<int64_t> a = mesh.AxisIndex(n);
+              if (!a) Raise(Status::InvalidArgument("unknown mesh axis '" + n + "' (mesh is " + mesh.ToString() + ")"));
+              if (std::find(axes.begin(), axes.end(), *a) != axes.end())
+                Raise(Status::InvalidArgument("mesh axis '" + n + "' listed twice"));
+              axes.push_back(static_cast<int32_t>(*a));
+            }
+            // Mesh::GroupMembers is the one rule; each group once, from its first position.
+            std::vector<std::vector<int64_t>> out;
+            for (int64_t f = 0; f < mesh.num_devices(); ++f) {
+              if (mesh.GroupOf(f, axes) != f) continue;
+              std::vector<int64_t> members = mesh.GroupMembers(f, axes);
+              for (int64_t& m : members) m = mesh.device(m);
+              out.push_back(std::move(members));
+            }
+            return out;
+          },
+          nb::arg("axes"),
+          "every group of devices that differ only on `axes`, each as device ids in member order (row-major over "
+          "`axes` as listed): the groups a collective over `axes` runs in")
       .def("__str__", &Mesh::ToString)
       .def("__repr__", [](const Mesh& mesh) { return "Mesh('" + mesh.ToString() + "')"; })
       .def("__eq__", [](const Mesh& a, const Mesh& b) { return a == b; }, nb::is_operator())

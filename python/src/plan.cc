@@ -6,12 +6,14 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "reshard/collective_plan.h"
 #include "reshard/emit.h"
+#include "reshard/exchange.h"
 #include "reshard/planner.h"
 #include "reshard/topology.h"
 
@@ -53,6 +55,39 @@ nb::dict OpDict(const Step& s, const ProgramOp& op) {
     for (const auto& [a, b] : op.pairs) pairs.emplace_back(s.DeviceAt(a), s.DeviceAt(b));
     d["source_target_pairs"] = pairs;
   }
+  return d;
+}
+
+// Per dim, the (offset, length) runs of a transfer in the sender's (src) or
+// receiver's (dst) local buffer.
+using Runs = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
+Runs TransferRuns(const ExchangePlan& xp, const Transfer& t, bool src) {
+  Runs out(xp.source().rank());
+  for (int64_t d = 0; d < xp.source().rank(); ++d)
+    for (const Segment& g : xp.Segments(t, d)) out[d].emplace_back(src ? g.src_offset : g.dst_offset, g.length);
+  return out;
+}
+
+nb::dict DeviceExchange(const Step& s, int64_t device) {
+  // The exchange the simulator and the compiled programs lower an exchange
+  // op through: between the step's own input and output layouts.
+  const Exchange ex = Unwrap(Exchange::Create(s.step.input, s.step.output));
+  const ExchangePlan xp = ex.DevicePlan(device);
+  std::vector<std::pair<int64_t, Runs>> send, recv;
+  std::vector<std::pair<Runs, Runs>> local;
+  for (const Transfer& t : xp.transfers()) {
+    if (t.from == device && t.to == device) local.emplace_back(TransferRuns(xp, t, true), TransferRuns(xp, t, false));
+    else if (t.from == device) send.emplace_back(t.to, TransferRuns(xp, t, true));
+    else if (t.to == device) recv.emplace_back(t.from, TransferRuns(xp, t, false));
+  }
+  // Ascending peer: the order of an all-to-all-v's chunks.
+  auto by_peer = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::stable_sort(send.begin(), send.end(), by_peer);
+  std::stable_sort(recv.begin(), recv.end(), by_peer);
+  nb::dict d;
+  d["send"] = send;
+  d["recv"] = recv;
+  d["local"] = local;
   return d;
 }
 
@@ -135,6 +170,11 @@ void BindPlan(nb::module_& m) {
                    "per device of the plan (PlanResult.devices order)")
       .def_prop_ro("send_bytes", [](const Step& s) { return PerDevice(s.step.send_bytes); })
       .def_prop_ro("modeled_time_us", [](const Step& s) { return s.step.time_us; })
+      .def("exchange", &DeviceExchange, nb::arg("device"),
+           "one device's part of the minimal exchange from this step's input to its output layout (what an "
+           "'exchange' program op moves): {'send': [(peer, runs)], 'recv': [(peer, runs)], 'local': [(src_runs, "
+           "dst_runs)]}, where runs lists per dim the (offset, length) runs in the device's local buffer; a "
+           "message's elements are the cross product of its runs, row-major, the same order on both sides")
       .def("__repr__", [](const Step& s) {
         std::string text = "<reshard.Step " + std::string(StepOpName(s.step.op));
         if (!s.step.group_spec.empty()) text += " over " + s.step.group_spec;

@@ -78,6 +78,33 @@ TEST(Layout, DTensorNestsTorchChunkUnlikeXla) {
   EXPECT_EQ(short_chunks.DeviceBoxes(2)[0], (Box{{{4, 5}}}));
 }
 
+TEST(Layout, DTensorStridedShardIsRightToLeftSharding) {
+  // torch's docstring example: [_StridedShard(0, split_factor=2), Shard(0)]
+  // on dp=2, tp=2 over 8 rows puts shard tp*2+dp on device (dp, tp).
+  Mesh m = Mesh::Create({{"dp", 2}, {"tp", 2}}).value();
+  const Placement strided{Placement::Kind::kStridedShard, 0, 2}, shard{Placement::Kind::kShard, 0};
+  Layout l = PlacementsToLayout({strided, shard}, m, {8}, DType::kF32).value();
+  EXPECT_EQ(l.DeviceBoxes(1)[0], (Box{{{4, 6}}}));
+  EXPECT_EQ(l.DeviceBoxes(2)[0], (Box{{{2, 4}}}));
+  EXPECT_EQ(PlacementsFromLayout(l, m).value(), (std::vector<Placement>{strided, shard}));
+  // The same layout is JAX's P(('tp','dp')).
+  Layout jax = NamedSharding::Create(m, {{{AxisRef{1}, AxisRef{0}}}}).value().ToLayout({8}, DType::kF32).value();
+  EXPECT_TRUE(l == jax);
+
+  // torch's _to_replicate_tensor example: 9 elements, split_factor 2 over 4:
+  // ranks hold [0,1,5], [2,3,6], [4,7], [8], each in global order.
+  Mesh four = Mesh::Create({{"a", 4}}).value();
+  Layout nine = PlacementsToLayout({{Placement::Kind::kStridedShard, 0, 2}}, four, {9}, DType::kF32).value();
+  EXPECT_EQ(nine.DeviceBoxes(0), (std::vector<Box>{Box{{{0, 2}}}, Box{{{5, 6}}}}));
+  EXPECT_EQ(nine.DeviceBoxes(1), (std::vector<Box>{Box{{{2, 4}}}, Box{{{6, 7}}}}));
+  EXPECT_EQ(nine.DeviceBoxes(2), (std::vector<Box>{Box{{{4, 5}}}, Box{{{7, 8}}}}));
+  EXPECT_EQ(nine.DeviceBoxes(3), (std::vector<Box>{Box{{{8, 9}}}}));
+  // A split factor of 1 is Shard.
+  EXPECT_TRUE(PlacementsToLayout({{Placement::Kind::kStridedShard, 0, 1}}, four, {9}, DType::kF32).value() ==
+              PlacementsToLayout({{Placement::Kind::kShard, 0}}, four, {9}, DType::kF32).value());
+  EXPECT_FALSE(PlacementsToLayout({{Placement::Kind::kStridedShard, 0, 0}}, four, {9}, DType::kF32).ok());
+}
+
 TEST(Layout, BlockCyclicConcatenatesBlocksInGlobalOrder) {
   // 10x4 array, blocks of 2x2 over a 2x1 grid: device 0 holds row blocks 0, 2, 4.
   Layout l = BlockCyclicToLayout({{2, 2}, {2, 1}}, {}, {10, 4}, DType::kF64).value();

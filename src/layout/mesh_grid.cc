@@ -1,5 +1,8 @@
 #include "layout/mesh_grid.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "layout/checked_math.h"
 
 namespace reshard {
@@ -21,15 +24,94 @@ DimGrid NestedChunkGrid(int64_t n, const std::vector<int64_t>& sizes) {
   return DimGrid::FromCuts(std::move(cuts));
 }
 
+// The most cells a strided split may make of one dim: each cell is a heap
+// entry, and split factors are user input.
+constexpr int64_t kMaxStridedCells = int64_t{1} << 24;
+
+// The elements at positions [lo, hi) of a tile's ascending interval list.
+void TakePositions(const std::vector<Interval>& seq, int64_t lo, int64_t hi, std::vector<Interval>& out) {
+  int64_t pos = 0;
+  for (const Interval& iv : seq) {
+    const int64_t len = iv.hi - iv.lo, a = std::max(lo, pos), b = std::min(hi, pos + len);
+    if (a < b) {
+      if (!out.empty() && out.back().hi == iv.lo + (a - pos)) out.back().hi = iv.lo + (b - pos);
+      else out.push_back({iv.lo + (a - pos), iv.lo + (b - pos)});
+    }
+    pos += len;
+    if (pos >= hi) break;
+  }
+}
+
+// DTensor's nested split where some level is strided: every tile is kept as
+// its ascending list of global intervals, each level cuts a tile's positions
+// (not its global indices), and the cells are the intervals at the end.
+// Tiles are numbered by their first element (empty tiles last), so that
+// tile order along the dim is position order, as in every other grid:
+// `renumber` maps the mixed-radix coordinate over the mesh dims to it.
+Result<DimGrid> StridedChunkGrid(int64_t n, const std::vector<int64_t>& sizes, const std::vector<int64_t>& factors,
+                                 std::vector<int32_t>* renumber) {
+  std::vector<std::vector<Interval>> tiles = {{Interval{0, n}}};
+  int64_t cells = 1;
+  for (size_t l = 0; l < sizes.size(); ++l) {
+    const int64_t k = sizes[l], s = factors[l];
+    if (s < 1) return Status::InvalidArgument("split_factor " + std::to_string(s) + " is not >= 1");
+    std::vector<std::vector<Interval>> next(tiles.size() * k);
+    cells = 0;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      int64_t len = 0;
+      for (const Interval& iv : tiles[t]) len += iv.hi - iv.lo;
+      const int64_t c1 = CeilDiv(len, s);
+      for (int64_t j = 0; j < s && MulClamp(j, c1, len) < len; ++j) {
+        const int64_t plo = MulClamp(j, c1, len), phi = MulClamp(j + 1, c1, len), pl = phi - plo;
+        const int64_t c2 = CeilDiv(pl, k);
+        for (int64_t c = 0; c < k; ++c) {
+          std::vector<Interval>& dst = next[t * k + c];
+          TakePositions(tiles[t], plo + MulClamp(c, c2, pl), plo + MulClamp(c + 1, c2, pl), dst);
+        }
+      }
+      for (int64_t c = 0; c < k; ++c) cells += static_cast<int64_t>(next[t * k + c].size());
+      if (cells > kMaxStridedCells)
+        return Status::InvalidArgument("the strided split of an extent of " + std::to_string(n) + " makes over " +
+                                       std::to_string(kMaxStridedCells) + " cells");
+    }
+    tiles = std::move(next);
+  }
+  std::vector<std::pair<Interval, int32_t>> runs;
+  runs.reserve(cells);
+  for (size_t t = 0; t < tiles.size(); ++t)
+    for (const Interval& iv : tiles[t]) runs.push_back({iv, static_cast<int32_t>(t)});
+  std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; });
+  renumber->assign(tiles.size(), -1);
+  int32_t next_coord = 0;
+  for (auto& [iv, t] : runs)
+    if ((*renumber)[t] < 0) (*renumber)[t] = next_coord++;
+  for (int32_t& r : *renumber)
+    if (r < 0) r = next_coord++;
+  for (auto& [iv, t] : runs) t = (*renumber)[t];
+  DimGrid g;
+  g.tiles = static_cast<int32_t>(tiles.size());
+  g.cuts = {0};
+  for (const auto& [iv, t] : runs) {
+    if (!g.cell_tile.empty() && g.cell_tile.back() == t) { g.cuts.back() = iv.hi; continue; }
+    g.cuts.push_back(iv.hi);
+    g.cell_tile.push_back(t);
+  }
+  if (g.cell_tile.empty()) g.cuts.push_back(0);  // n == 0: one empty cell of tile 0
+  if (g.cell_tile.empty()) g.cell_tile.push_back(0);
+  return g;
+}
+
 }  // namespace
 
 Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& shape, DType dtype,
-                               const std::vector<std::vector<AxisRef>>& dims, SplitRule rule) {
+                               const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
+                               const std::vector<std::vector<int64_t>>& split_factors) {
   if (dims.size() != shape.size())
     return Status::InvalidArgument("the sharding names " + std::to_string(dims.size()) +
                                    (dims.size() == 1 ? " dimension" : " dimensions") + " but the shape has rank " +
                                    std::to_string(shape.size()));
   std::vector<DimGrid> grids;
+  std::vector<std::vector<int32_t>> renumber(dims.size());  // per dim: empty, or coordinate -> tile coordinate
   for (size_t d = 0; d < dims.size(); ++d) {
     std::vector<int64_t> sizes;
     int64_t k = 1;
@@ -37,7 +119,14 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
       sizes.push_back(a.Size(mesh));
       if (!CheckedMul(k, a.Size(mesh), &k)) return Status::InvalidArgument("shard count overflows int64");
     }
-    grids.push_back(rule == SplitRule::kCeil ? DimGrid::Ceil(shape[d], k) : NestedChunkGrid(shape[d], sizes));
+    const bool strided = rule == SplitRule::kNestedChunk && d < split_factors.size() &&
+                         std::any_of(split_factors[d].begin(), split_factors[d].end(), [](int64_t s) { return s != 1; });
+    if (strided) {
+      RESHARD_ASSIGN_OR_RETURN(DimGrid g, StridedChunkGrid(shape[d], sizes, split_factors[d], &renumber[d]));
+      grids.push_back(std::move(g));
+    } else {
+      grids.push_back(rule == SplitRule::kCeil ? DimGrid::Ceil(shape[d], k) : NestedChunkGrid(shape[d], sizes));
+    }
   }
   std::vector<DeviceTile> placement;
   placement.reserve(mesh.num_devices());
@@ -46,6 +135,7 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
     for (size_t d = 0; d < dims.size(); ++d) {
       int64_t coord = 0;
       for (const AxisRef& a : dims[d]) coord = coord * a.Size(mesh) + a.Coordinate(mesh, f);
+      if (!renumber[d].empty()) coord = renumber[d][coord];
       tile = tile * grids[d].tiles + coord;
     }
     placement.push_back({mesh.device(f), tile});

@@ -2,7 +2,10 @@
 // dim is split by the product of its (sub-)axes, and a device's tile
 // coordinate is the mixed-radix number of its coordinates along them.
 // The split rule is XLA's (one ceil split) or DTensor's (torch.chunk applied
-// axis after axis to the previous chunk).
+// axis after axis to the previous chunk). Under DTensor's rule an axis may
+// carry a split factor s > 1 (_StridedShard): the previous chunk is cut into
+// s pieces, each piece into the axis size, and member c holds the c-th part
+// of every piece, in global order.
 #ifndef RESHARD_SRC_LAYOUT_MESH_GRID_H_
 #define RESHARD_SRC_LAYOUT_MESH_GRID_H_
 
@@ -15,8 +18,11 @@ namespace reshard {
 
 enum class SplitRule { kCeil, kNestedChunk };
 
+// split_factors: empty, or per dim one factor (>= 1) per axis of dims[d];
+// only kNestedChunk reads it.
 Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& shape, DType dtype,
-                               const std::vector<std::vector<AxisRef>>& dims, SplitRule rule);
+                               const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
+                               const std::vector<std::vector<int64_t>>& split_factors = {});
 
 }  // namespace reshard
 

@@ -28,14 +28,31 @@ Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
       RESHARD_RETURN_IF_ERROR(c.Expect("("));
       RESHARD_RETURN_IF_ERROR(c.Expect(")"));
       out.push_back({Placement::Kind::kReplicate, 0});
-    } else if (c.TryConsumeWord("Partial") || c.TryConsumeWord("_StridedShard") || c.TryConsumeWord("_Partial")) {
+    } else if (c.TryConsumeWord("_StridedShard")) {
+      // torch's constructor: _StridedShard(dim, *, split_factor=s) or sf=s;
+      // its repr is "_StridedShard(dim=0, sf=2)".
+      RESHARD_RETURN_IF_ERROR(c.Expect("("));
+      if (c.TryConsumeWord("dim")) RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      const bool negative = c.TryConsume("-");
+      RESHARD_ASSIGN_OR_RETURN(int64_t d, c.ParseInt());
+      if (negative) d = -d;
+      RESHARD_RETURN_IF_ERROR(c.Expect(","));
+      if (!c.TryConsumeWord("split_factor") && !c.TryConsumeWord("sf"))
+        return c.Error("expected split_factor= (found " + c.Found() + ")");
+      RESHARD_RETURN_IF_ERROR(c.Expect("="));
+      const size_t factor_at = c.Mark();
+      RESHARD_ASSIGN_OR_RETURN(int64_t s, c.ParseInt());
+      if (s < 1) return Status::InvalidArgument(c.ErrorAt(factor_at, "split_factor must be >= 1").message());
+      RESHARD_RETURN_IF_ERROR(c.Expect(")"));
+      out.push_back({Placement::Kind::kStridedShard, d, s});
+    } else if (c.TryConsumeWord("Partial") || c.TryConsumeWord("_Partial")) {
       const std::string what(text.substr(at, c.pos() - at));
       if (c.Peek() != '(') return c.Error("expected '(' (found " + c.Found() + ")");
       RESHARD_RETURN_IF_ERROR(c.SkipBalanced());  // the arguments, read only as far as their brackets
       if (unsupported.ok())
         unsupported = Status::NotSupported(c.ErrorAt(at, "'" + what + "' placements are not supported yet").message());
     } else {
-      return c.Error("expected Shard(d) or Replicate() (found " + c.Found() + ")");
+      return c.Error("expected Shard(d), _StridedShard(d, split_factor=s) or Replicate() (found " + c.Found() + ")");
     }
     if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(close)); break; }
   }
@@ -51,7 +68,14 @@ std::string PrintPlacements(const std::vector<Placement>& placements) {
   std::string s = "[";
   for (size_t i = 0; i < placements.size(); ++i) {
     s += i ? ", " : "";
-    s += placements[i].kind == Placement::Kind::kShard ? "Shard(" + std::to_string(placements[i].dim) + ")" : "Replicate()";
+    const Placement& p = placements[i];
+    switch (p.kind) {
+      case Placement::Kind::kShard: s += "Shard(" + std::to_string(p.dim) + ")"; break;
+      case Placement::Kind::kStridedShard:
+        s += "_StridedShard(" + std::to_string(p.dim) + ", split_factor=" + std::to_string(p.split_factor) + ")";
+        break;
+      case Placement::Kind::kReplicate: s += "Replicate()"; break;
+    }
   }
   return s + "]";
 }

@@ -61,6 +61,9 @@ TEST(Notation, EveryPrintedFormReadsBack) {
       {"x=4", "[{\"x\":(2)2}, {\"x\":(1)2}]", {8, 8}},
       {"<[\"x\"=2, \"y\"=2], device_ids=[3,1,0,2]>", "P('y', 'x')", {4, 6}},
       {"a=2,b=3", "[Shard(0), Shard(0)]", {10}},
+      {"dp=2,tp=4", "[_StridedShard(0, split_factor=4), Shard(0)]", {16, 3}},
+      {"dp=2,tp=2", "[_StridedShard(dim=1, sf=2), Shard(1)]", {3, 9}},
+      {"x=4,y=2", "P(('y', 'x'))", {16}},
       {"x=4", "{maximal device=2}", {4}},
   };
   for (const Case& c : cases) {
@@ -76,6 +79,12 @@ TEST(Notation, EveryPrintedFormReadsBack) {
     }
   }
   EXPECT_EQ(PrintLayout(Parse("[{}]", {4}, ParseMesh("<[]>").value()), Notation::kDTensor, ParseMesh("<[]>").value()).value(), "()");
+  // A dim split against mesh order is a _StridedShard in DTensor's terms.
+  const Mesh xy = ParseMesh("x=4,y=2").value();
+  EXPECT_EQ(PrintLayout(Parse("P(('y', 'x'))", {16}, xy), Notation::kDTensor, xy).value(),
+            "[_StridedShard(0, split_factor=2), Shard(0)]");
+  EXPECT_FALSE(ParseLayout("[_StridedShard(0, split_factor=0), Shard(0)]", {16}, DType::kF32, xy).ok());
+  EXPECT_FALSE(ParseLayout("[_StridedShard(0), Shard(0)]", {16}, DType::kF32, xy).ok());
 }
 
 TEST(Notation, IncompatibleSubAxesAreRefused) {
