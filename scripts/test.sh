@@ -17,6 +17,9 @@ tests/jax/run_jax_tests.sh
 echo "== Python package (pip install .) and reshard.jax in real JAX (8 CPU devices), the canonical example"
 tests/python/run_python_tests.sh
 
+echo "== reshard.torch on 8 gloo processes (installs torch once), against DTensor.redistribute"
+tests/torch/run_torch_tests.sh
+
 echo "== fuzzers (${FUZZ_SECONDS:-20} s each)"
 scripts/build.sh fuzz
 for f in build-fuzz/tests/fuzz/fuzz_*; do

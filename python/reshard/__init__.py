@@ -76,6 +76,8 @@ def dtype_name(dtype) -> str:
     stores them) plan as the unsigned type of that size: only byte counts matter to a plan."""
     if isinstance(dtype, str) and dtype in _XLA_VALUES:
         return dtype
+    if isinstance(dtype, str) and dtype in _XLA_NAMES:  # "bfloat16" reads without ml_dtypes loaded
+        return _XLA_NAMES[dtype]
     import numpy as np
     try:
         dt = np.dtype(dtype)

@@ -44,6 +44,11 @@ class Mesh:
     @property
     def is_iota(self) -> bool: ...
 
+    def groups(self, axes: Sequence[str]) -> list[list[int]]:
+        """
+        every group of devices that differ only on `axes`, each as device ids in member order (row-major over `axes` as listed): the groups a collective over `axes` runs in
+        """
+
     def __str__(self) -> str: ...
 
     def __repr__(self) -> str: ...
@@ -250,6 +255,11 @@ class Step:
 
     @property
     def modeled_time_us(self) -> float: ...
+
+    def exchange(self, device: int) -> dict[str, Any]:
+        """
+        one device's part of the minimal exchange from this step's input to its output layout (what an 'exchange' program op moves): {'send': [(peer, runs)], 'recv': [(peer, runs)], 'local': [(src_runs, dst_runs)]}, where runs lists per dim the (offset, length) runs in the device's local buffer; a message's elements are the cross product of its runs, row-major, the same order on both sides
+        """
 
     def __repr__(self) -> str: ...
 

@@ -169,3 +169,36 @@ def test_dtype_names():
     assert p.layout.dtype == "f64" and p.layout.local_bytes(0) == 32
     with pytest.raises(ValueError):
         reshard.dtype_name("not a dtype")
+
+
+def test_mesh_groups_are_the_collective_groups():
+    m = reshard.Mesh([("x", 4), ("y", 2)], [7, 6, 5, 4, 3, 2, 1, 0])
+    assert m.groups(["y"]) == [[7, 6], [5, 4], [3, 2], [1, 0]]
+    assert m.groups(["x"]) == [[7, 5, 3, 1], [6, 4, 2, 0]]
+    assert m.groups(["y", "x"]) == [[7, 5, 3, 1, 6, 4, 2, 0]]  # member order: y major
+    assert m.groups([]) == [[d] for d in m.device_ids]
+    with pytest.raises(ValueError, match="unknown mesh axis 'q'"):
+        m.groups(["q"])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_step_exchange_parts_match_across_devices_and_the_plan(seed):
+    """Every message a device sends is received by its peer with the same element count, and
+    each device's parts add up to the step's planned send and receive bytes."""
+    rng = np.random.default_rng(seed)
+    mesh = reshard.Mesh([("a", 2), ("b", 3)])
+    names = ["Replicate()", "Shard(0)", "Shard(1)", "_StridedShard(0, split_factor=2)"]
+    shape = [int(rng.integers(1, 9)), int(rng.integers(1, 9))]
+    pick = lambda: "[%s, %s]" % (names[rng.integers(4)], names[rng.integers(4)])  # noqa: E731
+    src = reshard.parse(pick(), shape, mesh=mesh)
+    dst = reshard.parse(pick(), shape, mesh=mesh)
+    p = reshard.plan(src, dst, strategy="exchange")
+    for step in p.steps:
+        parts = {d: step.exchange(d) for d in p.devices}
+        count = lambda runs: int(np.prod([sum(n for _, n in r) for r in runs]))  # noqa: E731
+        for d, part in parts.items():
+            i = p.devices.index(d)
+            assert sum(count(r) for _, r in part["recv"]) * 4 == step.recv_bytes[i]
+            for peer, runs in part["send"]:
+                back = dict(parts[peer]["recv"])
+                assert count(back[d]) == count(runs)

@@ -1,0 +1,302 @@
+"""Runs one rank's part of a reshard plan on a torch tensor with torch.distributed collectives.
+
+A plan step's program (docs/plan_format.md#program) is the same on every rank: local ops
+(reshape, transpose, pad, slice, dynamic-slice) become torch view and copy ops on the local
+tensor, and collectives become torch.distributed calls over sub-groups of the plan mesh:
+
+    all-to-all          all_to_all_single, equal chunks of dim 0, over the group of its axes
+    all-gather          all_gather_into_tensor over the group of its axes
+    collective-permute  batch_isend_irecv of the planned (source, target) pairs
+    exchange            all_to_all_single with split sizes over the plan's devices; each message
+                        packed from, and unpacked into, the runs the C++ exchange names
+                        (Step.exchange), so the bytes are the minimal exchange's
+
+The groups come from the C++ mesh (Mesh.groups), and each rank's place in them from the same
+call, so the arithmetic lives in one place. Groups are created once per rank set and reused
+(dist.new_group with use_local_synchronization: only members take part, so a DeviceMesh that
+is part of the world works). Nothing here copies the whole array on a rank unless a layout of
+the plan holds it whole there. Works with any torch.distributed backend whose collectives take
+the tensors' device (gloo with CPU tensors, NCCL with CUDA tensors).
+
+Buffers between structured steps are the plan's padded shards (Step.input_shard), data first
+and zeros after, as the simulator (src/exec/plan_simulator.cc) checks them; the exact local
+tensor is cut back out at the end.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class RunStats:
+    """What one rank moved in one plan run: per step (op, bytes received, bytes sent), counted
+    from the sizes handed to the collectives (the bytes of this rank's own chunk excluded)."""
+    steps: list = field(default_factory=list)
+
+    @property
+    def recv_bytes(self) -> int:
+        return sum(s[1] for s in self.steps)
+
+    @property
+    def send_bytes(self) -> int:
+        return sum(s[2] for s in self.steps)
+
+    @property
+    def collectives(self) -> int:
+        return sum(1 for s in self.steps if s[0] not in ("slice",))
+
+
+class GroupCache:
+    """torch.distributed process groups by their rank set, created once and reused. A group's
+    ranks are numbered in ascending order whatever order its members were listed in."""
+
+    def __init__(self) -> None:
+        self._groups: dict = {}
+        self._lock = threading.Lock()
+
+    def seed(self, group) -> None:
+        """Adds an existing group (a DeviceMesh's own dim groups) under its ranks."""
+        ranks = tuple(dist.get_process_group_ranks(group))  # in group-rank order
+        if list(ranks) != sorted(ranks):  # numbered otherwise than ascending: not one of ours
+            return
+        with self._lock:
+            self._groups.setdefault(ranks, group)
+
+    def get(self, ranks) -> object:
+        key = tuple(sorted(int(r) for r in ranks))
+        with self._lock:
+            g = self._groups.get(key)
+        if g is not None:
+            return g
+        if len(key) == dist.get_world_size() and key == tuple(range(len(key))):
+            g = dist.group.WORLD
+        else:
+            # Only the members create it, so a mesh that is part of the world needs no help
+            # from the ranks outside it.
+            g = dist.new_group(list(key), use_local_synchronization=True)
+        with self._lock:
+            self._groups.setdefault(key, g)
+            return self._groups[key]
+
+
+def fit(x: torch.Tensor, shape) -> torch.Tensor:
+    """x cut or padded with trailing zeros to `shape` (data first along every dim)."""
+    shape = [int(n) for n in shape]
+    if list(x.shape) == shape:
+        return x
+    keep = tuple(slice(0, min(a, b)) for a, b in zip(x.shape, shape))
+    if all(b <= a for a, b in zip(x.shape, shape)):
+        return x[keep]
+    out = x.new_zeros(shape)
+    out[keep] = x[keep]
+    return out
+
+
+def _index(runs, device) -> Optional[torch.Tensor]:
+    """The local indices of a dim's runs, or None when they are one run (a narrow view)."""
+    if len(runs) == 1:
+        return None
+    return torch.cat([torch.arange(o, o + n, device=device) for o, n in runs]) if runs else \
+        torch.zeros(0, dtype=torch.long, device=device)
+
+
+def _take(x: torch.Tensor, runs) -> torch.Tensor:
+    """The cross product of per-dim runs of x, row-major (a view where every dim is one run)."""
+    for d, r in enumerate(runs):
+        idx = _index(r, x.device)
+        x = x.narrow(d, r[0][0], r[0][1]) if idx is None else x.index_select(d, idx)
+    return x
+
+
+def _put(out: torch.Tensor, runs, value: torch.Tensor) -> None:
+    """Writes value (the runs' extents, row-major) into the cross product of runs of out."""
+    lengths = [sum(n for _, n in r) for r in runs]
+    value = value.reshape(lengths)
+    view = out
+    for d, r in enumerate(runs):
+        if len(r) != 1:
+            break
+        view = view.narrow(d, r[0][0], r[0][1])
+    else:
+        view.copy_(value)
+        return
+    idx = []
+    for d, r in enumerate(runs):
+        i = torch.cat([torch.arange(o, o + n, device=out.device) for o, n in r]) if r else \
+            torch.zeros(0, dtype=torch.long, device=out.device)
+        shape = [1] * len(runs)
+        shape[d] = -1
+        idx.append(i.view(shape))
+    out[tuple(idx)] = value
+
+
+def _group_order(members, device):
+    """A torch process group numbers its ranks in ascending order; a plan's group lists its
+    members in mesh order. Returns (to_rank, to_member): index tensors that reorder chunks from
+    member order to group-rank order and back, or (None, None) when the two orders agree."""
+    ranks = sorted(members)
+    if ranks == list(members):
+        return None, None
+    member_of_rank = [members.index(r) for r in ranks]   # group rank j holds member member_of_rank[j]
+    rank_of_member = [ranks.index(m) for m in members]
+    return (torch.tensor(member_of_rank, device=device), torch.tensor(rank_of_member, device=device))
+
+
+def _nbytes(x: torch.Tensor) -> int:
+    return x.numel() * x.element_size()
+
+
+class PlanRun:
+    """One rank's executable form of a plan: its groups and exchange parts, found once."""
+
+    def __init__(self, plan, rank: int, groups: GroupCache) -> None:
+        self.plan = plan
+        self.rank = int(rank)
+        self.groups = groups
+        self.mesh = plan.mesh
+        self.devices = list(plan.devices)
+        self._member: dict = {}     # axes -> (group ranks in member order, index of this rank)
+        self._exchange: dict = {}   # step index -> Step.exchange(rank)
+
+    def _group_of(self, axes):
+        key = tuple(axes)
+        hit = self._member.get(key)
+        if hit is None:
+            if self.mesh is None:
+                raise RuntimeError("a structured step without a plan mesh")
+            for members in self.mesh.groups(list(axes)):
+                if self.rank in members:
+                    hit = (members, members.index(self.rank))
+                    break
+            else:
+                raise RuntimeError("rank %d is not in the plan mesh %s" % (self.rank, self.mesh))
+            self._member[key] = hit
+        return hit
+
+    def run(self, local: torch.Tensor, stats: Optional[RunStats] = None) -> torch.Tensor:
+        x = local
+        for i, step in enumerate(self.plan.steps):
+            padded = step.op != "exchange" or step.input_spec != ""
+            x = fit(x, step.input_shard if padded else step.input.local_shape(self.rank))
+            for op in step.program:
+                x = self._op(i, step, op, x, padded, stats)
+        return fit(x, self.plan.target.local_shape(self.rank)).contiguous()
+
+    def _op(self, i, step, op, x, padded, stats):
+        kind = op["op"]
+        if kind == "reshape":
+            return x.reshape(op["shape"])
+        if kind == "transpose":
+            return x.permute(op["perm"])
+        if kind in ("pad", "slice"):
+            return fit(x, op["shape"])
+        if kind == "dynamic-slice":
+            _, index = self._group_of(op["axes"])
+            d, n = op["dim"], op["shape"][op["dim"]]
+            return x.narrow(d, index * n, n)
+        if kind == "all-to-all":
+            members, _ = self._group_of(op["axes"])
+            g = len(members)
+            to_rank, to_member = _group_order(members, x.device)
+            x = x.contiguous()
+            if to_rank is not None:  # chunk i goes to member i: put it at that member's group rank
+                x = x.reshape([g, -1]).index_select(0, to_rank).reshape(x.shape)
+            out = torch.empty_like(x)
+            if g > 1:
+                dist.all_to_all_single(out, x, group=self.groups.get(members))
+            else:
+                out.copy_(x)
+            if to_member is not None:
+                out = out.reshape([g, -1]).index_select(0, to_member).reshape(x.shape)
+            moved = _nbytes(x) * (len(members) - 1) // len(members)
+            self._count(stats, kind, moved, moved)
+            return out
+        if kind == "all-gather":
+            members, _ = self._group_of(op["axes"])
+            x = x.contiguous()
+            out = x.new_empty([x.shape[0] * len(members)] + list(x.shape[1:]))
+            if len(members) > 1:
+                dist.all_gather_into_tensor(out, x, group=self.groups.get(members))
+            else:
+                out.copy_(x)
+            _, to_member = _group_order(members, x.device)
+            if to_member is not None:  # gathered in group-rank order; the program wants member order
+                g = len(members)
+                out = out.reshape([g, -1]).index_select(0, to_member).reshape(out.shape)
+            self._count(stats, kind, _nbytes(x) * (len(members) - 1), _nbytes(x))
+            return out
+        if kind == "collective-permute":
+            return self._permute(op, x, stats)
+        if kind == "exchange":
+            shape = op["shape"] if padded else step.output.local_shape(self.rank)
+            return self._exchange_op(i, step, x, shape, stats)
+        raise RuntimeError("unknown program op %r" % kind)
+
+    def _count(self, stats, kind, recv, send):
+        if stats is not None:
+            stats.steps.append((kind, int(recv), int(send)))
+
+    def _permute(self, op, x, stats):
+        x = x.contiguous()
+        pairs = [(int(s), int(t)) for s, t in op["source_target_pairs"]]
+        out = x
+        ops = []
+        recv_buf = None
+        sent = recv = 0
+        for s, t in pairs:
+            if s == self.rank and t == self.rank:
+                out = x
+            elif s == self.rank:
+                ops.append(dist.P2POp(dist.isend, x, t))
+                sent += _nbytes(x)
+            elif t == self.rank:
+                recv_buf = torch.empty_like(x)
+                ops.append(dist.P2POp(dist.irecv, recv_buf, s))
+                recv += _nbytes(x)
+        if ops:
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+        if recv_buf is not None:
+            out = recv_buf
+        self._count(stats, "collective-permute", recv, sent)
+        return out
+
+    def _exchange_op(self, i, step, x, shape, stats):
+        part = self._exchange.get(i)
+        if part is None:
+            part = self._exchange[i] = step.exchange(self.rank)
+        out = x.new_zeros([int(n) for n in shape])
+        for src_runs, dst_runs in part["local"]:
+            _put(out, dst_runs, _take(x, src_runs))
+        group_ranks = sorted(self.devices)
+        pos = {r: k for k, r in enumerate(group_ranks)}
+        send_sizes = [0] * len(group_ranks)
+        recv_sizes = [0] * len(group_ranks)
+        pieces = []
+        for peer, runs in part["send"]:
+            piece = _take(x, runs).reshape(-1)
+            send_sizes[pos[peer]] = piece.numel()
+            pieces.append(piece)
+        for peer, runs in part["recv"]:
+            count = 1
+            for r in runs:
+                count *= sum(length for _, length in r)
+            recv_sizes[pos[peer]] = count
+        send = torch.cat(pieces) if pieces else x.new_empty(0)
+        recv = x.new_empty(sum(recv_sizes))
+        if len(group_ranks) > 1:
+            dist.all_to_all_single(recv, send.contiguous(), recv_sizes, send_sizes,
+                                   group=self.groups.get(group_ranks))
+        offset = 0
+        for peer, runs in part["recv"]:
+            n = recv_sizes[pos[peer]]
+            _put(out, runs, recv[offset:offset + n])
+            offset += n
+        es = x.element_size()
+        self._count(stats, "exchange", sum(recv_sizes) * es, sum(send_sizes) * es)
+        return out

@@ -1,0 +1,345 @@
+"""reshard.torch: DTensor redistribution with reshard's plans, on torch.distributed.
+
+    import reshard.torch as rt
+    y = rt.redistribute(x, placements=[Shard(1), Shard(1)])   # as x.redistribute(...)
+    rt.layout_of(x)                                           # -> reshard.Layout
+    print(rt.explain(x, [Shard(1), Shard(1)]))                # DTensor's steps beside reshard's plan
+
+redistribute(dtensor, device_mesh=None, placements=None, *, async_op=False, forward_dtype=None,
+backward_dtype=None) takes what DTensor.redistribute takes and returns what it returns: a DTensor
+on the same mesh with the new placements, the same global shape and stride, local tensors of the
+same shapes, and requires_grad carried through. It is differentiable: the backward moves the
+gradient back with the reverse plan. The C++ planner plans the move between the two layouts
+(cached per mesh, shape, dtype and placements) and every rank runs its part of the plan with
+torch's collectives over sub-groups of the mesh (reshard/_torch_exec.py).
+
+Placements: Shard, Replicate and _StridedShard (torch 2.15's semantics: docs/notations/dtensor.md),
+on any mesh rank, uneven shapes included, meshes whose device order is not the rank order
+included. Partial placements (partial sums) raise NotImplementedError: they come with reshard's
+partial-sums support (issue 17). Moving between two different meshes raises NotImplementedError,
+as DTensor does.
+
+async_op is accepted for DTensor's signature; the move has completed when redistribute returns.
+
+torch is an optional dependency: `pip install 'reshard[torch]'`. `import reshard` works without
+it; `import reshard.torch` without it raises ImportError saying how to install it.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+try:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DeviceMesh, DTensor, Partial, Replicate, Shard
+    from torch.distributed.tensor.placement_types import _StridedShard
+except ImportError as e:  # pragma: no cover (the package's tests run with and without torch)
+    raise ImportError("reshard.torch needs PyTorch (torch >= 2.4 with torch.distributed): "
+                      "pip install 'reshard[torch]' or pip install torch") from e
+
+import reshard as _reshard
+from reshard import _torch_exec
+from reshard._torch_exec import RunStats
+
+__all__ = ["redistribute", "layout_of", "mesh_of", "placements_text", "plan_for", "explain", "Explanation",
+           "last_run_stats", "cache_info", "clear_cache", "RunStats"]
+
+_PARTIAL_MESSAGE = ("reshard.torch: Partial placements (partial sums) are not supported yet: they come with "
+                    "reshard's partial-sums support (issue 17); use DTensor.redistribute for them meanwhile")
+
+_TORCH_XLA = {
+    "bool": "pred", "int8": "s8", "uint8": "u8", "int16": "s16", "uint16": "u16", "float16": "f16",
+    "bfloat16": "bf16", "int32": "s32", "uint32": "u32", "float32": "f32", "int64": "s64", "uint64": "u64",
+    "float64": "f64", "complex64": "c64", "complex128": "c128",
+}
+_BY_SIZE = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "c128"}
+
+
+def _dtype_name(dtype) -> str:
+    if isinstance(dtype, str):
+        return _reshard.dtype_name(dtype)
+    name = str(dtype).replace("torch.", "")
+    if name in _TORCH_XLA:
+        return _TORCH_XLA[name]
+    size = torch.empty(0, dtype=dtype).element_size()
+    if size in _BY_SIZE:  # float8 and other types plan by their size: only bytes matter to a plan
+        return _BY_SIZE[size]
+    raise ValueError("dtype: %s (%d bytes per element) has no reshard element type" % (dtype, size))
+
+
+def mesh_of(device_mesh: DeviceMesh) -> _reshard.Mesh:
+    """The reshard.Mesh of a DeviceMesh: its dim names (dim0, dim1, ... where it has none) and
+    sizes, over its global ranks in row-major order (a reshard device id is a global rank)."""
+    if not isinstance(device_mesh, DeviceMesh):
+        raise TypeError("device_mesh: expected torch.distributed.DeviceMesh, got %s" % type(device_mesh).__name__)
+    names = device_mesh.mesh_dim_names or tuple("dim%d" % i for i in range(device_mesh.ndim))
+    sizes = list(device_mesh.mesh.shape)
+    ids = [int(r) for r in device_mesh.mesh.flatten().tolist()]
+    return _reshard.Mesh(list(zip(names, sizes)), ids)
+
+
+def _normalize(placements: Sequence, ndim: int) -> tuple:
+    out = []
+    for p in placements:
+        if isinstance(p, _StridedShard) and p.dim < 0:
+            p = _StridedShard(p.dim + ndim, split_factor=p.split_factor)
+        elif isinstance(p, Shard) and not isinstance(p, _StridedShard) and p.dim < 0:
+            p = Shard(p.dim + ndim)
+        out.append(p)
+    return tuple(out)
+
+
+def placements_text(placements: Sequence) -> str:
+    """DTensor placements as reshard's DTensor text ("[Shard(2), Shard(0)]"), which the C++
+    notation reads. Raises NotImplementedError for Partial, TypeError for other objects."""
+    parts = []
+    for p in placements:
+        if isinstance(p, _StridedShard):
+            parts.append("_StridedShard(%d, split_factor=%d)" % (p.dim, int(p.split_factor)))
+        elif isinstance(p, Shard):
+            parts.append("Shard(%d)" % p.dim)
+        elif isinstance(p, Replicate):
+            parts.append("Replicate()")
+        elif isinstance(p, Partial) or (hasattr(p, "is_partial") and p.is_partial()):
+            raise NotImplementedError(_PARTIAL_MESSAGE)
+        else:
+            raise TypeError("placements: %r is not a DTensor placement" % (p,))
+    return "[" + ", ".join(parts) + "]" if parts else "()"
+
+
+def layout_of(x, placements: Optional[Sequence] = None, shape: Optional[Sequence[int]] = None,
+              dtype=None) -> _reshard.Layout:
+    """The reshard.Layout of a DTensor, or of (device_mesh, placements, shape, dtype): which rank
+    holds which elements, as DTensor places them (torch.chunk splits, nested in mesh-dim order)."""
+    if isinstance(x, DTensor):
+        mesh, placements = x.device_mesh, x.placements if placements is None else placements
+        shape, dtype = (tuple(x.shape) if shape is None else shape), (x.dtype if dtype is None else dtype)
+    elif isinstance(x, DeviceMesh):
+        mesh = x
+        if placements is None or shape is None:
+            raise TypeError("layout_of(device_mesh, placements, shape, dtype): placements and shape are needed")
+    else:
+        raise TypeError("layout_of: expected a DTensor or a DeviceMesh, got %s" % type(x).__name__)
+    dtype = torch.float32 if dtype is None else dtype
+    return _reshard.parse(placements_text(placements), [int(n) for n in shape], _dtype_name(dtype),
+                          mesh_of(mesh)).layout
+
+
+# Plans by (mesh, shape, dtype, source, target, bandwidth_only), least recently used first out.
+_CACHE_SIZE = 256
+_plans: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
+_runs: dict = {}
+_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
+_groups = _torch_exec.GroupCache()
+_local = threading.local()
+
+
+def _plan_cached(source, target, mesh, bandwidth_only):
+    key = (str(mesh), tuple(mesh.device_ids), source, target, bool(bandwidth_only))
+    with _lock:
+        p = _plans.get(key)
+        if p is not None:
+            _plans.move_to_end(key)
+            _stats["hits"] += 1
+            return p
+        _stats["misses"] += 1
+    p = _reshard.plan(source, target, meshes=[mesh], backend="nccl", bandwidth_only=bandwidth_only)
+    with _lock:
+        _plans[key] = p
+        while len(_plans) > _CACHE_SIZE:
+            _plans.popitem(last=False)
+    return p
+
+
+def _rank_key(p):
+    # Modeled times of the two plans come from two models, so they are not compared: on a tie
+    # the cost model's plan (first in the min below) is kept.
+    return (int(p.stats["collectives"]), int(p.stats["max_recv_bytes"]), int(p.stats["total_bytes"]))
+
+
+def plan_for(source: _reshard.Layout, target: _reshard.Layout, mesh: _reshard.Mesh, *,
+             bandwidth_only: bool = False) -> _reshard.PlanResult:
+    """reshard's plan between two layouts over `mesh` (cached). Plans may use every collective
+    torch.distributed has, the ragged exchange (all_to_all_single with split sizes) included.
+
+    bandwidth_only=True prices plans by received bytes alone: the busiest rank receives the
+    lower bound. Otherwise the plan is the better, by (collectives, bytes into the busiest
+    rank, bytes in all), of the cost model's plan and the bytes-only one: on torch.distributed the ragged
+    exchange is one call like any collective, so a plan that pads (an all-gather of an uneven
+    dim) is used only where it saves a collective."""
+    by_bytes = _plan_cached(source, target, mesh, True)
+    if bandwidth_only:
+        return by_bytes
+    modeled = _plan_cached(source, target, mesh, False)
+    return min((modeled, by_bytes), key=_rank_key)
+
+
+def cache_info() -> dict:
+    """Plan cache hits, misses and size."""
+    with _lock:
+        return {"hits": _stats["hits"], "misses": _stats["misses"], "size": len(_plans), "max_size": _CACHE_SIZE}
+
+
+def clear_cache() -> None:
+    with _lock:
+        _plans.clear()
+        _runs.clear()
+
+
+def last_run_stats() -> Optional[RunStats]:
+    """What this thread's last redistribute (forward or backward) moved on this rank: per step
+    the op and the bytes received and sent, as handed to torch's collectives."""
+    return getattr(_local, "stats", None)
+
+
+def _run(plan, rank: int, local: torch.Tensor) -> torch.Tensor:
+    key = (id(plan), rank)
+    with _lock:
+        r = _runs.get(key)
+        if r is None or r.plan is not plan:
+            if len(_runs) > 4 * _CACHE_SIZE:  # entries of plans the cache let go
+                _runs.clear()
+            r = _runs[key] = _torch_exec.PlanRun(plan, rank, _groups)
+    stats = RunStats()
+    out = r.run(local, stats)
+    _local.stats = stats
+    return out
+
+
+def _seed_groups(mesh: DeviceMesh) -> None:
+    for i in range(mesh.ndim):
+        try:
+            _groups.seed(mesh.get_group(i))
+        except (RuntimeError, ValueError):  # a dim group this rank is not in
+            pass
+
+
+class _Move(torch.autograd.Function):
+    """The local tensor's move under a plan; the backward moves the gradient back."""
+
+    @staticmethod
+    def forward(ctx, local, fwd, bwd, rank, grad_dtype):  # noqa: D401
+        ctx.bwd, ctx.rank, ctx.grad_dtype, ctx.in_dtype = bwd, rank, grad_dtype, local.dtype
+        return _run(fwd(), rank, local.contiguous())
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = grad.contiguous()
+        if ctx.grad_dtype is not None and g.dtype != ctx.grad_dtype:
+            g = g.to(ctx.grad_dtype)
+        out = _run(ctx.bwd(), ctx.rank, g)
+        if out.dtype != ctx.in_dtype:
+            out = out.to(ctx.in_dtype)
+        return out, None, None, None, None
+
+
+def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
+                 placements: Optional[Sequence] = None, *, async_op: bool = False,
+                 forward_dtype: Optional[torch.dtype] = None, backward_dtype: Optional[torch.dtype] = None,
+                 bandwidth_only: bool = False) -> DTensor:
+    """DTensor.redistribute with reshard's plan (see the module docstring). bandwidth_only
+    (reshard's own keyword) prices plans by received bytes alone: every rank then receives the
+    lower bound."""
+    del async_op  # the move has completed on return, which an async caller may rely on too
+    if not isinstance(dtensor, DTensor):
+        raise TypeError("redistribute: expected a DTensor, got %s" % type(dtensor).__name__)
+    mesh = device_mesh or dtensor.device_mesh
+    if mesh != dtensor.device_mesh:
+        raise NotImplementedError("reshard.torch: redistributing to another DeviceMesh is not supported "
+                                  "(DTensor.redistribute does not support it either)")
+    if placements is None:
+        raise RuntimeError("placements is needed for redistribute!")
+    if len(placements) != mesh.ndim:
+        raise ValueError("placements: %d given for a %d-dim mesh" % (len(placements), mesh.ndim))
+    src_placements = tuple(dtensor.placements)
+    dst_placements = _normalize(placements, dtensor.ndim)
+    for p in src_placements + dst_placements:
+        if p.is_partial():
+            raise NotImplementedError(_PARTIAL_MESSAGE)
+    local = dtensor.to_local()
+    if forward_dtype is not None and local.dtype != forward_dtype:
+        local = local.to(forward_dtype)
+    rank = dist.get_rank()
+    if mesh.get_coordinate() is not None and dst_placements != src_placements:
+        shape = tuple(dtensor.shape)
+        rmesh = mesh_of(mesh)
+        src = layout_of(mesh, src_placements, shape, local.dtype)
+        dst = layout_of(mesh, dst_placements, shape, local.dtype)
+        _seed_groups(mesh)
+        fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
+        # The gradient moves back in the input's dtype unless backward_dtype says otherwise.
+        gdt = backward_dtype or dtensor.dtype
+        gsrc = layout_of(mesh, dst_placements, shape, gdt)
+        gdst = layout_of(mesh, src_placements, shape, gdt)
+        bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
+        local = _Move.apply(local, fwd, bwd, rank, backward_dtype)
+    return DTensor.from_local(local, mesh, dst_placements, run_check=False, shape=dtensor.shape,
+                              stride=dtensor.stride())
+
+
+@dataclass
+class Explanation:
+    """DTensor's redistribution beside reshard's plan for one (mesh, shape, dtype, placements) pair.
+    Bytes are into the busiest rank. DTensor's steps are the transforms torch's own planner
+    chooses (torch.distributed.tensor._redistribute), one collective per mesh dim that changes."""
+    source: str
+    target: str
+    mesh: str
+    shape: tuple
+    dtype: str
+    dtensor_steps: list
+    reshard_steps: list
+    reshard_max_recv_bytes: int
+    lower_bound_max_recv_bytes: int
+    plan: Any
+
+    def __str__(self) -> str:
+        lines = ["%s %s on mesh %s: %s -> %s" % (self.dtype, list(self.shape), self.mesh, self.source, self.target),
+                 "  DTensor: " + (", ".join(self.dtensor_steps) or "nothing moves"),
+                 "  reshard: %s, %d B into the busiest rank (lower bound %d B)" % (
+                     ", ".join(self.reshard_steps) or "nothing moves", self.reshard_max_recv_bytes,
+                     self.lower_bound_max_recv_bytes)]
+        return "\n".join(lines)
+
+
+def _dtensor_steps(dtensor: DTensor, placements: tuple) -> list:
+    """The transforms DTensor's redistribute plans for this move (its private planner; empty
+    when this torch has none we can read)."""
+    try:
+        from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+        from torch.distributed.tensor._redistribute import _gen_transform_infos
+        src = dtensor._spec
+        dst = DTensorSpec(dtensor.device_mesh, placements, tensor_meta=src.tensor_meta)
+        infos = _gen_transform_infos(src, dst)
+    except Exception:  # noqa: BLE001 (a private API: absent or changed in other torch versions)
+        return []
+    steps = []
+    for t in infos:
+        a, b = t.src_dst_placements
+        if a == b:
+            continue
+        if b.is_replicate() and not a.is_replicate():
+            op = "all-gather"
+        elif a.is_replicate():
+            op = "local chunk"
+        else:
+            op = "all-to-all"
+        steps.append("%s over mesh dim %d (%s -> %s)" % (op, t.mesh_dim, a, b))
+    return steps
+
+
+def explain(dtensor: DTensor, placements: Sequence, *, bandwidth_only: bool = False) -> Explanation:
+    """What redistribute(dtensor, placements=...) does, beside what DTensor.redistribute does."""
+    mesh = dtensor.device_mesh
+    dst_placements = _normalize(placements, dtensor.ndim)
+    src = layout_of(dtensor)
+    dst = layout_of(mesh, dst_placements, tuple(dtensor.shape), dtensor.dtype)
+    p = plan_for(src, dst, mesh_of(mesh), bandwidth_only=bandwidth_only)
+    steps = ["%s over %s" % (s.op, "(" + ",".join(s.group) + ")") if s.group else s.op for s in p.steps]
+    return Explanation(placements_text(dtensor.placements), placements_text(dst_placements), str(mesh_of(mesh)),
+                       tuple(dtensor.shape), _dtype_name(dtensor.dtype), _dtensor_steps(dtensor, dst_placements),
+                       steps, int(p.stats["max_recv_bytes"]), int(p.lower_bound["max_recv_bytes"]), p)
