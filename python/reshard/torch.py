@@ -285,7 +285,8 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
 class Explanation:
     """DTensor's redistribution beside reshard's plan for one (mesh, shape, dtype, placements) pair.
     Bytes are into the busiest rank. DTensor's steps are the transforms torch's own planner
-    chooses (torch.distributed.tensor._redistribute), one collective per mesh dim that changes."""
+    chooses (torch.distributed.tensor._redistribute), one per mesh dim that changes, as it
+    plans them; on CPU process groups DTensor runs an all-to-all as an all-gather and a chunk."""
     source: str
     target: str
     mesh: str
