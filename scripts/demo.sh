@@ -32,3 +32,9 @@ set -x
 "$py" examples/jax_canonical.py
 # The report's program, unchanged but for reshard.jax.jit in place of jax.jit: one all-to-all.
 "$py" examples/jax_report.py
+# The same case in PyTorch DTensor terms on 8 gloo processes: DTensor.redistribute beside
+# reshard.torch.redistribute (installs torch once, about 1.5 minutes).
+set +x
+scripts/setup_torch.sh "$py"
+set -x
+"$py" examples/torch_report.py 2>&1 | grep -v -e "^\[rank" -e "Warning" -e "wait_tensor" -e "before the output" -e "^[12]\. "
