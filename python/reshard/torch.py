@@ -219,19 +219,21 @@ def _seed_groups(mesh: DeviceMesh) -> None:
 
 
 class _Move(torch.autograd.Function):
-    """The local tensor's move under a plan; the backward moves the gradient back."""
+    """The local tensor's move under a plan. Its backward is the same Function with the plans
+    swapped, so the backward is differentiable too (DTensor's redistribute is twice
+    differentiable)."""
 
     @staticmethod
     def forward(ctx, local, fwd, bwd, rank, grad_dtype):  # noqa: D401
-        ctx.bwd, ctx.rank, ctx.grad_dtype, ctx.in_dtype = bwd, rank, grad_dtype, local.dtype
+        ctx.fwd, ctx.bwd, ctx.rank, ctx.grad_dtype, ctx.in_dtype = fwd, bwd, rank, grad_dtype, local.dtype
         return _run(fwd(), rank, local.contiguous())
 
     @staticmethod
     def backward(ctx, grad):
-        g = grad.contiguous()
+        g = grad
         if ctx.grad_dtype is not None and g.dtype != ctx.grad_dtype:
             g = g.to(ctx.grad_dtype)
-        out = _run(ctx.bwd(), ctx.rank, g)
+        out = _Move.apply(g, ctx.bwd, ctx.fwd, ctx.rank, None)
         if out.dtype != ctx.in_dtype:
             out = out.to(ctx.in_dtype)
         return out, None, None, None, None
@@ -284,15 +286,17 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
 @dataclass
 class Explanation:
     """DTensor's redistribution beside reshard's plan for one (mesh, shape, dtype, placements) pair.
-    Bytes are into the busiest rank. DTensor's steps are the transforms torch's own planner
-    chooses (torch.distributed.tensor._redistribute), one per mesh dim that changes, as it
-    plans them; on CPU process groups DTensor runs an all-to-all as an all-gather and a chunk."""
+    reshard's bytes are into the busiest rank. DTensor's steps are the transforms torch's own
+    planner chooses (torch.distributed.tensor._redistribute), one per mesh dim that changes, as
+    it plans them, priced into a rank that holds full chunks; on CPU process groups DTensor
+    runs an all-to-all as an all-gather and a chunk, which moves more."""
     source: str
     target: str
     mesh: str
     shape: tuple
     dtype: str
     dtensor_steps: list
+    dtensor_max_recv_bytes: Optional[int]
     reshard_steps: list
     reshard_max_recv_bytes: int
     lower_bound_max_recv_bytes: int
@@ -300,37 +304,51 @@ class Explanation:
 
     def __str__(self) -> str:
         lines = ["%s %s on mesh %s: %s -> %s" % (self.dtype, list(self.shape), self.mesh, self.source, self.target),
-                 "  DTensor: " + (", ".join(self.dtensor_steps) or "nothing moves"),
+                 "  DTensor: " + (", ".join(self.dtensor_steps) or "nothing moves") + (
+                     "" if self.dtensor_max_recv_bytes is None else ", %d B into a rank" % self.dtensor_max_recv_bytes),
                  "  reshard: %s, %d B into the busiest rank (lower bound %d B)" % (
                      ", ".join(self.reshard_steps) or "nothing moves", self.reshard_max_recv_bytes,
                      self.lower_bound_max_recv_bytes)]
         return "\n".join(lines)
 
 
-def _dtensor_steps(dtensor: DTensor, placements: tuple) -> list:
-    """The transforms DTensor's redistribute plans for this move (its private planner; empty
-    when this torch has none we can read)."""
+def _dtensor_steps(dtensor: DTensor, placements: tuple) -> tuple:
+    """The transforms DTensor's redistribute plans for this move (its private planner), each with
+    the bytes it brings into a rank that holds a full chunk, priced from the shapes DTensor pads
+    to (an all-gather receives k-1 padded chunks, an all-to-all (k-1)/k of the padded local
+    tensor). ([], None) when this torch has no planner we can read."""
     try:
-        from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+        from torch.distributed.tensor._dtensor_spec import DTensorSpec
         from torch.distributed.tensor._redistribute import _gen_transform_infos
         src = dtensor._spec
         dst = DTensorSpec(dtensor.device_mesh, placements, tensor_meta=src.tensor_meta)
         infos = _gen_transform_infos(src, dst)
     except Exception:  # noqa: BLE001 (a private API: absent or changed in other torch versions)
-        return []
-    steps = []
+        return [], None
+    steps, total = [], 0
+    elem = torch.empty(0, dtype=dtensor.dtype).element_size()
     for t in infos:
         a, b = t.src_dst_placements
-        if a == b:
-            continue
+        k = dtensor.device_mesh.size(t.mesh_dim)
+        shape = [int(n) for n in t.logical_shape]
+        numel = 1
+        for n in shape:
+            numel *= n
         if b.is_replicate() and not a.is_replicate():
-            op = "all-gather"
+            d = a.dim
+            chunk = -(-shape[d] // k) * (numel // shape[d] if shape[d] else 0)
+            op, recv = "all-gather", (k - 1) * chunk * elem
         elif a.is_replicate():
-            op = "local chunk"
+            op, recv = "local chunk", 0
+        elif b.is_partial() or a.is_partial():
+            op, recv = "reduction", 0
         else:
-            op = "all-to-all"
-        steps.append("%s over mesh dim %d (%s -> %s)" % (op, t.mesh_dim, a, b))
-    return steps
+            d = a.dim
+            local = -(-shape[d] // k) * (numel // shape[d] if shape[d] else 0)
+            op, recv = "all-to-all", local * (k - 1) // k * elem
+        total += recv
+        steps.append("%s over mesh dim %d (%s -> %s) %d B" % (op, t.mesh_dim, a, b, recv))
+    return steps, total
 
 
 def explain(dtensor: DTensor, placements: Sequence, *, bandwidth_only: bool = False) -> Explanation:
@@ -341,6 +359,7 @@ def explain(dtensor: DTensor, placements: Sequence, *, bandwidth_only: bool = Fa
     dst = layout_of(mesh, dst_placements, tuple(dtensor.shape), dtensor.dtype)
     p = plan_for(src, dst, mesh_of(mesh), bandwidth_only=bandwidth_only)
     steps = ["%s over %s" % (s.op, "(" + ",".join(s.group) + ")") if s.group else s.op for s in p.steps]
+    dt_steps, dt_bytes = _dtensor_steps(dtensor, dst_placements)
     return Explanation(placements_text(dtensor.placements), placements_text(dst_placements), str(mesh_of(mesh)),
-                       tuple(dtensor.shape), _dtype_name(dtensor.dtype), _dtensor_steps(dtensor, dst_placements),
+                       tuple(dtensor.shape), _dtype_name(dtensor.dtype), dt_steps, dt_bytes,
                        steps, int(p.stats["max_recv_bytes"]), int(p.lower_bound["max_recv_bytes"]), p)

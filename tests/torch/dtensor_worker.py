@@ -226,6 +226,9 @@ def run_case(case, mesh, rt, out):
     rec["collectives"] = int(plan.stats["collectives"])
     rec["ops"] = [s.op for s in plan.steps]
     rec["lower_bound"] = int(plan.lower_bound["max_recv_bytes"])
+    if kind == "report":
+        e = rt.explain(x, dst)
+        rec["explain"] = [e.dtensor_max_recv_bytes, e.reshard_max_recv_bytes, e.lower_bound_max_recv_bytes]
     # planned by bytes
     yb = rt.redistribute(x, placements=dst, bandwidth_only=True)
     stb = rt.last_run_stats()
@@ -272,7 +275,16 @@ def autograd_cases(mesh, rt, out):
             if use_reshard:
                 req = y.requires_grad
         want = split_local(w, mesh, src)
-        out.append({"kind": "autograd", "src": rt.placements_text(src), "dst": rt.placements_text(dst),
+        # twice differentiable, as DTensor's is: d/dx of (d/dx sum(y^2 * w)) . v
+        second = []
+        for use_reshard in (True, False):
+            x, leaf = make_dtensor(full, mesh, src, requires_grad=True)
+            y = rt.redistribute(x, placements=dst) if use_reshard else x.redistribute(placements=dst)
+            wl = split_local(w, mesh, dst)
+            (g,) = torch.autograd.grad((y.to_local() ** 2 * wl).sum(), leaf, create_graph=True)
+            (g * split_local(full, mesh, src)).sum().backward()
+            second.append(leaf.grad.clone())
+        out.append({"kind": "autograd", "second_order_equals_dtensor": bool(torch.allclose(second[0], second[1])), "src": rt.placements_text(src), "dst": rt.placements_text(dst),
                     "requires_grad": bool(req), "grad_exact": bool(torch.allclose(grads[0], want)),
                     "grad_equals_dtensor": bool(torch.allclose(grads[0], grads[1]))})
 

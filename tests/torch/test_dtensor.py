@@ -101,6 +101,8 @@ def test_the_reports_case_is_one_all_to_all_at_1792_bytes(runs):
     assert recs[0]["ops"] == ["all-to-all"]
     assert max(r["recv"] for r in recs) == 1792
     assert max(r["dtensor_recv"] for r in recs) == 14336  # DTensor on CPU: two all-gathers
+    # explain(): DTensor's plan as it plans it (its GPU path, the issue's 5120 B) beside reshard's
+    assert recs[0]["explain"] == [5120, 1792, 1792]
 
 
 def test_pytorch_132751_at_128_bytes(runs):
@@ -128,6 +130,7 @@ def test_backward_moves_the_gradient_back(runs):
     assert len(recs) == 8 * 3
     for r in recs:
         assert r["requires_grad"] and r["grad_exact"] and r["grad_equals_dtensor"], r
+        assert r["second_order_equals_dtensor"], r
 
 
 def test_partial_is_refused_naming_the_issue(runs):
