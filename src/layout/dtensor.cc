@@ -1,5 +1,7 @@
 #include "reshard/dtensor.h"
 
+#include <algorithm>
+
 #include "layout/mesh_grid.h"
 
 namespace reshard {
@@ -42,27 +44,83 @@ Result<Layout> PlacementsToLayout(const std::vector<Placement>& placements, cons
   return BuildMeshLayout(mesh, shape, dtype, axes, SplitRule::kNestedChunk, factors);
 }
 
-Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const Mesh& mesh) {
-  RESHARD_ASSIGN_OR_RETURN(auto axes, InferMeshAxes(layout, mesh, /*allow_sub_axes=*/false));
+namespace {
+
+// The placements that split each dim d over order[d] (mesh dims, major to
+// minor): DTensor splits in mesh order, so a mesh dim that splits after more
+// major mesh dims later in mesh order is a _StridedShard whose factor is
+// their product.
+std::vector<Placement> PlacementsForOrder(const std::vector<std::vector<int64_t>>& order, const Mesh& mesh) {
   std::vector<Placement> placements(mesh.num_axes());
-  // axes[d] lists the mesh dims splitting dim d major to minor. DTensor
-  // splits in mesh order; a mesh dim that splits after more major mesh dims
-  // later in mesh order is a _StridedShard whose factor is their product.
-  for (size_t d = 0; d < axes.size(); ++d) {
-    for (size_t j = 0; j < axes[d].size(); ++j) {
+  for (size_t d = 0; d < order.size(); ++d) {
+    for (size_t j = 0; j < order[d].size(); ++j) {
       int64_t factor = 1;
       for (size_t i = 0; i < j; ++i)
-        if (axes[d][i].axis > axes[d][j].axis) factor *= axes[d][i].Size(mesh);
-      placements[axes[d][j].axis] =
-          factor == 1 ? Placement{Placement::Kind::kShard, static_cast<int64_t>(d)}
-                      : Placement{Placement::Kind::kStridedShard, static_cast<int64_t>(d), factor};
+        if (order[d][i] > order[d][j]) factor *= mesh.axes()[order[d][i]].size;
+      placements[order[d][j]] = factor == 1 ? Placement{Placement::Kind::kShard, static_cast<int64_t>(d)}
+                                            : Placement{Placement::Kind::kStridedShard, static_cast<int64_t>(d), factor};
     }
   }
-  RESHARD_ASSIGN_OR_RETURN(Layout check, PlacementsToLayout(placements, mesh, layout.shape(), layout.dtype()));
-  if (!(check == layout))
-    return Status::InvalidArgument(
-        "the layout's split points differ from DTensor's torch.chunk splits over the same mesh dims");
   return placements;
+}
+
+// Candidates tried when the tile order does not name the major-to-minor
+// order (uneven right-to-left splits leave tiles empty in no order the grid
+// keeps): at most this many orders over all dims.
+constexpr int64_t kMaxOrders = 5040;
+
+}  // namespace
+
+Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const Mesh& mesh) {
+  const Status mismatch = Status::InvalidArgument(
+      "the layout's split points differ from DTensor's torch.chunk splits over the same mesh dims");
+  Result<std::vector<std::vector<AxisRef>>> inferred = InferMeshAxes(layout, mesh, /*allow_sub_axes=*/false);
+  if (inferred.ok()) {
+    std::vector<std::vector<int64_t>> order(inferred->size());
+    for (size_t d = 0; d < inferred->size(); ++d)
+      for (const AxisRef& a : (*inferred)[d]) order[d].push_back(a.axis);
+    const std::vector<Placement> placements = PlacementsForOrder(order, mesh);
+    RESHARD_ASSIGN_OR_RETURN(Layout check, PlacementsToLayout(placements, mesh, layout.shape(), layout.dtype()));
+    if (check == layout) return placements;
+  }
+  // Which tensor dims each mesh dim splits: neighbours along it hold
+  // different tiles along those dims.
+  std::vector<int64_t> ids = mesh.DeviceIds();
+  std::sort(ids.begin(), ids.end());
+  if (ids != layout.devices())
+    return inferred.ok() ? mismatch : inferred.status();
+  std::vector<std::vector<int64_t>> splits(layout.rank());  // per dim, mesh dims in mesh order
+  for (int64_t a = 0; a < mesh.num_axes(); ++a) {
+    std::vector<bool> dims(layout.rank(), false);
+    for (int64_t f = 0; f < mesh.num_devices(); ++f) {
+      if (mesh.Coordinate(f, a) + 1 >= mesh.axes()[a].size) continue;
+      const int64_t t0 = layout.TileOf(mesh.device(f)), t1 = layout.TileOf(mesh.device(f + mesh.Stride(a)));
+      if (t0 < 0 || t1 < 0) return inferred.ok() ? mismatch : inferred.status();
+      const std::vector<int32_t> c0 = layout.TileCoords(t0), c1 = layout.TileCoords(t1);
+      for (int64_t d = 0; d < layout.rank(); ++d) dims[d] = dims[d] || c0[d] != c1[d];
+    }
+    int64_t count = 0;
+    for (int64_t d = 0; d < layout.rank(); ++d)
+      if (dims[d]) { splits[d].push_back(a); ++count; }
+    if (count > 1)
+      return Status::InvalidArgument("mesh dim " + std::to_string(a) + " splits " + std::to_string(count) +
+                                     " tensor dims, which DTensor placements cannot state");
+  }
+  int64_t orders = 1;
+  for (auto& s : splits) {
+    for (int64_t k = 2; k <= static_cast<int64_t>(s.size()); ++k) orders *= k;
+    if (orders > kMaxOrders) return inferred.ok() ? mismatch : inferred.status();
+  }
+  // Every major-to-minor order of every dim's mesh dims, odometer style.
+  std::vector<std::vector<int64_t>> order = splits;
+  for (int64_t n = 0; n < orders; ++n) {
+    const std::vector<Placement> placements = PlacementsForOrder(order, mesh);
+    Result<Layout> check = PlacementsToLayout(placements, mesh, layout.shape(), layout.dtype());
+    if (check.ok() && *check == layout) return placements;
+    for (auto& o : order)
+      if (std::next_permutation(o.begin(), o.end())) break;
+  }
+  return inferred.ok() ? mismatch : inferred.status();
 }
 
 }  // namespace reshard

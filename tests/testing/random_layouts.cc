@@ -114,6 +114,19 @@ RandomLayout RandomLayoutText(std::mt19937_64& rng, const std::vector<int64_t>& 
         if (rank == 0 || Uniform(rng, 0, 2) == 0) { out.replication *= mesh.axes()[a].size; continue; }
         p[a] = {Placement::Kind::kShard, Uniform(rng, 0, rank - 1)};
       }
+      // Some tensor dims split right to left, as FSDP2 over tensor parallel does: each mesh
+      // dim gets the product of the later mesh dims splitting the same dim as its
+      // _StridedShard factor (the form DTensor itself writes; other factors are checked
+      // against torch in tests/torch).
+      for (int64_t d = 0; d < rank; ++d) {
+        if (Uniform(rng, 0, 2) != 0) continue;
+        int64_t later = 1;
+        for (int64_t a = mesh.num_axes() - 1; a >= 0; --a) {
+          if (p[a].kind != Placement::Kind::kShard || p[a].dim != d) continue;
+          if (later > 1) p[a] = {Placement::Kind::kStridedShard, d, later};
+          later *= mesh.axes()[a].size;
+        }
+      }
       out.text = PrintPlacements(p);
       out.notation = Notation::kDTensor;
       return out;
