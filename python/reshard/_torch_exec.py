@@ -12,9 +12,8 @@ tensor, and collectives become torch.distributed calls over sub-groups of the pl
                         (Step.exchange), so the bytes are the minimal exchange's
 
 The groups come from the C++ mesh (Mesh.groups), and each rank's place in them from the same
-call, so the arithmetic lives in one place. Groups are created once per rank set and reused
-(dist.new_group with use_local_synchronization: only members take part, so a DeviceMesh that
-is part of the world works). Nothing here copies the whole array on a rank unless a layout of
+call, so the arithmetic lives in one place. Groups are created once per rank set and reused,
+by every rank of the world together, as a DeviceMesh's are (GroupCache). Nothing here copies the whole array on a rank unless a layout of
 the plan holds it whole there. Works with any torch.distributed backend whose collectives take
 the tensors' device (gloo with CPU tensors, NCCL with CUDA tensors).
 
@@ -53,35 +52,57 @@ class RunStats:
 
 class GroupCache:
     """torch.distributed process groups by their rank set, created once and reused. A group's
-    ranks are numbered in ascending order whatever order its members were listed in."""
+    ranks are numbered in ascending order whatever order its members were listed in.
+
+    Groups are created collectively: every rank of the world calls ensure() with the same
+    lists in the same order (each rank plans the same move, SPMD, as DTensor code runs), and
+    each missing group is made by a plain dist.new_group on every rank. Creating a group on its
+    members alone would advance torch's group counter on those ranks only, and every later
+    collective group creation (a DeviceMesh, for one) would then hang."""
 
     def __init__(self) -> None:
         self._groups: dict = {}
         self._lock = threading.Lock()
 
-    def seed(self, group) -> None:
-        """Adds an existing group (a DeviceMesh's own dim groups) under its ranks."""
-        ranks = tuple(dist.get_process_group_ranks(group))  # in group-rank order
-        if list(ranks) != sorted(ranks):  # numbered otherwise than ascending: not one of ours
-            return
-        with self._lock:
-            self._groups.setdefault(ranks, group)
+    @staticmethod
+    def _key(ranks) -> tuple:
+        return tuple(sorted(int(r) for r in ranks))
+
+    def ensure(self, rank_lists) -> None:
+        """Creates, on every rank, each group of rank_lists not made yet (size-1 groups never
+        communicate and are skipped). REQUIRES: called by every rank with the same lists."""
+        world = dist.get_world_size()
+        for ranks in rank_lists:
+            key = self._key(ranks)
+            if len(key) < 2:
+                continue
+            with self._lock:
+                if key in self._groups:
+                    continue
+            g = dist.group.WORLD if key == tuple(range(world)) else dist.new_group(list(key))
+            with self._lock:
+                self._groups[key] = g
 
     def get(self, ranks) -> object:
-        key = tuple(sorted(int(r) for r in ranks))
         with self._lock:
-            g = self._groups.get(key)
-        if g is not None:
-            return g
-        if len(key) == dist.get_world_size() and key == tuple(range(len(key))):
-            g = dist.group.WORLD
-        else:
-            # Only the members create it, so a mesh that is part of the world needs no help
-            # from the ranks outside it.
-            g = dist.new_group(list(key), use_local_synchronization=True)
-        with self._lock:
-            self._groups.setdefault(key, g)
-            return self._groups[key]
+            g = self._groups.get(self._key(ranks))
+        if g is None:
+            raise RuntimeError("reshard.torch: process group %s was not created (ensure() first)" % (list(ranks),))
+        return g
+
+
+def plan_groups(plan) -> list:
+    """Every group of ranks the plan's collectives run in, in a fixed order: the groups of each
+    all-to-all and all-gather over its mesh axes (Mesh.groups), and the plan's ranks for an
+    exchange. Collective-permutes are point-to-point on the default group."""
+    out = []
+    for step in plan.steps:
+        for op in step.program:
+            if op["op"] in ("all-to-all", "all-gather"):
+                out.extend(plan.mesh.groups(list(op["axes"])))
+            elif op["op"] == "exchange":
+                out.append(sorted(plan.devices))
+    return out
 
 
 def fit(x: torch.Tensor, shape) -> torch.Tensor:

@@ -21,6 +21,10 @@ as DTensor does.
 
 async_op is accepted for DTensor's signature; the move has completed when redistribute returns.
 
+Call redistribute on every rank of the world, as DTensor programs do (SPMD): ranks outside the
+DTensor's mesh return at once, but take part in creating the process groups the plan needs
+(every rank creates them together, as it creates a DeviceMesh's).
+
 torch is an optional dependency: `pip install 'reshard[torch]'`. `import reshard` works without
 it; `import reshard.torch` without it raises ImportError saying how to install it.
 """
@@ -210,14 +214,6 @@ def _run(plan, rank: int, local: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _seed_groups(mesh: DeviceMesh) -> None:
-    for i in range(mesh.ndim):
-        try:
-            _groups.seed(mesh.get_group(i))
-        except (RuntimeError, ValueError):  # a dim group this rank is not in
-            pass
-
-
 class _Move(torch.autograd.Function):
     """The local tensor's move under a plan. Its backward is the same Function with the plans
     swapped, so the backward is differentiable too (DTensor's redistribute is twice
@@ -247,6 +243,7 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
     (reshard's own keyword) prices plans by received bytes alone: every rank then receives the
     lower bound."""
     del async_op  # the move has completed on return, which an async caller may rely on too
+    # Like DTensor code, every rank of the world calls this (SPMD): groups are created together.
     if not isinstance(dtensor, DTensor):
         raise TypeError("redistribute: expected a DTensor, got %s" % type(dtensor).__name__)
     mesh = device_mesh or dtensor.device_mesh
@@ -262,23 +259,26 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
     for p in src_placements + dst_placements:
         if p.is_partial():
             raise NotImplementedError(_PARTIAL_MESSAGE)
+    if dst_placements == src_placements:  # nothing moves: DTensor's own result (the same local tensor)
+        return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype,
+                                    backward_dtype=backward_dtype)
     local = dtensor.to_local()
     if forward_dtype is not None and local.dtype != forward_dtype:
         local = local.to(forward_dtype)
-    rank = dist.get_rank()
-    if mesh.get_coordinate() is not None and dst_placements != src_placements:
-        shape = tuple(dtensor.shape)
-        rmesh = mesh_of(mesh)
-        src = layout_of(mesh, src_placements, shape, local.dtype)
-        dst = layout_of(mesh, dst_placements, shape, local.dtype)
-        _seed_groups(mesh)
-        fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
-        # The gradient moves back in the input's dtype unless backward_dtype says otherwise.
-        gdt = backward_dtype or dtensor.dtype
-        gsrc = layout_of(mesh, dst_placements, shape, gdt)
-        gdst = layout_of(mesh, src_placements, shape, gdt)
-        bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
-        local = _Move.apply(local, fwd, bwd, rank, backward_dtype)
+    shape = tuple(dtensor.shape)
+    rmesh = mesh_of(mesh)
+    src = layout_of(mesh, src_placements, shape, local.dtype)
+    dst = layout_of(mesh, dst_placements, shape, local.dtype)
+    # The gradient moves back in backward_dtype, else in the input's dtype, as DTensor's does.
+    gdt = backward_dtype or dtensor.dtype
+    gsrc = layout_of(mesh, dst_placements, shape, gdt)
+    gdst = layout_of(mesh, src_placements, shape, gdt)
+    fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
+    bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
+    # Every rank, in the mesh or not, plans both directions and creates their groups together.
+    _groups.ensure(_torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd()))
+    if mesh.get_coordinate() is not None:
+        local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt)
     return DTensor.from_local(local, mesh, dst_placements, run_check=False, shape=dtensor.shape,
                               stride=dtensor.stride())
 

@@ -28,19 +28,30 @@ DimGrid NestedChunkGrid(int64_t n, const std::vector<int64_t>& sizes) {
 // entry, and split factors are user input.
 constexpr int64_t kMaxStridedCells = int64_t{1} << 24;
 
-// The elements at positions [lo, hi) of a tile's ascending interval list.
-void TakePositions(const std::vector<Interval>& seq, int64_t lo, int64_t hi, std::vector<Interval>& out) {
-  int64_t pos = 0;
-  for (const Interval& iv : seq) {
-    const int64_t len = iv.hi - iv.lo, a = std::max(lo, pos), b = std::min(hi, pos + len);
-    if (a < b) {
+// Reads a tile's ascending interval list by position, front to back: the
+// calls of one tile ask for increasing, disjoint position ranges, so the
+// cursor never rescans the intervals it has passed.
+class PositionCursor {
+ public:
+  explicit PositionCursor(const std::vector<Interval>& seq) : seq_(seq) {}
+  // Appends the elements at positions [lo, hi) (REQUIRES: lo >= every hi asked before).
+  void Take(int64_t lo, int64_t hi, std::vector<Interval>& out) {
+    while (i_ < seq_.size() && pos_ + seq_[i_].size() <= lo) pos_ += seq_[i_++].size();
+    int64_t pos = pos_;
+    for (size_t i = i_; i < seq_.size() && pos < hi; pos += seq_[i++].size()) {
+      const Interval& iv = seq_[i];
+      const int64_t a = std::max(lo, pos), b = std::min(hi, pos + iv.size());
+      if (a >= b) continue;
       if (!out.empty() && out.back().hi == iv.lo + (a - pos)) out.back().hi = iv.lo + (b - pos);
       else out.push_back({iv.lo + (a - pos), iv.lo + (b - pos)});
     }
-    pos += len;
-    if (pos >= hi) break;
   }
-}
+
+ private:
+  const std::vector<Interval>& seq_;
+  size_t i_ = 0;
+  int64_t pos_ = 0;
+};
 
 // DTensor's nested split where some level is strided: every tile is kept as
 // its ascending list of global intervals, each level cuts a tile's positions
@@ -61,12 +72,17 @@ Result<DimGrid> StridedChunkGrid(int64_t n, const std::vector<int64_t>& sizes, c
       int64_t len = 0;
       for (const Interval& iv : tiles[t]) len += iv.hi - iv.lo;
       const int64_t c1 = CeilDiv(len, s);
+      // At most min(s, len) pieces, each cut k ways: refuse before the work, not after it.
+      if (std::min(s, len) > kMaxStridedCells / k)
+        return Status::InvalidArgument("the strided split of an extent of " + std::to_string(n) + " makes over " +
+                                       std::to_string(kMaxStridedCells) + " cells");
+      PositionCursor cursor(tiles[t]);
       for (int64_t j = 0; j < s && MulClamp(j, c1, len) < len; ++j) {
         const int64_t plo = MulClamp(j, c1, len), phi = MulClamp(j + 1, c1, len), pl = phi - plo;
         const int64_t c2 = CeilDiv(pl, k);
         for (int64_t c = 0; c < k; ++c) {
           std::vector<Interval>& dst = next[t * k + c];
-          TakePositions(tiles[t], plo + MulClamp(c, c2, pl), plo + MulClamp(c + 1, c2, pl), dst);
+          cursor.Take(plo + MulClamp(c, c2, pl), plo + MulClamp(c + 1, c2, pl), dst);
         }
       }
       for (int64_t c = 0; c < k; ++c) cells += static_cast<int64_t>(next[t * k + c].size());

@@ -290,15 +290,33 @@ def autograd_cases(mesh, rt, out):
 
 
 def flattened_case(rt, out):
-    """pytorch PR #194457: with a flattened mesh present, DTensor returned wrong values."""
+    """pytorch PR #194457: with a flattened mesh present, DTensor returned wrong values. The mesh
+    is ranks 0-3; every rank calls redistribute (SPMD), and afterwards every rank can still build
+    a new DeviceMesh and move on it (the groups reshard.torch made kept the ranks in step)."""
+    from torch.distributed.tensor import distribute_tensor
     mesh = DeviceMesh("cpu", torch.arange(4).reshape(2, 2), mesh_dim_names=("a", "b"))
     mesh["a", "b"]._flatten()
     full = torch.arange(15, dtype=torch.float32).reshape(5, 3)
-    if mesh.get_coordinate() is None:  # ranks 4-7: outside this mesh
-        return
-    x, _ = make_dtensor(full, mesh, (Shard(0), Shard(0)))
+    x = distribute_tensor(full, mesh, (Shard(0), Shard(0)))
     y = rt.redistribute(x, placements=(Replicate(), Replicate()))
-    out.append({"kind": "flattened", "exact": bool(torch.equal(y.to_local(), full))})
+    later = DeviceMesh("cpu", torch.arange(8).reshape(2, 4), mesh_dim_names=("u", "v"))
+    z = rt.redistribute(distribute_tensor(full, later, (Shard(0), Shard(1))), placements=(Shard(1), Replicate()))
+    rec = {"kind": "flattened", "later_mesh_exact": bool(torch.equal(z.to_local(), split_local(full, later, (Shard(1), Replicate()))))}
+    if mesh.get_coordinate() is not None:
+        rec["exact"] = bool(torch.equal(y.to_local(), full))
+        out.append(rec)
+    else:
+        rec["outside"] = True
+        out.append(rec)
+
+
+def same_placements_case(mesh, rt, out):
+    """Equal placements move nothing and keep the local tensor, as DTensor does."""
+    full = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    x, _ = make_dtensor(full, mesh, (Shard(0), Replicate()))
+    y = rt.redistribute(x, placements=(Shard(-2), Replicate()))
+    out.append({"kind": "same", "same_local": y._local_tensor is x._local_tensor,
+                "placements_ok": tuple(y.placements) == (Shard(0), Replicate())})
 
 
 def partial_case(mesh, rt, out):
@@ -328,6 +346,7 @@ def worker(rank, path, n_cases, seed, port):
                             "dst": str(case[5]), "error": traceback.format_exc()[-2000:]})
         autograd_cases(ms["4x2"], rt, out)
         partial_case(ms["4x2"], rt, out)
+        same_placements_case(ms["4x2"], rt, out)
         flattened_case(rt, out)  # every rank builds the 4-rank mesh; ranks 0-3 move
     except Exception:  # noqa: BLE001
         out.append({"kind": "fatal", "error": traceback.format_exc()[-3000:]})

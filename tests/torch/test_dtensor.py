@@ -24,7 +24,7 @@ def runs(tmp_path_factory):
     assert len(ranks) == 8
     # per case, the 8 ranks' records
     n = len(ranks[0])
-    assert all(len(r) >= n - 1 for r in ranks)  # ranks 4-7 skip the 4-rank flattened mesh case
+    assert all(len(r) == n for r in ranks)
     by_case = [[r[i] for r in ranks if i < len(r)] for i in range(n)]
     for recs in by_case:
         assert "error" not in recs[0], recs[0]["error"]
@@ -33,7 +33,7 @@ def runs(tmp_path_factory):
 
 
 def moves(runs):
-    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "flattened")]
+    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "flattened", "same")]
 
 
 def named(runs, kind):
@@ -120,9 +120,11 @@ def test_strided_shard_moves_at_their_bounds(runs, kind):
         assert recs[0]["lower_bound"] == 128 and recs[0]["collectives"] == 1
 
 
-def test_flattened_mesh_case_is_exact(runs):
+def test_flattened_mesh_case_is_exact_and_ranks_stay_in_step(runs):
     recs = named(runs, "flattened")
-    assert len(recs) == 4 and all(r["exact"] for r in recs)
+    assert len(recs) == 8
+    assert sum(1 for r in recs if r.get("exact")) == 4 and sum(1 for r in recs if r.get("outside")) == 4
+    assert all(r["later_mesh_exact"] for r in recs)  # a DeviceMesh built after the move works
 
 
 def test_backward_moves_the_gradient_back(runs):
@@ -131,6 +133,11 @@ def test_backward_moves_the_gradient_back(runs):
     for r in recs:
         assert r["requires_grad"] and r["grad_exact"] and r["grad_equals_dtensor"], r
         assert r["second_order_equals_dtensor"], r
+
+
+def test_equal_placements_keep_the_local_tensor(runs):
+    for r in named(runs, "same"):
+        assert r["same_local"] and r["placements_ok"]
 
 
 def test_partial_is_refused_naming_the_issue(runs):
