@@ -15,6 +15,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "reshard/status.h"
@@ -75,6 +76,23 @@ class Mesh {
 };
 
 std::ostream& operator<<(std::ostream& os, const Mesh& m);
+
+// Device id -> row-major mesh position: the inverse of Mesh::device(), built
+// in this one place (the step lowering, the rank runner and the simulator
+// look positions up by id). Lookups are O(1) where ids are dense (iota
+// included) and O(log n) otherwise. Immutable; thread-safe.
+class MeshPositions {
+ public:
+  explicit MeshPositions(const Mesh& mesh);
+  // The position of `device`, or -1 when it is not on the mesh.
+  int64_t Of(int64_t device) const;
+
+ private:
+  bool iota_ = true;
+  int64_t num_devices_ = 0;
+  std::vector<int64_t> dense_;                        // id -> position (-1: none), ids below 4n + 64
+  std::vector<std::pair<int64_t, int64_t>> sorted_;   // (id, position), when ids are sparse
+};
 
 }  // namespace reshard
 

@@ -216,20 +216,9 @@ Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step) {
                        plan.mesh().has_value();
   if (!grouped) return Exchange::Create(s.input, s.output);
   const Mesh& mesh = *plan.mesh();
-  // Device id -> mesh position (ids of a mesh are distinct; iota is the identity).
-  std::vector<int64_t> position;
-  if (!mesh.is_iota()) {
-    for (int64_t pos = 0; pos < mesh.num_devices(); ++pos) {
-      const int64_t dev = mesh.device(pos);
-      if (dev >= static_cast<int64_t>(position.size())) position.resize(static_cast<size_t>(dev) + 1, -1);
-      position[static_cast<size_t>(dev)] = pos;
-    }
-  }
   const std::vector<int32_t> axes = s.group_axes;
-  return Exchange::Create(s.input, s.output, [mesh, axes, position = std::move(position)](int64_t device) -> int64_t {
-    const int64_t pos = position.empty() ? device
-                        : device < static_cast<int64_t>(position.size()) ? position[static_cast<size_t>(device)]
-                                                                          : -1;
+  return Exchange::Create(s.input, s.output, [mesh, axes, positions = MeshPositions(mesh)](int64_t device) -> int64_t {
+    const int64_t pos = positions.Of(device);
     return pos < 0 ? -1 - device : mesh.GroupOf(pos, axes);  // off the mesh: a group of its own
   });
 }

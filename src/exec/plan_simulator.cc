@@ -5,6 +5,8 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"
@@ -101,9 +103,7 @@ void CopyBox(const Buffer& in, const std::vector<int64_t>& from, Buffer& out, co
 class PlanRun {
  public:
   PlanRun(const CollectivePlan& plan, SimulationReport& report) : plan_(plan), report_(report) {
-    if (plan.mesh()) {
-      for (int64_t pos = 0; pos < plan.mesh()->num_devices(); ++pos) position_[plan.mesh()->device(pos)] = pos;
-    }
+    if (plan.mesh()) positions_.emplace(*plan.mesh());
   }
 
   void Problem(const std::string& what) {
@@ -209,7 +209,7 @@ class PlanRun {
       case ProgramOp::Kind::kDynamicSlice:
         if (!mesh) return fail("a dynamic slice needs a mesh");
         for (auto& [dev, b] : buffers_) {
-          const int64_t linear = mesh->MemberIndex(position_.at(dev), op.axes);
+          const int64_t linear = mesh->MemberIndex(PositionOf(dev), op.axes);
           std::vector<int64_t> from(b.shape.size(), 0);
           from[op.dim] = linear * op.shape[op.dim];
           if (from[op.dim] + op.shape[op.dim] > b.shape[op.dim])
@@ -227,7 +227,7 @@ class PlanRun {
         const bool a2a = op.kind == ProgramOp::Kind::kAllToAll;
         for (auto& [dev, b] : buffers_) {
           if (next.count(dev)) continue;
-          const std::vector<int64_t> group = Group(position_.at(dev), op.axes);
+          const std::vector<int64_t> group = Group(PositionOf(dev), op.axes);
           const int64_t k = static_cast<int64_t>(group.size());
           for (int64_t pos : group) {
             const Buffer& in = buffers_.at(mesh->device(pos));
@@ -335,7 +335,13 @@ class PlanRun {
  private:
   const CollectivePlan& plan_;
   SimulationReport& report_;
-  std::map<int64_t, int64_t> position_;  // device id -> mesh position
+  std::optional<MeshPositions> positions_;  // device id -> mesh position (plans over a mesh)
+  // The device's mesh position; the plan's devices are the mesh's.
+  int64_t PositionOf(int64_t dev) const {
+    const int64_t pos = positions_ ? positions_->Of(dev) : -1;
+    if (pos < 0) throw std::out_of_range("device " + std::to_string(dev) + " is not on the plan mesh");
+    return pos;
+  }
   std::map<int64_t, Buffer> buffers_;
 };
 

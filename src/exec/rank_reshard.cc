@@ -351,13 +351,14 @@ Result<bool> RankReshard::State::AllInOrder(const StepRun& s) {
 Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   const Mesh& mesh = *program->mesh();
   const std::vector<int32_t>& axes = step.group_axes;
-  const int64_t n = mesh.num_devices();
-  // Device id -> mesh position, for this rank and its peers.
+  // Rank -> mesh position, for this rank and its peers.
+  const MeshPositions positions(mesh);
   std::vector<int64_t> position_of_rank(static_cast<size_t>(size), -1);
-  for (int64_t pos = 0; pos < n; ++pos) {
-    const int64_t dev = mesh.device(pos);
-    const int64_t r = rank_is_index ? program->IndexOf(dev) : dev;
-    if (r >= 0 && r < size) position_of_rank[static_cast<size_t>(r)] = pos;
+  for (int64_t r = 0; r < size; ++r) {
+    const int64_t dev = rank_is_index ? (r < static_cast<int64_t>(program->devices().size())
+                                             ? program->devices()[static_cast<size_t>(r)] : -1)
+                                      : r;
+    if (dev >= 0) position_of_rank[static_cast<size_t>(r)] = positions.Of(dev);
   }
   auto color = [&](int64_t pos) { return mesh.GroupOf(pos, axes); };
   auto member = [&](int64_t pos) { return mesh.MemberIndex(pos, axes); };

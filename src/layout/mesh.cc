@@ -46,6 +46,28 @@ std::vector<int64_t> Mesh::DeviceIds() const {
   return ids;
 }
 
+MeshPositions::MeshPositions(const Mesh& mesh) : iota_(mesh.is_iota()), num_devices_(mesh.num_devices()) {
+  if (iota_) return;
+  int64_t max_id = 0;
+  for (int64_t p = 0; p < num_devices_; ++p) max_id = std::max(max_id, mesh.device(p));
+  if (max_id < 4 * num_devices_ + 64) {
+    dense_.assign(static_cast<size_t>(max_id) + 1, -1);
+    for (int64_t p = 0; p < num_devices_; ++p) dense_[static_cast<size_t>(mesh.device(p))] = p;
+  } else {
+    sorted_.reserve(static_cast<size_t>(num_devices_));
+    for (int64_t p = 0; p < num_devices_; ++p) sorted_.emplace_back(mesh.device(p), p);
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+}
+
+int64_t MeshPositions::Of(int64_t device) const {
+  if (iota_) return device >= 0 && device < num_devices_ ? device : -1;
+  if (!dense_.empty() || sorted_.empty())
+    return device >= 0 && device < static_cast<int64_t>(dense_.size()) ? dense_[static_cast<size_t>(device)] : -1;
+  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), std::make_pair(device, int64_t{-1}));
+  return it != sorted_.end() && it->first == device ? it->second : -1;
+}
+
 std::optional<int64_t> Mesh::AxisIndex(std::string_view name) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i].name == name) return static_cast<int64_t>(i);

@@ -62,3 +62,17 @@ TEST(MeshGroups, RandomMeshesPartitionAndAgree) {
 
 }  // namespace
 }  // namespace reshard
+
+TEST(MeshPositions, InvertsDeviceForIotaDenseAndSparseIds) {
+  const Mesh iota = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  const Mesh dense = Mesh::Create({{"x", 2}, {"y", 2}}, {3, 1, 0, 2}).value();
+  const Mesh sparse = Mesh::Create({{"x", 3}}, {1000000007, 5, 123456789}).value();
+  for (const Mesh* m : {&iota, &dense, &sparse}) {
+    const MeshPositions positions(*m);
+    for (int64_t p = 0; p < m->num_devices(); ++p) EXPECT_EQ(positions.Of(m->device(p)), p) << m->ToString();
+    EXPECT_EQ(positions.Of(-1), -1);
+    EXPECT_EQ(positions.Of(4), m == &iota ? 4 : -1);
+    EXPECT_EQ(positions.Of(8), -1);
+    EXPECT_EQ(positions.Of(int64_t{1} << 40), -1);
+  }
+}
