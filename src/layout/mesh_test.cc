@@ -60,9 +60,6 @@ TEST(MeshGroups, RandomMeshesPartitionAndAgree) {
   }
 }
 
-}  // namespace
-}  // namespace reshard
-
 TEST(MeshPositions, InvertsDeviceForIotaDenseAndSparseIds) {
   const Mesh iota = Mesh::Create({{"x", 4}, {"y", 2}}).value();
   const Mesh dense = Mesh::Create({{"x", 2}, {"y", 2}}, {3, 1, 0, 2}).value();
@@ -76,3 +73,6 @@ TEST(MeshPositions, InvertsDeviceForIotaDenseAndSparseIds) {
     EXPECT_EQ(positions.Of(int64_t{1} << 40), -1);
   }
 }
+
+}  // namespace
+}  // namespace reshard
