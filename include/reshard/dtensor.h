@@ -38,7 +38,10 @@ struct Placement {
 Result<Layout> PlacementsToLayout(const std::vector<Placement>& placements, const Mesh& mesh,
                                   const std::vector<int64_t>& shape, DType dtype);
 // The placements over `mesh` whose layout equals `layout`, if any. A tensor
-// dim split over mesh dims against mesh order is stated with _StridedShard.
+// dim split over mesh dims against mesh order is stated with _StridedShard,
+// each mesh dim's factor the product of the more major mesh dims after it
+// (the form FSDP2 over tensor parallel makes). Other split factors read but
+// have no printed form: their layouts are refused here.
 Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const Mesh& mesh);
 
 }  // namespace reshard

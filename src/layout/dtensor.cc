@@ -68,6 +68,8 @@ std::vector<Placement> PlacementsForOrder(const std::vector<std::vector<int64_t>
 // order (uneven right-to-left splits leave tiles empty in no order the grid
 // keeps): at most this many orders over all dims.
 constexpr int64_t kMaxOrders = 5040;
+// ... and at most this many device placements built over all of them.
+constexpr int64_t kMaxOrderWork = int64_t{1} << 22;
 
 }  // namespace
 
@@ -80,8 +82,8 @@ Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const 
     for (size_t d = 0; d < inferred->size(); ++d)
       for (const AxisRef& a : (*inferred)[d]) order[d].push_back(a.axis);
     const std::vector<Placement> placements = PlacementsForOrder(order, mesh);
-    RESHARD_ASSIGN_OR_RETURN(Layout check, PlacementsToLayout(placements, mesh, layout.shape(), layout.dtype()));
-    if (check == layout) return placements;
+    Result<Layout> check = PlacementsToLayout(placements, mesh, layout.shape(), layout.dtype());
+    if (check.ok() && *check == layout) return placements;
   }
   // Which tensor dims each mesh dim splits: neighbours along it hold
   // different tiles along those dims.
@@ -91,26 +93,39 @@ Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const 
     return inferred.ok() ? mismatch : inferred.status();
   std::vector<std::vector<int64_t>> splits(layout.rank());  // per dim, mesh dims in mesh order
   for (int64_t a = 0; a < mesh.num_axes(); ++a) {
-    std::vector<bool> dims(layout.rank(), false);
+    // Dims whose tile differs between neighbours holding data, and between
+    // any neighbours: an empty tile's coordinate says little, so it decides
+    // only where no neighbours with data differ.
+    std::vector<bool> full(layout.rank(), false), any(layout.rank(), false);
     for (int64_t f = 0; f < mesh.num_devices(); ++f) {
       if (mesh.Coordinate(f, a) + 1 >= mesh.axes()[a].size) continue;
       const int64_t t0 = layout.TileOf(mesh.device(f)), t1 = layout.TileOf(mesh.device(f + mesh.Stride(a)));
       if (t0 < 0 || t1 < 0) return inferred.ok() ? mismatch : inferred.status();
+      const bool data = layout.TileElements(t0) > 0 && layout.TileElements(t1) > 0;
       const std::vector<int32_t> c0 = layout.TileCoords(t0), c1 = layout.TileCoords(t1);
-      for (int64_t d = 0; d < layout.rank(); ++d) dims[d] = dims[d] || c0[d] != c1[d];
+      for (int64_t d = 0; d < layout.rank(); ++d)
+        if (c0[d] != c1[d]) {
+          any[d] = true;
+          if (data) full[d] = true;
+        }
     }
-    int64_t count = 0;
-    for (int64_t d = 0; d < layout.rank(); ++d)
-      if (dims[d]) { splits[d].push_back(a); ++count; }
-    if (count > 1)
-      return Status::InvalidArgument("mesh dim " + std::to_string(a) + " splits " + std::to_string(count) +
+    const int64_t n_full = std::count(full.begin(), full.end(), true), n_any = std::count(any.begin(), any.end(), true);
+    if (n_full > 1)
+      return Status::InvalidArgument("mesh dim " + std::to_string(a) + " splits " + std::to_string(n_full) +
                                      " tensor dims, which DTensor placements cannot state");
+    const std::vector<bool>& use = n_full == 1 ? full : any;
+    if (n_full == 0 && n_any > 1) continue;  // only empty tiles differ, along several dims: undecided
+    for (int64_t d = 0; d < layout.rank(); ++d)
+      if (use[d]) splits[d].push_back(a);
   }
+  // Each candidate builds a layout of every device: bound orders times devices.
+  const int64_t max_orders = std::min<int64_t>(kMaxOrders, kMaxOrderWork / std::max<int64_t>(1, mesh.num_devices()));
   int64_t orders = 1;
-  for (auto& s : splits) {
-    for (int64_t k = 2; k <= static_cast<int64_t>(s.size()); ++k) orders *= k;
-    if (orders > kMaxOrders) return inferred.ok() ? mismatch : inferred.status();
-  }
+  for (auto& s : splits)
+    for (int64_t k = 2; k <= static_cast<int64_t>(s.size()); ++k) {
+      orders *= k;  // orders <= max_orders < 2^13 before this, so no overflow
+      if (orders > max_orders) return inferred.ok() ? mismatch : inferred.status();
+    }
   // Every major-to-minor order of every dim's mesh dims, odometer style.
   std::vector<std::vector<int64_t>> order = splits;
   for (int64_t n = 0; n < orders; ++n) {

@@ -103,6 +103,11 @@ TEST(Layout, DTensorStridedShardIsRightToLeftSharding) {
   EXPECT_TRUE(PlacementsToLayout({{Placement::Kind::kStridedShard, 0, 1}}, four, {9}, DType::kF32).value() ==
               PlacementsToLayout({{Placement::Kind::kShard, 0}}, four, {9}, DType::kF32).value());
   EXPECT_FALSE(PlacementsToLayout({{Placement::Kind::kStridedShard, 0, 0}}, four, {9}, DType::kF32).ok());
+  // Work is bounded over a whole level, not per tile: refused at once (it took seconds per tile before).
+  Mesh wide = Mesh::Create({{"x", 64}, {"y", 2}}).value();
+  EXPECT_FALSE(PlacementsToLayout({{Placement::Kind::kShard, 0}, {Placement::Kind::kStridedShard, 0, 8388608}}, wide,
+                                  {536870912}, DType::kF32)
+                   .ok());
 }
 
 TEST(Layout, BlockCyclicConcatenatesBlocksInGlobalOrder) {

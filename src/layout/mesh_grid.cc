@@ -66,16 +66,19 @@ Result<DimGrid> StridedChunkGrid(int64_t n, const std::vector<int64_t>& sizes, c
   for (size_t l = 0; l < sizes.size(); ++l) {
     const int64_t k = sizes[l], s = factors[l];
     if (s < 1) return Status::InvalidArgument("split_factor " + std::to_string(s) + " is not >= 1");
+    if (k == 1) continue;  // one member holds every piece: the tiles stay as they are
     std::vector<std::vector<Interval>> next(tiles.size() * k);
     cells = 0;
+    int64_t work = 0;  // pieces times parts over the level's tiles so far
     for (size_t t = 0; t < tiles.size(); ++t) {
       int64_t len = 0;
       for (const Interval& iv : tiles[t]) len += iv.hi - iv.lo;
       const int64_t c1 = CeilDiv(len, s);
       // At most min(s, len) pieces, each cut k ways: refuse before the work, not after it.
-      if (std::min(s, len) > kMaxStridedCells / k)
+      if (std::min(s, len) > (kMaxStridedCells - work) / k)
         return Status::InvalidArgument("the strided split of an extent of " + std::to_string(n) + " makes over " +
                                        std::to_string(kMaxStridedCells) + " cells");
+      work += std::min(s, len) * k;
       PositionCursor cursor(tiles[t]);
       for (int64_t j = 0; j < s && MulClamp(j, c1, len) < len; ++j) {
         const int64_t plo = MulClamp(j, c1, len), phi = MulClamp(j + 1, c1, len), pl = phi - plo;
