@@ -45,10 +45,6 @@ class RunStats:
     def send_bytes(self) -> int:
         return sum(s[2] for s in self.steps)
 
-    @property
-    def collectives(self) -> int:
-        return sum(1 for s in self.steps if s[0] not in ("slice",))
-
 
 class GroupCache:
     """torch.distributed process groups by their rank set, created once and reused. A group's
@@ -118,41 +114,34 @@ def fit(x: torch.Tensor, shape) -> torch.Tensor:
     return out
 
 
-def _index(runs, device) -> Optional[torch.Tensor]:
-    """The local indices of a dim's runs, or None when they are one run (a narrow view)."""
-    if len(runs) == 1:
-        return None
-    return torch.cat([torch.arange(o, o + n, device=device) for o, n in runs]) if runs else \
-        torch.zeros(0, dtype=torch.long, device=device)
+def _indices(runs, device) -> torch.Tensor:
+    """The local indices of a dim's (offset, length) runs, in order."""
+    if not runs:
+        return torch.zeros(0, dtype=torch.long, device=device)
+    return torch.cat([torch.arange(o, o + n, device=device) for o, n in runs])
 
 
 def _take(x: torch.Tensor, runs) -> torch.Tensor:
     """The cross product of per-dim runs of x, row-major (a view where every dim is one run)."""
     for d, r in enumerate(runs):
-        idx = _index(r, x.device)
-        x = x.narrow(d, r[0][0], r[0][1]) if idx is None else x.index_select(d, idx)
+        x = x.narrow(d, r[0][0], r[0][1]) if len(r) == 1 else x.index_select(d, _indices(r, x.device))
     return x
 
 
 def _put(out: torch.Tensor, runs, value: torch.Tensor) -> None:
     """Writes value (the runs' extents, row-major) into the cross product of runs of out."""
-    lengths = [sum(n for _, n in r) for r in runs]
-    value = value.reshape(lengths)
-    view = out
-    for d, r in enumerate(runs):
-        if len(r) != 1:
-            break
-        view = view.narrow(d, r[0][0], r[0][1])
-    else:
+    value = value.reshape([sum(n for _, n in r) for r in runs])
+    if all(len(r) == 1 for r in runs):  # one box: a narrowed view
+        view = out
+        for d, r in enumerate(runs):
+            view = view.narrow(d, r[0][0], r[0][1])
         view.copy_(value)
         return
     idx = []
     for d, r in enumerate(runs):
-        i = torch.cat([torch.arange(o, o + n, device=out.device) for o, n in r]) if r else \
-            torch.zeros(0, dtype=torch.long, device=out.device)
         shape = [1] * len(runs)
         shape[d] = -1
-        idx.append(i.view(shape))
+        idx.append(_indices(r, out.device).view(shape))
     out[tuple(idx)] = value
 
 
@@ -181,8 +170,8 @@ class PlanRun:
         self.groups = groups
         self.mesh = plan.mesh
         self.devices = list(plan.devices)
-        self._member: dict = {}     # axes -> (group ranks in member order, index of this rank)
-        self._exchange: dict = {}   # step index -> Step.exchange(rank)
+        self._member: dict = {}     # axes -> (group ranks in member order, index of this rank, reorders)
+        self._exchange: dict = {}   # step index -> (Step.exchange(rank), ranks, rank -> index, receive sizes)
 
     def _group_of(self, axes):
         key = tuple(axes)
@@ -192,7 +181,7 @@ class PlanRun:
                 raise RuntimeError("a structured step without a plan mesh")
             for members in self.mesh.groups(list(axes)):
                 if self.rank in members:
-                    hit = (members, members.index(self.rank))
+                    hit = (members, members.index(self.rank), _group_order(members, None))
                     break
             else:
                 raise RuntimeError("rank %d is not in the plan mesh %s" % (self.rank, self.mesh))
@@ -217,38 +206,36 @@ class PlanRun:
         if kind in ("pad", "slice"):
             return fit(x, op["shape"])
         if kind == "dynamic-slice":
-            _, index = self._group_of(op["axes"])
+            _, index, _ = self._group_of(op["axes"])
             d, n = op["dim"], op["shape"][op["dim"]]
             return x.narrow(d, index * n, n)
         if kind == "all-to-all":
-            members, _ = self._group_of(op["axes"])
+            members, _, (to_rank, to_member) = self._group_of(op["axes"])
             g = len(members)
-            to_rank, to_member = _group_order(members, x.device)
             x = x.contiguous()
             if to_rank is not None:  # chunk i goes to member i: put it at that member's group rank
-                x = x.reshape([g, -1]).index_select(0, to_rank).reshape(x.shape)
+                x = x.reshape([g, -1]).index_select(0, to_rank.to(x.device)).reshape(x.shape)
             out = torch.empty_like(x)
             if g > 1:
                 dist.all_to_all_single(out, x, group=self.groups.get(members))
             else:
                 out.copy_(x)
             if to_member is not None:
-                out = out.reshape([g, -1]).index_select(0, to_member).reshape(x.shape)
+                out = out.reshape([g, -1]).index_select(0, to_member.to(x.device)).reshape(x.shape)
             moved = _nbytes(x) * (len(members) - 1) // len(members)
             self._count(stats, kind, moved, moved)
             return out
         if kind == "all-gather":
-            members, _ = self._group_of(op["axes"])
+            members, _, (_, to_member) = self._group_of(op["axes"])
             x = x.contiguous()
             out = x.new_empty([x.shape[0] * len(members)] + list(x.shape[1:]))
             if len(members) > 1:
                 dist.all_gather_into_tensor(out, x, group=self.groups.get(members))
             else:
                 out.copy_(x)
-            _, to_member = _group_order(members, x.device)
             if to_member is not None:  # gathered in group-rank order; the program wants member order
                 g = len(members)
-                out = out.reshape([g, -1]).index_select(0, to_member).reshape(out.shape)
+                out = out.reshape([g, -1]).index_select(0, to_member.to(x.device)).reshape(out.shape)
             self._count(stats, kind, _nbytes(x) * (len(members) - 1), _nbytes(x))
             return out
         if kind == "collective-permute":
@@ -287,27 +274,34 @@ class PlanRun:
         self._count(stats, "collective-permute", recv, sent)
         return out
 
+    def _exchange_part(self, i, step):
+        """This rank's part of step i's exchange with its split sizes over the plan's ranks
+        (ascending, as a process group numbers them), found once per step."""
+        hit = self._exchange.get(i)
+        if hit is None:
+            part = step.exchange(self.rank)
+            group_ranks = sorted(self.devices)
+            pos = {r: k for k, r in enumerate(group_ranks)}
+            recv_sizes = [0] * len(group_ranks)
+            for peer, runs in part["recv"]:
+                count = 1
+                for r in runs:
+                    count *= sum(length for _, length in r)
+                recv_sizes[pos[peer]] = count
+            hit = self._exchange[i] = (part, group_ranks, pos, recv_sizes)
+        return hit
+
     def _exchange_op(self, i, step, x, shape, stats):
-        part = self._exchange.get(i)
-        if part is None:
-            part = self._exchange[i] = step.exchange(self.rank)
+        part, group_ranks, pos, recv_sizes = self._exchange_part(i, step)
         out = x.new_zeros([int(n) for n in shape])
         for src_runs, dst_runs in part["local"]:
             _put(out, dst_runs, _take(x, src_runs))
-        group_ranks = sorted(self.devices)
-        pos = {r: k for k, r in enumerate(group_ranks)}
         send_sizes = [0] * len(group_ranks)
-        recv_sizes = [0] * len(group_ranks)
         pieces = []
         for peer, runs in part["send"]:
             piece = _take(x, runs).reshape(-1)
             send_sizes[pos[peer]] = piece.numel()
             pieces.append(piece)
-        for peer, runs in part["recv"]:
-            count = 1
-            for r in runs:
-                count *= sum(length for _, length in r)
-            recv_sizes[pos[peer]] = count
         send = torch.cat(pieces) if pieces else x.new_empty(0)
         recv = x.new_empty(sum(recv_sizes))
         if len(group_ranks) > 1:

@@ -54,23 +54,17 @@ __all__ = ["redistribute", "layout_of", "mesh_of", "placements_text", "plan_for"
 _PARTIAL_MESSAGE = ("reshard.torch: Partial placements (partial sums) are not supported yet: they come with "
                     "reshard's partial-sums support (issue 17); use DTensor.redistribute for them meanwhile")
 
-_TORCH_XLA = {
-    "bool": "pred", "int8": "s8", "uint8": "u8", "int16": "s16", "uint16": "u16", "float16": "f16",
-    "bfloat16": "bf16", "int32": "s32", "uint32": "u32", "float32": "f32", "int64": "s64", "uint64": "u64",
-    "float64": "f64", "complex64": "c64", "complex128": "c128",
-}
-_BY_SIZE = {1: "u8", 2: "u16", 4: "u32", 8: "u64", 16: "c128"}
-
-
 def _dtype_name(dtype) -> str:
+    """reshard's element type for a torch dtype: torch's names ("float32", "bfloat16") are
+    reshard.dtype_name's; other types (float8) plan as the type of their size, as there."""
     if isinstance(dtype, str):
         return _reshard.dtype_name(dtype)
     name = str(dtype).replace("torch.", "")
-    if name in _TORCH_XLA:
-        return _TORCH_XLA[name]
+    if name in _reshard._XLA_NAMES:
+        return _reshard.dtype_name(name)
     size = torch.empty(0, dtype=dtype).element_size()
-    if size in _BY_SIZE:  # float8 and other types plan by their size: only bytes matter to a plan
-        return _BY_SIZE[size]
+    if size in _reshard._BY_SIZE:  # only bytes matter to a plan
+        return _reshard._BY_SIZE[size]
     raise ValueError("dtype: %s (%d bytes per element) has no reshard element type" % (dtype, size))
 
 
@@ -271,8 +265,10 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
     dst = layout_of(mesh, dst_placements, shape, local.dtype)
     # The gradient moves back in backward_dtype, else in the input's dtype, as DTensor's does.
     gdt = backward_dtype or dtensor.dtype
-    gsrc = layout_of(mesh, dst_placements, shape, gdt)
-    gdst = layout_of(mesh, src_placements, shape, gdt)
+    if gdt == local.dtype:
+        gsrc, gdst = dst, src
+    else:
+        gsrc, gdst = layout_of(mesh, dst_placements, shape, gdt), layout_of(mesh, src_placements, shape, gdt)
     fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
     bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
     # Every rank, in the mesh or not, plans both directions and creates their groups together.

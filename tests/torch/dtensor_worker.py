@@ -68,13 +68,11 @@ class CollectiveBytes:
         def a2a(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
             g = dist.get_world_size(group)
             me = dist.get_rank(group)
-            row = output[0].numel() * output.element_size() if output.dim() > 0 and output.shape[0] else 0
             if output_split_sizes is None:
                 self.recv += output.numel() * output.element_size() * (g - 1) // g
             else:
                 elem = output.element_size() * (output[0].numel() if output.dim() > 1 else 1)
                 self.recv += (sum(output_split_sizes) - output_split_sizes[me]) * elem
-            del row
             self.calls += 1
             return self._orig["all_to_all_single"](output, input, output_split_sizes, input_split_sizes,
                                                    group=group, async_op=async_op)
