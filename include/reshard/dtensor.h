@@ -7,7 +7,10 @@
 // _StridedShard(d, split_factor=s), torch's form of right-to-left sharding
 // (FSDP2 over tensor parallel), splits the current chunk into s pieces,
 // each piece into the mesh dim's size, and gives member c the c-th part of
-// every piece, kept in global order. Partial() is refused as not supported.
+// every piece, kept in global order. Partial(op) marks a mesh dim whose
+// members hold partial values of one array: the layout carries a pending
+// reduction (layout.h) over every Partial mesh dim, parts numbered
+// row-major over them in mesh order; all Partial dims must share one op.
 // The text form "[Shard(0), Replicate()]" is in dtensor_text.h (notation
 // library).
 // Immutable value.
@@ -24,10 +27,11 @@
 namespace reshard {
 
 struct Placement {
-  enum class Kind { kShard, kReplicate, kStridedShard };
+  enum class Kind { kShard, kReplicate, kStridedShard, kPartial };
   Kind kind = Kind::kReplicate;
   int64_t dim = 0;           // kShard, kStridedShard; negative counts from the last dim, as in PyTorch
   int64_t split_factor = 1;  // kStridedShard only, >= 1
+  ReduceOp reduce_op = ReduceOp::kSum;  // kPartial only
   friend bool operator==(const Placement&, const Placement&) = default;
 };
 

@@ -12,7 +12,17 @@
 // Every notation (HLO, JAX, Shardy, DTensor, block-cyclic) converts into this
 // one form, so planners see a single representation. Two layouts are == when
 // every device holds the same elements (the device-to-box map), whatever the
-// notation they came from. Immutable value; thread-safe.
+// notation they came from.
+//
+// A layout may carry a pending reduction (partial sums: DTensor Partial(),
+// JAX and Shardy unreduced axes). Then each device holding a tile holds one
+// of `parts` partial values of it, its part; devices with the same tile and
+// part hold equal values (replicas), and the array is `op` over the parts:
+// sum, avg (the sum divided by parts), max or min. Every tile that holds
+// elements is held in every part. Parts are numbered per tile in the order
+// of their lowest holder (Create renumbers), so equal layouts number parts
+// alike; == compares the op and each device's part too. Immutable value;
+// thread-safe.
 #ifndef RESHARD_LAYOUT_H_
 #define RESHARD_LAYOUT_H_
 
@@ -21,6 +31,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reshard/box.h"
@@ -44,10 +55,25 @@ struct DimGrid {
   friend bool operator==(const DimGrid&, const DimGrid&) = default;
 };
 
-// A device and the linear (row-major) index of the tile it holds, or -1 for none.
+// A device, the linear (row-major) index of the tile it holds (-1 for none),
+// and which part of a pending reduction it holds (read only when partial).
 struct DeviceTile {
   int64_t device = 0;
   int64_t tile = -1;
+  int64_t part = 0;
+};
+
+// How partial values combine into the array.
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+std::string_view ReduceOpName(ReduceOp op);  // "sum", "avg", "max", "min"
+// Reads ReduceOpName's names; fails on anything else.
+Result<ReduceOp> ParseReduceOp(std::string_view name);
+
+// A pending reduction over `parts` partial values; parts == 1 is none.
+struct Reduction {
+  ReduceOp op = ReduceOp::kSum;
+  int64_t parts = 1;
+  friend bool operator==(const Reduction&, const Reduction&) = default;
 };
 
 class Layout {
@@ -57,14 +83,26 @@ class Layout {
   // non-empty tile held by at least one device, sizes within int64.
   // Example: shape {16,16,16}, dims {Ceil(16,2), Ceil(16,1), Ceil(16,4)}, and
   // device 2x+y -> tile (y, 0, x) is the canonical source P('y', None, 'x').
+  // With a reduction of parts >= 2, also: every DeviceTile::part of a
+  // device holding a tile is in [0, parts), and every tile holding elements
+  // is held in every part (avg needs no more: it divides by parts).
   static Result<Layout> Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
-                               std::vector<DeviceTile> placement);
+                               std::vector<DeviceTile> placement, Reduction reduction = {});
 
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   const std::vector<int64_t>& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   int64_t element_bytes() const { return ByteSize(dtype_); }
   int64_t num_elements() const { return num_elements_; }
+  // The pending reduction; parts() == 1 when there is none.
+  const Reduction& reduction() const { return reduction_; }
+  bool partial() const { return reduction_.parts > 1; }
+  // The part `device` holds: 0 when the layout is not partial, or the device
+  // holds no tile or an empty one.
+  int64_t PartOf(int64_t device) const;
+  // The same grid and placement with no pending reduction (the layout each
+  // part's replicas form alone, ignoring which part they hold).
+  Layout WithoutReduction() const;
   const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid; }
 
   // Devices of the layout (holding data or not), ascending.
@@ -112,6 +150,7 @@ class Layout {
   DType dtype_ = DType::kF32;
   int64_t num_elements_ = 1;
   int64_t num_tiles_ = 1;
+  Reduction reduction_;
   // The grid and placement, O(devices + cells): shared by copies (a Layout
   // is immutable), so a copy held by a plan step or a search costs nothing.
   struct Rep {
@@ -120,7 +159,10 @@ class Layout {
     std::vector<int64_t> device_tile;  // parallel to devices
     std::vector<int64_t> holder_begin; // CSR over tiles
     std::vector<int64_t> holders;
+    std::vector<int64_t> device_part;  // parallel to devices; empty unless partial
   };
+  // Create's step for partial layouts: checks and renumbers the parts into rep.
+  Status NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const;
   std::shared_ptr<const Rep> rep_ = std::make_shared<const Rep>();
 };
 

@@ -7,7 +7,10 @@
 // major neighbours multiply to `pre`. The device at coordinate c along x has
 // sub-axis coordinate (c / (n / (pre * size))) % size. So on x=4, "x":(1)2 is
 // the major half (c / 2) and "x":(2)2 the minor half (c % 2), as in Shardy.
-// Dims split with XLA's rule (ceil). Invariants (checked by Create): axes
+// Dims split with XLA's rule (ceil). Unreduced axes (JAX's
+// P(..., unreduced={'x'}), Shardy's unreduced={"x"}) hold partial sums: the
+// layout carries a pending sum over them (layout.h), parts numbered
+// row-major over them in the order listed. Invariants (checked by Create): axes
 // exist, sub-axes divide their axis, no part of an axis is used twice.
 // Immutable value; thread-safe.
 #ifndef RESHARD_NAMED_SHARDING_H_
@@ -51,27 +54,31 @@ class NamedSharding {
     friend bool operator==(const Dim&, const Dim&) = default;
   };
 
-  static Result<NamedSharding> Create(Mesh mesh, std::vector<Dim> dims, std::vector<AxisRef> replicated = {});
+  static Result<NamedSharding> Create(Mesh mesh, std::vector<Dim> dims, std::vector<AxisRef> replicated = {},
+                                      std::vector<AxisRef> unreduced = {});
 
   const Mesh& mesh() const { return mesh_; }
   const std::vector<Dim>& dims() const { return dims_; }
   const std::vector<AxisRef>& replicated() const { return replicated_; }
+  const std::vector<AxisRef>& unreduced() const { return unreduced_; }
 
   // REQUIRES nothing; fails if shape's rank differs from dims().size().
   Result<Layout> ToLayout(const std::vector<int64_t>& shape, DType dtype) const;
   // The HLO sharding exactly as JAX prints it: iota lists for iota meshes,
   // explicit ids (replica groups ascending) otherwise; size-1 axes dropped;
-  // {replicated} when nothing is split.
+  // {replicated} when nothing is split. NotSupported with unreduced axes:
+  // HLO sharding text has no pending reduction.
   Result<HloSharding> ToHlo() const;
 
   friend bool operator==(const NamedSharding&, const NamedSharding&) = default;
 
  private:
-  NamedSharding(Mesh m, std::vector<Dim> d, std::vector<AxisRef> r)
-      : mesh_(std::move(m)), dims_(std::move(d)), replicated_(std::move(r)) {}
+  NamedSharding(Mesh m, std::vector<Dim> d, std::vector<AxisRef> r, std::vector<AxisRef> u)
+      : mesh_(std::move(m)), dims_(std::move(d)), replicated_(std::move(r)), unreduced_(std::move(u)) {}
   Mesh mesh_;
   std::vector<Dim> dims_;
   std::vector<AxisRef> replicated_;
+  std::vector<AxisRef> unreduced_;
 };
 
 // For each tensor dim of `layout`, the mesh axes (major to minor) whose
@@ -81,7 +88,8 @@ class NamedSharding {
 // allow_sub_axes permits Shardy sub-axes.
 Result<std::vector<std::vector<AxisRef>>> InferMeshAxes(const Layout& layout, const Mesh& mesh, bool allow_sub_axes);
 
-// The named sharding over `mesh` whose layout equals `layout`, if any.
+// The named sharding over `mesh` whose layout equals `layout`, if any. A
+// pending reduction must be a sum over whole mesh axes (unreduced axes).
 Result<NamedSharding> NamedShardingFromLayout(const Layout& layout, const Mesh& mesh, bool allow_sub_axes);
 
 }  // namespace reshard

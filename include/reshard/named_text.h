@@ -5,6 +5,7 @@
 //   JAX        P('y', None, 'x')            PartitionSpec(None, ('x', 'y'))
 //   Shardy     #sdy.sharding<@mesh, [{"y"}, {}, {"x"}]>   [{"y"}, {}, {"x"}]
 //              <@mesh, [{"x":(1)2, ?}, {}], replicated={"z"}>
+//              <@mesh, [{"y"}, {}], unreduced={"x"}>   (JAX: P('y', None, unreduced={'x'}))
 //   HLO (V3)   {mesh[x=4,y=2], [{y}, {}, {x}]}
 //
 // Bind() resolves names against a mesh (JAX needs one given; Shardy and V3 may
@@ -45,6 +46,8 @@ struct NamedText {
   Syntax syntax = Syntax::kJax;
   std::vector<Dim> dims;
   std::vector<Axis> replicated;
+  std::vector<Axis> unreduced;  // axes holding partial sums
+  std::vector<Axis> reduced;    // JAX reduced={...}: replicated, kept only to print back
   // JAX style.
   std::string jax_head = "P";
   char quote = '\'';

@@ -9,7 +9,9 @@
 //
 // LowerBound: each device must receive what its target buffer holds minus
 // what its source buffer already holds of it; computed from the layouts
-// alone, independently of any plan.
+// alone, independently of any plan. Where either layout carries a pending
+// reduction, the bound counts the receptions combining partial values needs
+// (src/plan/reduction_bound.h; proof in docs/cost_model.md).
 // FullRematerialization: what XLA does when it gives up: all-gather the
 // whole array onto every target device, then slice. Each target device
 // receives the array minus its own source shard; its peak is the gathered

@@ -7,7 +7,7 @@
 namespace reshard {
 namespace {
 
-bool Splits(const Placement& p) { return p.kind != Placement::Kind::kReplicate; }
+bool Splits(const Placement& p) { return p.kind == Placement::Kind::kShard || p.kind == Placement::Kind::kStridedShard; }
 
 // Per tensor dim, the mesh dims that split it in mesh order (DTensor nests
 // them so), and their split factors.
@@ -39,9 +39,19 @@ Result<Layout> PlacementsToLayout(const std::vector<Placement>& placements, cons
       return Status::InvalidArgument("_StridedShard(" + std::to_string(p.dim) + ", split_factor=" +
                                      std::to_string(p.split_factor) + "): split_factor must be >= 1");
   }
+  std::vector<AxisRef> partial_axes;
+  ReduceOp op = ReduceOp::kSum;
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].kind != Placement::Kind::kPartial) continue;
+    if (!partial_axes.empty() && placements[i].reduce_op != op)
+      return Status::NotSupported("Partial placements with different ops (" + std::string(ReduceOpName(op)) + ", " +
+                                  std::string(ReduceOpName(placements[i].reduce_op)) + ") are not supported");
+    op = placements[i].reduce_op;
+    partial_axes.push_back(AxisRef{static_cast<int64_t>(i), 1, 0});
+  }
   std::vector<std::vector<int64_t>> factors;
   auto axes = AxesPerDim(placements, shape.size(), &factors);
-  return BuildMeshLayout(mesh, shape, dtype, axes, SplitRule::kNestedChunk, factors);
+  return BuildMeshLayout(mesh, shape, dtype, axes, SplitRule::kNestedChunk, factors, partial_axes, op);
 }
 
 namespace {
@@ -73,7 +83,27 @@ constexpr int64_t kMaxOrderWork = int64_t{1} << 22;
 
 }  // namespace
 
+namespace {
+Result<std::vector<Placement>> UnreducedPlacementsFromLayout(const Layout& layout, const Mesh& mesh);
+}  // namespace
+
 Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const Mesh& mesh) {
+  if (!layout.partial()) return UnreducedPlacementsFromLayout(layout, mesh);
+  // The placements of the grid alone, then Partial on every mesh dim whose
+  // neighbours hold one tile in different parts; kept only if it rebuilds.
+  RESHARD_ASSIGN_OR_RETURN(std::vector<Placement> placements, UnreducedPlacementsFromLayout(layout.WithoutReduction(), mesh));
+  for (int64_t a : PartialMeshAxes(layout, mesh)) {
+    if (placements[a].kind != Placement::Kind::kReplicate)
+      return Status::InvalidArgument("mesh dim " + std::to_string(a) + " both splits the array and holds partial values");
+    placements[a] = Placement{Placement::Kind::kPartial, 0, 1, layout.reduction().op};
+  }
+  Result<Layout> check = PlacementsToLayout(placements, mesh, layout.shape(), layout.dtype());
+  if (check.ok() && *check == layout) return placements;
+  return Status::InvalidArgument("the layout's pending reduction is not over whole mesh dims, as DTensor's Partial states it");
+}
+
+namespace {
+Result<std::vector<Placement>> UnreducedPlacementsFromLayout(const Layout& layout, const Mesh& mesh) {
   const Status mismatch = Status::InvalidArgument(
       "the layout's split points differ from DTensor's torch.chunk splits over the same mesh dims");
   Result<std::vector<std::vector<AxisRef>>> inferred = InferMeshAxes(layout, mesh, /*allow_sub_axes=*/false);
@@ -137,5 +167,6 @@ Result<std::vector<Placement>> PlacementsFromLayout(const Layout& layout, const 
   }
   return inferred.ok() ? mismatch : inferred.status();
 }
+}  // namespace
 
 }  // namespace reshard

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 
 #include "layout/checked_math.h"
 
@@ -28,8 +29,26 @@ DimGrid DimGrid::FromCuts(std::vector<int64_t> cuts) {
   return g;
 }
 
+std::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+Result<ReduceOp> ParseReduceOp(std::string_view name) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
+    if (name == ReduceOpName(op)) return op;
+  return Status::InvalidArgument("unknown reduction '" + std::string(name) + "' (expected sum, avg, max or min)");
+}
+
 Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
-                              std::vector<DeviceTile> placement) {
+                              std::vector<DeviceTile> placement, Reduction reduction) {
+  if (reduction.parts < 1)
+    return Status::InvalidArgument("a pending reduction needs at least one part (" + std::to_string(reduction.parts) + " given)");
   if (shape.size() > static_cast<size_t>(kMaxRank))
     return Status::InvalidArgument("rank " + std::to_string(shape.size()) + " exceeds the maximum " + std::to_string(kMaxRank));
   if (dims.size() != shape.size())
@@ -111,6 +130,51 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
   for (size_t i = 0; i < rep->devices.size(); ++i)
     if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
+  if (reduction.parts > 1) {
+    l.reduction_ = reduction;
+    RESHARD_RETURN_IF_ERROR(l.NumberParts(placement, *rep));
+  }
+  return l;
+}
+
+Status Layout::NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const {
+  // placement is sorted by device, so parallel to rep_->devices. Parts are
+  // renumbered per tile by first appearance in ascending device order: the
+  // same holders split the same way get the same numbers.
+  const int64_t parts = reduction_.parts;
+  rep.device_part.assign(rep.devices.size(), 0);
+  std::unordered_map<int64_t, int64_t> renumber;  // tile * parts + given part -> part
+  std::vector<int64_t> seen(num_tiles_, 0);       // parts numbered so far per tile
+  for (size_t i = 0; i < placement.size(); ++i) {
+    const DeviceTile& p = placement[i];
+    if (p.tile < 0 || TileElements(p.tile) == 0) continue;
+    if (p.part < 0 || p.part >= parts)
+      return Status::InvalidArgument("device " + std::to_string(p.device) + " holds part " + std::to_string(p.part) +
+                                     " of a reduction over " + std::to_string(parts) + " parts");
+    auto [it, added] = renumber.try_emplace(p.tile * parts + p.part, seen[p.tile]);
+    if (added) ++seen[p.tile];
+    rep.device_part[i] = it->second;
+  }
+  for (int64_t t = 0; t < num_tiles_; ++t) {
+    if (TileElements(t) == 0 || seen[t] == parts) continue;
+    std::string coords;
+    for (int32_t c : TileCoords(t)) coords += (coords.empty() ? "" : ",") + std::to_string(c);
+    return Status::InvalidArgument("tile (" + coords + ") is held in " + std::to_string(seen[t]) + " of the " +
+                                   std::to_string(parts) + " parts of its pending reduction: every part must be held");
+  }
+  return Status::Ok();
+}
+
+int64_t Layout::PartOf(int64_t device) const {
+  if (!partial()) return 0;
+  auto it = std::lower_bound(rep_->devices.begin(), rep_->devices.end(), device);
+  if (it == rep_->devices.end() || *it != device) return 0;
+  return rep_->device_part[it - rep_->devices.begin()];
+}
+
+Layout Layout::WithoutReduction() const {
+  Layout l = *this;
+  l.reduction_ = Reduction{};
   return l;
 }
 
@@ -257,9 +321,10 @@ std::vector<std::vector<Interval>> Holding(const Layout& l, int64_t device) {
 }  // namespace
 
 bool operator==(const Layout& a, const Layout& b) {
-  if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_) return false;
+  if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_ || a.reduction_ != b.reduction_) return false;
   if (a.rep_ == b.rep_) return true;  // copies of one layout
   if (a.rep_->devices != b.rep_->devices) return false;
+  if (a.partial() && a.rep_->device_part != b.rep_->device_part) return false;
   // The same grids with the same tile per device hold the same boxes: a
   // comparison of arrays, where the general test below allocates per device.
   const bool same_grids = std::equal(a.rep_->dims.begin(), a.rep_->dims.end(), b.rep_->dims.begin(), b.rep_->dims.end(),
@@ -274,6 +339,10 @@ size_t Layout::Hash() const {
   size_t h = std::hash<int64_t>()(static_cast<int64_t>(dtype_));
   auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (int64_t s : shape_) mix(s);
+  if (partial()) {
+    mix(static_cast<int64_t>(reduction_.op));
+    for (int64_t p : rep_->device_part) mix(p);
+  }
   for (int64_t dev : rep_->devices) {
     mix(dev);
     for (const auto& ivs : Holding(*this, dev))
@@ -286,8 +355,11 @@ std::ostream& operator<<(std::ostream& os, const Layout& l) {
   os << DTypeName(l.dtype()) << "[";
   for (int64_t d = 0; d < l.rank(); ++d) os << (d ? "," : "") << l.shape()[d];
   os << "]";
+  if (l.partial()) os << " " << ReduceOpName(l.reduction().op) << " over " << l.reduction().parts << " parts";
   for (int64_t dev : l.devices()) {
-    os << " d" << dev << ":";
+    os << " d" << dev;
+    if (l.partial()) os << "/p" << l.PartOf(dev);
+    os << ":";
     for (const Box& b : l.DeviceBoxes(dev)) os << b;
   }
   return os;

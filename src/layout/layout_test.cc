@@ -166,5 +166,43 @@ TEST(NamedSharding, SubAxesSplitAnAxisAsShardyDoes) {
   EXPECT_TRUE(NamedSharding::Create(twelve, {{{AxisRef{0, 1, 2}}}, {{AxisRef{0, 6, 2}}}}).ok());
 }
 
+// A pending reduction: parts are checked, renumbered per tile by lowest
+// holder, and take part in == and Hash.
+TEST(Layout, PendingReductionPartsAreCheckedAndRenumbered) {
+  auto make = [](std::vector<DeviceTile> p, Reduction r) {
+    return Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, std::move(p), r);
+  };
+  const Reduction sum2{ReduceOp::kSum, 2};
+  // Devices 0,1 hold tile 0 in parts 1,0; devices 2,3 tile 1 in parts 0,1.
+  Result<Layout> a = make({{0, 0, 1}, {1, 0, 0}, {2, 1, 0}, {3, 1, 1}}, sum2);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->partial());
+  EXPECT_EQ(a->PartOf(0), 0);  // renumbered: the lowest holder's part is 0
+  EXPECT_EQ(a->PartOf(1), 1);
+  EXPECT_EQ(a->PartOf(9), 0);
+  Result<Layout> b = make({{0, 0, 0}, {1, 0, 1}, {2, 1, 0}, {3, 1, 1}}, sum2);
+  EXPECT_TRUE(*a == *b);
+  EXPECT_EQ(a->Hash(), b->Hash());
+  EXPECT_FALSE(*a == *make({{0, 0, 0}, {1, 0, 1}, {2, 1, 0}, {3, 1, 1}}, {ReduceOp::kMax, 2}));
+  EXPECT_FALSE(*a == a->WithoutReduction());
+  // Replicas: two devices in one part of a tile.
+  Result<Layout> replicas = Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 1)}, {{0, 0, 0}, {1, 0, 0}, {2, 0, 1}}, sum2);
+  ASSERT_TRUE(replicas.ok());
+  EXPECT_EQ(replicas->PartOf(1), 0);
+  EXPECT_EQ(replicas->PartOf(2), 1);
+  // A tile missing a part, a part out of range, no parts.
+  Result<Layout> missing = make({{0, 0, 0}, {1, 0, 0}, {2, 1, 0}, {3, 1, 1}}, sum2);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("held in 1 of the 2 parts"), std::string::npos) << missing.status();
+  EXPECT_FALSE(make({{0, 0, 2}, {1, 0, 0}, {2, 1, 0}, {3, 1, 1}}, sum2).ok());
+  EXPECT_FALSE(make({{0, 0, 0}, {1, 1, 0}}, {ReduceOp::kSum, 0}).ok());
+  // One part is no reduction; empty tiles need no parts.
+  EXPECT_FALSE(make({{0, 0, 0}, {1, 1, 0}}, {ReduceOp::kSum, 1})->partial());
+  Result<Layout> empty = Layout::Create({0}, DType::kF32, {DimGrid::Ceil(0, 2)}, {{0, 0, 0}, {1, 1, 0}}, sum2);
+  EXPECT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(ParseReduceOp("avg").value(), ReduceOp::kAvg);
+  EXPECT_FALSE(ParseReduceOp("mean").ok());
+}
+
 }  // namespace
 }  // namespace reshard

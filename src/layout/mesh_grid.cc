@@ -124,7 +124,8 @@ Result<DimGrid> StridedChunkGrid(int64_t n, const std::vector<int64_t>& sizes, c
 
 Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& shape, DType dtype,
                                const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
-                               const std::vector<std::vector<int64_t>>& split_factors) {
+                               const std::vector<std::vector<int64_t>>& split_factors,
+                               const std::vector<AxisRef>& partial_axes, ReduceOp op) {
   if (dims.size() != shape.size())
     return Status::InvalidArgument("the sharding names " + std::to_string(dims.size()) +
                                    (dims.size() == 1 ? " dimension" : " dimensions") + " but the shape has rank " +
@@ -157,9 +158,30 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
       if (!renumber[d].empty()) coord = renumber[d][coord];
       tile = tile * grids[d].tiles + coord;
     }
-    placement.push_back({mesh.device(f), tile});
+    int64_t part = 0;
+    for (const AxisRef& a : partial_axes) part = part * a.Size(mesh) + a.Coordinate(mesh, f);
+    placement.push_back({mesh.device(f), tile, part});
   }
-  return Layout::Create(shape, dtype, std::move(grids), std::move(placement));
+  Reduction reduction{op, 1};
+  for (const AxisRef& a : partial_axes) reduction.parts *= a.Size(mesh);  // within the mesh's device count
+  return Layout::Create(shape, dtype, std::move(grids), std::move(placement), reduction);
+}
+
+std::vector<int64_t> PartialMeshAxes(const Layout& layout, const Mesh& mesh) {
+  std::vector<int64_t> axes;
+  if (!layout.partial()) return axes;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a) {
+    for (int64_t f = 0; f < mesh.num_devices(); ++f) {
+      if (mesh.Coordinate(f, a) + 1 >= mesh.axes()[a].size) continue;
+      const int64_t d0 = mesh.device(f), d1 = mesh.device(f + mesh.Stride(a));
+      const int64_t t = layout.TileOf(d0);
+      if (t >= 0 && t == layout.TileOf(d1) && layout.TileElements(t) > 0 && layout.PartOf(d0) != layout.PartOf(d1)) {
+        axes.push_back(a);
+        break;
+      }
+    }
+  }
+  return axes;
 }
 
 }  // namespace reshard

@@ -19,10 +19,17 @@ namespace reshard {
 enum class SplitRule { kCeil, kNestedChunk };
 
 // split_factors: empty, or per dim one factor (>= 1) per axis of dims[d];
-// only kNestedChunk reads it.
+// only kNestedChunk reads it. partial_axes: the (sub-)axes of a pending
+// reduction `op`; a device's part is its row-major coordinate over them.
 Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& shape, DType dtype,
                                const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
-                               const std::vector<std::vector<int64_t>>& split_factors = {});
+                               const std::vector<std::vector<int64_t>>& split_factors = {},
+                               const std::vector<AxisRef>& partial_axes = {}, ReduceOp op = ReduceOp::kSum);
+
+// The mesh axes over which `layout` holds partial values: those along which
+// some neighbours hold one non-empty tile in different parts, in mesh
+// order. Callers rebuild the candidate and compare layouts.
+std::vector<int64_t> PartialMeshAxes(const Layout& layout, const Mesh& mesh);
 
 }  // namespace reshard
 

@@ -24,7 +24,8 @@ Part PartOf(const AxisRef& a, const Mesh& m) { return {a.pre_size, a.pre_size * 
 
 }  // namespace
 
-Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, std::vector<AxisRef> replicated) {
+Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, std::vector<AxisRef> replicated,
+                                           std::vector<AxisRef> unreduced) {
   std::map<int64_t, std::vector<Part>> used;
   auto check = [&](const AxisRef& a) -> Status {
     if (a.axis < 0 || a.axis >= mesh.num_axes()) return Status::InvalidArgument("axis index out of range");
@@ -44,6 +45,7 @@ Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, st
   for (const Dim& d : dims)
     for (const AxisRef& a : d.axes) RESHARD_RETURN_IF_ERROR(check(a));
   for (const AxisRef& a : replicated) RESHARD_RETURN_IF_ERROR(check(a));
+  for (const AxisRef& a : unreduced) RESHARD_RETURN_IF_ERROR(check(a));
   // The sub-axes of one axis must cut it into a chain of factors: every
   // boundary divides the next ("x":(1)2 with "x":(3)4 on x=12 does not).
   for (auto& [axis, parts] : used) {
@@ -56,16 +58,17 @@ Result<NamedSharding> NamedSharding::Create(Mesh mesh, std::vector<Dim> dims, st
                                        "' do not split it into factors (" + std::to_string(b[i]) + " does not divide " +
                                        std::to_string(b[i + 1]) + ")");
   }
-  return NamedSharding(std::move(mesh), std::move(dims), std::move(replicated));
+  return NamedSharding(std::move(mesh), std::move(dims), std::move(replicated), std::move(unreduced));
 }
 
 Result<Layout> NamedSharding::ToLayout(const std::vector<int64_t>& shape, DType dtype) const {
   std::vector<std::vector<AxisRef>> axes;
   for (const Dim& d : dims_) axes.push_back(d.axes);
-  return BuildMeshLayout(mesh_, shape, dtype, axes, SplitRule::kCeil);
+  return BuildMeshLayout(mesh_, shape, dtype, axes, SplitRule::kCeil, {}, unreduced_, ReduceOp::kSum);
 }
 
 Result<HloSharding> NamedSharding::ToHlo() const {
+  if (!unreduced_.empty()) return Status::NotSupported("HLO sharding text cannot state unreduced axes (partial sums)");
   // Split each mesh axis into pieces at every sub-axis boundary used on it.
   const int64_t num_axes = mesh_.num_axes();
   std::vector<std::vector<int64_t>> bounds(num_axes);  // ascending factor boundaries
@@ -179,14 +182,24 @@ Result<std::vector<std::vector<AxisRef>>> InferMeshAxes(const Layout& layout, co
 }
 
 Result<NamedSharding> NamedShardingFromLayout(const Layout& layout, const Mesh& mesh, bool allow_sub_axes) {
-  RESHARD_ASSIGN_OR_RETURN(auto axes, InferMeshAxes(layout, mesh, allow_sub_axes));
+  std::vector<AxisRef> unreduced;
+  if (layout.partial()) {
+    if (layout.reduction().op != ReduceOp::kSum)
+      return Status::InvalidArgument("unreduced axes hold partial sums; this layout's pending reduction is " +
+                                     std::string(ReduceOpName(layout.reduction().op)));
+    for (int64_t a : PartialMeshAxes(layout, mesh)) unreduced.push_back(AxisRef{a, 1, 0});
+  }
+  RESHARD_ASSIGN_OR_RETURN(auto axes, InferMeshAxes(layout.WithoutReduction(), mesh, allow_sub_axes));
   std::vector<NamedSharding::Dim> dims;
   for (auto& a : axes) dims.push_back({std::move(a), false, std::nullopt});
-  RESHARD_ASSIGN_OR_RETURN(NamedSharding named, NamedSharding::Create(mesh, std::move(dims)));
+  RESHARD_ASSIGN_OR_RETURN(NamedSharding named, NamedSharding::Create(mesh, std::move(dims), {}, std::move(unreduced)));
   RESHARD_ASSIGN_OR_RETURN(Layout check, named.ToLayout(layout.shape(), layout.dtype()));
   if (!(check == layout))
-    return Status::InvalidArgument("the layout's split points are not XLA's even (ceil) splits, so no named sharding over mesh " +
-                                   mesh.ToString() + " gives it");
+    return Status::InvalidArgument(layout.partial() ? "no named sharding over mesh " + mesh.ToString() +
+                                                          " gives this layout: its splits are not XLA's even (ceil) splits, "
+                                                          "or its pending sum is not over whole mesh axes"
+                                                    : "the layout's split points are not XLA's even (ceil) splits, so no named "
+                                                      "sharding over mesh " + mesh.ToString() + " gives it");
   return named;
 }
 

@@ -15,7 +15,6 @@ Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
   std::vector<Placement> out;
   Status unsupported;  // the first placement read in full but not supported yet
   while (!c.TryConsume(close)) {
-    const size_t at = c.Mark();
     if (c.TryConsumeWord("Shard")) {
       RESHARD_RETURN_IF_ERROR(c.Expect("("));
       if (c.TryConsumeWord("dim")) RESHARD_RETURN_IF_ERROR(c.Expect("="));
@@ -46,13 +45,36 @@ Result<std::vector<Placement>> ParsePlacements(std::string_view text) {
       RESHARD_RETURN_IF_ERROR(c.Expect(")"));
       out.push_back({Placement::Kind::kStridedShard, d, s});
     } else if (c.TryConsumeWord("Partial") || c.TryConsumeWord("_Partial")) {
-      const std::string what(text.substr(at, c.pos() - at));
-      if (c.Peek() != '(') return c.Error("expected '(' (found " + c.Found() + ")");
-      RESHARD_RETURN_IF_ERROR(c.SkipBalanced());  // the arguments, read only as far as their brackets
-      if (unsupported.ok())
-        unsupported = Status::NotSupported(c.ErrorAt(at, "'" + what + "' placements are not supported yet").message());
+      // Partial(), Partial("avg") or Partial(reduce_op='avg') as constructed;
+      // Partial(avg) as torch's repr prints it.
+      RESHARD_RETURN_IF_ERROR(c.Expect("("));
+      ReduceOp op = ReduceOp::kSum;
+      if (!c.TryConsume(")")) {
+        if (c.TryConsumeWord("reduce_op")) RESHARD_RETURN_IF_ERROR(c.Expect("="));
+        const size_t op_at = c.Mark();
+        std::string name;
+        if (c.Peek() == '"' || c.Peek() == '\'') {
+          RESHARD_ASSIGN_OR_RETURN(name, c.ParseQuoted(nullptr));
+        } else {
+          RESHARD_ASSIGN_OR_RETURN(name, c.ParseIdentifier());
+        }
+        Result<ReduceOp> parsed = ParseReduceOp(name);
+        if (!parsed.ok()) {
+          if (name == "product" || name == "prod" || name == "band" || name == "bor" || name == "bxor") {
+            if (unsupported.ok())
+              unsupported = Status::NotSupported(c.ErrorAt(op_at, "Partial(\"" + name + "\") is not supported: "
+                                                                 "reductions are sum, avg, max and min").message());
+          } else {
+            return Status::InvalidArgument(c.ErrorAt(op_at, parsed.status().message()).message());
+          }
+        } else {
+          op = *parsed;
+        }
+        RESHARD_RETURN_IF_ERROR(c.Expect(")"));
+      }
+      out.push_back({Placement::Kind::kPartial, 0, 1, op});
     } else {
-      return c.Error("expected Shard(d), _StridedShard(d, split_factor=s) or Replicate() (found " + c.Found() + ")");
+      return c.Error("expected Shard(d), _StridedShard(d, split_factor=s), Replicate() or Partial() (found " + c.Found() + ")");
     }
     if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(close)); break; }
   }
@@ -75,6 +97,9 @@ std::string PrintPlacements(const std::vector<Placement>& placements) {
         s += "_StridedShard(" + std::to_string(p.dim) + ", split_factor=" + std::to_string(p.split_factor) + ")";
         break;
       case Placement::Kind::kReplicate: s += "Replicate()"; break;
+      case Placement::Kind::kPartial:
+        s += p.reduce_op == ReduceOp::kSum ? std::string("Partial()") : "Partial(\"" + std::string(ReduceOpName(p.reduce_op)) + "\")";
+        break;
     }
   }
   return s + "]";

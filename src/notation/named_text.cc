@@ -61,9 +61,8 @@ Result<std::vector<NamedText::Dim>> ParseDimList(TextCursor& c, bool quoted) {
   return dims;
 }
 
-// ", replicated={...}" and friends after the dim list. An unreduced set is
-// read in full and noted in `unsupported`: it is refused only if the rest parses.
-Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted, Status& unsupported) {
+// ", replicated={...}" and ", unreduced={...}" after the dim list.
+Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
   while (c.TryConsume(",")) {
     const size_t at = c.Mark();
     if (c.TryConsumeWord("replicated")) {
@@ -72,14 +71,14 @@ Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted, Status& unsup
       t.replicated = std::move(set.axes);
     } else if (c.TryConsumeWord("unreduced")) {
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
-      RESHARD_ASSIGN_OR_RETURN(NamedText::Dim ignored, ParseDimSet(c, quoted));
-      (void)ignored;
-      if (unsupported.ok()) unsupported = Status::NotSupported(c.ErrorAt(at, "unreduced axes are not supported yet").message());
+      RESHARD_ASSIGN_OR_RETURN(NamedText::Dim set, ParseDimSet(c, quoted));
+      if (set.open || set.priority) return c.ErrorAt(at, "an unreduced set takes axes only");
+      t.unreduced = std::move(set.axes);
     } else if (c.TryConsumeWord("metadata")) {
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_RETURN_IF_ERROR(c.SkipBalanced());
     } else {
-      return c.Error("expected 'replicated=' (found " + c.Found() + ")");
+      return c.Error("expected 'replicated=' or 'unreduced=' (found " + c.Found() + ")");
     }
   }
   return Status::Ok();
@@ -163,8 +162,8 @@ std::string PrintDimSet(const NamedText::Dim& d, char quote) {
 }  // namespace
 
 // PartitionSpec entries, then keyword arguments (unreduced={...},
-// reduced={...}). P.UNCONSTRAINED entries and the keyword arguments are read
-// in full and refused as not supported only when the whole text parses.
+// reduced={...}). P.UNCONSTRAINED entries are read in full and refused as
+// not supported only when the whole text parses.
 Result<NamedText> ParseJaxSpec(std::string_view text) {
   TextCursor c(text);
   if (c.AtEnd()) return Status::InvalidArgument("empty PartitionSpec text");
@@ -189,13 +188,14 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
     return Status::Ok();
   };
   // A Python set of names: {'a', 'b'} (possibly empty, trailing comma allowed).
-  auto parse_set = [&]() -> Status {
+  auto parse_set = [&](std::vector<Axis>& into) -> Status {
     RESHARD_RETURN_IF_ERROR(c.Expect("{"));
+    NamedText::Dim set;
     while (!c.TryConsume("}")) {
-      NamedText::Dim ignored;
-      RESHARD_RETURN_IF_ERROR(parse_name(ignored));
+      RESHARD_RETURN_IF_ERROR(parse_name(set));
       if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect("}")); break; }
     }
+    into = std::move(set.axes);
     return Status::Ok();
   };
   bool keywords = false;  // a keyword argument was read: no more entries
@@ -203,10 +203,9 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
     NamedText::Dim d;
     const size_t at = c.Mark();
     if (c.TryConsumeWord("unreduced") || c.TryConsumeWord("reduced")) {
-      const std::string what(text.substr(at, c.pos() - at));
+      const bool unreduced = text.substr(at, c.pos() - at) == "unreduced";
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
-      RESHARD_RETURN_IF_ERROR(parse_set());
-      note(at, "'" + what + "' axes are not supported yet");
+      RESHARD_RETURN_IF_ERROR(parse_set(unreduced ? t.unreduced : t.reduced));
       keywords = true;
       if (!c.TryConsume(",")) { RESHARD_RETURN_IF_ERROR(c.Expect(")")); break; }
       continue;
@@ -241,13 +240,11 @@ Result<NamedText> ParseShardySharding(std::string_view text) {
   if (c.AtEnd()) return Status::InvalidArgument("empty Shardy sharding text");
   NamedText t;
   t.syntax = NamedText::Syntax::kShardy;
-  Status unsupported;
   if (c.Peek() == '[') {
     t.shardy_form = NamedText::ShardyForm::kBare;
     RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, true));
-    RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true, unsupported));
+    RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true));
     RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
-    if (!unsupported.ok()) return unsupported;
     return t;
   }
   t.shardy_form = c.TryConsume("#sdy.sharding") ? NamedText::ShardyForm::kAttribute : NamedText::ShardyForm::kAngle;
@@ -264,10 +261,9 @@ Result<NamedText> ParseShardySharding(std::string_view text) {
   }
   RESHARD_RETURN_IF_ERROR(c.Expect(","));
   RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, true));
-  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true, unsupported));
+  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, true));
   RESHARD_RETURN_IF_ERROR(c.Expect(">"));
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
-  if (!unsupported.ok()) return unsupported;
   return t;
 }
 
@@ -290,12 +286,10 @@ Result<NamedText> ParseHloV3(std::string_view text) {
   if (!m.ok()) return c.ErrorAt(mesh_at, m.status().message());
   t.inline_mesh = std::move(m).value();
   RESHARD_RETURN_IF_ERROR(c.Expect(","));
-  Status unsupported;
   RESHARD_ASSIGN_OR_RETURN(t.dims, ParseDimList(c, false));
-  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, false, unsupported));
+  RESHARD_RETURN_IF_ERROR(ParseTrailingSets(c, t, false));
   RESHARD_RETURN_IF_ERROR(c.Expect("}"));
   RESHARD_RETURN_IF_ERROR(c.ExpectEnd());
-  if (!unsupported.ok()) return unsupported;
   return t;
 }
 
@@ -324,6 +318,16 @@ std::string PrintNamedText(const NamedText& t) {
       for (size_t j = 0; j < d.axes.size(); ++j) s += (j ? ", " : "") + Quote(d.axes[j].name, t.quote);
       s += d.axes.size() == 1 ? ",)" : ")";
     }
+    bool first = t.dims.empty();
+    auto keyword = [&](const char* key, const std::vector<Axis>& axes) {
+      if (axes.empty()) return;
+      s += std::string(first ? "" : ", ") + key + "={";
+      for (size_t j = 0; j < axes.size(); ++j) s += (j ? ", " : "") + Quote(axes[j].name, t.quote);
+      s += "}";
+      first = false;
+    };
+    keyword("unreduced", t.unreduced);
+    keyword("reduced", t.reduced);
     return s + ")";
   }
   const bool v3 = t.syntax == NamedText::Syntax::kHloV3;
@@ -332,6 +336,7 @@ std::string PrintNamedText(const NamedText& t) {
   for (size_t i = 0; i < t.dims.size(); ++i) dims += (i ? ", " : "") + PrintDimSet(t.dims[i], q);
   dims += "]";
   if (!t.replicated.empty()) dims += ", replicated=" + PrintDimSet(NamedText::Dim{t.replicated, false, std::nullopt, false}, q);
+  if (!t.unreduced.empty()) dims += ", unreduced=" + PrintDimSet(NamedText::Dim{t.unreduced, false, std::nullopt, false}, q);
   if (v3) {
     std::string mesh = "mesh[";
     if (t.inline_mesh)
@@ -358,6 +363,8 @@ Result<NamedSharding> BindNamedText(const NamedText& t, const std::optional<Mesh
   for (const NamedText::Dim& d : t.dims)
     for (const Axis& a : d.axes) all.push_back(&a);
   for (const Axis& a : t.replicated) all.push_back(&a);
+  for (const Axis& a : t.unreduced) all.push_back(&a);
+  for (const Axis& a : t.reduced) all.push_back(&a);
   for (size_t i = 0; i < all.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (all[j]->name == all[i]->name && (all[i]->size == 0 || all[j]->size == 0 || *all[i] == *all[j]))
@@ -378,7 +385,13 @@ Result<NamedSharding> BindNamedText(const NamedText& t, const std::optional<Mesh
     RESHARD_ASSIGN_OR_RETURN(AxisRef r, resolve(a));
     replicated.push_back(r);
   }
-  Result<NamedSharding> s = NamedSharding::Create(*mesh, std::move(dims), std::move(replicated));
+  std::vector<AxisRef> unreduced;
+  for (const Axis& a : t.unreduced) {
+    RESHARD_ASSIGN_OR_RETURN(AxisRef r, resolve(a));
+    unreduced.push_back(r);
+  }
+  for (const Axis& a : t.reduced) RESHARD_RETURN_IF_ERROR(resolve(a).status());  // replicated: checked, no effect
+  Result<NamedSharding> s = NamedSharding::Create(*mesh, std::move(dims), std::move(replicated), std::move(unreduced));
   if (!s.ok()) return Status::InvalidArgument(EscapeInvalidUtf8(s.status().message()) + EchoText(source, 0, /*caret=*/false));
   return s;
 }
@@ -401,6 +414,7 @@ NamedText NamedTextOf(const NamedSharding& s, NamedText::Syntax syntax, bool inl
     t.dims.push_back(std::move(td));
   }
   for (const AxisRef& r : s.replicated()) t.replicated.push_back(axis(r));
+  for (const AxisRef& r : s.unreduced()) t.unreduced.push_back(axis(r));
   if (syntax == NamedText::Syntax::kHloV3 || inline_mesh) {
     t.inline_mesh = m;
     t.mesh_name.clear();

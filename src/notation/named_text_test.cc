@@ -9,7 +9,10 @@ TEST(NamedText, RoundTrips) {
   const char* jax[] = {"P('y', None, 'x')", "P(None, ('x', 'y'), None)", "P()", "PartitionSpec('x')",
                        "P(\"x\", None)", "P(('x',), None)",
                        // Found by fuzz_parse_named: a name holding the other quote.
-                       "P('y', \"'y'',\")"};
+                       "P('y', \"'y'',\")",
+                       // Partial sums, and JAX's reduced (read as replicated).
+                       "P('y', None, unreduced={'x'})", "P(unreduced={'x', 'y'})", "P('x', reduced={'y'})",
+                       "P(None, unreduced={'x'}, reduced={'y'})"};
   for (const char* t : jax) EXPECT_EQ(PrintNamedText(ParseJaxSpec(t).value()), t);
   const char* shardy[] = {
       "#sdy.sharding<@mesh, [{\"y\"}, {}, {\"x\"}]>",
@@ -19,9 +22,12 @@ TEST(NamedText, RoundTrips) {
       "#sdy.sharding<mesh<[\"x\"=4, \"y\"=2], device_ids=[3, 1, 7, 4, 2, 0, 5, 6]>, [{\"y\"}, {}, {\"x\"}]>",
       "#sdy.sharding<@mesh, [{\"x\":(1)2, ?}, {?}p1], replicated={\"y\"}>",
       "#sdy.sharding<@mesh, []>",
+      "#sdy.sharding<@mesh, [{\"y\"}, {}], unreduced={\"x\"}>",
+      "[{}, {}], replicated={\"y\"}, unreduced={\"x\"}",
   };
   for (const char* t : shardy) EXPECT_EQ(PrintNamedText(ParseShardySharding(t).value()), t);
-  const char* v3[] = {"{mesh[x=4,y=2], [{y}, {}, {x}]}", "{mesh[x=4], [{x:(2)2}, {x:(1)2}]}"};
+  const char* v3[] = {"{mesh[x=4,y=2], [{y}, {}, {x}]}", "{mesh[x=4], [{x:(2)2}, {x:(1)2}]}",
+                      "{mesh[x=4,y=2], [{y}, {}], unreduced={x}}"};
   for (const char* t : v3) EXPECT_EQ(PrintNamedText(ParseHloV3(t).value()), t);
 }
 
@@ -50,7 +56,9 @@ TEST(NamedText, RejectsBadInputWithPosition) {
       {"Q('x')", "col 1: expected 'P('"},
       {"#sdy.sharding<@mesh, [{\"x\"}, {\"w\"}]>", "unknown mesh axis 'w'"},
       {"#sdy.sharding<@mesh, [{\"x\":(1)3}]>", "does not divide"},
-      {"#sdy.sharding<@mesh, [{\"x\"}], unreduced={\"y\"}>", "not supported"},
+      {"#sdy.sharding<@mesh, [{\"x\"}], unreduced={\"x\"}>", "used twice"},
+      {"P('x', unreduced={'z'})", "unknown mesh axis 'z'"},
+      {"[{\"x\"}], unreduced={\"y\", ?}", "axes only"},
       {"[{\"x\"}, {\"y\"}", "expected ']'"},
       {"{mesh[x=4,x=2], [{x}]}", "appears twice"},
   };
@@ -70,8 +78,8 @@ TEST(NamedText, RejectsBadInputWithPosition) {
 // parses; anything malformed is bad input (item 9).
 TEST(NamedText, RefusesUnsupportedFormsOnlyWhenTheyParse) {
   const char* unsupported[] = {
-      "P(P.UNCONSTRAINED)", "P('x', P.UNCONSTRAINED, None)", "P('x', unreduced={'y'})", "P(unreduced={'y'}, reduced={})",
-      "P('x', unreduced={'y',},)", "PartitionSpec(PartitionSpec.UNCONSTRAINED)",
+      "P(P.UNCONSTRAINED)", "P('x', P.UNCONSTRAINED, None)", "P('x', P.UNCONSTRAINED, unreduced={'y'})",
+      "PartitionSpec(PartitionSpec.UNCONSTRAINED)",
   };
   for (const char* text : unsupported) EXPECT_EQ(ParseJaxSpec(text).status().code(), Status::Code::kNotSupported) << text;
   const char* malformed[] = {
@@ -79,11 +87,8 @@ TEST(NamedText, RefusesUnsupportedFormsOnlyWhenTheyParse) {
       "P(unreduced='y')", "P('x', unreduced={'y')",
   };
   for (const char* text : malformed) EXPECT_EQ(ParseJaxSpec(text).status().code(), Status::Code::kInvalidArgument) << text;
-  EXPECT_EQ(ParseShardySharding("[{\"x\"}], unreduced={\"y\"}").status().code(), Status::Code::kNotSupported);
-  EXPECT_EQ(ParseShardySharding("#sdy.sharding<@mesh, [{}], unreduced={\"y\"}>").status().code(), Status::Code::kNotSupported);
   EXPECT_EQ(ParseShardySharding("[{\"x\"}], unreduced={\"y\"").status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(ParseShardySharding("<@mesh, [{}], unreduced={}>>").status().code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(ParseHloV3("{mesh[x=2], [{}], unreduced={x}}").status().code(), Status::Code::kNotSupported);
   EXPECT_EQ(ParseHloV3("{mesh[x=2], [{}], unreduced={x}").status().code(), Status::Code::kInvalidArgument);
 }
 

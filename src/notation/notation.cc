@@ -139,6 +139,9 @@ Result<ParsedLayout> ParseLayout(std::string_view text, const std::vector<int64_
 }
 
 Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional<Mesh>& mesh) {
+  if (l.partial() && (n == Notation::kHlo || n == Notation::kBlockCyclic))
+    return Status::NotSupported(std::string(NotationName(n)) +
+                                " text cannot state a pending reduction (partial sums): print it as DTensor, JAX, Shardy or HLO V3");
   switch (n) {
     case Notation::kHlo: {
       // Everything on every device, or everything on one device.

@@ -65,6 +65,12 @@ TEST(Notation, EveryPrintedFormReadsBack) {
       {"dp=2,tp=2", "[_StridedShard(dim=1, sf=2), Shard(1)]", {3, 9}},
       {"x=4,y=2", "P(('y', 'x'))", {16}},
       {"x=4", "{maximal device=2}", {4}},
+      // Partial sums: DTensor Partial, JAX and Shardy unreduced axes.
+      {"x=4,y=2", "P('y', None, unreduced={'x'})", {16, 16, 16}},
+      {"x=4,y=2", "[Partial(), Shard(0)]", {10, 3}},
+      {"x=4,y=2", "[Partial(\"max\"), Partial(\"max\")]", {5}},
+      {"x=2,y=2,z=2", "[Replicate(), Partial(), Shard(-1)]", {3, 3}},
+      {"<[\"x\"=2, \"y\"=2], device_ids=[3,1,0,2]>", "P('y', unreduced={'x'})", {4, 6}},
   };
   for (const Case& c : cases) {
     const Mesh mesh = ParseMesh(c.mesh).value();
@@ -85,6 +91,36 @@ TEST(Notation, EveryPrintedFormReadsBack) {
             "[_StridedShard(0, split_factor=2), Shard(0)]");
   EXPECT_FALSE(ParseLayout("[_StridedShard(0, split_factor=0), Shard(0)]", {16}, DType::kF32, xy).ok());
   EXPECT_FALSE(ParseLayout("[_StridedShard(0), Shard(0)]", {16}, DType::kF32, xy).ok());
+}
+
+// A pending reduction prints in every notation that states one (DTensor;
+// JAX, Shardy and V3 for sums), and nowhere else.
+TEST(Notation, PartialSumsConvertBetweenNotations) {
+  const Mesh xy = ParseMesh("x=4,y=2").value();
+  const Layout sum = Parse("[Partial(), Shard(0)]", {16, 16}, xy);
+  ASSERT_TRUE(sum.partial());
+  EXPECT_EQ(sum.reduction().parts, 4);
+  EXPECT_EQ(PrintLayout(sum, Notation::kJax, xy).value(), "P('y', None, unreduced={'x'})");
+  EXPECT_EQ(PrintLayout(sum, Notation::kShardy, xy).value(), "#sdy.sharding<@mesh, [{\"y\"}, {}], unreduced={\"x\"}>");
+  EXPECT_EQ(PrintLayout(sum, Notation::kHlo, xy).status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(PrintLayout(Parse("P(unreduced={'x'})", {16, 16}, xy), Notation::kDTensor, xy).value(),
+            "[Partial(), Replicate()]");
+  // Other ops have no JAX form; the same grid without its reduction differs.
+  const Layout avg = Parse("[Partial(\"avg\"), Shard(0)]", {16, 16}, xy);
+  EXPECT_FALSE(PrintLayout(avg, Notation::kJax, xy).ok());
+  EXPECT_EQ(PrintLayout(avg, Notation::kDTensor, xy).value(), "[Partial(\"avg\"), Shard(0)]");
+  EXPECT_FALSE(avg == sum);
+  EXPECT_FALSE(sum == sum.WithoutReduction());
+  EXPECT_TRUE(Parse("[Partial(reduce_op='sum'), Shard(0)]", {16, 16}, xy) == sum);
+  EXPECT_TRUE(Parse("(Partial(sum), Shard(dim=0))", {16, 16}, xy) == sum);
+  // A size-1 partial mesh dim is no reduction.
+  const Mesh one = ParseMesh("x=1,y=2").value();
+  EXPECT_FALSE(Parse("[Partial(), Shard(0)]", {4}, one).partial());
+  // Bad ops are bad input; ops DTensor has but reshard does not are refused as such.
+  EXPECT_EQ(ParseLayout("[Partial(\"mean\"), Shard(0)]", {4}, DType::kF32, xy).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(ParseLayout("[Partial(\"product\"), Shard(0)]", {4}, DType::kF32, xy).status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(ParseLayout("[Partial(\"sum\"), Partial(\"max\")]", {4}, DType::kF32, xy).status().code(),
+            Status::Code::kNotSupported);
 }
 
 TEST(Notation, IncompatibleSubAxesAreRefused) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "plan/reduction_bound.h"
+
 namespace reshard {
 namespace {
 
@@ -103,6 +105,7 @@ PlanStats ComputeStats(const ExchangePlan& plan) {
 }
 
 LowerBound ComputeLowerBound(const Layout& source, const Layout& target) {
+  if (source.partial() || target.partial()) return ReductionLowerBound(source, target);
   // Per device O(rank), no allocation where each tile is one cell per dim
   // (every mesh tiling): the held part of a target tile is a product of
   // per-dim interval overlaps. Both device lists are ascending, so walked together.

@@ -109,6 +109,11 @@ int main() {
   Check(canonical.DeviceBoxCount(3) == 1, "Layout::DeviceBoxCount");
   Check(made == made && !(made == canonical) && made.Hash() == made.Hash(), "Layout ==, Hash");
   Check(!Streamed(made).empty(), "operator<<(Layout)");
+  Check(ReduceOpName(ReduceOp::kAvg) == "avg" && ParseReduceOp("max").value() == ReduceOp::kMax, "ReduceOpName, ParseReduceOp");
+  const Layout partial =
+      Layout::Create({10}, DType::kF32, {DimGrid::Ceil(10, 1)}, {{0, 0, 1}, {1, 0, 0}}, {ReduceOp::kSum, 2}).value();
+  Check(partial.partial() && partial.reduction().parts == 2 && partial.PartOf(1) == 1, "Layout::partial, reduction, PartOf");
+  Check(!partial.WithoutReduction().partial(), "Layout::WithoutReduction");
 
   // named_sharding.h: P('y', None, 'x') on x=4,y=2 is the canonical layout.
   const AxisRef x{0}, y{1}, x_major{0, 1, 2};

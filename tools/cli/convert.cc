@@ -33,7 +33,7 @@ std::optional<NamedSharding> SourceNamed(const ConvertOptions& o, const ParsedLa
   if (!s.ok() || !(s->mesh() == mesh)) return std::nullopt;
   std::vector<NamedSharding::Dim> dims;
   for (const NamedSharding::Dim& d : s->dims()) dims.push_back({d.axes});
-  Result<NamedSharding> bare = NamedSharding::Create(mesh, std::move(dims));
+  Result<NamedSharding> bare = NamedSharding::Create(mesh, std::move(dims), {}, s->unreduced());
   if (!bare.ok()) return std::nullopt;
   return std::move(bare).value();
 }

@@ -97,10 +97,11 @@ struct JsonText {
 void WriteJson(const ParsedLayout& p, const std::vector<int64_t>& shape, DType dtype, std::ostream& out) {
   const Layout& l = p.layout;
   JsonText j;
-  j.s = nlohmann::ordered_json({{"shape", shape},
-                                {"dtype", std::string(DTypeName(dtype))},
-                                {"notation", std::string(NotationName(p.notation))}})
-            .dump();
+  nlohmann::ordered_json head = {{"shape", shape},
+                                 {"dtype", std::string(DTypeName(dtype))},
+                                 {"notation", std::string(NotationName(p.notation))}};
+  if (l.partial()) head["reduction"] = {{"op", std::string(ReduceOpName(l.reduction().op))}, {"parts", l.reduction().parts}};
+  j.s = head.dump();
   j.s.pop_back();  // the closing brace: the devices follow
   j.s += ",\"devices\":[";
   // Block-cyclic layouts can hold very many boxes; past kMaxListed only counts
@@ -119,6 +120,10 @@ void WriteJson(const ParsedLayout& p, const std::vector<int64_t>& shape, DType d
     const int64_t dev = l.devices()[i];
     j.s += i ? ",{\"id\":" : "{\"id\":";
     j.Int(dev);
+    if (l.partial()) {
+      j.s += ",\"part\":";
+      j.Int(l.PartOf(dev));
+    }
     if (listed) {
       const std::vector<Box> boxes = l.DeviceBoxes(dev);
       j.s += ",\"boxes\":[";
@@ -196,7 +201,9 @@ void RunShow(const ShowOptions& o) {
   }
   std::cout << fmt::format("{} on {}, {} notation: {}\n", FormatShape(shape, dtype), Plural(l.devices().size(), "device"),
                            NotationName(p.notation), o.sharding);
-  const bool blocks = std::any_of(l.devices().begin(), l.devices().end(), [&](int64_t d) { return l.DeviceBoxCount(d) > 1; });
+  if (l.partial())
+    std::cout << fmt::format("  pending {}: the array is the {} over {} parts; each device holds one part of its boxes\n",
+                             ReduceOpName(l.reduction().op), ReduceOpName(l.reduction().op), l.reduction().parts);  const bool blocks = std::any_of(l.devices().begin(), l.devices().end(), [&](int64_t d) { return l.DeviceBoxCount(d) > 1; });
   for (int64_t dev : l.devices()) {
     const int64_t count = l.DeviceBoxCount(dev);
     std::string shown = "nothing";
@@ -212,7 +219,8 @@ void RunShow(const ShowOptions& o) {
     }
     // Where the boxes concatenate into a local buffer, say its shape.
     const std::string local = blocks && count > 0 ? fmt::format("  local [{}]", fmt::join(l.LocalShape(dev), ",")) : "";
-    std::cout << fmt::format("  device {:>4}: {:>10} bytes  {}{}\n", dev, l.LocalBytes(dev), shown, local);
+    const std::string part = l.partial() && count > 0 ? fmt::format("  part {}", l.PartOf(dev)) : "";
+    std::cout << fmt::format("  device {:>4}: {:>10} bytes  {}{}{}\n", dev, l.LocalBytes(dev), shown, local, part);
   }
   if (l.rank() == 2 || (!o.dims.empty() && l.rank() > 2)) {
     std::cout << "\n";
