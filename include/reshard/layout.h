@@ -21,7 +21,8 @@
 // sum, avg (the sum divided by parts), max or min. Every tile that holds
 // elements is held in every part. Parts are numbered per tile in the order
 // of their lowest holder (Create renumbers), so equal layouts number parts
-// alike; == compares the op and each device's part too. Immutable value;
+// alike; == compares the op and each device's part too. A reduction of one
+// part, or of an empty array, is none. Immutable value;
 // thread-safe.
 #ifndef RESHARD_LAYOUT_H_
 #define RESHARD_LAYOUT_H_

@@ -48,7 +48,7 @@ from ._core import (  # noqa: F401  (re-exported)
 
 __all__ = [
     "Layout", "Mesh", "NamedSharding", "ParsedLayout", "PlanResult", "Step",
-    "parse", "parse_mesh", "show", "convert", "plan", "emit", "detect_notation",
+    "parse", "parse_mesh", "show", "convert", "plan", "emit", "lower_bound", "detect_notation",
     "named_sharding_from_layout", "dtype_name", "NOTATIONS", "STRATEGIES", "BACKENDS", "EMIT_FORMATS",
 ]
 __version__ = "0.1.0"
@@ -183,6 +183,14 @@ def plan(source: LayoutLike, target: LayoutLike, *, strategy: str = "auto", topo
     return _core.plan(_layout(source, "source"), _layout(target, "target"), strategy=strategy,
                       topology=topology, backend=backend, memory_cap=_bytes(memory_cap),
                       bandwidth_only=bool(bandwidth_only), meshes=[m for m in ms if m is not None])
+
+
+def lower_bound(source: LayoutLike, target: LayoutLike) -> dict:
+    """What any plan from `source` to `target` must receive, from the layouts alone:
+    {"max_recv_bytes": into the busiest device, "total_bytes": into all devices}. Where a layout
+    carries a pending reduction (DTensor Partial, JAX unreduced axes) it counts what combining the
+    partial values needs (docs/cost_model.md#partial-sums); such layouts are not planned yet."""
+    return _core.lower_bound(_layout(source, "source"), _layout(target, "target"))
 
 
 def emit(p: PlanResult, format: str) -> str:  # noqa: A002 (the CLI's name)

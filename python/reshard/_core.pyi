@@ -88,6 +88,21 @@ class Layout:
     def dim_tiles(self) -> list[int]:
         """tiles along each dim (a dim split k ways has k)"""
 
+    @property
+    def partial(self) -> bool:
+        """whether the layout carries a pending reduction (DTensor Partial, JAX/Shardy unreduced axes)"""
+
+    @property
+    def reduce_op(self) -> str | None:
+        """the pending reduction's op ('sum', 'avg', 'max', 'min'), or None"""
+
+    @property
+    def parts(self) -> int:
+        """how many partial values each element has (1: no pending reduction)"""
+
+    def part_of(self, device: int) -> int:
+        """the part of a pending reduction the device holds (0 if none)"""
+
     def tile_of(self, device: int) -> int:
         """the tile the device holds, or -1"""
 
@@ -336,6 +351,11 @@ class PlanResult:
         """
 
     def __repr__(self) -> str: ...
+
+def lower_bound(source: Layout, target: Layout) -> dict:
+    """
+    What any plan must receive, from the layouts alone: {'max_recv_bytes', 'total_bytes'}. Where a layout carries a pending reduction, the bound counts what combining partial values needs (docs/cost_model.md).
+    """
 
 def plan(source: Layout, target: Layout, strategy: str = 'auto', topology: str = 'flat', backend: str = 'any', memory_cap: int = 0, bandwidth_only: bool = False, meshes: Sequence[Mesh] = []) -> PlanResult:
     """

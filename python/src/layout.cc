@@ -173,6 +173,16 @@ void BindLayout(nb::module_& m) {
                      return out;
                    },
                    "tiles along each dim (a dim split k ways has k)")
+      .def_prop_ro("partial", &Layout::partial,
+                   "whether the layout carries a pending reduction (DTensor Partial, JAX/Shardy unreduced axes)")
+      .def_prop_ro("reduce_op", [](const Layout& l) -> std::optional<std::string> {
+                     if (!l.partial()) return std::nullopt;
+                     return std::string(ReduceOpName(l.reduction().op));
+                   },
+                   "the pending reduction's op ('sum', 'avg', 'max', 'min'), or None")
+      .def_prop_ro("parts", [](const Layout& l) { return l.reduction().parts; },
+                   "how many partial values each element has (1: no pending reduction)")
+      .def("part_of", &Layout::PartOf, nb::arg("device"), "the part of a pending reduction the device holds (0 if none)")
       .def("tile_of", &Layout::TileOf, nb::arg("device"), "the tile the device holds, or -1")
       .def("local_shape", &Layout::LocalShape, nb::arg("device"))
       .def("local_bytes", &Layout::LocalBytes, nb::arg("device"))

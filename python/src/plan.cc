@@ -290,6 +290,21 @@ void BindPlan(nb::module_& m) {
         "collectives; topology: flat, nodes:K, torus:AxB[xC]; backend: any, xla, jax-cpu, jax-gpu, mpi, nccl; "
         "memory_cap: bytes per device (0: the default); bandwidth_only: price plans by received bytes alone; "
         "meshes: meshes to try first for the plan mesh.");
+  m.def(
+      "lower_bound",
+      [](const Layout& source, const Layout& target) {
+        Unwrap(Status(source.shape() == target.shape() && source.dtype() == target.dtype()
+                          ? Status::Ok()
+                          : Status::InvalidArgument("source and target layouts differ in shape or dtype")));
+        const LowerBound lb = ComputeLowerBound(source, target);
+        nb::dict d;
+        d["max_recv_bytes"] = lb.max_recv_bytes;
+        d["total_bytes"] = lb.total_bytes;
+        return d;
+      },
+      nb::arg("source"), nb::arg("target"),
+      "What any plan must receive, from the layouts alone: {'max_recv_bytes', 'total_bytes'}. Where a layout "
+      "carries a pending reduction, the bound counts what combining partial values needs (docs/cost_model.md).");
 }
 
 }  // namespace reshard::python

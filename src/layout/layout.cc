@@ -130,7 +130,7 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
   for (size_t i = 0; i < rep->devices.size(); ++i)
     if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
-  if (reduction.parts > 1) {
+  if (reduction.parts > 1 && l.num_elements_ > 0) {  // an empty array has nothing to reduce
     l.reduction_ = reduction;
     RESHARD_RETURN_IF_ERROR(l.NumberParts(placement, *rep));
   }

@@ -83,6 +83,14 @@ BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t
 }  // namespace
 
 Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const PlannerOptions& options) {
+  if ((source.partial() || target.partial()) && source.shape() == target.shape() && source.dtype() == target.dtype()) {
+    // Not planned yet: say what a plan will have to receive.
+    const LowerBound lb = ComputeLowerBound(source, target);
+    return Status::NotSupported(fmt::format(
+        "layouts with a pending reduction (partial sums) are not planned yet; any plan receives at least {} B into the "
+        "busiest device ({} B in all)",
+        lb.max_recv_bytes, lb.total_bytes));
+  }
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source, target));
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
   const int64_t floor = MaxLocalBytes(source) + MaxLocalBytes(target);

@@ -91,5 +91,53 @@ TEST(LayoutProperty, RandomLayoutsCoverRoundTripAndConvert) {
   EXPECT_GT(converted, 3000);
 }
 
+// Layouts with a pending reduction (DTensor Partial, unreduced axes): each
+// element is held in every part by the same number of devices, printing
+// then parsing is the identity, and every notation that states the layout
+// reads back to it, parts included; HLO tile text never states one.
+TEST(LayoutProperty, RandomPartialLayoutsRoundTripWithTheirParts) {
+  std::mt19937_64 rng(2026120217);
+  int converted = 0, partial = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const std::vector<int64_t> shape = testing::RandomShape(rng, 4, 1024);
+    const Mesh mesh = testing::RandomMesh(rng, iter % 5 == 0 ? 4 : 0);
+    int64_t parts = 1;
+    const testing::RandomLayout rl = testing::RandomPartialLayoutText(rng, shape, mesh, &parts);
+    SCOPED_TRACE("iter " + std::to_string(iter) + ": " + rl.text + " over " + mesh.ToString());
+    Result<ParsedLayout> p = ParseLayout(rl.text, shape, DType::kF32, rl.mesh);
+    ASSERT_TRUE(p.ok()) << p.status();
+    const Layout& l = p->layout;
+    int64_t elements = 1;
+    for (int64_t e : shape) elements *= e;
+    EXPECT_EQ(l.reduction().parts, elements > 0 ? parts : 1);  // an empty array has nothing to reduce
+    for (int64_t c : Coverage(l)) ASSERT_EQ(c, rl.replication);
+    EXPECT_EQ(Reprint(rl.text, rl.notation), rl.text);
+    if (l.partial()) {
+      ++partial;
+      // Every tile with data is held in every part, equally often.
+      for (int64_t t = 0; t < l.num_tiles(); ++t) {
+        if (l.TileElements(t) == 0) continue;
+        std::vector<int64_t> count(parts, 0);
+        for (int64_t dev : l.Holders(t)) ++count[l.PartOf(dev)];
+        for (int64_t c : count) ASSERT_EQ(c, rl.replication / parts);
+      }
+      EXPECT_EQ(PrintLayout(l, Notation::kHlo, mesh).status().code(), Status::Code::kNotSupported);
+    }
+    for (Notation to : {Notation::kHloV3, Notation::kJax, Notation::kShardy, Notation::kDTensor}) {
+      Result<std::string> text = PrintLayout(l, to, mesh);
+      if (rl.notation == to && to != Notation::kJax && mesh.is_iota()) {
+        EXPECT_TRUE(text.ok()) << NotationName(to) << ": " << text.status();
+      }
+      if (!text.ok()) continue;
+      Result<ParsedLayout> back = ParseLayout(*text, shape, DType::kF32, mesh);
+      ASSERT_TRUE(back.ok()) << NotationName(to) << " text " << *text << ": " << back.status();
+      EXPECT_TRUE(back->layout == l) << NotationName(to) << " text " << *text << " changes the layout";
+      ++converted;
+    }
+  }
+  EXPECT_GT(partial, 1000);
+  EXPECT_GT(converted, 3000);
+}
+
 }  // namespace
 }  // namespace reshard

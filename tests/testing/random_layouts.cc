@@ -184,4 +184,54 @@ RandomLayout RandomLayoutText(std::mt19937_64& rng, const std::vector<int64_t>& 
   }
 }
 
+RandomLayout RandomPartialLayoutText(std::mt19937_64& rng, const std::vector<int64_t>& shape, const Mesh& mesh,
+                                     int64_t* parts) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  RandomLayout out;
+  out.mesh = mesh;
+  *parts = 1;
+  if (Uniform(rng, 0, 1) == 0) {  // DTensor
+    static const char* kOps[] = {"sum", "avg", "max", "min"};
+    const ReduceOp op = ParseReduceOp(kOps[Uniform(rng, 0, 3)]).value();
+    std::vector<Placement> p(mesh.num_axes());
+    for (int64_t a = 0; a < mesh.num_axes(); ++a) {
+      const int64_t pick = Uniform(rng, 0, 2);
+      if (pick == 0 && rank > 0) {
+        p[a] = {Placement::Kind::kShard, Uniform(rng, 0, rank - 1)};
+        continue;
+      }
+      out.replication *= mesh.axes()[a].size;
+      if (pick == 1) {
+        p[a] = {Placement::Kind::kPartial, 0, 1, op};
+        *parts *= mesh.axes()[a].size;
+      }
+    }
+    out.text = PrintPlacements(p);
+    out.notation = Notation::kDTensor;
+    return out;
+  }
+  // Named: the unused axes, some of them unreduced.
+  int64_t unused = 1;
+  NamedSharding s = RandomNamed(rng, rank, mesh, false, &unused);
+  std::vector<bool> used(mesh.num_axes(), false);
+  for (const NamedSharding::Dim& d : s.dims())
+    for (const AxisRef& r : d.axes) used[r.axis] = true;
+  std::vector<AxisRef> unreduced;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (!used[a] && Uniform(rng, 0, 1) == 0) {
+      unreduced.push_back(AxisRef{a, 1, 0});
+      *parts *= mesh.axes()[a].size;
+    }
+  std::shuffle(unreduced.begin(), unreduced.end(), rng);
+  s = NamedSharding::Create(mesh, s.dims(), {}, std::move(unreduced)).value();
+  out.replication = unused;
+  const int64_t form = Uniform(rng, 0, 2);
+  if (form == 2 && !mesh.is_iota()) return RandomPartialLayoutText(rng, shape, mesh, parts);
+  const NamedText::Syntax syntax = form == 0 ? NamedText::Syntax::kJax : form == 1 ? NamedText::Syntax::kShardy
+                                                                                   : NamedText::Syntax::kHloV3;
+  out.text = PrintNamedText(NamedTextOf(s, syntax));
+  out.notation = form == 0 ? Notation::kJax : form == 1 ? Notation::kShardy : Notation::kHloV3;
+  return out;
+}
+
 }  // namespace reshard::testing

@@ -34,6 +34,13 @@ Mesh RandomMesh(std::mt19937_64& rng, int64_t first_id = 0, int64_t max_devices 
 // A random layout of `shape`, in a random notation, over `mesh`.
 RandomLayout RandomLayoutText(std::mt19937_64& rng, const std::vector<int64_t>& shape, const Mesh& mesh);
 
+// A random layout with a pending reduction over some of `mesh`'s unused
+// axes (none where every axis splits the array): DTensor Partial with a
+// random op, or JAX, Shardy or HLO V3 unreduced axes (sums). `parts` gets
+// the product of the partial axes' sizes; replication counts every holder.
+RandomLayout RandomPartialLayoutText(std::mt19937_64& rng, const std::vector<int64_t>& shape, const Mesh& mesh,
+                                     int64_t* parts);
+
 }  // namespace reshard::testing
 
 #endif  // RESHARD_TESTS_TESTING_RANDOM_LAYOUTS_H_
