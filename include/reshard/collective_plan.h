@@ -48,14 +48,24 @@ namespace reshard {
 //                  the whole buffer; a device no pair targets keeps its input
 //   kExchange      the ragged minimal exchange from the step's input layout
 //                  to its output layout (variable sizes, one round)
+//   kReduceScatter input dim 0 has one chunk per group member (partial
+//                  values); member i keeps the reduction (`reduce`) of every
+//                  member's chunk i, as dim 0 of size 1
+//   kAllReduce     every member keeps the reduction of every member's buffer
+// Reductions combine members' values in member order (0, 1, ...), so a plan
+// computes the same floating-point result however it is run.
 struct ProgramOp {
-  enum class Kind { kReshape, kTranspose, kPad, kSlice, kDynamicSlice, kAllToAll, kAllGather, kCollectivePermute, kExchange };
+  enum class Kind {
+    kReshape, kTranspose, kPad, kSlice, kDynamicSlice, kAllToAll, kAllGather, kCollectivePermute, kExchange,
+    kReduceScatter, kAllReduce
+  };
   Kind kind = Kind::kReshape;
   std::vector<int64_t> shape = {};  // the result's local shape
   std::vector<int64_t> perm = {};
   int64_t dim = 0;
   std::vector<int32_t> axes = {};  // plan-mesh axes: dynamic-slice offsets, collective groups
   std::vector<std::pair<int64_t, int64_t>> pairs = {};  // collective-permute, mesh positions
+  ReduceOp reduce = ReduceOp::kSum;                      // reduce-scatter, all-reduce
 };
 std::string_view ProgramOpName(ProgramOp::Kind k);  // "reshape", ..., "all-to-all", "exchange"
 
@@ -84,8 +94,9 @@ class DeviceValues {
   std::vector<int64_t> each_;
 };
 
-enum class StepOp { kAllToAll, kAllGather, kCollectivePermute, kExchange, kSlice, kPad, kCopy };
-std::string_view StepOpName(StepOp op);  // "all-to-all", "all-gather", "collective-permute", "exchange", "slice", "pad", "copy"
+enum class StepOp { kAllToAll, kAllGather, kCollectivePermute, kExchange, kSlice, kPad, kCopy, kReduceScatter, kAllReduce };
+// "all-to-all", "all-gather", "collective-permute", "exchange", "slice", "pad", "copy", "reduce-scatter", "all-reduce"
+std::string_view StepOpName(StepOp op);
 bool IsCollective(StepOp op);
 
 struct PlanStep {

@@ -49,6 +49,8 @@ nb::dict OpDict(const Step& s, const ProgramOp& op) {
   d["shape"] = op.shape;
   if (op.kind == ProgramOp::Kind::kTranspose) d["perm"] = op.perm;
   if (op.kind == ProgramOp::Kind::kDynamicSlice) d["dim"] = op.dim;
+  if (op.kind == ProgramOp::Kind::kReduceScatter || op.kind == ProgramOp::Kind::kAllReduce)
+    d["reduce"] = std::string(ReduceOpName(op.reduce));
   if (!op.axes.empty()) d["axes"] = s.Names(op.axes);
   if (op.kind == ProgramOp::Kind::kCollectivePermute) {
     std::vector<std::pair<int64_t, int64_t>> pairs;

@@ -153,6 +153,23 @@ class HloWriter {
             cur = Emit(out, fmt::format("select({}, {}, {})", mask, moved, cur));
             break;
           }
+          case ProgramOp::Kind::kReduceScatter:
+          case ProgramOp::Kind::kAllReduce: {
+            const bool scatter = op.kind == ProgramOp::Kind::kReduceScatter;
+            std::string text = fmt::format("{}({}), channel_id={}, replica_groups={}, use_global_device_ids=true", 
+                                           scatter ? "reduce-scatter" : "all-reduce", cur, channel++,
+                                           ReplicaGroupsText(plan_, op.axes));
+            if (scatter) text += ", dimensions={0}";
+            cur = Emit(out, text + ", to_apply=" + Reducer(op.reduce));
+            if (op.reduce == ReduceOp::kAvg) {  // the group's sum over its size
+              int64_t k = 1;
+              for (int32_t a : op.axes) k *= plan_.mesh()->axes()[a].size;
+              const std::string size = Emit(Shape({}), fmt::format("constant({})", k));
+              cur = Emit(out, fmt::format("divide({}, {})", cur,
+                                          Emit(out, fmt::format("broadcast({}), dimensions={{}}", size))));
+            }
+            break;
+          }
           case ProgramOp::Kind::kExchange:
             return Status::NotSupported(
                 "the plan has a ragged exchange step, which --emit hlo does not write yet; where a structured plan "
@@ -166,8 +183,8 @@ class HloWriter {
     body_.replace(at, 2, "  ROOT ");
     int64_t partitions = 0;
     for (int64_t d : plan_.devices()) partitions = std::max(partitions, d + 1);
-    return fmt::format("HloModule reshard_plan, replica_count=1, num_partitions={}\n\nENTRY %main {{\n{}}}\n",
-                       partitions, body_);
+    return fmt::format("HloModule reshard_plan, replica_count=1, num_partitions={}\n\n{}ENTRY %main {{\n{}}}\n",
+                       partitions, reducers_, body_);
   }
 
  private:
@@ -177,6 +194,21 @@ class HloWriter {
   int next_ = 0;
   std::map<int64_t, std::string> constants_;
   std::string position_;
+  std::string reducers_;  // the reductions' computations, each once
+  std::map<ReduceOp, std::string> reducer_names_;
+
+  // The scalar computation a reduce-scatter or all-reduce applies (avg sums).
+  std::string Reducer(ReduceOp op) {
+    auto it = reducer_names_.find(op);
+    if (it != reducer_names_.end()) return it->second;
+    const char* what = op == ReduceOp::kMax ? "maximum" : op == ReduceOp::kMin ? "minimum" : "add";
+    const std::string name = fmt::format("%reduce_{}", what);
+    const std::string s = Shape({});
+    reducers_ += fmt::format("{} (a: {}, b: {}) -> {} {{\n  %a = {} parameter(0)\n  %b = {} parameter(1)\n  ROOT %r = {} "
+                             "{}(%a, %b)\n}}\n\n",
+                             name, s, s, s, s, s, s, what);
+    return reducer_names_[op] = name;
+  }
 };
 
 }  // namespace

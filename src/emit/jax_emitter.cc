@@ -113,6 +113,21 @@ Result<std::string> EmitJax(const CollectivePlan& plan) {
           }
           break;
         }
+        case ProgramOp::Kind::kReduceScatter:
+        case ProgramOp::Kind::kAllReduce: {
+          const std::string axes = AxesTuple(plan, op.axes);
+          const bool scatter = op.kind == ProgramOp::Kind::kReduceScatter;
+          if (op.reduce == ReduceOp::kSum || op.reduce == ReduceOp::kAvg) {
+            body += scatter ? fmt::format("    x = jax.lax.psum_scatter(x, {}, scatter_dimension=0, tiled=True)\n", axes)
+                            : fmt::format("    x = jax.lax.psum(x, {})\n", axes);
+            if (op.reduce == ReduceOp::kAvg) body += fmt::format("    x = x / jax.lax.psum(1, {})\n", axes);
+          } else {
+            // No max/min reduce-scatter in jax.lax: reduce everywhere, keep this member's chunk.
+            body += fmt::format("    x = jax.lax.{}(x, {})\n", op.reduce == ReduceOp::kMax ? "pmax" : "pmin", axes);
+            if (scatter) body += fmt::format("    x = jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index({}), 1, axis=0)\n", axes);
+          }
+          break;
+        }
         case ProgramOp::Kind::kExchange:
           return Status::NotSupported(
               "the plan has a ragged exchange step, which --emit jax does not write yet; plan with --for jax-cpu or "

@@ -23,6 +23,8 @@ Json ProgramJson(const CollectivePlan& plan, const ProgramOp& op) {
   Json j = {{"op", std::string(ProgramOpName(op.kind))}, {"shape", op.shape}};
   if (op.kind == ProgramOp::Kind::kTranspose) j["perm"] = op.perm;
   if (op.kind == ProgramOp::Kind::kDynamicSlice) j["dim"] = op.dim;
+  if (op.kind == ProgramOp::Kind::kReduceScatter || op.kind == ProgramOp::Kind::kAllReduce)
+    j["reduce"] = std::string(ReduceOpName(op.reduce));
   if (!op.axes.empty()) {
     Json axes = Json::array();
     for (int32_t a : op.axes) axes.push_back(plan.mesh()->axes()[a].name);

@@ -43,8 +43,43 @@ std::vector<std::vector<int64_t>> LocalToGlobal(const Layout& l, int64_t device,
   return out;
 }
 
+// Partial values: part p of the element tagged t, chosen so that `op` over
+// the parts gives t back exactly (in 64-bit modular arithmetic: avg divides
+// a sum that is parts * t), while a part lost, doubled or taken from the
+// wrong device changes the result. Sum parts are pseudo-random but for the
+// last, which makes up the rest.
+Tag Mix(Tag t, int64_t p) {
+  uint64_t x = t * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(p + 1) * 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 31;
+  return (x | 1u) << 8;
+}
+Tag PartValue(Tag t, int64_t p, int64_t parts, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: {
+      if (p + 1 < parts) return Mix(t, p);
+      Tag rest = op == ReduceOp::kAvg ? t * static_cast<Tag>(parts) : t;
+      for (int64_t q = 0; q + 1 < parts; ++q) rest -= Mix(t, q);
+      return rest;
+    }
+    case ReduceOp::kMax: return p + 1 < parts ? t - 1 : t;
+    case ReduceOp::kMin: return p + 1 < parts ? t + 1 : t;
+  }
+  return t;
+}
+Tag Combine(Tag a, Tag b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return a + b;
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kMin: return std::min(a, b);
+  }
+  return a;
+}
+
 // The tags `device` must hold for `layout` in a buffer of `shape`
-// (padding positions 0); nullopt if the layout's shard does not fit.
+// (padding positions 0); nullopt if the layout's shard does not fit. Where
+// the layout is partial, the values of the device's part (PartValue).
 std::optional<std::vector<Tag>> Expected(const Layout& l, int64_t device, const std::vector<int64_t>& shape) {
   const auto map = LocalToGlobal(l, device, shape);
   for (int64_t d = 0; d < l.rank(); ++d)
@@ -66,6 +101,9 @@ std::optional<std::vector<Tag>> Expected(const Layout& l, int64_t device, const 
       }
     out = std::move(next);
   }
+  if (l.partial())
+    for (Tag& t : out)
+      if (t != 0) t = PartValue(t, l.PartOf(device), l.reduction().parts, l.reduction().op);
   return out;
 }
 
@@ -241,6 +279,39 @@ class PlanRun {
               const Buffer& in = buffers_.at(mesh->device(group[i]));
               const int64_t from = a2a ? j * chunk : 0;
               std::copy(in.data.begin() + from, in.data.begin() + from + chunk, out.data.begin() + i * chunk);
+            }
+            const int64_t dj = mesh->device(group[j]);
+            hold(dj, (static_cast<int64_t>(buffers_.at(dj).data.size()) + Product(op.shape)) * eb);
+            next[dj] = std::move(out);
+          }
+        }
+        buffers_ = std::move(next);
+        return true;
+      }
+      case ProgramOp::Kind::kReduceScatter:
+      case ProgramOp::Kind::kAllReduce: {
+        // Members combine in member order; avg divides the group's sum by its size.
+        if (!mesh) return fail("a grouped collective needs a mesh");
+        const bool scatter = op.kind == ProgramOp::Kind::kReduceScatter;
+        for (auto& [dev, b] : buffers_) {
+          if (next.count(dev)) continue;
+          const std::vector<int64_t> group = Group(PositionOf(dev), op.axes);
+          const int64_t k = static_cast<int64_t>(group.size());
+          for (int64_t pos : group) {
+            const Buffer& in = buffers_.at(mesh->device(pos));
+            if (in.data.size() != b.data.size()) return fail("group members hold buffers of different sizes");
+            if (scatter && (in.shape.empty() || in.shape[0] != k)) return fail("leading dim is not the group size");
+          }
+          const int64_t chunk = static_cast<int64_t>(b.data.size()) / (scatter ? k : 1);
+          for (int64_t j = 0; j < k; ++j) {
+            Buffer out{op.shape, std::vector<Tag>(Product(op.shape))};
+            if (static_cast<int64_t>(out.data.size()) != chunk) return fail("output size is not one chunk");
+            const int64_t from = scatter ? j * chunk : 0;
+            for (int64_t e = 0; e < chunk; ++e) {
+              Tag acc = buffers_.at(mesh->device(group[0])).data[from + e];
+              for (int64_t i = 1; i < k; ++i)
+                acc = Combine(acc, buffers_.at(mesh->device(group[i])).data[from + e], op.reduce);
+              out.data[e] = op.reduce == ReduceOp::kAvg ? acc / static_cast<Tag>(k) : acc;
             }
             const int64_t dj = mesh->device(group[j]);
             hold(dj, (static_cast<int64_t>(buffers_.at(dj).data.size()) + Product(op.shape)) * eb);

@@ -13,6 +13,8 @@ std::string_view ProgramOpName(ProgramOp::Kind k) {
     case ProgramOp::Kind::kAllGather: return "all-gather";
     case ProgramOp::Kind::kCollectivePermute: return "collective-permute";
     case ProgramOp::Kind::kExchange: return "exchange";
+    case ProgramOp::Kind::kReduceScatter: return "reduce-scatter";
+    case ProgramOp::Kind::kAllReduce: return "all-reduce";
   }
   return "?";
 }
@@ -26,13 +28,15 @@ std::string_view StepOpName(StepOp op) {
     case StepOp::kSlice: return "slice";
     case StepOp::kPad: return "pad";
     case StepOp::kCopy: return "copy";
+    case StepOp::kReduceScatter: return "reduce-scatter";
+    case StepOp::kAllReduce: return "all-reduce";
   }
   return "?";
 }
 
 bool IsCollective(StepOp op) {
   return op == StepOp::kAllToAll || op == StepOp::kAllGather || op == StepOp::kCollectivePermute ||
-         op == StepOp::kExchange;
+         op == StepOp::kExchange || op == StepOp::kReduceScatter || op == StepOp::kAllReduce;
 }
 
 DeviceValues DeviceValues::Each(std::vector<int64_t> values) {

@@ -13,6 +13,11 @@ int64_t StepCopiedBytes(StepOp op, int64_t sent_bytes, int64_t output_bytes) {
     case StepOp::kAllToAll:
     case StepOp::kExchange:
       return sent_bytes + output_bytes;  // pack the messages, lay out the output
+    case StepOp::kReduceScatter:
+    case StepOp::kAllReduce:
+      // Pack the chunks, combine every chunk that arrives with the local
+      // one (the reduction's arithmetic, as local work), lay out the output.
+      return 2 * sent_bytes + output_bytes;
     case StepOp::kCollectivePermute:
       return 0;  // the shard is sent as is and received in place
     case StepOp::kAllGather:

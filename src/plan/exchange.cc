@@ -234,7 +234,9 @@ Status Exchange::Validate(const Layout& source, const Layout& target) {
   if (source.dtype() != target.dtype())
     return Status::InvalidArgument("source and target layouts have different element types");
   if (source.partial() || target.partial())
-    return Status::NotSupported("layouts with a pending reduction (partial sums) are not planned or run yet");
+    return Status::NotSupported(
+        "layouts with a pending reduction (partial sums) have no exchange, and executors do not run them yet (plan, "
+        "verify and the emitters do)");
   // Every byte count the plan reports (totals over the devices taking part,
   // peaks of four buffers) is at most the array's bytes times (devices + 4),
   // devices counted once where both layouts use them: keep that in int64.

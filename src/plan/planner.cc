@@ -12,6 +12,7 @@
 #include "plan/named_planner.h"
 #include "plan/plan_builder.h"
 #include "plan/plan_mesh.h"
+#include "plan/reduction_planner.h"
 #include "plan/search_state.h"
 #include "reshard/exchange.h"
 
@@ -83,11 +84,13 @@ BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t
 }  // namespace
 
 Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const PlannerOptions& options) {
+  if (source.partial() && !target.partial() && source.shape() == target.shape() && source.dtype() == target.dtype())
+    return PlanReduction(source, target, options);
   if ((source.partial() || target.partial()) && source.shape() == target.shape() && source.dtype() == target.dtype()) {
     // Not planned yet: say what a plan will have to receive.
     const LowerBound lb = ComputeLowerBound(source, target);
     return Status::NotSupported(fmt::format(
-        "layouts with a pending reduction (partial sums) are not planned yet; any plan receives at least {} B into the "
+        "a target with a pending reduction (partial sums) is not planned yet; any plan receives at least {} B into the "
         "busiest device ({} B in all)",
         lb.max_recv_bytes, lb.total_bytes));
   }

@@ -187,6 +187,10 @@ int64_t AxesProduct(const PlanContext& ctx, std::span<const int32_t> axes) {
 }
 
 // Whether a dim changing from `from` to `to` (common prefix length p) keeps its blocks aligned.
+bool IsPrefixOf(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
 bool Aligned(const PlanContext& ctx, int64_t n, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
              size_t p) {
   const int64_t kp = AxesProduct(ctx, std::span(from).first(p));
@@ -451,6 +455,109 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
   draft.time_us = StepTime(*ctx.topology, draft.time_us, StepCopiedBytes(draft.op, draft.send_bytes, to_bytes),
                            IsCollective(draft.op));
   if (detailed) draft.program = b->TakeOps();
+  return draft;
+}
+
+std::optional<StepDraft> DraftReduction(const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
+                                        const std::vector<int32_t>& group, ReduceOp op, bool detailed) {
+  const size_t rank = ctx.shape.size();
+  if (group.empty() || from.size() != rank || to.size() != rank) return std::nullopt;
+  const int64_t k = AxesProduct(ctx, group);
+  const std::vector<int64_t> from_shard = ctx.ShardShape(from), to_shard = ctx.ShardShape(to);
+  const int64_t eb = ctx.element_bytes;
+  const int64_t from_bytes = Product(from_shard) * eb, to_bytes = Product(to_shard) * eb;
+  StepDraft draft;
+  draft.group = group;
+  ProgramBuilder b(from_shard, eb);
+  if (from == to) {
+    // All-reduce: a reduce-scatter of ceil(shard / k) chunks, then their all-gather.
+    draft.op = StepOp::kAllReduce;
+    const int64_t chunk = (Product(from_shard) + k - 1) / k * eb;
+    draft.send_bytes = draft.recv_bytes = 2 * (k - 1) * chunk;
+    draft.messages = 2 * (k - 1);
+    draft.time_us = 2 * GroupTime(ctx, group, chunk);
+    ProgramOp ar{ProgramOp::Kind::kAllReduce, from_shard};
+    ar.axes = group;
+    ar.reduce = op;
+    b.Collective(std::move(ar));
+    draft.peak_bytes = std::max(b.peak_bytes(), from_bytes + to_bytes);
+  } else {
+    // Reduce-scatter: every dim of `to` extends its `from` list; one dim's
+    // extension holds every group axis, interleaved in any order with
+    // axes that split nothing before (sliced locally in the same step, so
+    // each replica of the partial values reduces only its share), and the
+    // other dims' extensions hold such axes only.
+    std::vector<int64_t> group_dim(ctx.axis_sizes.size(), -1);
+    for (int32_t a : group) group_dim[a] = -2;  // group axis, not yet placed
+    std::vector<bool> in_from(ctx.axis_sizes.size(), false);
+    for (const auto& l : from)
+      for (int32_t a : l) in_from[a] = true;
+    int64_t dim = -1;
+    for (size_t d = 0; d < rank; ++d) {
+      if (!IsPrefixOf(from[d], to[d])) return std::nullopt;
+      for (size_t i = from[d].size(); i < to[d].size(); ++i) {
+        const int32_t a = to[d][i];
+        if (in_from[a]) return std::nullopt;
+        if (group_dim[a] == -2) {
+          if (dim >= 0 && dim != static_cast<int64_t>(d)) return std::nullopt;  // the group spans two dims
+          dim = static_cast<int64_t>(d);
+          group_dim[a] = dim;
+        }
+      }
+      if (to[d].size() != from[d].size() && !Aligned(ctx, ctx.shape[d], to[d], from[d], from[d].size()))
+        return std::nullopt;
+    }
+    for (int32_t a : group)
+      if (group_dim[a] < 0) return std::nullopt;  // a group axis left unplaced
+    draft.op = StepOp::kReduceScatter;
+    // Cut each extended dim into its new axes' digits (major to minor) and
+    // its chunk; keep this device's digit of each sliced axis; bring the
+    // group's digits to the front in group order: one chunk per member.
+    std::vector<int64_t> padded = from_shard;
+    for (size_t d = 0; d < rank; ++d)
+      if (to[d].size() != from[d].size())
+        padded[d] = to_shard[d] * AxesProduct(ctx, std::span(to[d]).subspan(from[d].size()));
+    b.Pad(padded);
+    std::vector<int64_t> digits, digit_of_axis(ctx.axis_sizes.size(), -1);
+    std::vector<int32_t> sliced;
+    for (size_t d = 0; d < rank; ++d) {
+      for (size_t i = from[d].size(); i < to[d].size(); ++i) {
+        digit_of_axis[to[d][i]] = static_cast<int64_t>(digits.size());
+        digits.push_back(ctx.axis_sizes[to[d][i]]);
+        if (group_dim[to[d][i]] < 0) sliced.push_back(to[d][i]);
+      }
+      digits.push_back(to[d].size() != from[d].size() ? to_shard[d] : from_shard[d]);
+    }
+    b.Reshape(digits);
+    for (int32_t a : sliced) b.DynamicSlice(digit_of_axis[a], 1, {a});
+    std::vector<int64_t> perm;
+    std::vector<bool> front(digits.size(), false);
+    for (int32_t a : group) {
+      perm.push_back(digit_of_axis[a]);
+      front[digit_of_axis[a]] = true;
+    }
+    for (size_t i = 0; i < digits.size(); ++i)
+      if (!front[i]) perm.push_back(static_cast<int64_t>(i));
+    b.Transpose(perm);
+    std::vector<int64_t> lead = {k};
+    lead.insert(lead.end(), to_shard.begin(), to_shard.end());
+    b.Reshape(lead);
+    std::vector<int64_t> one = lead;
+    one[0] = 1;
+    ProgramOp rs{ProgramOp::Kind::kReduceScatter, one};
+    rs.axes = group;
+    rs.reduce = op;
+    b.Collective(std::move(rs));
+    b.Reshape(to_shard);
+    const int64_t chunk = to_bytes;
+    draft.send_bytes = draft.recv_bytes = (k - 1) * chunk;
+    draft.messages = k - 1;
+    draft.time_us = GroupTime(ctx, group, chunk);
+    draft.peak_bytes = std::max(b.peak_bytes(), from_bytes + to_bytes);
+  }
+  if (b.shape() != to_shard) return std::nullopt;  // a planner bug; never emit it
+  draft.time_us = StepTime(*ctx.topology, draft.time_us, StepCopiedBytes(draft.op, draft.send_bytes, to_bytes), true);
+  if (detailed) draft.program = b.TakeOps();
   return draft;
 }
 

@@ -74,6 +74,22 @@ struct StepDraft {
 std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
                                    bool detailed = true);
 
+// The reduction of partial values over plan-mesh axes `group` (every axis of
+// the pending reduction, ascending), from state `from` to `to`: an
+// all-reduce where `to == from` (every member keeps the whole reduced
+// shard), else a reduce-scatter. There every dim of `to` extends its list
+// in `from`; one dim's extension holds every group axis, in any order,
+// interleaved with axes that split nothing in `from`; other dims' extensions
+// hold only such axes. Those axes are sliced locally inside the step (a
+// dynamic slice of their digit), so each replica of the partial values
+// reduces only its share; the group axes' digits go to the front, one chunk
+// per member. Extended dims keep the all-gather's alignment rule. nullopt
+// for any other pair. A reduce-scatter receives k - 1 chunks of the output
+// shard (what the all-gather back would); an all-reduce (a reduce-scatter,
+// then an all-gather of the reduced chunks) twice ceil(shard / k).
+std::optional<StepDraft> DraftReduction(const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
+                                        const std::vector<int32_t>& group, ReduceOp op, bool detailed = true);
+
 // The time of one collective where every device exchanges `bytes` with each
 // other member of its group over `axes`, ascending (the slowest of 64 evenly
 // spaced devices, or of all where there are fewer).

@@ -392,7 +392,9 @@ void RunPlan(const PlanCliOptions& o) {
                      lb.max_recv_bytes == t.max_recv_bytes && lb.total_bytes == t.total_bytes ? "  (the plan meets it)" : "");
   for (const BaselineCost& b : r.baselines)
     out << fmt::format("{}: max recv {}, total {}, {} ({}), peak {}, {:.2f} us modeled\n",
-                       b.name == "shardy" ? "Shardy-style (one axis move at a time)" : "full rematerialization (XLA's fallback)",
+                       b.name == "shardy"             ? "Shardy-style (one axis move at a time)"
+                       : b.name == "all_reduce_first" ? "all-reduce first (Shardy's order for partial sums)"
+                                                      : "full rematerialization (XLA's fallback)",
                        FormatBytes(b.max_recv_bytes), FormatBytes(b.total_bytes), Plural(b.collectives, "collective"),
                        fmt::join(b.ops, ", "), FormatBytes(b.peak_bytes), b.time_us);
   for (const BaselineCost& b : r.baselines) {

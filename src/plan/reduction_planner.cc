@@ -1,0 +1,248 @@
+#include "plan/reduction_planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "layout/mesh_grid.h"
+#include "plan/named_planner.h"
+#include "plan/plan_builder.h"
+#include "plan/plan_mesh.h"
+#include "plan/search_state.h"
+#include "plan/structured_step.h"
+#include "reshard/plan_stats.h"
+
+namespace reshard {
+namespace {
+
+using Path = std::vector<std::pair<AxisLists, Edge>>;
+
+Cost PathCost(const Path& p) {
+  Cost c;
+  for (const auto& [from, e] : p) c = c + e.cost();
+  return c;
+}
+
+int64_t MaxLocalBytes(const Layout& l) {
+  int64_t m = 0;
+  for (int64_t d : l.devices()) m = std::max(m, l.LocalBytes(d));
+  return m;
+}
+
+Status Refuse(const Layout& source, const Layout& target, const std::string& why) {
+  const LowerBound lb = ComputeLowerBound(source, target);
+  return Status::NotSupported(fmt::format("{}; any plan receives at least {} B into the busiest device ({} B in all)",
+                                          why, lb.max_recv_bytes, lb.total_bytes));
+}
+
+// One candidate: its reduction edges (a slice, then the reduction) and the
+// search from the reduced state, with what that search keeps references to.
+struct Candidate {
+  Path reduce;
+  std::unique_ptr<PlanMesh> mesh;  // the plan mesh, starting at the reduced state
+  std::unique_ptr<Layout> reduced;
+  std::unique_ptr<NamedPlanner> planner;
+  Path rest;
+  Cost cost;
+};
+
+}  // namespace
+
+Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options) {
+  const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
+  std::optional<PlanMeshes> pm = FindPlanMesh(source.WithoutReduction(), target, options.meshes, node);
+  if (!pm)
+    return Refuse(source, target,
+                  "partial sums are planned between layouts named over one mesh; these are not (plan the reduction "
+                  "over the source's own mesh)");
+  const PlanMesh& mesh = pm->coarse;
+  const std::vector<int64_t>& shape = source.shape();
+  const ReduceOp op = source.reduction().op;
+  std::vector<int32_t> group;
+  for (int64_t a : PartialMeshAxes(source, mesh.mesh)) group.push_back(static_cast<int32_t>(a));
+  std::vector<AxisRef> partial_refs;
+  for (int32_t a : group) partial_refs.push_back(AxisRef{a, 1, 0});
+  {
+    std::vector<std::vector<AxisRef>> dims;
+    for (const auto& l : mesh.source) {
+      dims.emplace_back();
+      for (int32_t a : l) dims.back().push_back(AxisRef{a, 1, 0});
+    }
+    Result<Layout> stated = BuildMeshLayout(mesh.mesh, shape, source.dtype(), dims, SplitRule::kCeil, {}, partial_refs, op);
+    if (group.empty() || !stated.ok() || !(*stated == source))
+      return Refuse(source, target, "the pending reduction is not over whole mesh axes of the plan mesh " + mesh.mesh.ToString());
+  }
+  const PlanContext ctx(mesh, options.topology, shape, source.element_bytes());
+  auto partial_text = [&](const AxisLists& s) { return StateText(mesh, s) + " unreduced " + AxesText(mesh, group); };
+  auto partial_layout = [&](const AxisLists& s) {
+    std::vector<std::vector<AxisRef>> dims;
+    for (const auto& l : s) {
+      dims.emplace_back();
+      for (int32_t a : l) dims.back().push_back(AxisRef{a, 1, 0});
+    }
+    return BuildMeshLayout(mesh.mesh, shape, source.dtype(), dims, SplitRule::kCeil, {}, partial_refs, op).value();
+  };
+
+  // The reduced states: all-reduce in place, or slice over B then reduce-scatter onto d.
+  const AxisLists& s0 = mesh.source;
+  std::vector<bool> busy(ctx.axis_sizes.size(), false);
+  for (const auto& l : s0)
+    for (int32_t a : l) busy[a] = true;
+  for (int32_t a : group) busy[a] = true;
+  std::vector<int32_t> free;
+  for (size_t a = 0; a < busy.size(); ++a)
+    if (!busy[a]) free.push_back(static_cast<int32_t>(a));
+  auto edge_of = [&](const AxisLists& to, const StepDraft& d) {
+    Edge e;
+    e.to = to;
+    e.draft = d;
+    e.time_us = d.time_us;
+    e.recv_bytes = d.recv_bytes;
+    e.peak_bytes = d.peak_bytes;
+    e.total_bytes = d.recv_bytes * ctx.num_devices();
+    return e;
+  };
+  // Reduced states, fewest new axes first: all-reduce in place; else for
+  // each dim, the group axes with any set B of free axes, in every order
+  // (at most kMaxOrderAxes axes), or the group in order on the dim and B on
+  // another dim. At most kMaxReductions are searched.
+  constexpr size_t kMaxOrderAxes = 4, kMaxReductions = 64;
+  std::vector<AxisLists> states;
+  auto add_state = [&](const AxisLists& to) {
+    if (std::find(states.begin(), states.end(), to) == states.end()) states.push_back(to);
+  };
+  add_state(s0);
+  const uint32_t subsets = free.size() <= 4 ? (1u << free.size()) : 1u;
+  for (size_t extra = 0; extra <= free.size(); ++extra)
+    for (uint32_t mask = 0; mask < subsets; ++mask) {
+      std::vector<int32_t> b;
+      for (size_t i = 0; i < free.size(); ++i)
+        if (mask >> i & 1u) b.push_back(free[i]);
+      if (b.size() != extra) continue;
+      for (size_t d = 0; d < s0.size(); ++d) {
+        std::vector<int32_t> z = group;
+        z.insert(z.end(), b.begin(), b.end());
+        std::sort(z.begin(), z.end());
+        const bool all_orders = z.size() <= kMaxOrderAxes;
+        do {
+          AxisLists to = s0;
+          to[d].insert(to[d].end(), z.begin(), z.end());
+          add_state(to);
+        } while (all_orders && std::next_permutation(z.begin(), z.end()));
+        if (b.empty()) continue;
+        for (size_t d1 = 0; d1 < s0.size(); ++d1) {
+          if (d1 == d) continue;
+          AxisLists to = s0;
+          to[d].insert(to[d].end(), group.begin(), group.end());
+          to[d1].insert(to[d1].end(), b.begin(), b.end());
+          add_state(to);
+        }
+      }
+    }
+  std::vector<Path> reductions;
+  for (const AxisLists& to : states) {
+    if (reductions.size() == kMaxReductions) break;
+    if (std::optional<StepDraft> d = DraftReduction(ctx, s0, to, group, op, /*detailed=*/false))
+      reductions.push_back({{s0, edge_of(to, *d)}});
+  }
+
+  // Each reduced state, then the named search to the target.
+  const int64_t floor = MaxLocalBytes(source) + MaxLocalBytes(target);
+  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
+  PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
+  result.memory_cap_bytes = cap;
+  std::deque<Candidate> candidates;
+  for (Path& reduce : reductions) {
+    Candidate c;
+    c.reduce = std::move(reduce);
+    c.mesh = std::make_unique<PlanMesh>(mesh);
+    c.mesh->source = c.reduce.back().second.to;
+    c.reduced = std::make_unique<Layout>(StateLayout(*c.mesh, c.mesh->source, shape, source.dtype()));
+    std::optional<Path> found;
+    for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
+      c.planner = std::make_unique<NamedPlanner>(*c.mesh, *c.reduced, target, options, try_cap);
+      std::vector<PlanCandidate> priced;
+      int64_t explored = 0;
+      if (c.mesh->source == c.mesh->target) found.emplace();
+      else found = c.planner->Search(priced, explored);
+      result.states_explored += explored;
+      if (found) break;
+    }
+    if (!found) continue;
+    c.rest = std::move(*found);
+    c.cost = PathCost(c.reduce) + PathCost(c.rest);
+    candidates.push_back(std::move(c));
+  }
+  if (candidates.empty()) return Refuse(source, target, "no reduction of these partial sums has a structured plan");
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i)
+    if (candidates[i].cost < candidates[best].cost) best = i;
+
+  // --explain: every candidate, priced as the search priced it.
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    PlanCandidate pc = c.planner->Price(c.rest, i == best ? "chosen" : "priced");
+    std::vector<std::string> steps;
+    for (const auto& [from, e] : c.reduce)
+      steps.push_back(fmt::format("{} over {}: {} -> {}", StepOpName(e.draft.op), AxesText(mesh, group), partial_text(from),
+                                  StateText(mesh, e.to)));
+    steps.insert(steps.end(), pc.steps.begin(), pc.steps.end());
+    pc.steps = std::move(steps);
+    pc.time_us = static_cast<double>(c.cost.time_ps) / 1e6;
+    for (const auto& [from, e] : c.reduce) pc.peak_bytes = std::max(pc.peak_bytes, e.peak_bytes);
+    int64_t recv = 0;
+    for (const auto& [from, e] : c.reduce) recv += e.recv_bytes;
+    pc.max_recv_bytes += recv;
+    result.candidates.push_back(std::move(pc));
+    if (c.reduce.size() == 1 && c.reduce[0].second.draft.op == StepOp::kAllReduce) {
+      BaselineCost b{"all_reduce_first"};
+      b.max_recv_bytes = c.cost.bytes;
+      b.total_bytes = c.cost.total;
+      b.time_us = static_cast<double>(c.cost.time_ps) / 1e6;
+      for (const auto& [from, e] : c.reduce) b.ops.emplace_back(StepOpName(e.draft.op));
+      for (const auto& [from, e] : c.rest) b.ops.emplace_back(e.exchange ? "exchange" : StepOpName(e.draft.op));
+      b.collectives = 0;
+      for (const auto& [from, e] : c.reduce) b.collectives += IsCollective(e.draft.op);
+      for (const auto& [from, e] : c.rest) b.collectives += e.exchange || IsCollective(e.draft.op);
+      for (const Path* p : {&c.reduce, &c.rest})
+        for (const auto& [from, e] : *p) b.peak_bytes = std::max(b.peak_bytes, e.peak_bytes);
+      result.baselines.push_back(std::move(b));
+    }
+  }
+
+  // The chosen plan, each step priced exactly.
+  Candidate& c = candidates[best];
+  PlanBuilder builder(source, target);
+  builder.SetMesh(mesh.mesh);
+  const size_t n = builder.num_devices();
+  for (const auto& [from, e] : c.reduce) {
+    const StepDraft d = *DraftReduction(ctx, from, e.to, group, op, /*detailed=*/true);
+    PlanStep step{d.op, partial_layout(from), StateLayout(mesh, e.to, shape, source.dtype())};
+    step.input_spec = partial_text(from);
+    step.output_spec = StateText(mesh, e.to);
+    step.input_shard = ctx.ShardShape(from);
+    step.output_shard = ctx.ShardShape(e.to);
+    step.group_axes = d.group;
+    if (!d.group.empty()) step.group_spec = AxesText(mesh, d.group);
+    step.group_size = 1;
+    for (int32_t a : d.group) step.group_size *= ctx.axis_sizes[a];
+    step.num_groups = d.op == StepOp::kSlice ? 0 : ctx.num_devices() / step.group_size;
+    step.program = d.program;
+    step.time_us = d.time_us;
+    step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
+    step.send_bytes = DeviceValues::Uniform(n, d.send_bytes);
+    step.recv_bytes = DeviceValues::Uniform(n, d.recv_bytes);
+    step.sends = step.recvs = DeviceValues::Uniform(n, d.messages);
+    builder.Add(std::move(step));
+  }
+  for (const auto& [from, e] : c.rest) builder.Add(c.planner->Finalize(builder, from, e));
+  result.plan = builder.Finish();
+  return result;
+}
+
+}  // namespace reshard

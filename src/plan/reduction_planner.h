@@ -1,0 +1,34 @@
+// PlanReduction: plans from a layout with a pending reduction (partial sums)
+// to a layout without one, where both are named over one plan mesh and the
+// reduction is over whole plan-mesh axes (DTensor Partial, JAX unreduced).
+//
+// A plan reduces once, over every partial axis, then moves the reduced
+// array with the named search (named_planner.h). Candidates, each priced
+// whole under the cost model:
+//   all-reduce over the partial axes, then the search (Shardy's order:
+//   all-reduce, then slice);
+//   for every dim d and every set B of axes that neither split the source nor
+//   hold its parts: slice over B onto d (local), reduce-scatter over the
+//   partial axes onto d, then the search. B shares the reduction among the
+//   replicas of the partial values: each reduces only its slice, so the
+//   busiest device receives less than a reduce-scatter of the whole.
+// The cheapest is the plan; the all-reduce candidate is its baseline
+// "all_reduce_first".
+//
+// Errors: NotSupported, with the lower bound, where the layouts are not
+// named over one mesh or the reduction is not over whole mesh axes.
+#ifndef RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_
+#define RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_
+
+#include "reshard/layout.h"
+#include "reshard/planner.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+// REQUIRES: source.partial(), !target.partial(), same shape and dtype.
+Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options);
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_

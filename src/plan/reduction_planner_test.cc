@@ -1,0 +1,76 @@
+#include "plan/reduction_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "exec/simulator.h"
+#include "reshard/notation.h"
+
+namespace reshard {
+namespace {
+
+Layout Parse(const std::string& text, const Mesh& mesh) {
+  Result<ParsedLayout> p = ParseLayout(text, {16, 16}, DType::kF32, mesh);
+  EXPECT_TRUE(p.ok()) << text << ": " << p.status();
+  return p->layout;
+}
+
+// Issue 17's rows, f32[16,16] on mesh x=4,y=2, priced by bytes: the plan,
+// the all-reduce-first baseline (Shardy's order) and the bound.
+TEST(ReductionPlanner, IssueRowsByBytes) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  struct Row {
+    const char *from, *to;
+    int64_t plan, bound;
+    std::vector<std::string> ops;
+  } rows[] = {
+      // y's replicas of the partial values each reduce half, then swap halves.
+      {"P(None, None, unreduced={'x'})", "P('x', None)", 512, 512, {"reduce-scatter", "all-gather"}},
+      {"P(None, None, unreduced={'x'})", "P(('x','y'), None)", 384, 384, {"reduce-scatter"}},
+      {"P('y', None, unreduced={'x'})", "P(None, ('x','y'))", 448, 448, {"reduce-scatter", "all-to-all"}},
+      {"P(None, None, unreduced={'x'})", "P()", 1280, 1280, {"reduce-scatter", "all-gather"}},
+      // The bound reduces each element at a keeper that holds a part; a
+      // reduce-scatter over x leaves half the rows a permute away.
+      {"[Partial(), Shard(0)]", "[Shard(0), Shard(0)]", 512, 448, {"reduce-scatter", "collective-permute"}},
+  };
+  for (const Row& r : rows) {
+    PlannerOptions o;
+    o.topology = o.topology.BandwidthOnly();
+    o.strategy = Strategy::kCollectives;
+    o.meshes = {m};
+    Result<PlanResult> p = PlanReshard(Parse(r.from, m), Parse(r.to, m), o);
+    ASSERT_TRUE(p.ok()) << r.from << " -> " << r.to << ": " << p.status();
+    EXPECT_EQ(p->plan.totals().max_recv_bytes, r.plan) << r.from << " -> " << r.to;
+    EXPECT_EQ(p->lower_bound.max_recv_bytes, r.bound) << r.from << " -> " << r.to;
+    EXPECT_EQ(p->plan.OpNames(), r.ops) << r.from << " -> " << r.to;
+    ASSERT_EQ(p->baselines.size(), 1u);
+    EXPECT_EQ(p->baselines[0].name, "all_reduce_first");
+    EXPECT_GE(p->baselines[0].max_recv_bytes, p->plan.totals().max_recv_bytes);
+    const SimulationReport sim = SimulatePlan(p->plan);
+    EXPECT_TRUE(sim.ok()) << r.from << " -> " << r.to << ": " << sim.first_problem;
+  }
+}
+
+// What is not planned is refused with the bound: partial targets, and
+// reductions not over whole mesh axes.
+TEST(ReductionPlanner, RefusesWhatItCannotPlanWithTheBound) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  PlannerOptions o;
+  o.meshes = {m};
+  Result<PlanResult> p = PlanReshard(Parse("P('x', None)", m), Parse("P('x', None, unreduced={'y'})", m), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Status::Code::kNotSupported);
+  EXPECT_NE(p.status().message().find("at least"), std::string::npos) << p.status();
+  // Parts that follow no mesh axis: devices 0..3 part 0, 4..7 part 1, over one tile.
+  std::vector<DeviceTile> placement;
+  for (int64_t d = 0; d < 8; ++d) placement.push_back({d, 0, d < 4 ? 0 : 1});
+  std::vector<DeviceTile> shuffled = placement;
+  std::swap(shuffled[1].part, shuffled[4].part);
+  const Layout odd = Layout::Create({16, 16}, DType::kF32, {DimGrid::Ceil(16, 1), DimGrid::Ceil(16, 1)}, shuffled,
+                                    {ReduceOp::kSum, 2}).value();
+  p = PlanReshard(odd, Parse("P('x', None)", m), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Status::Code::kNotSupported) << p.status();
+}
+
+}  // namespace
+}  // namespace reshard
