@@ -16,6 +16,8 @@
 // whole array onto every target device, then slice. Each target device
 // receives the array minus its own source shard; its peak is the gathered
 // array (in-place all-gather, the slice taken as a view; a lower estimate).
+// From partial sums, XLA all-reduces the whole array: each target device
+// receives 2(k-1)/k of it (a ring over k parts) and holds it twice.
 #ifndef RESHARD_PLAN_STATS_H_
 #define RESHARD_PLAN_STATS_H_
 

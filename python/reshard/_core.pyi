@@ -320,7 +320,7 @@ class PlanResult:
     @property
     def baselines(self) -> list[dict[str, Any]]:
         """
-        'full_rematerialization' (XLA's fallback) and 'shardy' (one axis move at a time), priced alike
+        'full_rematerialization' (XLA's fallback) and 'shardy' (one axis move at a time), or from partial sums 'all_reduce_first', priced alike
         """
 
     @property

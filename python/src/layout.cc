@@ -89,9 +89,9 @@ Layout WithDevices(const Layout& l, const std::vector<int64_t>& ids) {
     if (dev < 0 || dev >= static_cast<int64_t>(ids.size()))
       Raise(Status::InvalidArgument("device " + std::to_string(dev) + " has no new id (" + std::to_string(ids.size()) +
                                     " ids given)"));
-    placement.push_back({ids[dev], l.TileOf(dev)});
+    placement.push_back({ids[dev], l.TileOf(dev), l.PartOf(dev)});
   }
-  return Unwrap(Layout::Create(l.shape(), l.dtype(), std::move(dims), std::move(placement)));
+  return Unwrap(Layout::Create(l.shape(), l.dtype(), std::move(dims), std::move(placement), l.reduction()));
 }
 
 }  // namespace

@@ -219,7 +219,8 @@ void BindPlan(nb::module_& m) {
                      for (const BaselineCost& b : p.result.baselines) out.append(BaselineDict(b));
                      return out;
                    },
-                   "'full_rematerialization' (XLA's fallback) and 'shardy' (one axis move at a time), priced alike")
+                   "'full_rematerialization' (XLA's fallback) and 'shardy' (one axis move at a time), or from partial "
+                   "sums 'all_reduce_first', priced alike")
       .def_prop_ro("candidates",
                    [](const Plan& p) {
                      nb::list out;
@@ -295,9 +296,8 @@ void BindPlan(nb::module_& m) {
   m.def(
       "lower_bound",
       [](const Layout& source, const Layout& target) {
-        Unwrap(Status(source.shape() == target.shape() && source.dtype() == target.dtype()
-                          ? Status::Ok()
-                          : Status::InvalidArgument("source and target layouts differ in shape or dtype")));
+        if (source.shape() != target.shape() || source.dtype() != target.dtype())
+          Raise(Status::InvalidArgument("source and target layouts differ in shape or dtype"));
         const LowerBound lb = ComputeLowerBound(source, target);
         nb::dict d;
         d["max_recv_bytes"] = lb.max_recv_bytes;

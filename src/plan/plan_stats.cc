@@ -150,6 +150,18 @@ LowerBound ComputeLowerBound(const Layout& source, const Layout& target) {
 Baseline FullRematerialization(const Layout& source, const Layout& target) {
   Baseline b;
   const int64_t whole = source.num_elements() * source.element_bytes();
+  if (source.partial()) {
+    // XLA all-reduces partial sums whole, then slices: a ring receives
+    // 2(k-1)/k of the array, k the parts.
+    const int64_t k = source.reduction().parts;
+    for (size_t i = 0; i < target.devices().size(); ++i) {
+      const int64_t recv = static_cast<int64_t>(2.0 * static_cast<double>(k - 1) / static_cast<double>(k) * static_cast<double>(whole));
+      b.max_recv_bytes = std::max(b.max_recv_bytes, recv);
+      b.total_bytes += recv;
+      b.peak_bytes = std::max(b.peak_bytes, 2 * whole);
+    }
+    return b;
+  }
   for (int64_t dev : target.devices()) {
     const int64_t recv = whole - source.LocalBytes(dev);
     b.max_recv_bytes = std::max(b.max_recv_bytes, recv);

@@ -84,6 +84,10 @@ BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t
 }  // namespace
 
 Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const PlannerOptions& options) {
+  if (source.partial() && source == target) {  // partial values that stay where they are: no steps
+    PlanBuilder none(source, target);
+    return PlanResult{none.Finish(), ComputeLowerBound(source, target)};
+  }
   if (source.partial() && !target.partial() && source.shape() == target.shape() && source.dtype() == target.dtype())
     return PlanReduction(source, target, options);
   if ((source.partial() || target.partial()) && source.shape() == target.shape() && source.dtype() == target.dtype()) {

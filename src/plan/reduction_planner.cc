@@ -54,12 +54,19 @@ struct Candidate {
 }  // namespace
 
 Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options) {
+  if (options.strategy == Strategy::kExchange)
+    return Refuse(source, target, "the exchange strategy has no reducing exchange yet: plan partial sums with the auto or "
+                                  "collectives strategy");
+  const DType t = source.dtype();
+  if (t == DType::kPred || ((t == DType::kC64 || t == DType::kC128) && source.reduction().op != ReduceOp::kSum))
+    return Refuse(source, target, fmt::format("a pending {} of {} values is not planned", ReduceOpName(source.reduction().op),
+                                              DTypeName(t)));
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(source.WithoutReduction(), target, options.meshes, node);
   if (!pm)
     return Refuse(source, target,
-                  "partial sums are planned between layouts named over one mesh; these are not (plan the reduction "
-                  "over the source's own mesh)");
+                  "partial sums are planned as collectives between layouts named over one mesh with XLA's even "
+                  "splits, and these are not (a reducing exchange, which would move them, is not built yet)");
   const PlanMesh& mesh = pm->coarse;
   const std::vector<int64_t>& shape = source.shape();
   const ReduceOp op = source.reduction().op;
@@ -156,29 +163,42 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
   result.memory_cap_bytes = cap;
+  // The default cap is soft, as in PlanReshard: where nothing fits it, the
+  // cheapest plan under no cap is taken; a cap the caller gave is hard.
   std::deque<Candidate> candidates;
-  for (Path& reduce : reductions) {
-    Candidate c;
-    c.reduce = std::move(reduce);
-    c.mesh = std::make_unique<PlanMesh>(mesh);
-    c.mesh->source = c.reduce.back().second.to;
-    c.reduced = std::make_unique<Layout>(StateLayout(*c.mesh, c.mesh->source, shape, source.dtype()));
-    std::optional<Path> found;
-    for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
+  int64_t used_cap = cap;
+  for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
+    used_cap = try_cap;
+    for (const Path& reduce : reductions) {
+      if (reduce.back().second.peak_bytes > try_cap) continue;
+      Candidate c;
+      c.reduce = reduce;
+      c.mesh = std::make_unique<PlanMesh>(mesh);
+      c.mesh->source = c.reduce.back().second.to;
+      c.reduced = std::make_unique<Layout>(StateLayout(*c.mesh, c.mesh->source, shape, source.dtype()));
       c.planner = std::make_unique<NamedPlanner>(*c.mesh, *c.reduced, target, options, try_cap);
+      std::optional<Path> found;
       std::vector<PlanCandidate> priced;
       int64_t explored = 0;
       if (c.mesh->source == c.mesh->target) found.emplace();
       else found = c.planner->Search(priced, explored);
       result.states_explored += explored;
-      if (found) break;
+      if (!found) continue;
+      c.rest = std::move(*found);
+      c.cost = PathCost(c.reduce) + PathCost(c.rest);
+      candidates.push_back(std::move(c));
     }
-    if (!found) continue;
-    c.rest = std::move(*found);
-    c.cost = PathCost(c.reduce) + PathCost(c.rest);
-    candidates.push_back(std::move(c));
+    if (!candidates.empty() || options.memory_cap_bytes > 0) break;
   }
+  if (candidates.empty() && options.memory_cap_bytes > 0)
+    return Status::InvalidArgument(fmt::format(
+        "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})", cap, floor));
   if (candidates.empty()) return Refuse(source, target, "no reduction of these partial sums has a structured plan");
+  result.memory_cap_bytes = used_cap == INT64_MAX ? 0 : used_cap;
+  result.memory_cap_lifted = used_cap != cap;
+  if (result.memory_cap_lifted)
+    result.candidates.push_back(PlanCandidate{
+        {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
   size_t best = 0;
   for (size_t i = 1; i < candidates.size(); ++i)
     if (candidates[i].cost < candidates[best].cost) best = i;

@@ -153,8 +153,8 @@ def test_errors_carry_the_parser_message_and_column():
         reshard.parse("{replicated}", (4,))
     with pytest.raises(NotImplementedError, match="tuple shardings are not supported yet"):
         reshard.parse("{{replicated}, {replicated}}", (4,))
-    with pytest.raises(NotImplementedError, match="unreduced"):
-        reshard.parse("P('x', unreduced={'y'})", (4,), mesh="x=2,y=2")
+    with pytest.raises(NotImplementedError, match="UNCONSTRAINED"):
+        reshard.parse("P('x', P.UNCONSTRAINED)", (4, 4), mesh="x=2,y=2")
     with pytest.raises(ValueError, match="unknown"):
         reshard.parse("P('x')", (4,), dtype="f33", mesh="x=2")
     with pytest.raises(TypeError):
@@ -202,3 +202,31 @@ def test_step_exchange_parts_match_across_devices_and_the_plan(seed):
             for peer, runs in part["send"]:
                 back = dict(parts[peer]["recv"])
                 assert count(back[d]) == count(runs)
+
+
+def test_partial_sums_layouts_bound_and_plans():
+    """Issue 17 through the bindings: a pending reduction's op and parts, the bound, the
+    plan (reduce-scatter first, priced against all-reduce first), the emitters."""
+    mesh = "x=4,y=2"
+    src = reshard.parse("P(None, None, unreduced={'x'})", (16, 16), mesh=mesh)
+    dst = reshard.parse("P('x', None)", (16, 16), mesh=mesh)
+    assert src.layout.partial and src.layout.reduce_op == "sum" and src.layout.parts == 4
+    assert [src.layout.part_of(d) for d in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert not dst.layout.partial and dst.layout.reduce_op is None and dst.layout.parts == 1
+    assert reshard.convert(src, "dtensor", mesh) == "[Partial(), Replicate()]"
+    assert reshard.lower_bound(src, dst) == {"max_recv_bytes": 512, "total_bytes": 4096}
+    p = reshard.plan(src, dst, bandwidth_only=True)
+    assert [s.op for s in p.steps] == ["reduce-scatter", "all-gather"]
+    assert p.stats["max_recv_bytes"] == p.lower_bound["max_recv_bytes"] == 512
+    assert [b["name"] for b in p.baselines] == ["all_reduce_first"]
+    assert p.baselines[0]["max_recv_bytes"] == 1536
+    rs = [op for op in p.steps[0].program if op["op"] == "reduce-scatter"]
+    assert len(rs) == 1 and rs[0]["reduce"] == "sum"
+    assert "reduce-scatter(" in p.emit("hlo") and "psum_scatter" in p.emit("jax")
+    avg = reshard.parse('[Partial("avg"), Shard(0)]', (16, 16), mesh=mesh)
+    assert avg.layout.reduce_op == "avg"
+    with pytest.raises(ValueError):
+        reshard.convert(avg, "jax", mesh)  # unreduced axes hold sums only
+    # Targets with a pending reduction are not planned: NotImplementedError naming the bound.
+    with pytest.raises(NotImplementedError, match="at least"):
+        reshard.plan(dst, src)
