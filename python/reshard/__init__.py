@@ -12,8 +12,9 @@ Error rule (every function here, stated once as leveldb's c.h states its own):
                          Status message), with the column and a caret for text:
                          "col 14: unknown mesh axis 'q' (mesh is x=4,y=2)".
     NotImplementedError  valid input reshard does not handle yet (Status
-                         NotSupported): HLO manual/tuple shardings, JAX
-                         unreduced axes, emitting a plan with a ragged exchange.
+                         NotSupported): HLO manual/tuple shardings, targets
+                         with a pending reduction (partial sums), emitting a
+                         plan with a ragged exchange.
     RuntimeError         an internal error (a bug: please report it).
     TypeError            an argument of the wrong Python type.
 

@@ -171,9 +171,9 @@ class NamedSharding:
     A sharding over a named mesh, as JAX, Shardy and HLO V3 state it: per tensor dim the mesh axes that split it, major to minor. Immutable.
     """
 
-    def __init__(self, mesh: Mesh, dims: Sequence[Sequence[str | tuple[str, int, int]]], replicated: Sequence[str | tuple[str, int, int]] = []) -> None:
+    def __init__(self, mesh: Mesh, dims: Sequence[Sequence[str | tuple[str, int, int]]], replicated: Sequence[str | tuple[str, int, int]] = [], unreduced: Sequence[str | tuple[str, int, int]] = []) -> None:
         """
-        NamedSharding(mesh, [['y'], [], ['x']]) is JAX's P('y', None, 'x'); a sub-axis is ('x', pre, size).
+        NamedSharding(mesh, [['y'], [], ['x']]) is JAX's P('y', None, 'x'); a sub-axis is ('x', pre, size). unreduced: axes holding partial sums (JAX's unreduced={...}).
         """
 
     @property

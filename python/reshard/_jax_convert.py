@@ -39,13 +39,18 @@ def mesh_of(mesh, *, logical: bool = False) -> _reshard.Mesh:
     return _reshard.Mesh(axes, ids)
 
 
+def _unreduced_axes(sharding: NamedSharding) -> list[str]:
+    """The spec's unreduced axes (partial sums), named as mesh_of names them; reduced axes are
+    replicated and change no layout."""
+    rename = dict(zip(sharding.mesh.axis_names, _axis_names(sharding.mesh)))
+    return [rename.get(a, str(a)) for a in sorted(getattr(sharding.spec, "unreduced", None) or (), key=str)]
+
+
 def _spec_dims(sharding: NamedSharding, ndim: Optional[int]) -> list[list[str]]:
     spec = sharding.spec
-    if getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
-        raise NotImplementedError("%s: unreduced and reduced axes are not supported yet" % (spec,))
     rename = dict(zip(sharding.mesh.axis_names, _axis_names(sharding.mesh)))
     dims: list[list[str]] = []
-    for entry in spec:
+    for entry in getattr(spec, "partitions", spec):  # its entries (iterating a spec with unreduced axes raises)
         if entry is None:
             dims.append([])
         elif entry is PartitionSpec.UNCONSTRAINED:
@@ -64,11 +69,12 @@ def _spec_dims(sharding: NamedSharding, ndim: Optional[int]) -> list[list[str]]:
 def named_sharding_of(sharding: NamedSharding, ndim: Optional[int] = None, *,
                       logical: bool = False) -> _reshard.NamedSharding:
     """A jax.sharding.NamedSharding as a reshard.NamedSharding over mesh_of(sharding.mesh),
-    its spec padded with None to `ndim` dims. Raises NotImplementedError for P.UNCONSTRAINED and
-    unreduced axes."""
+    its spec padded with None to `ndim` dims, unreduced axes kept (partial sums). Raises
+    NotImplementedError for P.UNCONSTRAINED."""
     if not isinstance(sharding, NamedSharding):
         raise TypeError("expected jax.sharding.NamedSharding, got %s" % type(sharding).__name__)
-    return _reshard.NamedSharding(mesh_of(sharding.mesh, logical=logical), _spec_dims(sharding, ndim))
+    return _reshard.NamedSharding(mesh_of(sharding.mesh, logical=logical), _spec_dims(sharding, ndim),
+                                  unreduced=_unreduced_axes(sharding))
 
 
 def _plain_named(sharding) -> bool:

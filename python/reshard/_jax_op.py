@@ -174,7 +174,7 @@ def _partitionable(ctx, x_aval, sharding, layout, unconstrained_dims) -> bool:
     if layout is not None or unconstrained_dims or jax.dtypes.issubdtype(x_aval.dtype, jax.dtypes.extended):
         return False
     if isinstance(sharding, NamedSharding):
-        if any(e is PartitionSpec.UNCONSTRAINED for e in sharding.spec):
+        if any(e is PartitionSpec.UNCONSTRAINED for e in getattr(sharding.spec, "partitions", sharding.spec)):
             return False
         if getattr(sharding.spec, "unreduced", None) or getattr(sharding.spec, "reduced", None):
             return False

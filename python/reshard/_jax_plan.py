@@ -18,6 +18,7 @@ The rule "never worse than XLA" (docs/python.md):
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import threading
 import types
@@ -332,3 +333,27 @@ def decision(shape, dtype, source, target) -> Decision:
         while len(_CACHE) > _STATS["maxsize"]:
             _CACHE.popitem(last=False)
     return d
+
+
+@functools.lru_cache(maxsize=128)
+def partial_sums_program(shape, dtype, source, target):
+    """(reshard(x, mesh) of the emitted module, None) moving an array of partial sums (source: a
+    NamedSharding with unreduced axes, on Explicit mesh axes) to `target` by reshard's plan
+    priced by bytes (a reduce-scatter whose replicas share the reduction, where one exists), or
+    (None, why not) where reshard has no such plan here. The module is the C++ JAX emitter's
+    text, the same `reshard plan --emit jax` writes."""
+    dt = _reshard.dtype_name(dtype)
+    mesh = target.mesh
+    try:
+        src = layout_of(NamedSharding(mesh, source.spec), shape, dt)
+        dst = layout_of(target, shape, dt)
+        plan = _reshard.plan(src, dst, strategy="collectives", backend="jax-cpu", bandwidth_only=True,
+                             meshes=[mesh_of(mesh)])
+        module = plan.emit("jax")
+    except (ValueError, NotImplementedError) as e:
+        return None, str(e)
+    namespace: dict = {"__name__": "reshard_partial_sums"}
+    exec(compile(module, "<reshard plan from partial sums>", "exec"), namespace)  # noqa: S102
+    if tuple(namespace["DEVICE_IDS"]) != tuple(int(d.id) for d in np.asarray(mesh.devices).flat):
+        return None, "the plan's mesh orders the devices other than the target's mesh"
+    return namespace["reshard"], None

@@ -7,6 +7,9 @@ tensor, and collectives become torch.distributed calls over sub-groups of the pl
     all-to-all          all_to_all_single, equal chunks of dim 0, over the group of its axes
     all-gather          all_gather_into_tensor over the group of its axes
     collective-permute  batch_isend_irecv of the planned (source, target) pairs
+    reduce-scatter      reduce_scatter_tensor over the group of its axes (partial sums; avg as a sum
+                        divided by the group's size, which gloo has no op for)
+    all-reduce          all_reduce over the group of its axes (the same ops)
     exchange            all_to_all_single with split sizes over the plan's devices; each message
                         packed from, and unpacked into, the runs the C++ exchange names
                         (Step.exchange), so the bytes are the minimal exchange's
@@ -94,7 +97,7 @@ def plan_groups(plan) -> list:
     out = []
     for step in plan.steps:
         for op in step.program:
-            if op["op"] in ("all-to-all", "all-gather"):
+            if op["op"] in ("all-to-all", "all-gather", "reduce-scatter", "all-reduce"):
                 out.extend(plan.mesh.groups(list(op["axes"])))
             elif op["op"] == "exchange":
                 out.append(sorted(plan.devices))
@@ -238,12 +241,42 @@ class PlanRun:
                 out = out.reshape([g, -1]).index_select(0, to_member.to(x.device)).reshape(out.shape)
             self._count(stats, kind, _nbytes(x) * (len(members) - 1), _nbytes(x))
             return out
+        if kind in ("reduce-scatter", "all-reduce"):
+            return self._reduce(kind, op, x, stats)
         if kind == "collective-permute":
             return self._permute(op, x, stats)
         if kind == "exchange":
             shape = op["shape"] if padded else step.output.local_shape(self.rank)
             return self._exchange_op(i, step, x, shape, stats)
         raise RuntimeError("unknown program op %r" % kind)
+
+    def _reduce(self, kind, op, x, stats):
+        """A reduction of partial values over the group of op's axes. The backend combines the
+        members' values in its own order (the simulator's fixed member order is exact for
+        integers; floats may differ in the last bits, as between any two collective libraries)."""
+        members, _, (to_rank, _) = self._group_of(op["axes"])
+        g = len(members)
+        reduce = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+                  "min": dist.ReduceOp.MIN}[op["reduce"]]
+        x = x.contiguous()
+        if kind == "reduce-scatter":
+            if to_rank is not None:  # chunk i is member i's: put it at that member's group rank
+                x = x.reshape([g, -1]).index_select(0, to_rank.to(x.device)).reshape(x.shape)
+            out = x.new_empty([1] + list(x.shape[1:]))
+            if g > 1:
+                dist.reduce_scatter_tensor(out, x, op=reduce, group=self.groups.get(members))
+            else:
+                out.copy_(x)
+            moved = _nbytes(out) * (g - 1)
+        else:
+            out = x.clone()
+            if g > 1:
+                dist.all_reduce(out, op=reduce, group=self.groups.get(members))
+            moved = 2 * (g - 1) * (-(-x.numel() // g)) * x.element_size()  # as a ring moves it, as priced
+        if op["reduce"] == "avg":
+            out = out / g if out.is_floating_point() or out.is_complex() else torch.div(out, g, rounding_mode="floor")
+        self._count(stats, kind, moved, moved)
+        return out
 
     def _count(self, stats, kind, recv, send):
         if stats is not None:

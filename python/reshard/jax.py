@@ -26,7 +26,14 @@ Conversions (typed objects, no text in between):
 Errors follow the package's rule (see reshard's docstring): TypeError for a Python list or
 other non-array, ValueError for bad input (a wrong source= hint included: inside jax.jit it
 surfaces when the program compiles, as JAX's error carrying reshard's message),
-NotImplementedError for what reshard does not handle yet (unreduced axes).
+NotImplementedError for what reshard does not handle yet.
+
+Partial sums (issue 17): an array whose sharding has unreduced axes (JAX 0.10.2 makes them on
+Explicit mesh axes, e.g. jnp.dot(..., out_sharding=P(..., unreduced={'x'}))) carries its
+sharding in its type, so reshard(x, target) plans from it directly: a reduce-scatter over the
+unreduced axes, shared among the replicas of the partial values where they have some, then
+the move; XLA's own jax.sharding.reshard (an all-reduce, then a slice) where reshard has no
+plan (uneven shapes, partial targets, another device order).
 """
 from __future__ import annotations
 
@@ -118,6 +125,8 @@ def reshard(x, target, *, source=None):
         return jax.device_put(x, _as_sharding(target, "target"))  # host data: nothing to reshard
     hint = _mesh_hint(source)
     tgt = _as_sharding(target, "target", hint)
+    if _unreduced(jax.typeof(x).sharding if _is_tracer(x) else getattr(x, "sharding", None)):
+        return _reshard_partial_sums(x, tgt)
     src = None if source is None else _as_sharding(source, "source", getattr(tgt, "mesh", None))
     if _is_tracer(x):
         aval_sharding = getattr(jax.typeof(x), "sharding", None)
@@ -134,6 +143,28 @@ def reshard(x, target, *, source=None):
         raise ValueError("reshard: %s does not divide an array of shape %s evenly; JAX 0.10.2 holds such arrays "
                          "only inside jax.jit (call reshard there)" % (tgt, tuple(x.shape)))
     return _eager(tgt)(x)
+
+
+def _unreduced(sharding) -> bool:
+    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
+
+
+def _reshard_partial_sums(x, tgt):
+    """x holds partial sums: reduced and moved by reshard's plan, else by jax.sharding.reshard."""
+    src = jax.typeof(x).sharding if _is_tracer(x) else x.sharding
+    program, _ = (None, None)
+    if isinstance(tgt, NamedSharding) and not _unreduced(tgt) and not isinstance(tgt.mesh, AbstractMesh):
+        program, _ = _jax_plan.partial_sums_program(tuple(x.shape), x.dtype, src, tgt)
+    if program is None:
+        return jax.sharding.reshard(x, tgt)
+    if _is_tracer(x):
+        return program(x, tgt.mesh)
+    return _eager_partial_sums(program, tgt.mesh)(x)
+
+
+@functools.lru_cache(maxsize=128)
+def _eager_partial_sums(program, mesh):
+    return jax.jit(lambda a: program(a, mesh))
 
 
 def _reshard_explicit(x, tgt, src):
@@ -165,9 +196,10 @@ def _constrain(leaf, sharding):
     if sharding is None:
         return leaf
     _check_array(leaf, "with_sharding_constraint")
-    if isinstance(sharding, NamedSharding) and any(e is PartitionSpec.UNCONSTRAINED for e in sharding.spec):
+    entries = lambda spec: getattr(spec, "partitions", spec)  # noqa: E731 (a spec with unreduced axes raises when iterated)
+    if isinstance(sharding, NamedSharding) and any(e is PartitionSpec.UNCONSTRAINED for e in entries(sharding.spec)):
         return jax.lax.with_sharding_constraint(leaf, sharding)  # a free dim: XLA's to choose
-    if isinstance(sharding, PartitionSpec) and any(e is PartitionSpec.UNCONSTRAINED for e in sharding):
+    if isinstance(sharding, PartitionSpec) and any(e is PartitionSpec.UNCONSTRAINED for e in entries(sharding)):
         return jax.lax.with_sharding_constraint(leaf, sharding)
     return reshard(leaf, sharding)
 

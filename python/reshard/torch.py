@@ -15,8 +15,12 @@ torch's collectives over sub-groups of the mesh (reshard/_torch_exec.py).
 
 Placements: Shard, Replicate and _StridedShard (torch 2.15's semantics: docs/notations/dtensor.md),
 on any mesh rank, uneven shapes included, meshes whose device order is not the rank order
-included. Partial placements (partial sums) raise NotImplementedError: they come with reshard's
-partial-sums support (issue 17). Moving between two different meshes raises NotImplementedError,
+included. Partial sources (partial sums: Partial(), Partial("avg"|"max"|"min")) are reduced by
+the plan's reduce-scatter or all-reduce over their mesh dims (reduce_scatter_tensor, all_reduce),
+whose replicas share the reduction where there are some (docs/cost_model.md#partial-sums); their
+gradient comes back replicated over those dims, as DTensor's does. Where reshard has no such plan
+(uneven splits that are not XLA's), DTensor.redistribute moves them. Partial targets raise
+NotImplementedError (issue 17). Moving between two different meshes raises NotImplementedError,
 as DTensor does.
 
 async_op is accepted for DTensor's signature; the move has completed when redistribute returns.
@@ -51,8 +55,8 @@ from reshard._torch_exec import RunStats
 __all__ = ["redistribute", "layout_of", "mesh_of", "placements_text", "plan_for", "explain", "Explanation",
            "last_run_stats", "cache_info", "clear_cache", "RunStats"]
 
-_PARTIAL_MESSAGE = ("reshard.torch: Partial placements (partial sums) are not supported yet: they come with "
-                    "reshard's partial-sums support (issue 17); use DTensor.redistribute for them meanwhile")
+_PARTIAL_MESSAGE = ("reshard.torch: Partial target placements (partial sums) are not supported yet (issue 17); "
+                    "Partial sources are: use DTensor.redistribute to make partial sums meanwhile")
 
 def _dtype_name(dtype) -> str:
     """reshard's element type for a torch dtype: torch's names ("float32", "bfloat16") are
@@ -102,7 +106,8 @@ def placements_text(placements: Sequence) -> str:
         elif isinstance(p, Replicate):
             parts.append("Replicate()")
         elif isinstance(p, Partial) or (hasattr(p, "is_partial") and p.is_partial()):
-            raise NotImplementedError(_PARTIAL_MESSAGE)
+            op = str(getattr(p, "reduce_op", "sum"))
+            parts.append("Partial()" if op == "sum" else 'Partial("%s")' % op)
         else:
             raise TypeError("placements: %r is not a DTensor placement" % (p,))
     return "[" + ", ".join(parts) + "]" if parts else "()"
@@ -250,9 +255,8 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         raise ValueError("placements: %d given for a %d-dim mesh" % (len(placements), mesh.ndim))
     src_placements = tuple(dtensor.placements)
     dst_placements = _normalize(placements, dtensor.ndim)
-    for p in src_placements + dst_placements:
-        if p.is_partial():
-            raise NotImplementedError(_PARTIAL_MESSAGE)
+    if dst_placements != src_placements and any(p.is_partial() for p in dst_placements):
+        raise NotImplementedError(_PARTIAL_MESSAGE)
     if dst_placements == src_placements:  # nothing moves: DTensor's own result (the same local tensor)
         return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype,
                                     backward_dtype=backward_dtype)
@@ -263,14 +267,25 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
     rmesh = mesh_of(mesh)
     src = layout_of(mesh, src_placements, shape, local.dtype)
     dst = layout_of(mesh, dst_placements, shape, local.dtype)
-    # The gradient moves back in backward_dtype, else in the input's dtype, as DTensor's does.
+    # The gradient moves back in backward_dtype, else in the input's dtype, as DTensor's does; the
+    # gradient of partial sums is replicated over their mesh dims (DTensor's rule).
     gdt = backward_dtype or dtensor.dtype
-    if gdt == local.dtype:
+    grad_placements = tuple(Replicate() if p.is_partial() else p for p in src_placements)
+    if gdt == local.dtype and grad_placements == src_placements:
         gsrc, gdst = dst, src
     else:
-        gsrc, gdst = layout_of(mesh, dst_placements, shape, gdt), layout_of(mesh, src_placements, shape, gdt)
+        gsrc, gdst = layout_of(mesh, dst_placements, shape, gdt), layout_of(mesh, grad_placements, shape, gdt)
     fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
     bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
+    if src.partial:
+        try:
+            fwd()
+        except NotImplementedError:
+            # Partial sums reshard plans only as collectives over even splits; elsewhere (uneven
+            # torch.chunk splits) DTensor's own reduction runs. Every rank decides alike.
+            _local.stats = None  # nothing of reshard's ran
+            return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype,
+                                        backward_dtype=backward_dtype)
     # Every rank, in the mesh or not, plans both directions and creates their groups together.
     _groups.ensure(_torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd()))
     if mesh.get_coordinate() is not None:
@@ -330,7 +345,13 @@ def _dtensor_steps(dtensor: DTensor, placements: tuple) -> tuple:
         numel = 1
         for n in shape:
             numel *= n
-        if b.is_replicate() and not a.is_replicate():
+        if a.is_partial() and b.is_replicate():  # all-reduce, as a ring moves it
+            op, recv = "all-reduce", 2 * (k - 1) * -(-numel // k) * elem
+        elif a.is_partial() and not b.is_partial():  # reduce-scatter of padded chunks
+            d = b.dim
+            chunk = -(-shape[d] // k) * (numel // shape[d] if shape[d] else 0)
+            op, recv = "reduce-scatter", (k - 1) * chunk * elem
+        elif b.is_replicate() and not a.is_replicate():
             d = a.dim
             chunk = -(-shape[d] // k) * (numel // shape[d] if shape[d] else 0)
             op, recv = "all-gather", (k - 1) * chunk * elem

@@ -62,7 +62,7 @@ AxisRef ToAxisRef(const Mesh& mesh, const AxisSpec& a) {
 }
 
 NamedSharding MakeNamed(const Mesh& mesh, const std::vector<std::vector<AxisSpec>>& dims,
-                        const std::vector<AxisSpec>& replicated) {
+                        const std::vector<AxisSpec>& replicated, const std::vector<AxisSpec>& unreduced) {
   std::vector<NamedSharding::Dim> out;
   for (const auto& d : dims) {
     NamedSharding::Dim dim;
@@ -71,7 +71,9 @@ NamedSharding MakeNamed(const Mesh& mesh, const std::vector<std::vector<AxisSpec
   }
   std::vector<AxisRef> rep;
   for (const AxisSpec& a : replicated) rep.push_back(ToAxisRef(mesh, a));
-  return Unwrap(NamedSharding::Create(mesh, std::move(out), std::move(rep)));
+  std::vector<AxisRef> partial;
+  for (const AxisSpec& a : unreduced) partial.push_back(ToAxisRef(mesh, a));
+  return Unwrap(NamedSharding::Create(mesh, std::move(out), std::move(rep), std::move(partial)));
 }
 
 std::string LayoutText(const Layout& l) {
@@ -252,9 +254,13 @@ void BindLayout(nb::module_& m) {
       .def(
           "__init__",
           [](NamedSharding* self, const Mesh& mesh, const std::vector<std::vector<AxisSpec>>& dims,
-             const std::vector<AxisSpec>& replicated) { new (self) NamedSharding(MakeNamed(mesh, dims, replicated)); },
+             const std::vector<AxisSpec>& replicated, const std::vector<AxisSpec>& unreduced) {
+            new (self) NamedSharding(MakeNamed(mesh, dims, replicated, unreduced));
+          },
           nb::arg("mesh"), nb::arg("dims"), nb::arg("replicated") = std::vector<AxisSpec>{},
-          "NamedSharding(mesh, [['y'], [], ['x']]) is JAX's P('y', None, 'x'); a sub-axis is ('x', pre, size).")
+          nb::arg("unreduced") = std::vector<AxisSpec>{},
+          "NamedSharding(mesh, [['y'], [], ['x']]) is JAX's P('y', None, 'x'); a sub-axis is ('x', pre, size). "
+          "unreduced: axes holding partial sums (JAX's unreduced={...}).")
       .def_prop_ro("mesh", &NamedSharding::mesh)
       .def_prop_ro("dims",
                    [](const NamedSharding& s) {

@@ -33,7 +33,8 @@ def runs(tmp_path_factory):
 
 
 def moves(runs):
-    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "flattened", "same")]
+    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "partial-target", "flattened",
+                                                              "same")]
 
 
 def named(runs, kind):
@@ -140,8 +141,24 @@ def test_equal_placements_keep_the_local_tensor(runs):
         assert r["same_local"] and r["placements_ok"]
 
 
-def test_partial_is_refused_naming_the_issue(runs):
-    for r in named(runs, "partial"):
+def test_partial_sources_are_reduced_exactly(runs):
+    """Partial(sum|max|avg) sources on every mesh: each rank's values equal torch's split of the
+    reduced tensor; bytes counted three ways agree; DTensor's own result agrees where it runs;
+    planned by bytes, never below the bound."""
+    cases = [recs for recs in runs if recs[0]["kind"] == "partial"]
+    assert len(cases) >= 8 and {r[0]["op"] for r in cases} >= {"sum", "max", "avg"}
+    assert any("reduce-scatter" in r[0]["ops"] for r in cases)
+    for recs in cases:
+        for r in recs:
+            what = (r["mesh"], r["shape"], r["op"], r["src"], r["dst"], r["ops"])
+            assert r["exact"], what
+            assert r["recv"] == r["wrapped_recv"] == r["planned_recv"], what
+            assert r.get("dtensor_exact", True), (what, r)
+        assert recs[0]["max_recv"] >= recs[0]["lower_bound"]
+
+
+def test_partial_targets_are_refused_naming_the_issue(runs):
+    for r in named(runs, "partial-target"):
         assert "Partial" in r["raised"] and "issue 17" in r["raised"]
 
 
