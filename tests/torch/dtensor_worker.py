@@ -138,8 +138,10 @@ class DTensorBytes(TorchDispatchMode):
                 self.recv += (sum(outs) - outs[me]) * rowb
             elif short.startswith("reduce_scatter_tensor"):
                 self.recv += nbytes * (int(args[2]) - 1) // int(args[2])
-            elif short.startswith("all_reduce"):
-                self.recv += nbytes
+            elif short.startswith("all_reduce"):  # as a ring moves it, as reshard prices it
+                from torch.distributed.distributed_c10d import _resolve_process_group
+                k = dist.get_world_size(_resolve_process_group(args[2]))
+                self.recv += 2 * (k - 1) * -(-x.numel() // k) * x.element_size()
             self.ops.append(short)
         return out
 
@@ -403,6 +405,29 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
                 rec["dtensor_exact"] = bool(torch.equal(ref.to_local(), want))
             except Exception as e:  # noqa: BLE001
                 rec["dtensor_error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
+        out.append(rec)
+    # The issue's DTensor rows, f32[16,16] on the 4x2 mesh: bytes into the busiest rank, reshard's
+    # (its cost model's plan, and by bytes) against DTensor's own.
+    mesh = meshes_by_name["4x2"]
+    full = torch.arange(256, dtype=torch.float32).reshape(16, 16)
+    for src, dst in (((Partial(), Shard(0)), (Shard(0), Shard(0))), ((Partial(), Replicate()), (Shard(0), Replicate())),
+                     ((Partial(), Replicate()), (Replicate(), Replicate()))):
+        local = partial_parts(full, mesh, src, "sum", 7)
+        x = DTensor.from_local(local, mesh, src, run_check=False, shape=full.shape, stride=full.stride())
+        rec = {"kind": "partial-named", "src": rt.placements_text(src), "dst": rt.placements_text(dst)}
+        want = split_local(full, mesh, dst)
+        y = rt.redistribute(x, placements=dst)
+        rec["recv"] = rt.last_run_stats().recv_bytes
+        yb = rt.redistribute(x, placements=dst, bandwidth_only=True)
+        rec["recv_bw"] = rt.last_run_stats().recv_bytes
+        rec["exact"] = bool(torch.equal(y.to_local(), want) and torch.equal(yb.to_local(), want))
+        mode = DTensorBytes()
+        with mode:
+            ref = x.redistribute(placements=dst)
+        rec["dtensor_recv"] = mode.recv
+        rec["dtensor_exact"] = bool(torch.equal(ref.to_local(), want))
+        p = rt.plan_for(rt.layout_of(x), rt.layout_of(mesh, dst, (16, 16), torch.float32), rt.mesh_of(mesh))
+        rec["lower_bound"] = int(p.lower_bound["max_recv_bytes"])
         out.append(rec)
     # Partial targets are refused, naming the issue.
     x = DTensor.from_local(torch.ones(8, 8), meshes_by_name["4x2"], (Shard(0), Replicate()), run_check=False)

@@ -33,8 +33,8 @@ def runs(tmp_path_factory):
 
 
 def moves(runs):
-    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "partial-target", "flattened",
-                                                              "same")]
+    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "partial-target", "partial-named",
+                                                              "flattened", "same")]
 
 
 def named(runs, kind):
@@ -155,6 +155,23 @@ def test_partial_sources_are_reduced_exactly(runs):
             assert r["recv"] == r["wrapped_recv"] == r["planned_recv"], what
             assert r.get("dtensor_exact", True), (what, r)
         assert recs[0]["max_recv"] >= recs[0]["lower_bound"]
+
+
+def test_partial_rows_of_the_issue_against_dtensor(runs):
+    """[Partial(), Shard(0)] -> [Shard(0), Shard(0)] and friends on f32[16,16], mesh 4x2: exact,
+    and never more bytes into the busiest rank than DTensor (which gathers first on the first)."""
+    rows = [recs for recs in runs if recs[0]["kind"] == "partial-named"]
+    assert len(rows) == 3
+    for recs in rows:
+        what = (recs[0]["src"], recs[0]["dst"])
+        assert all(r["exact"] and r["dtensor_exact"] for r in recs), what
+        ours, ours_bw = max(r["recv"] for r in recs), max(r["recv_bw"] for r in recs)
+        theirs = max(r["dtensor_recv"] for r in recs)
+        assert ours <= theirs and ours_bw <= theirs and ours_bw >= recs[0]["lower_bound"], (what, ours, ours_bw, theirs)
+        print("%s -> %s: reshard %d B (by bytes %d), DTensor %d B, bound %d B" % (
+            what[0], what[1], ours, ours_bw, theirs, recs[0]["lower_bound"]))
+    first = next(recs for recs in rows if recs[0]["src"] == "[Partial(), Shard(0)]")
+    assert max(r["dtensor_recv"] for r in first) == 1280  # the issue's figure
 
 
 def test_partial_targets_are_refused_naming_the_issue(runs):
