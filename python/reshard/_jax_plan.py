@@ -354,6 +354,9 @@ def partial_sums_program(shape, dtype, source, target):
         return None, str(e)
     namespace: dict = {"__name__": "reshard_partial_sums"}
     exec(compile(module, "<reshard plan from partial sums>", "exec"), namespace)  # noqa: S102
-    if tuple(namespace["DEVICE_IDS"]) != tuple(int(d.id) for d in np.asarray(mesh.devices).flat):
-        return None, "the plan's mesh orders the devices other than the target's mesh"
+    # The emitted shard_map runs over the plan's mesh: it must be the target's mesh itself (a plan
+    # mesh that drops size-1 axes or cuts an axis into pieces would hand back another mesh).
+    if (tuple(namespace["AXES"]) != tuple(mesh.axis_names) or tuple(namespace["AXIS_SIZES"]) != tuple(mesh.axis_sizes)
+            or tuple(namespace["DEVICE_IDS"]) != tuple(int(d.id) for d in np.asarray(mesh.devices).flat)):
+        return None, "the plan's mesh is not the target's mesh"
     return namespace["reshard"], None

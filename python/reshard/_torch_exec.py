@@ -274,7 +274,8 @@ class PlanRun:
                 dist.all_reduce(out, op=reduce, group=self.groups.get(members))
             moved = 2 * (g - 1) * (-(-x.numel() // g)) * x.element_size()  # as a ring moves it, as priced
         if op["reduce"] == "avg":
-            out = out / g if out.is_floating_point() or out.is_complex() else torch.div(out, g, rounding_mode="floor")
+            # integers: truncated toward zero, as C and NCCL divide
+            out = out / g if out.is_floating_point() or out.is_complex() else torch.div(out, g, rounding_mode="trunc")
         self._count(stats, kind, moved, moved)
         return out
 

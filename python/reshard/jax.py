@@ -149,22 +149,52 @@ def _unreduced(sharding) -> bool:
     return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
 
 
+def _same_devices(src, tgt) -> bool:
+    """Whether x's mesh is the target's: the same axes and, where x's mesh is concrete (eager) or
+    a concrete mesh is set (jax.set_mesh), the same devices in the same order."""
+    m = src.mesh
+    if tuple(m.axis_names) != tuple(tgt.mesh.axis_names) or tuple(m.axis_sizes) != tuple(tgt.mesh.axis_sizes):
+        return False
+    if isinstance(m, AbstractMesh):
+        from jax._src import mesh as mesh_lib  # the mesh jax.set_mesh set, also inside jax.jit
+        m = mesh_lib.get_concrete_mesh()
+        if m is None or getattr(m, "empty", False) or isinstance(m, AbstractMesh) or not m.axis_names:
+            return False
+    return [d.id for d in m.devices.flat] == [d.id for d in tgt.mesh.devices.flat]
+
+
 def _reshard_partial_sums(x, tgt):
     """x holds partial sums: reduced and moved by reshard's plan, else by jax.sharding.reshard."""
     src = jax.typeof(x).sharding if _is_tracer(x) else x.sharding
-    program, _ = (None, None)
-    if isinstance(tgt, NamedSharding) and not _unreduced(tgt) and not isinstance(tgt.mesh, AbstractMesh):
+    program = None
+    if isinstance(tgt, NamedSharding) and not _unreduced(tgt) and not isinstance(tgt.mesh, AbstractMesh) and \
+            _same_devices(src, tgt):
         program, _ = _jax_plan.partial_sums_program(tuple(x.shape), x.dtype, src, tgt)
     if program is None:
         return jax.sharding.reshard(x, tgt)
-    if _is_tracer(x):
-        return program(x, tgt.mesh)
-    return _eager_partial_sums(program, tgt.mesh)(x)
+    move = _partial_sums_move(program, tgt)
+    return move(x) if _is_tracer(x) else jax.jit(move)(x)
 
 
 @functools.lru_cache(maxsize=128)
-def _eager_partial_sums(program, mesh):
-    return jax.jit(lambda a: program(a, mesh))
+def _partial_sums_move(program, tgt):
+    """The plan's program as a differentiable function. Its derivative is jax.sharding.reshard's
+    (the transpose of a reduction from unreduced axes, as JAX defines it): shard_map's own
+    transpose of the emitted program, with its checks off, would scale the cotangent by the
+    unreduced axes' size."""
+    @jax.custom_vjp
+    def move(a):
+        return program(a, tgt.mesh)
+
+    def fwd(a):
+        return move(a), a
+
+    def bwd(a, g):
+        _, vjp = jax.vjp(lambda b: jax.sharding.reshard(b, tgt), a)
+        return vjp(g)
+
+    move.defvjp(fwd, bwd)
+    return move
 
 
 def _reshard_explicit(x, tgt, src):

@@ -265,7 +265,13 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         local = local.to(forward_dtype)
     shape = tuple(dtensor.shape)
     rmesh = mesh_of(mesh)
-    src = layout_of(mesh, src_placements, shape, local.dtype)
+    partial_source = any(p.is_partial() for p in src_placements)
+    try:
+        src = layout_of(mesh, src_placements, shape, local.dtype)
+    except NotImplementedError:
+        if not partial_source:
+            raise
+        return _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype)
     dst = layout_of(mesh, dst_placements, shape, local.dtype)
     # The gradient moves back in backward_dtype, else in the input's dtype, as DTensor's does; the
     # gradient of partial sums is replicated over their mesh dims (DTensor's rule).
@@ -281,17 +287,25 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         try:
             fwd()
         except NotImplementedError:
-            # Partial sums reshard plans only as collectives over even splits; elsewhere (uneven
-            # torch.chunk splits) DTensor's own reduction runs. Every rank decides alike.
-            _local.stats = None  # nothing of reshard's ran
-            return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype,
-                                        backward_dtype=backward_dtype)
+            return _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype)
     # Every rank, in the mesh or not, plans both directions and creates their groups together.
     _groups.ensure(_torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd()))
     if mesh.get_coordinate() is not None:
         local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt)
     return DTensor.from_local(local, mesh, dst_placements, run_check=False, shape=dtensor.shape,
                               stride=dtensor.stride())
+
+
+def _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype):
+    """Partial sums reshard has no plan for (uneven torch.chunk splits, Partial dims with
+    different ops): DTensor's own reduction, where its result is right. Every rank decides alike."""
+    if mesh.mesh.flatten().tolist() != sorted(mesh.mesh.flatten().tolist()):
+        # torch 2.15's own redistribute gives wrong values on such meshes (docs/torch.md).
+        raise NotImplementedError("reshard.torch: these partial sums have no reshard plan (uneven splits or mixed "
+                                  "ops), and DTensor's own redistribute is wrong on a mesh whose device order is "
+                                  "not the rank order")
+    _local.stats = None  # nothing of reshard's ran
+    return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype, backward_dtype=backward_dtype)
 
 
 @dataclass

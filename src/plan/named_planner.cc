@@ -242,20 +242,26 @@ PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edg
     step.peak_bytes = DeviceValues::Each(std::move(peak));
     return step;
   }
-  const StepDraft d = *DraftStep(ctx_, from, e.to, /*detailed=*/true);
+  FillStructured(step, *DraftStep(ctx_, from, e.to, /*detailed=*/true), ctx_, b);
+  return step;
+}
+
+void NamedPlanner::FillStructured(PlanStep& step, const StepDraft& d, const PlanContext& ctx, const PlanBuilder& b) {
+  const PlanMesh& pm = *ctx.plan_mesh;
+  const size_t n = b.num_devices();
   step.op = d.op;
   step.group_axes = d.group;
-  if (!d.group.empty()) step.group_spec = AxesText(pm_, d.group);
+  if (!d.group.empty()) step.group_spec = AxesText(pm, d.group);
   step.group_size = 1;
-  for (int32_t a : d.group) step.group_size *= ctx_.axis_sizes[a];
-  step.num_groups = d.op == StepOp::kSlice ? 0 : ctx_.num_devices() / step.group_size;
+  for (int32_t a : d.group) step.group_size *= ctx.axis_sizes[a];
+  step.num_groups = d.op == StepOp::kSlice ? 0 : ctx.num_devices() / step.group_size;
   step.program = d.program;
   step.time_us = d.time_us;
   step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
   if (d.op == StepOp::kCollectivePermute) {
     step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
     for (const auto& [s, t] : d.pairs) {
-      const size_t si = b.Index(pm_.mesh.device(s)), ti = b.Index(pm_.mesh.device(t));
+      const size_t si = b.Index(pm.mesh.device(s)), ti = b.Index(pm.mesh.device(t));
       step.send_bytes.Set(si, d.send_bytes);
       step.sends.Set(si, 1);
       step.recv_bytes.Set(ti, d.recv_bytes);
@@ -266,7 +272,6 @@ PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edg
     step.recv_bytes = DeviceValues::Uniform(n, d.recv_bytes);
     step.sends = step.recvs = DeviceValues::Uniform(n, d.messages);
   }
-  return step;
 }
 
 std::vector<int64_t> NamedPlanner::FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo) {

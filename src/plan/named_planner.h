@@ -68,6 +68,12 @@ class NamedPlanner {
   // with its pairs, the exchange per device), its devices indexed as `b`'s.
   PlanStep Finalize(PlanBuilder& b, const AxisLists& from, const Edge& e);
 
+  // Fills `step` (its layouts and specs already set) from a detailed
+  // structured draft over ctx's plan mesh: group, program, time, peak and
+  // per-device bytes and messages (a permute's for its pairs only), indexed
+  // as `b`'s devices. Also the reduction steps' (reduction_planner.h).
+  static void FillStructured(PlanStep& step, const StepDraft& d, const PlanContext& ctx, const PlanBuilder& b);
+
   // Makes `step` the ragged exchange `ex`, priced exactly over `topo`
   // (also the exchange between explicit layouts, explicit_plan.cc).
   // Returns each device's staged bytes (each distinct box it sends, once).

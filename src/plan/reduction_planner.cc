@@ -239,25 +239,13 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   Candidate& c = candidates[best];
   PlanBuilder builder(source, target);
   builder.SetMesh(mesh.mesh);
-  const size_t n = builder.num_devices();
   for (const auto& [from, e] : c.reduce) {
-    const StepDraft d = *DraftReduction(ctx, from, e.to, group, op, /*detailed=*/true);
-    PlanStep step{d.op, partial_layout(from), StateLayout(mesh, e.to, shape, source.dtype())};
+    PlanStep step{StepOp::kReduceScatter, partial_layout(from), StateLayout(mesh, e.to, shape, source.dtype())};
     step.input_spec = partial_text(from);
     step.output_spec = StateText(mesh, e.to);
     step.input_shard = ctx.ShardShape(from);
     step.output_shard = ctx.ShardShape(e.to);
-    step.group_axes = d.group;
-    if (!d.group.empty()) step.group_spec = AxesText(mesh, d.group);
-    step.group_size = 1;
-    for (int32_t a : d.group) step.group_size *= ctx.axis_sizes[a];
-    step.num_groups = d.op == StepOp::kSlice ? 0 : ctx.num_devices() / step.group_size;
-    step.program = d.program;
-    step.time_us = d.time_us;
-    step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
-    step.send_bytes = DeviceValues::Uniform(n, d.send_bytes);
-    step.recv_bytes = DeviceValues::Uniform(n, d.recv_bytes);
-    step.sends = step.recvs = DeviceValues::Uniform(n, d.messages);
+    NamedPlanner::FillStructured(step, *DraftReduction(ctx, from, e.to, group, op, /*detailed=*/true), ctx, builder);
     builder.Add(std::move(step));
   }
   for (const auto& [from, e] : c.rest) builder.Add(c.planner->Finalize(builder, from, e));

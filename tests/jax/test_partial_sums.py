@@ -115,28 +115,3 @@ def test_emitted_reductions_parse(op, target):
     ops = [c["op"] for c in hlo_bytes.collectives(r.stdout)]
     assert any(o in ("reduce-scatter", "all-reduce") for o in ops), ops
 
-
-@pytest.mark.parametrize("row", ROWS, ids=["%s->%s" % (r[0], r[3]) for r in ROWS])
-def test_reshard_jax_reduces_partial_sums_at_the_bound(row):
-    """reshard.jax.reshard on an unreduced array, traced inside jax.jit and eager: values equal
-    jax.sharding.reshard's, and the compiled program receives the bound into each device."""
-    import reshard.jax as rj
-    source, a_spec, b_spec, target, bound = row
-    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
-    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
-    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
-    with jax.set_mesh(mesh):
-        A = jax.device_put(a, NamedSharding(mesh, a_spec))
-        B = jax.device_put(b, NamedSharding(mesh, b_spec))
-        tgt = NamedSharding(mesh, _spec(target))
-
-        def partial(A, B):
-            return jnp.dot(A, B, out_sharding=_spec(source))
-
-        ours = jax.jit(lambda A, B: rj.reshard(partial(A, B), tgt))
-        got = ours(A, B)
-        np.testing.assert_array_equal(np.asarray(got), a @ b)
-        assert got.sharding.is_equivalent_to(tgt, 2), got.sharding
-        assert _ring_bytes(ours.lower(A, B).compile().as_text()) == bound
-        eager = rj.reshard(jax.jit(partial)(A, B), tgt)
-        np.testing.assert_array_equal(np.asarray(eager), a @ b)

@@ -1,0 +1,93 @@
+"""reshard.jax.reshard on unreduced arrays (partial sums, issue 17), in real jax 0.10.2: the rows of
+the issue, traced inside jax.jit and eager, with their gradients. Values equal
+jax.sharding.reshard's, the compiled program receives the lower bound into each device, and
+gradients equal those through jax.sharding.reshard (the transpose of a reduction from unreduced
+axes, as JAX defines it). Where reshard has no plan (another mesh), the move is JAX's own."""
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+import reshard.jax as rj
+from reshard import hlo_bytes
+
+# (source spec, A and B operand specs, target spec, the bound in bytes)
+ROWS = [
+    (P(None, None, unreduced={"x"}), P(None, "x"), P("x", None), P("x", None), 512),
+    (P(None, None, unreduced={"x"}), P(None, "x"), P("x", None), P(("x", "y"), None), 384),
+    (P("y", None, unreduced={"x"}), P("y", "x"), P("x", None), P(None, ("x", "y")), 448),
+    (P(None, None, unreduced={"x"}), P(None, "x"), P("x", None), P(), 1280),
+]
+
+
+def _ring_bytes(hlo_text):
+    """Bytes into a device, an all-reduce counted as a ring moves it (2(k-1)/k of its input)."""
+    total = 0
+    for c in hlo_bytes.collectives(hlo_text):
+        if c["op"].startswith("all-reduce"):
+            total += int(c["in_bytes"] * 2 * (c["group_size"] - 1) / c["group_size"])
+        else:
+            total += int(c["bytes"])
+    return total
+
+
+def _mesh():
+    return jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[str(r[3]) for r in ROWS])
+def test_rows_at_the_bound_with_jax_values_and_gradients(row):
+    src, a_spec, b_spec, dst, bound = row
+    mesh = _mesh()
+    a = (np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7) / 4
+    b = (np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5) / 2
+    w = np.arange(256, dtype=np.float32).reshape(16, 16) % 3
+    with jax.set_mesh(mesh):
+        A = jax.device_put(a, NamedSharding(mesh, a_spec))
+        B = jax.device_put(b, NamedSharding(mesh, b_spec))
+        tgt = NamedSharding(mesh, dst)
+
+        def partial(A, B):
+            return jnp.dot(A, B, out_sharding=src)
+
+        ours = jax.jit(lambda A, B: rj.reshard(partial(A, B), tgt))
+        got = ours(A, B)
+        np.testing.assert_allclose(np.asarray(got), a @ b, rtol=1e-6)
+        assert got.sharding.is_equivalent_to(tgt, 2), got.sharding
+        assert _ring_bytes(ours.lower(A, B).compile().as_text()) == bound
+        eager = rj.reshard(jax.jit(partial)(A, B), tgt)
+        np.testing.assert_allclose(np.asarray(eager), a @ b, rtol=1e-6)
+
+        def loss(move):
+            return jax.jit(jax.grad(lambda A, B: (move(partial(A, B)) * w).sum(), argnums=(0, 1)))
+
+        dA, dB = loss(lambda y: rj.reshard(y, tgt))(A, B)
+        wA, wB = loss(lambda y: jax.sharding.reshard(y, tgt))(A, B)
+        np.testing.assert_allclose(np.asarray(dA), np.asarray(wA), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(dB), np.asarray(wB), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(dA), w @ b.T, rtol=1e-6)
+
+
+def test_another_mesh_is_jaxs_own_move():
+    """A target over the same devices in another order: no reshard plan, jax.sharding.reshard's
+    result."""
+    mesh = _mesh()
+    devices = np.asarray(mesh.devices).reshape(-1)[::-1].reshape(4, 2)
+    other = jax.sharding.Mesh(devices, ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
+    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
+    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
+    with jax.set_mesh(mesh):
+        A = jax.device_put(a, NamedSharding(mesh, P(None, "x")))
+        B = jax.device_put(b, NamedSharding(mesh, P("x", None)))
+        tgt = NamedSharding(other, P("x", None))
+        f = jax.jit(lambda A, B: rj.reshard(jnp.dot(A, B, out_sharding=P(None, None, unreduced={"x"})), tgt))
+        try:
+            want = np.asarray(jax.jit(lambda A, B: jax.sharding.reshard(
+                jnp.dot(A, B, out_sharding=P(None, None, unreduced={"x"})), tgt))(A, B))
+        except Exception as e:  # noqa: BLE001 (JAX's own refusal is the behaviour to match)
+            with pytest.raises(type(e)):
+                f(A, B)
+            return
+        np.testing.assert_array_equal(np.asarray(f(A, B)), want)
