@@ -77,6 +77,14 @@ namespace {
 std::vector<std::pair<size_t, std::string>> Characters(const std::string& t);
 }  // namespace
 
+void PrintError(std::string_view prefix, std::string_view message) {
+  std::string line;
+  line.reserve(prefix.size() + message.size() + 1);
+  line.append(prefix).append(message).push_back('\n');
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
 std::string ShortenMessage(const std::string& message) {
   // A text quoted through Short() ("..." added, then a quote and a colon) stays as it is.
   constexpr size_t kMaxRun = 100, kSlack = 10;

@@ -47,6 +47,10 @@ int LauncherRank();
 // and the punctuation that closed it; a line stops at 500 characters and a
 // message at 20 lines ("..." where cut). Valid UTF-8 whatever the message.
 std::string ShortenMessage(const std::string& message);
+// Writes prefix + message + newline to stderr in one write, so that under
+// mpirun another process's output (the launcher's abort notice) cannot land
+// inside the line.
+void PrintError(std::string_view prefix, std::string_view message);
 
 struct CommonOptions {
   std::string shape;

@@ -24,16 +24,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Under mpirun every rank parses the same command line: rank 0 speaks for all.
     if (reshard::cli::LauncherRank() <= 0)
-      std::cerr << "reshard: error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
+      reshard::cli::PrintError("reshard: error: ", reshard::cli::ShortenMessage(e.what()));
     return reshard::cli::kExitBadInput;
   } catch (const reshard::cli::CliError& e) {
-    if (e.print) std::cerr << "reshard: error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
+    if (e.print) reshard::cli::PrintError("reshard: error: ", reshard::cli::ShortenMessage(e.what()));
     return e.exit_code;
   } catch (const std::bad_alloc&) {
-    std::cerr << "reshard: error: " << reshard::cli::kOutOfMemory << "\n";
+    reshard::cli::PrintError("reshard: error: ", reshard::cli::kOutOfMemory);
     return reshard::cli::kExitUnmet;
   } catch (const std::exception& e) {
-    std::cerr << "reshard: internal error: " << reshard::cli::ShortenMessage(e.what()) << "\n";
+    reshard::cli::PrintError("reshard: internal error: ", reshard::cli::ShortenMessage(e.what()));
     return reshard::cli::kExitInternal;
   }
   return reshard::cli::ExitCode();

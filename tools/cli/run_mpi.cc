@@ -70,7 +70,7 @@ uint64_t MixText(uint64_t h, std::string_view text) {
 // has printed it: a rank that exits non-zero makes mpirun kill the others,
 // so none leaves before the message is out.
 [[noreturn]] void ThrowFromRankZero(const MpiSession& mpi, CliError e) {
-  if (mpi.rank() == 0) std::cerr << "reshard: error: " << ShortenMessage(e.what()) << "\n" << std::flush;
+  if (mpi.rank() == 0) PrintError("reshard: error: ", ShortenMessage(e.what()));
   MPI_Barrier(MPI_COMM_WORLD);
   e.print = false;
   throw e;
