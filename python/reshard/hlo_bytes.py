@@ -34,7 +34,8 @@ with a percent sign (``%wrapped_copy``) or with a type prefix
 API:
     collectives(hlo_text) -> list of dicts with keys
         op, name, bytes, group_size, in_bytes, out_bytes, approx
-    recv_bytes(hlo_text) -> int   (sum of ``bytes`` over collectives(hlo_text))
+    recv_bytes(hlo_text, all_reduce="input") -> int   (sum of ``bytes`` over collectives(hlo_text);
+                                  all_reduce="ring" prices an all-reduce as a ring moves it)
 """
 from __future__ import annotations
 
@@ -339,8 +340,16 @@ def collectives(hlo_text: str) -> list[dict]:
     return out
 
 
-def recv_bytes(hlo_text: str) -> int:
-    total = sum(Fraction(c["bytes"]) for c in collectives(hlo_text))
+def recv_bytes(hlo_text: str, all_reduce: str = "input") -> int:
+    """Sum of ``bytes`` over the collectives. all_reduce="ring" counts an all-reduce as a ring
+    moves it, 2(k-1)/k of its input (reshard's cost model), instead of its input bytes."""
+    total = Fraction(0)
+    for c in collectives(hlo_text):
+        if all_reduce == "ring" and c["op"].startswith("all-reduce") and c["group_size"]:
+            k = c["group_size"]
+            total += Fraction(c["in_bytes"]) * 2 * (k - 1) / k
+        else:
+            total += Fraction(c["bytes"])
     return int(total) if total.denominator == 1 else float(total)
 
 

@@ -172,13 +172,13 @@ def _reshard_partial_sums(x, tgt):
         program, _ = _jax_plan.partial_sums_program(tuple(x.shape), x.dtype, src, tgt)
     if program is None:
         return jax.sharding.reshard(x, tgt)
-    move = _partial_sums_move(program, tgt)
-    return move(x) if _is_tracer(x) else jax.jit(move)(x)
+    move, eager = _partial_sums_move(program, tgt)
+    return move(x) if _is_tracer(x) else eager(x)
 
 
 @functools.lru_cache(maxsize=128)
 def _partial_sums_move(program, tgt):
-    """The plan's program as a differentiable function. Its derivative is jax.sharding.reshard's
+    """The plan's program as a differentiable function, and it jitted for eager arrays. Its derivative is jax.sharding.reshard's
     (the transpose of a reduction from unreduced axes, as JAX defines it): shard_map's own
     transpose of the emitted program, with its checks off, would scale the cotangent by the
     unreduced axes' size."""
@@ -194,7 +194,7 @@ def _partial_sums_move(program, tgt):
         return vjp(g)
 
     move.defvjp(fwd, bwd)
-    return move
+    return move, jax.jit(move)
 
 
 def _reshard_explicit(x, tgt, src):

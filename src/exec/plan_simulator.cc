@@ -260,39 +260,16 @@ class PlanRun {
         }
         return true;
       case ProgramOp::Kind::kAllToAll:
-      case ProgramOp::Kind::kAllGather: {
-        if (!mesh) return fail("a grouped collective needs a mesh");
-        const bool a2a = op.kind == ProgramOp::Kind::kAllToAll;
-        for (auto& [dev, b] : buffers_) {
-          if (next.count(dev)) continue;
-          const std::vector<int64_t> group = Group(PositionOf(dev), op.axes);
-          const int64_t k = static_cast<int64_t>(group.size());
-          for (int64_t pos : group) {
-            const Buffer& in = buffers_.at(mesh->device(pos));
-            if (in.shape.empty() || in.shape[0] != (a2a ? k : 1)) return fail("leading dim is not the group size");
-          }
-          const int64_t chunk = static_cast<int64_t>(b.data.size()) / (a2a ? k : 1);
-          for (int64_t j = 0; j < k; ++j) {
-            Buffer out{op.shape, std::vector<Tag>(Product(op.shape))};
-            if (static_cast<int64_t>(out.data.size()) != chunk * k) return fail("output size is not group x chunk");
-            for (int64_t i = 0; i < k; ++i) {
-              const Buffer& in = buffers_.at(mesh->device(group[i]));
-              const int64_t from = a2a ? j * chunk : 0;
-              std::copy(in.data.begin() + from, in.data.begin() + from + chunk, out.data.begin() + i * chunk);
-            }
-            const int64_t dj = mesh->device(group[j]);
-            hold(dj, (static_cast<int64_t>(buffers_.at(dj).data.size()) + Product(op.shape)) * eb);
-            next[dj] = std::move(out);
-          }
-        }
-        buffers_ = std::move(next);
-        return true;
-      }
+      case ProgramOp::Kind::kAllGather:
       case ProgramOp::Kind::kReduceScatter:
       case ProgramOp::Kind::kAllReduce: {
-        // Members combine in member order; avg divides the group's sum by its size.
+        // Each member j's output from every member's input: chunk j of each
+        // (all-to-all), the whole of each (all-gather), laid side by side;
+        // or combined in member order (reduce-scatter: chunk j; all-reduce:
+        // the whole), avg dividing the group's sum by its size.
         if (!mesh) return fail("a grouped collective needs a mesh");
-        const bool scatter = op.kind == ProgramOp::Kind::kReduceScatter;
+        const bool reduces = op.kind == ProgramOp::Kind::kReduceScatter || op.kind == ProgramOp::Kind::kAllReduce;
+        const bool chunked = op.kind == ProgramOp::Kind::kAllToAll || op.kind == ProgramOp::Kind::kReduceScatter;
         for (auto& [dev, b] : buffers_) {
           if (next.count(dev)) continue;
           const std::vector<int64_t> group = Group(PositionOf(dev), op.axes);
@@ -300,19 +277,26 @@ class PlanRun {
           for (int64_t pos : group) {
             const Buffer& in = buffers_.at(mesh->device(pos));
             if (in.data.size() != b.data.size()) return fail("group members hold buffers of different sizes");
-            if (scatter && (in.shape.empty() || in.shape[0] != k)) return fail("leading dim is not the group size");
+            if (op.kind != ProgramOp::Kind::kAllReduce && (in.shape.empty() || in.shape[0] != (chunked ? k : 1)))
+              return fail("leading dim is not the group size");
           }
-          const int64_t chunk = static_cast<int64_t>(b.data.size()) / (scatter ? k : 1);
+          const int64_t chunk = static_cast<int64_t>(b.data.size()) / (chunked ? k : 1);
           for (int64_t j = 0; j < k; ++j) {
             Buffer out{op.shape, std::vector<Tag>(Product(op.shape))};
-            if (static_cast<int64_t>(out.data.size()) != chunk) return fail("output size is not one chunk");
-            const int64_t from = scatter ? j * chunk : 0;
-            for (int64_t e = 0; e < chunk; ++e) {
-              Tag acc = buffers_.at(mesh->device(group[0])).data[from + e];
-              for (int64_t i = 1; i < k; ++i)
-                acc = Combine(acc, buffers_.at(mesh->device(group[i])).data[from + e], op.reduce);
-              out.data[e] = op.reduce == ReduceOp::kAvg ? acc / static_cast<Tag>(k) : acc;
+            if (static_cast<int64_t>(out.data.size()) != (reduces ? chunk : chunk * k))
+              return fail(reduces ? "output size is not one chunk" : "output size is not group x chunk");
+            const int64_t from = chunked ? j * chunk : 0;
+            for (int64_t i = 0; i < k; ++i) {
+              const Buffer& in = buffers_.at(mesh->device(group[i]));
+              if (!reduces) {
+                std::copy(in.data.begin() + from, in.data.begin() + from + chunk, out.data.begin() + i * chunk);
+                continue;
+              }
+              for (int64_t e = 0; e < chunk; ++e)
+                out.data[e] = i == 0 ? in.data[from + e] : Combine(out.data[e], in.data[from + e], op.reduce);
             }
+            if (reduces && op.reduce == ReduceOp::kAvg)
+              for (Tag& t : out.data) t /= static_cast<Tag>(k);
             const int64_t dj = mesh->device(group[j]);
             hold(dj, (static_cast<int64_t>(buffers_.at(dj).data.size()) + Product(op.shape)) * eb);
             next[dj] = std::move(out);

@@ -88,19 +88,13 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     PlanBuilder none(source, target);
     return PlanResult{none.Finish(), ComputeLowerBound(source, target)};
   }
-  if (source.partial() && !target.partial() && source.shape() == target.shape() && source.dtype() == target.dtype())
-    return PlanReduction(source, target, options);
-  if ((source.partial() || target.partial()) && source.shape() == target.shape() && source.dtype() == target.dtype()) {
-    // Not planned yet: say what a plan will have to receive.
-    const LowerBound lb = ComputeLowerBound(source, target);
-    return Status::NotSupported(fmt::format(
-        "a target with a pending reduction (partial sums) is not planned yet; any plan receives at least {} B into the "
-        "busiest device ({} B in all)",
-        lb.max_recv_bytes, lb.total_bytes));
-  }
+  const bool comparable = source.shape() == target.shape() && source.dtype() == target.dtype();
+  const int64_t floor = comparable ? MaxLocalBytes(source) + MaxLocalBytes(target) : 0;
+  if (comparable && source.partial() && !target.partial()) return PlanReduction(source, target, options, 2 * floor);
+  if (comparable && (source.partial() || target.partial()))
+    return RefuseWithBound(source, target, "a target with a pending reduction (partial sums) is not planned yet");
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source, target));
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
-  const int64_t floor = MaxLocalBytes(source) + MaxLocalBytes(target);
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
   result.memory_cap_bytes = cap;
   const bool ragged = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);

@@ -28,18 +28,6 @@ Cost PathCost(const Path& p) {
   return c;
 }
 
-int64_t MaxLocalBytes(const Layout& l) {
-  int64_t m = 0;
-  for (int64_t d : l.devices()) m = std::max(m, l.LocalBytes(d));
-  return m;
-}
-
-Status Refuse(const Layout& source, const Layout& target, const std::string& why) {
-  const LowerBound lb = ComputeLowerBound(source, target);
-  return Status::NotSupported(fmt::format("{}; any plan receives at least {} B into the busiest device ({} B in all)",
-                                          why, lb.max_recv_bytes, lb.total_bytes));
-}
-
 // One candidate: its reduction edges (a slice, then the reduction) and the
 // search from the reduced state, with what that search keeps references to.
 struct Candidate {
@@ -53,18 +41,25 @@ struct Candidate {
 
 }  // namespace
 
-Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options) {
+Status RefuseWithBound(const Layout& source, const Layout& target, const std::string& why) {
+  const LowerBound lb = ComputeLowerBound(source, target);
+  return Status::NotSupported(fmt::format("{}; any plan receives at least {} B into the busiest device ({} B in all)",
+                                          why, lb.max_recv_bytes, lb.total_bytes));
+}
+
+Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                 int64_t default_cap) {
   if (options.strategy == Strategy::kExchange)
-    return Refuse(source, target, "the exchange strategy has no reducing exchange yet: plan partial sums with the auto or "
+    return RefuseWithBound(source, target, "the exchange strategy has no reducing exchange yet: plan partial sums with the auto or "
                                   "collectives strategy");
   const DType t = source.dtype();
   if (t == DType::kPred || ((t == DType::kC64 || t == DType::kC128) && source.reduction().op != ReduceOp::kSum))
-    return Refuse(source, target, fmt::format("a pending {} of {} values is not planned", ReduceOpName(source.reduction().op),
+    return RefuseWithBound(source, target, fmt::format("a pending {} of {} values is not planned", ReduceOpName(source.reduction().op),
                                               DTypeName(t)));
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(source.WithoutReduction(), target, options.meshes, node);
   if (!pm)
-    return Refuse(source, target,
+    return RefuseWithBound(source, target,
                   "partial sums are planned as collectives between layouts named over one mesh with XLA's even "
                   "splits, and these are not (a reducing exchange, which would move them, is not built yet)");
   const PlanMesh& mesh = pm->coarse;
@@ -72,28 +67,12 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   const ReduceOp op = source.reduction().op;
   std::vector<int32_t> group;
   for (int64_t a : PartialMeshAxes(source, mesh.mesh)) group.push_back(static_cast<int32_t>(a));
-  std::vector<AxisRef> partial_refs;
-  for (int32_t a : group) partial_refs.push_back(AxisRef{a, 1, 0});
-  {
-    std::vector<std::vector<AxisRef>> dims;
-    for (const auto& l : mesh.source) {
-      dims.emplace_back();
-      for (int32_t a : l) dims.back().push_back(AxisRef{a, 1, 0});
-    }
-    Result<Layout> stated = BuildMeshLayout(mesh.mesh, shape, source.dtype(), dims, SplitRule::kCeil, {}, partial_refs, op);
-    if (group.empty() || !stated.ok() || !(*stated == source))
-      return Refuse(source, target, "the pending reduction is not over whole mesh axes of the plan mesh " + mesh.mesh.ToString());
-  }
+  Result<Layout> stated = StateLayout(mesh, mesh.source, shape, source.dtype(), group, op);
+  if (group.empty() || !stated.ok() || !(*stated == source))
+    return RefuseWithBound(source, target,
+                           "the pending reduction is not over whole mesh axes of the plan mesh " + mesh.mesh.ToString());
   const PlanContext ctx(mesh, options.topology, shape, source.element_bytes());
   auto partial_text = [&](const AxisLists& s) { return StateText(mesh, s) + " unreduced " + AxesText(mesh, group); };
-  auto partial_layout = [&](const AxisLists& s) {
-    std::vector<std::vector<AxisRef>> dims;
-    for (const auto& l : s) {
-      dims.emplace_back();
-      for (int32_t a : l) dims.back().push_back(AxisRef{a, 1, 0});
-    }
-    return BuildMeshLayout(mesh.mesh, shape, source.dtype(), dims, SplitRule::kCeil, {}, partial_refs, op).value();
-  };
 
   // The reduced states: all-reduce in place, or slice over B then reduce-scatter onto d.
   const AxisLists& s0 = mesh.source;
@@ -159,8 +138,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   }
 
   // Each reduced state, then the named search to the target.
-  const int64_t floor = MaxLocalBytes(source) + MaxLocalBytes(target);
-  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
+  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
   result.memory_cap_bytes = cap;
   // The default cap is soft, as in PlanReshard: where nothing fits it, the
@@ -192,8 +170,9 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   }
   if (candidates.empty() && options.memory_cap_bytes > 0)
     return Status::InvalidArgument(fmt::format(
-        "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})", cap, floor));
-  if (candidates.empty()) return Refuse(source, target, "no reduction of these partial sums has a structured plan");
+        "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})", cap,
+        default_cap / 2));
+  if (candidates.empty()) return RefuseWithBound(source, target, "no reduction of these partial sums has a structured plan");
   result.memory_cap_bytes = used_cap == INT64_MAX ? 0 : used_cap;
   result.memory_cap_lifted = used_cap != cap;
   if (result.memory_cap_lifted)
@@ -240,7 +219,8 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   PlanBuilder builder(source, target);
   builder.SetMesh(mesh.mesh);
   for (const auto& [from, e] : c.reduce) {
-    PlanStep step{StepOp::kReduceScatter, partial_layout(from), StateLayout(mesh, e.to, shape, source.dtype())};
+    PlanStep step{StepOp::kReduceScatter, StateLayout(mesh, from, shape, source.dtype(), group, op).value(),
+                  StateLayout(mesh, e.to, shape, source.dtype())};
     step.input_spec = partial_text(from);
     step.output_spec = StateText(mesh, e.to);
     step.input_shard = ctx.ShardShape(from);

@@ -20,6 +20,9 @@
 #ifndef RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_
 #define RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_
 
+#include <cstdint>
+#include <string>
+
 #include "reshard/layout.h"
 #include "reshard/planner.h"
 #include "reshard/status.h"
@@ -27,7 +30,12 @@
 namespace reshard {
 
 // REQUIRES: source.partial(), !target.partial(), same shape and dtype.
-Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options);
+// default_cap: PlanReshard's default memory cap for these layouts.
+Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                 int64_t default_cap);
+
+// NotSupported(`why`), with the bytes any plan must receive (the lower bound).
+Status RefuseWithBound(const Layout& source, const Layout& target, const std::string& why);
 
 }  // namespace reshard
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "layout/mesh_grid.h"
 #include "reshard/named_sharding.h"
 
 namespace reshard {
@@ -14,15 +15,21 @@ std::string StateText(const PlanMesh& pm, const AxisLists& s) {
 
 std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes) { return "{" + pm.AxesText(axes, ",") + "}"; }
 
-Layout StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype) {
-  std::vector<NamedSharding::Dim> dims;
+Result<Layout> StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype,
+                           const std::vector<int32_t>& unreduced, ReduceOp op) {
+  std::vector<std::vector<AxisRef>> dims;
   for (const auto& l : s) {
-    NamedSharding::Dim d;
-    for (int32_t a : l) d.axes.push_back(AxisRef{a, 1, 0});
-    dims.push_back(std::move(d));
+    dims.emplace_back();
+    for (int32_t a : l) dims.back().push_back(AxisRef{a, 1, 0});
   }
+  std::vector<AxisRef> partial;
+  for (int32_t a : unreduced) partial.push_back(AxisRef{a, 1, 0});
+  return BuildMeshLayout(pm.mesh, shape, dtype, dims, SplitRule::kCeil, {}, partial, op);
+}
+
+Layout StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype) {
   // A state over the plan mesh's whole axes is always a valid named sharding.
-  return NamedSharding::Create(pm.mesh, std::move(dims)).value().ToLayout(shape, dtype).value();
+  return StateLayout(pm, s, shape, dtype, {}, ReduceOp::kSum).value();
 }
 
 std::string EdgeText(const PlanMesh& pm, const AxisLists& from, const Edge& e) {

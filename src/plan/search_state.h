@@ -64,6 +64,10 @@ std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes);
 
 // The layout of state `s` of an array of `shape` and `dtype`.
 Layout StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype);
+// The same with a pending reduction `op` over the plan-mesh axes `unreduced`
+// (partial sums, reduction_planner.h); fails where an axis is used twice.
+Result<Layout> StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype,
+                           const std::vector<int32_t>& unreduced, ReduceOp op);
 
 // One edge of the search: a structured step, or the ragged exchange to the target.
 struct Edge {

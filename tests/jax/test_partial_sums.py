@@ -32,17 +32,9 @@ ROWS = [
 
 
 def _ring_bytes(hlo_text):
-    """Bytes into a device, an all-reduce counted as a ring moves it (2(k-1)/k of its input:
-    hlo_bytes counts its input, an approximation) so that XLA's all-reduce + slice and
-    reshard's reduce-scatter are priced alike, as issue 17 prices them."""
-    total = 0
-    for c in hlo_bytes.collectives(hlo_text):
-        if c["op"].startswith("all-reduce"):
-            k = c["group_size"]
-            total += int(c["in_bytes"] * 2 * (k - 1) / k)
-        else:
-            total += int(c["bytes"])
-    return total
+    """Bytes into a device, an all-reduce counted as a ring moves it (2(k-1)/k of its input), as
+    issue 17 and reshard's cost model price it."""
+    return hlo_bytes.recv_bytes(hlo_text, all_reduce="ring")
 
 
 def _spec(text):
