@@ -14,6 +14,14 @@
 // two buffers allow. Copies, dims and messages live in flat arrays (no heap
 // object per transfer).
 //
+// A step from a partial layout (a pending reduction, layout.h) to one without
+// is lowered part by part: for each part, the minimal exchange from the
+// devices that hold it to the output layout; a device sends only its own
+// part, so each pair of devices still exchanges at most one message, and
+// every output element receives one contribution of each part, combined at
+// the device that keeps it (a reduce-scatter, an all-reduce or a reducing
+// exchange alike). Equal partial layouts lower to local copies.
+//
 // Each step is lowered through the minimal exchange between the step's input
 // and output layouts (exchange.h): a structured collective (all-to-all,
 // all-gather, collective-permute, slice) and the ragged exchange alike become
@@ -108,6 +116,13 @@ struct DeviceProgram {
   // one, direct.ops[direct_begin[m], direct_begin[m+1]).
   CopyProgram direct;
   std::vector<int32_t> direct_begin;
+  // A reducing step only (StepProgram::reduction): the part each received
+  // message carries (its sender's), and the part of the local copies (this
+  // device's own). Output elements take one contribution of every part;
+  // executors apply them in part order (RunReducingCopies), after every
+  // message has arrived. Empty and 0 on other steps.
+  std::vector<int64_t> recv_part;
+  int64_t local_part = 0;
 };
 
 // How a device's local buffer is laid out in memory. The layouts' local
@@ -162,6 +177,10 @@ struct StepProgram {
   // kExchange and no axes for a program compiled from an exchange.
   StepOp op = StepOp::kExchange;
   std::vector<int32_t> group_axes = {};
+  // The input layout's pending reduction where the step performs it (its
+  // input partial, its output not): parts >= 2. parts == 1 otherwise.
+  Reduction reduction = {};
+  bool reduces() const { return reduction.parts > 1; }
 };
 
 // A whole plan compiled: one StepProgram per plan step. Buffers between

@@ -118,6 +118,15 @@ class Exchange {
                                  std::function<int64_t(int64_t device)> group_key);
   // Create's checks alone, without building the exchange.
   static Status Validate(const Layout& source, const Layout& target);
+  // The reducing exchange from a partial `source` (layout.h) to a `target`
+  // with no reduction: for each part, in part order, the minimal exchange
+  // from the devices that hold that part (Layout::PartLayout) to the target.
+  // A device sends only its own part, so each element of the target gets one
+  // contribution of every part, and is combined at the device that keeps it.
+  // The one lowering of a reducing step: the planner prices it, the
+  // simulator and the compiled programs (device_program.h) run it.
+  // InvalidArgument unless the source is partial and the target is not.
+  static Result<std::vector<Exchange>> CreateReducing(const Layout& source, const Layout& target);
 
   const Layout& source() const;
   const Layout& target() const;

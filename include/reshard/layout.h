@@ -69,6 +69,10 @@ enum class ReduceOp { kSum, kAvg, kMax, kMin };
 std::string_view ReduceOpName(ReduceOp op);  // "sum", "avg", "max", "min"
 // Reads ReduceOpName's names; fails on anything else.
 Result<ReduceOp> ParseReduceOp(std::string_view name);
+// Whether partial values of `dtype` can be reduced by `op` (planned,
+// emitted and executed): NotSupported naming the pair for pred (no sum) and
+// for complex values under anything but sum (no order; avg is not emitted).
+Status CheckReducible(DType dtype, ReduceOp op);
 
 // A pending reduction over `parts` partial values; parts == 1 is none.
 struct Reduction {
@@ -104,6 +108,11 @@ class Layout {
   // The same grid and placement with no pending reduction (the layout each
   // part's replicas form alone, ignoring which part they hold).
   Layout WithoutReduction() const;
+  // The devices holding part `part` alone, as a layout with no reduction:
+  // the same grid and devices, every device of another part holding
+  // nothing. What a reducing step sends of that part (device_program.h).
+  // REQUIRES: 0 <= part < reduction().parts.
+  Layout PartLayout(int64_t part) const;
   const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid; }
 
   // Devices of the layout (holding data or not), ascending.

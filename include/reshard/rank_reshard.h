@@ -38,6 +38,11 @@
 // buffer when every message is the sender's whole input (and the gathered
 // buffer fits one call). kPointToPoint, kDatatypes, or a message too large
 // for one call, override this.
+// A reducing step (from partial sums, device_program.h) runs as an
+// all-to-all-v (point-to-point where asked or where a message needs chunks),
+// never as box messages: each rank combines its own part and what it
+// received in part order once everything has arrived, so every transport
+// gives the same bits (reduce_kernel.h).
 // Steps run as their minimal exchange (device_program.h): no padding is sent.
 // Messages larger than RankOptions::max_message_bytes (or the backend's
 // Comm::max_count) are sent as several point-to-point chunks.

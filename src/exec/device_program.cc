@@ -258,15 +258,35 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // column-major source copies whole columns; every device must then hold
     // its source in the same order (MpiReshard checks that ranks agree).
     const BufferFormat staging = first ? BufferFormat{options.source_format.order, 0} : BufferFormat{};
-    std::optional<Exchange> made;
-    if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
-      RESHARD_ASSIGN_OR_RETURN(made, StepExchange(*plan, si));
-    } else if (exchange == nullptr) {
-      RESHARD_ASSIGN_OR_RETURN(made, Exchange::Create(in, out));
-    }
-    const Exchange& ex = exchange != nullptr ? *exchange : *made;
-    const ExchangePlan xp = only_device >= 0 ? ex.DevicePlan(only_device) : ex.Plan();
+    // The step's exchanges: one, or one per part of a reducing step, each
+    // transfer with the exchange plan it belongs to.
+    std::vector<Exchange> made;
     StepProgram step;
+    if (in.partial() && out.partial()) {
+      if (!(in == out))
+        return Status::NotSupported("a step between two different partial layouts (partial targets are not planned)");
+      RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in.WithoutReduction(), out.WithoutReduction()));
+      made.push_back(std::move(e));
+    } else if (in.partial()) {
+      step.reduction = in.reduction();
+      RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
+    } else if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
+      RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, si));
+      made.push_back(std::move(e));
+    } else if (exchange == nullptr) {
+      RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in, out));
+      made.push_back(std::move(e));
+    }
+    std::vector<ExchangePlan> plans;
+    if (exchange != nullptr) plans.push_back(only_device >= 0 ? exchange->DevicePlan(only_device) : exchange->Plan());
+    for (const Exchange& e : made) plans.push_back(only_device >= 0 ? e.DevicePlan(only_device) : e.Plan());
+    struct Item {
+      const ExchangePlan* xp;
+      const Transfer* t;
+    };
+    std::vector<Item> items;
+    for (const ExchangePlan& xp : plans)
+      for (const Transfer& t : xp.transfers()) items.push_back({&xp, &t});
     step.devices.resize(n);
     if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
       const PlanStep& ps = plan->steps()[si];
@@ -284,18 +304,22 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         RESHARD_ASSIGN_OR_RETURN(dp.output_bytes, out_format(dp.device).Bytes(out.LocalShape(dp.device), eb));
       }
     }
-    // Transfers by (from, to) for the senders, by (to, from) for the receivers.
-    std::vector<const Transfer*> by_sender, by_receiver;
-    for (const Transfer& t : xp.transfers()) by_sender.push_back(&t);
+    // Transfers by (from, to) for the senders, by (to, from) for the receivers
+    // (a sender holds one part, so parts never share a pair).
+    std::vector<Item> by_sender = items, by_receiver;
     std::sort(by_sender.begin(), by_sender.end(),
-              [](const Transfer* a, const Transfer* b) { return std::pair(a->from, a->to) < std::pair(b->from, b->to); });
+              [](const Item& a, const Item& b) { return std::pair(a.t->from, a.t->to) < std::pair(b.t->from, b.t->to); });
     by_receiver = by_sender;
     std::stable_sort(by_receiver.begin(), by_receiver.end(),
-                     [](const Transfer* a, const Transfer* b) { return std::pair(a->to, a->from) < std::pair(b->to, b->from); });
+                     [](const Item& a, const Item& b) { return std::pair(a.t->to, a.t->from) < std::pair(b.t->to, b.t->from); });
+    if (step.reduces())
+      for (DeviceProgram& dp : step.devices) dp.local_part = in.PartOf(dp.device);
     StagedBoxes staged;                       // one sender's boxes: restarts with each sender
     std::map<std::vector<int32_t>, int32_t> box_message;  // a staged box -> the message that stages it
     int64_t sender = -1;
-    for (const Transfer* t : by_sender) {
+    for (const Item& item : by_sender) {
+      const ExchangePlan& xp = *item.xp;
+      const Transfer* t = item.t;
       if (t->from != sender) {
         staged.Clear();
         box_message.clear();
@@ -323,7 +347,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
       if (fresh) s.send_bytes += bytes;
     }
-    for (const Transfer* t : by_receiver) {
+    for (const Item& item : by_receiver) {
+      const ExchangePlan& xp = *item.xp;
+      const Transfer* t = item.t;
       if (t->from == t->to) continue;
       const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
       DeviceProgram& r = step.devices[ti];
@@ -344,6 +370,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
       AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, in_strides_of(t->from), 0, out_strides, eb);
       r.recv_bytes += bytes;
+      if (step.reduces()) r.recv_part.push_back(in.PartOf(t->from));
     }
     for (DeviceProgram& dp : step.devices) {
       dp.pack_begin.push_back(static_cast<int32_t>(dp.pack.ops.size()));

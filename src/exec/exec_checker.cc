@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <mutex>
 
+#include "exec/reduce_kernel.h"
 #include "exec/thread_pool.h"
 
 namespace reshard {
@@ -84,14 +85,67 @@ void ForEachLocal(const Layout& l, int64_t device, F&& f) {
   }
 }
 
-}  // namespace
-
-void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer) {
-  const int64_t eb = layout.element_bytes();
-  ForEachLocal(layout, device, [&](int64_t i, int64_t g) { Tag(g, eb, buffer.data() + i * eb); });
+// Whether part p < parts - 1 of element g is off by one (TagScheme).
+int64_t Wobble(int64_t g, int64_t p) {
+  uint64_t x = (static_cast<uint64_t>(g) + 1) * kMul ^ (static_cast<uint64_t>(p) + 1) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<int64_t>((x >> 7) & 1u);
 }
 
-TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer) {
+// Sum parts wobble only where parts + 1s stay well inside the exact range.
+bool SumWobbles(DType dtype, int64_t parts) { return 4 * parts <= ExactIntegers(dtype); }
+
+// The number element g holds in `layout` on a device of part `part`.
+int64_t NumberOf(const Layout& layout, int64_t part, int64_t g, TagScheme scheme) {
+  const int64_t n = g % scheme.modulus + 1;
+  if (!layout.partial()) return n;
+  const int64_t parts = layout.reduction().parts;
+  const bool last = part + 1 == parts;
+  switch (layout.reduction().op) {
+    case ReduceOp::kAvg: return n;
+    case ReduceOp::kMax: return last ? n : n - Wobble(g, part);
+    case ReduceOp::kMin: return last ? n : n + Wobble(g, part);
+    case ReduceOp::kSum: {
+      if (!SumWobbles(layout.dtype(), parts)) return last ? n : 0;
+      if (!last) return Wobble(g, part);
+      int64_t rest = n;
+      for (int64_t q = 0; q + 1 < parts; ++q) rest -= Wobble(g, q);
+      return rest;
+    }
+  }
+  return n;
+}
+
+// The expected bytes of element g.
+void Expect(const Layout& layout, int64_t part, int64_t g, TagScheme scheme, int64_t eb, std::byte* out) {
+  if (scheme.modulus == 0)
+    Tag(g, eb, out);
+  else
+    StoreNumber(NumberOf(layout, part, g, scheme), layout.dtype(), out);
+}
+
+}  // namespace
+
+TagScheme TagSchemeFor(const Layout& source) {
+  if (!source.partial()) return {};
+  const int64_t exact = ExactIntegers(source.dtype()), parts = source.reduction().parts;
+  int64_t m = exact - 1;
+  switch (source.reduction().op) {
+    case ReduceOp::kSum: m = SumWobbles(source.dtype(), parts) ? exact / 2 : exact; break;
+    case ReduceOp::kAvg: m = exact / parts; break;  // parts * n stays exact
+    case ReduceOp::kMax:
+    case ReduceOp::kMin: break;
+  }
+  return {std::max<int64_t>(1, m)};
+}
+
+void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer, TagScheme scheme) {
+  const int64_t eb = layout.element_bytes();
+  const int64_t part = layout.PartOf(device);
+  ForEachLocal(layout, device, [&](int64_t i, int64_t g) { Expect(layout, part, g, scheme, eb, buffer.data() + i * eb); });
+}
+
+TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer, TagScheme scheme) {
   const int64_t eb = layout.element_bytes();
   TagCheck r;
   if (static_cast<int64_t>(buffer.size()) != layout.LocalBytes(device)) {
@@ -100,9 +154,10 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
     return r;
   }
   std::byte want[16];
+  const int64_t part = layout.PartOf(device);
   ForEachLocal(layout, device, [&](int64_t i, int64_t g) {
     ++r.checked;
-    Tag(g, eb, want);
+    Expect(layout, part, g, scheme, eb, want);
     if (std::memcmp(want, buffer.data() + i * eb, static_cast<size_t>(eb)) != 0) {
       if (r.mismatches++ == 0)
         r.first_problem = fmt::format("device {} element {} (global index {}) holds a wrong value", device, i, g);
@@ -114,9 +169,10 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
 Status CheckCoverage(const PlanProgram& program) {
   const int64_t eb = program.element_bytes();
   for (size_t si = 0; si < program.steps().size(); ++si) {
+    const int64_t times = program.steps()[si].reduction.parts;  // 1, or once per part
     for (const DeviceProgram& dp : program.steps()[si].devices) {
       for (const CopyProgram* moved : {&dp.unpack, &dp.direct}) {
-      std::vector<uint8_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+      std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
       for (const CopyProgram* p : {&dp.local, moved}) {
         for (const CopyOp& op : p->ops) {
           int64_t rows = 1;
@@ -132,12 +188,12 @@ Status CheckCoverage(const PlanProgram& program) {
               return Status::InvalidArgument(fmt::format("step {}: device {} writes bytes [{}, {}) of a {}-byte output",
                                                          si, dp.device, off, off + op.run_bytes, dp.output_bytes));
             for (int64_t b = off; b < off + op.run_bytes; b += eb)
-              writes[b / eb] = static_cast<uint8_t>(std::min(writes[b / eb] + 1, 255));
+              ++writes[b / eb];
           }
         }
       }
       for (size_t e = 0; e < writes.size(); ++e)
-        if (writes[e] != 1)
+        if (writes[e] != times)
           return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times", si,
                                                      dp.device, e, writes[e]));
       }
@@ -149,7 +205,7 @@ Status CheckCoverage(const PlanProgram& program) {
 void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads) {
   ThreadPool pool(threads);
   pool.ParallelFor(static_cast<int64_t>(sources.size()),
-                   [&](int64_t i) { FillTags(program.source(), program.devices()[i], sources[i]); });
+                   [&](int64_t i) { FillTags(program.source(), program.devices()[i], sources[i], TagSchemeFor(program.source())); });
 }
 
 TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads) {
@@ -157,7 +213,7 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
   TagCheck all;
   std::mutex mu;
   pool.ParallelFor(static_cast<int64_t>(targets.size()), [&](int64_t i) {
-    TagCheck c = CheckTags(program.target(), program.devices()[i], targets[i]);
+    TagCheck c = CheckTags(program.target(), program.devices()[i], targets[i], TagSchemeFor(program.source()));
     std::lock_guard<std::mutex> lock(mu);
     all.checked += c.checked;
     all.mismatches += c.mismatches;
@@ -178,11 +234,14 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
   RESHARD_RETURN_IF_ERROR(pool.status());
   for (size_t i = 0; i < n; ++i) {
     src[i].resize(static_cast<size_t>(program.source().LocalBytes(program.devices()[i])));
-    dst[i].assign(static_cast<size_t>(program.target().LocalBytes(program.devices()[i])), std::byte{0});
+    // Poisoned, not zeroed: a reduction that combined into its output instead
+    // of writing the first part would pass on zeros.
+    dst[i].assign(static_cast<size_t>(program.target().LocalBytes(program.devices()[i])), std::byte{0xA5});
     sources[i] = src[i];
     targets[i] = dst[i];
   }
-  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { FillTags(program.source(), program.devices()[i], src[i]); });
+  const TagScheme scheme = TagSchemeFor(program.source());
+  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { FillTags(program.source(), program.devices()[i], src[i], scheme); });
   CheckReport report;
   std::mutex mu;
   ExecOptions o;
@@ -194,7 +253,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
     const Layout& l = program.layouts()[step + 1];
     const bool last = step + 1 == program.steps().size();
     pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
-      TagCheck c = CheckTags(l, program.devices()[i], outputs[i]);
+      TagCheck c = CheckTags(l, program.devices()[i], outputs[i], scheme);
       std::lock_guard<std::mutex> lock(mu);
       if (last) report.elements_checked += c.checked;
       report.mismatches += c.mismatches;

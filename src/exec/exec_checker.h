@@ -31,18 +31,35 @@
 
 namespace reshard {
 
-// Writes device's local buffer of `layout` with every element's tag.
+// How tags are written. Without a reduction they are bit patterns (above),
+// never added. A plan from partial sums combines values, so its tags are
+// numbers in the array's type, chosen so that every sum, average, max or min
+// on the way is exact in any order: element g is n = (g mod modulus) + 1, and
+// a partial layout's part values reduce to n (sum: parts of 0 or 1 and a last
+// part making up the rest; avg: n in every part; max: n - 0 or 1 and n; min:
+// n + 0 or 1 and n), so a part lost, doubled or taken from another element of
+// a different n changes the result.
+struct TagScheme {
+  int64_t modulus = 0;  // 0: bit tags
+};
+// The scheme for a reshard from `source`: numbers where it is partial.
+TagScheme TagSchemeFor(const Layout& source);
+
+// Writes device's local buffer of `layout` with every element's tag (a
+// partial layout's: the device's part of it).
 // REQUIRES: buffer.size() == layout.LocalBytes(device).
-void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer);
+void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer, TagScheme scheme = {});
 
 struct TagCheck {
   int64_t checked = 0, mismatches = 0;
   std::string first_problem = {};
 };
 // Compares device's local buffer of `layout` with the tags.
-TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer);
+// A partial layout's: the device's part.
+TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer, TagScheme scheme = {});
 
-// FillTags / CheckTags over every device of the program's source / target,
+// FillTags / CheckTags over every device of the program's source / target
+// (TagSchemeFor its source),
 // `threads` at a time (<= 0: the hardware's count; at most kMaxThreads, and
 // fewer where the system cannot start them: the work is the same). Buffers
 // indexed like PlanProgram::devices().
@@ -50,7 +67,8 @@ void FillSources(const PlanProgram& program, std::span<const std::span<std::byte
 TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads = 0);
 
 // Every output element of every step written exactly once by the program's
-// unpack and local copies, and by its direct and local copies. InvalidArgument names the first that is not.
+// unpack and local copies, and by its direct and local copies (a reducing
+// step's: once per part). InvalidArgument names the first that is not.
 Status CheckCoverage(const PlanProgram& program);
 
 struct CheckReport {

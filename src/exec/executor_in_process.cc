@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "exec/copy_kernel.h"
+#include "exec/reduce_kernel.h"
 #include "exec/thread_pool.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
@@ -189,22 +190,46 @@ class InProcessExecutor final : public Executor {
       for (size_t i = 0; i < n; ++i) {
         const DeviceProgram& dp = step.devices[i];
         if (direct) {
-          for (size_t m = 0; m < dp.recv_peer.size(); ++m)
+          for (size_t m = 0; m < dp.recv_peer.size() && !step.reduces(); ++m)
             Add(dp.direct, dp.direct_begin[m], dp.direct_begin[m + 1], in[dp.recv_peer[m]].data(), out[i].data());
           stats.bytes_moved += dp.local.bytes + dp.direct.bytes;
           stats.bytes_sent += dp.direct.bytes;
           count(i, dp.direct, dp.direct_begin);
-          Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
+          if (!step.reduces()) Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
           continue;
         }
         for (size_t m = 0; m < dp.send_peer.size(); ++m)  // each staged box once
           if (dp.Packs(m)) Add(dp.pack, dp.pack_begin[m], dp.pack_begin[m + 1], in[i].data(), send_[i].data());
-        Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
+        if (!step.reduces()) Add(dp.local, 0, dp.local.ops.size(), in[i].data(), out[i].data());
         stats.bytes_moved += dp.local.bytes;
       }
       RunWork();
       work_.clear();
-      for (size_t i = 0; i < n && !direct; ++i) {
+      if (step.reduces()) {
+        // Each device combines its part and what it receives in part order
+        // (reduce_kernel.h): devices in parallel, each one's copies in turn.
+        const DType dtype = program.layouts()[si].dtype();
+        for (size_t i = 0; i < n && !direct; ++i) {
+          const DeviceProgram& dp = step.devices[i];
+          stats.bytes_moved += dp.unpack.bytes;
+          stats.bytes_sent += dp.unpack.bytes;
+          count(i, dp.unpack, dp.unpack_begin);
+        }
+        pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
+          const size_t i = static_cast<size_t>(k);
+          const DeviceProgram& dp = step.devices[i];
+          const CopyProgram& received = direct ? dp.direct : dp.unpack;
+          const std::vector<int32_t>& begin = direct ? dp.direct_begin : dp.unpack_begin;
+          RunReducingCopies(
+              dp, step.reduction, dtype, in[i].data(), received, begin,
+              [&](size_t m) -> const std::byte* {
+                const size_t peer = static_cast<size_t>(dp.recv_peer[m]);
+                return direct ? in[peer].data() : send_[peer].data() + dp.recv_peer_offset[m] - dp.recv_offset[m];
+              },
+              out[i].data());
+        });
+      }
+      for (size_t i = 0; i < n && !direct && !step.reduces(); ++i) {
         const DeviceProgram& dp = step.devices[i];
         for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
           // unpack ops address the receive buffer; message m lives in its sender's send buffer.

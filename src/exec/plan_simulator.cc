@@ -319,9 +319,19 @@ class PlanRun {
         return true;
       }
       case ProgramOp::Kind::kExchange: {
-        Result<Exchange> ex = Exchange::Create(step.input, step.output);
-        if (!ex.ok()) return fail(ex.status().message());
-        const ExchangePlan xp = ex->Plan();
+        // The minimal exchange; from partial sums, one per part, each part's
+        // contributions combined into the output in part order.
+        std::vector<Exchange> exchanges;
+        const bool reducing = step.input.partial();
+        if (reducing) {
+          Result<std::vector<Exchange>> parts = Exchange::CreateReducing(step.input, step.output);
+          if (!parts.ok()) return fail(parts.status().message());
+          exchanges = std::move(parts).value();
+        } else {
+          Result<Exchange> ex = Exchange::Create(step.input, step.output);
+          if (!ex.ok()) return fail(ex.status().message());
+          exchanges.push_back(std::move(ex).value());
+        }
         for (int64_t dev : plan_.devices()) {
           Buffer out;
           out.shape = Padded(step) ? step.output_shard : step.output.LocalShape(dev);
@@ -331,16 +341,29 @@ class PlanRun {
         }
         std::map<int64_t, int64_t> staged;
         StagedBoxes boxes;  // the whole plan's transfers: (sender, box) pairs
-        for (const Transfer& t : xp.transfers()) {
-          const Buffer& in = buffers_.at(t.from);
-          Buffer& out = next.at(t.to);
-          CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
-                   reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
-          if (t.from != t.to) {
-            if (boxes.Add(t)) staged[t.from] += t.elements * eb;
-            staged[t.to] += t.elements * eb;
+        const ReduceOp reduce = step.input.reduction().op;
+        for (size_t part = 0; part < exchanges.size(); ++part) {
+          const ExchangePlan xp = exchanges[part].Plan();
+          std::map<int64_t, Buffer> got = reducing ? next : std::map<int64_t, Buffer>{};
+          std::map<int64_t, Buffer>& into = reducing ? got : next;
+          for (const Transfer& t : xp.transfers()) {
+            const Buffer& in = buffers_.at(t.from);
+            Buffer& out = into.at(t.to);
+            CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
+                     reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
+            if (t.from != t.to) {
+              if (boxes.Add(t)) staged[t.from] += t.elements * eb;
+              staged[t.to] += t.elements * eb;
+            }
           }
+          if (!reducing) continue;
+          for (auto& [dev, b] : next)
+            for (size_t e = 0; e < b.data.size(); ++e)
+              b.data[e] = part == 0 ? got[dev].data[e] : Combine(b.data[e], got[dev].data[e], reduce);
         }
+        if (reducing && reduce == ReduceOp::kAvg)
+          for (auto& [dev, b] : next)
+            for (Tag& t : b.data) t /= static_cast<Tag>(exchanges.size());
         for (auto& [dev, s] : staged) peak[dev] += s;
         buffers_ = std::move(next);
         return true;

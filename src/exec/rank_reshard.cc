@@ -11,6 +11,7 @@
 
 #include "exec/copy_kernel.h"
 #include "exec/fingerprint.h"
+#include "exec/reduce_kernel.h"
 #include "exec/staging_cache.h"
 #include "reshard/host_buffer.h"
 
@@ -151,6 +152,11 @@ struct StepRun {
   int group_size = 0;
   bool allgather = false;
   std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
+  // A reducing step: its local copies and messages are applied in part
+  // order once every message has arrived (reduce_kernel.h), never as each arrives.
+  Reduction reduction = {};
+  DType dtype = DType::kF32;
+  bool reduces() const { return reduction.parts > 1; }
 };
 
 struct RankReshard::State {
@@ -223,6 +229,12 @@ struct RankReshard::State {
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  // A reducing step's local and received copies, in part order, once every message is in `recv`.
+  void Reduce(const StepRun& s, const std::byte* in, std::byte* out) {
+    const std::byte* base = recv.data();
+    RunReducingCopies(*s.program, s.reduction, s.dtype, in, s.program->unpack, s.program->unpack_begin,
+                      [base](size_t) { return base; }, out);
+  }
   Result<RankRunStats> Run(std::span<const std::byte> source, std::span<std::byte> target, const AfterStep& after_step);
   bool clean_error = false;  // the last Run's error came from an agreement, with nothing in flight
 };
@@ -281,6 +293,8 @@ Status RankReshard::State::Prepare() {
     StepRun& s = steps.emplace_back();  // owned from here: its box messages and groups are freed with the state
     s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
     const DeviceProgram& p = *s.program;
+    s.reduction = sp.reduction;
+    s.dtype = pp.layouts()[i].dtype();
     for (int64_t peer : p.send_peer) s.send_rank.push_back(PeerRank(peer));
     for (int64_t peer : p.recv_peer) s.recv_rank.push_back(PeerRank(peer));
     for (size_t m = 0; m < s.send_rank.size(); ++m) s.send_order.push_back(m);
@@ -311,7 +325,8 @@ Status RankReshard::State::Prepare() {
       if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty())
         RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
       bool boxes = false;
-      if (!s.grouped && asked != StepTransport::kAlltoallv && comm->has_boxes()) {
+      // Box messages write the output as they land: a reducing step combines after.
+      if (!s.grouped && !s.reduces() && asked != StepTransport::kAlltoallv && comm->has_boxes()) {
         RESHARD_ASSIGN_OR_RETURN(boxes, AllInOrder(s));
       }
       if (boxes) {
@@ -451,11 +466,14 @@ Status RankReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, s
   int64_t request = kNoRequest;
   RESHARD_RETURN_IF_ERROR(over.StartAlltoallv(send.data(), s.send_counts, s.send_displs, recv.data(), s.recv_counts,
                                               s.recv_displs, request));
-  RunAll(p.local, in, out);  // while the messages travel
+  if (!s.reduces()) RunAll(p.local, in, out);  // while the messages travel
   RESHARD_RETURN_IF_ERROR(over.Wait(request));
   stats.step_bytes_sent.back() += Sum(s.send_counts);
   stats.step_bytes_received.back() += Sum(s.recv_counts);
-  RunAll(p.unpack, recv.data(), out);
+  if (s.reduces())
+    Reduce(s, in, out);
+  else
+    RunAll(p.unpack, recv.data(), out);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
@@ -507,7 +525,7 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
       const size_t m = static_cast<size_t>(k);
       const size_t b = earlier_begin[m];
       RESHARD_RETURN_IF_ERROR(comm->WaitAll(std::span<int64_t>(earlier.data() + b, earlier_begin[m + 1] - b)));
-      RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out, p.unpack.bytes);
+      if (!s.reduces()) RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out, p.unpack.bytes);
       ++unpacked;
     }
     done.clear();
@@ -542,8 +560,9 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
     }
     if (messages > 0) RESHARD_RETURN_IF_ERROR(drain(false));
   }
-  RunAll(p.local, in, out);
+  if (!s.reduces()) RunAll(p.local, in, out);
   while (unpacked < static_cast<int64_t>(messages)) RESHARD_RETURN_IF_ERROR(drain(true));
+  if (s.reduces()) Reduce(s, in, out);
   return comm->WaitAll(std::span<int64_t>(sends.data() + completed, sends.size() - completed));
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <unordered_map>
 
 #include "layout/checked_math.h"
@@ -172,10 +173,31 @@ int64_t Layout::PartOf(int64_t device) const {
   return rep_->device_part[it - rep_->devices.begin()];
 }
 
+Status CheckReducible(DType dtype, ReduceOp op) {
+  if (dtype == DType::kPred)
+    return Status::NotSupported("partial values of pred cannot be reduced (it has no sum); use an integer type");
+  if ((dtype == DType::kC64 || dtype == DType::kC128) && op != ReduceOp::kSum)
+    return Status::NotSupported("a pending " + std::string(ReduceOpName(op)) + " of " + std::string(DTypeName(dtype)) +
+                                " values is not supported: complex partial values are summed only");
+  return Status::Ok();
+}
+
 Layout Layout::WithoutReduction() const {
   Layout l = *this;
   l.reduction_ = Reduction{};
   return l;
+}
+
+Layout Layout::PartLayout(int64_t part) const {
+  std::vector<DimGrid> dims;
+  for (const Dim& d : rep_->dims) dims.push_back(d.grid);
+  std::vector<DeviceTile> placement;
+  for (size_t i = 0; i < rep_->devices.size(); ++i) {
+    const bool held = !partial() || rep_->device_part[i] == part;
+    placement.push_back({rep_->devices[i], held ? rep_->device_tile[i] : -1, 0});
+  }
+  // Every tile is held in every part, so this grid is a valid layout.
+  return Layout::Create(shape_, dtype_, std::move(dims), std::move(placement)).value();
 }
 
 int64_t Layout::TileOf(int64_t device) const {

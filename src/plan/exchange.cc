@@ -228,6 +228,18 @@ std::vector<Box> ExchangePlan::Boxes(const Transfer& t) const {
   return out;
 }
 
+Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, const Layout& target) {
+  if (!source.partial() || target.partial())
+    return Status::InvalidArgument("a reducing exchange goes from a partial layout to one with no pending reduction");
+  RESHARD_RETURN_IF_ERROR(CheckReducible(source.dtype(), source.reduction().op));
+  std::vector<Exchange> parts;
+  for (int64_t part = 0; part < source.reduction().parts; ++part) {
+    RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source.PartLayout(part), target));
+    parts.push_back(std::move(e));
+  }
+  return parts;
+}
+
 Status Exchange::Validate(const Layout& source, const Layout& target) {
   if (source.shape() != target.shape())
     return Status::InvalidArgument("source and target layouts are of different shapes");
@@ -235,8 +247,8 @@ Status Exchange::Validate(const Layout& source, const Layout& target) {
     return Status::InvalidArgument("source and target layouts have different element types");
   if (source.partial() || target.partial())
     return Status::NotSupported(
-        "layouts with a pending reduction (partial sums) have no exchange, and executors do not run them yet (plan, "
-        "verify and the emitters do)");
+        "layouts with a pending reduction (partial sums) have no exchange of their own: plan them (a reducing step "
+        "is compiled part by part, device_program.h)");
   // Every byte count the plan reports (totals over the devices taking part,
   // peaks of four buffers) is at most the array's bytes times (devices + 4),
   // devices counted once where both layouts use them: keep that in int64.

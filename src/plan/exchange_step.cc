@@ -75,4 +75,54 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   return out;
 }
 
+ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Topology& topo) {
+  ExchangeDraft out;
+  if (parts.empty()) return out;
+  const std::vector<int64_t>& devices = parts.front().devices();
+  const size_t n = devices.size();
+  const int64_t eb = parts.front().source().element_bytes();
+  auto index = [&](int64_t dev) { return std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin(); };
+  std::vector<double> send_time(n, 0), recv_time(n, 0);
+  out.send_bytes.assign(n, 0);
+  out.recv_bytes.assign(n, 0);
+  out.sends.assign(n, 0);
+  out.recvs.assign(n, 0);
+  out.staged_bytes.assign(n, 0);
+  out.peak.assign(n, 0);
+  for (const Exchange& ex : parts) {
+    const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
+      if (t.from == t.to) return;
+      const double c = topo.MessageTime(t.from, t.to, t.elements * eb);
+      send_time[index(t.from)] += c;
+      recv_time[index(t.to)] += c;
+    });
+    out.total_bytes += stats.total_bytes;
+    out.messages += stats.messages;
+    for (size_t i = 0; i < n; ++i) {
+      const DeviceStats& d = stats.per_device[i];
+      out.send_bytes[i] += d.send_bytes;
+      out.recv_bytes[i] += d.recv_bytes;
+      out.sends[i] += d.sends;
+      out.recvs[i] += d.recvs;
+      out.staged_bytes[i] += d.staged_bytes;
+    }
+  }
+  double messages = 0;
+  int64_t copies = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t dev = devices[i];
+    messages = std::max(messages, DeviceMessageTime(topo, send_time[i], recv_time[i]));
+    const int64_t target_bytes = parts.front().target().LocalBytes(dev);
+    copies = std::max(copies, StepCopiedBytes(StepOp::kReduceScatter, out.send_bytes[i], target_bytes));
+    int64_t shard = 0;  // the device's partial shard: in whichever part's layout holds it
+    for (const Exchange& ex : parts) shard = std::max(shard, ex.source().LocalBytes(dev));
+    out.peak[i] = shard + target_bytes + out.staged_bytes[i] + out.recv_bytes[i];
+    out.peak_bytes = std::max(out.peak_bytes, out.peak[i]);
+    out.max_recv_bytes = std::max(out.max_recv_bytes, out.recv_bytes[i]);
+    out.max_staging_bytes = std::max(out.max_staging_bytes, out.staged_bytes[i] + out.recv_bytes[i]);
+  }
+  out.time_us = StepTime(topo, messages, copies, out.messages > 0);
+  return out;
+}
+
 }  // namespace reshard

@@ -29,6 +29,14 @@ struct ExchangeDraft {
 
 ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, bool detailed);
 
+// The reducing exchange (Exchange::CreateReducing: its parts' exchanges, in
+// part order) as one step, detailed: each device's sends and receives summed
+// over the parts (a device sends in its own part only), its time the larger
+// of its send and receive sums, its copies priced as a reduction's (pack,
+// combine what arrives, lay out the output: StepCopiedBytes), its peak the
+// source and target shards, its staged boxes and everything it receives.
+ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Topology& topology);
+
 }  // namespace reshard
 
 #endif  // RESHARD_SRC_PLAN_EXCHANGE_STEP_H_

@@ -17,9 +17,7 @@
 #include "reshard/plan_stats.h"
 
 namespace reshard {
-namespace {
 
-// Over held tiles, not devices: replicas hold the same tile.
 std::vector<int64_t> LargestTile(const Layout& l) {
   std::vector<int64_t> s(l.rank(), 0);
   for (int64_t t = 0; t < l.num_tiles(); ++t) {
@@ -29,6 +27,8 @@ std::vector<int64_t> LargestTile(const Layout& l) {
   }
   return s;
 }
+
+namespace {
 
 // XLA's fallback without a common mesh: every target device receives the
 // source shards it lacks, one message per source tile.

@@ -15,6 +15,7 @@
 #define RESHARD_SRC_PLAN_EXPLICIT_PLAN_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "reshard/layout.h"
 #include "reshard/planner.h"
@@ -30,6 +31,10 @@ namespace reshard {
 // (PlanReshard rejects the exchange strategy without a ragged exchange).
 // Fails where no plan moves the data (NotSupported) or none fits an explicit
 // cap (InvalidArgument).
+// The largest local shape over the tiles `l` holds (replicas hold the same
+// tile): the padded shard an exchange step of explicit layouts states.
+std::vector<int64_t> LargestTile(const Layout& l);
+
 Result<PlanResult> PlanExplicit(const Layout& source, const Layout& target, const PlannerOptions& options, int64_t cap,
                                 PlanResult result);
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "layout/mesh_grid.h"
+#include "plan/exchange_step.h"
+#include "plan/explicit_plan.h"
 #include "plan/named_planner.h"
 #include "plan/plan_builder.h"
 #include "plan/plan_mesh.h"
@@ -39,6 +41,37 @@ struct Candidate {
   Cost cost;
 };
 
+// The reducing exchange as the one step from source to target.
+Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology) {
+  RESHARD_ASSIGN_OR_RETURN(std::vector<Exchange> parts, Exchange::CreateReducing(source, target));
+  const ExchangeDraft d = DraftReducingExchange(parts, topology);
+  PlanStep step{StepOp::kExchange, source, target};
+  step.input_shard = LargestTile(source);
+  step.output_shard = LargestTile(target);
+  step.program = {ProgramOp{ProgramOp::Kind::kExchange, step.output_shard}};
+  step.time_us = d.time_us;
+  step.send_bytes = DeviceValues::Each(d.send_bytes);
+  step.recv_bytes = DeviceValues::Each(d.recv_bytes);
+  step.sends = DeviceValues::Each(d.sends);
+  step.recvs = DeviceValues::Each(d.recvs);
+  step.peak_bytes = DeviceValues::Each(d.peak);
+  return step;
+}
+
+Cost StepCost(const PlanStep& s) {
+  return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), 1, 1};
+}
+
+// The plan of the one reducing-exchange step, with what was priced.
+PlanResult ExchangePlanResult(const Layout& source, const Layout& target, PlanStep step, PlanResult result) {
+  result.candidates.push_back(PlanCandidate{{"reducing exchange"}, step.time_us, step.recv_bytes.Max(),
+                                            step.peak_bytes.Max(), "chosen"});
+  PlanBuilder builder(source, target);
+  builder.Add(std::move(step));
+  result.plan = builder.Finish();
+  return result;
+}
+
 }  // namespace
 
 Status RefuseWithBound(const Layout& source, const Layout& target, const std::string& why) {
@@ -49,19 +82,39 @@ Status RefuseWithBound(const Layout& source, const Layout& target, const std::st
 
 Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options,
                                  int64_t default_cap) {
-  if (options.strategy == Strategy::kExchange)
-    return RefuseWithBound(source, target, "the exchange strategy has no reducing exchange yet: plan partial sums with the auto or "
-                                  "collectives strategy");
-  const DType t = source.dtype();
-  if (t == DType::kPred || ((t == DType::kC64 || t == DType::kC128) && source.reduction().op != ReduceOp::kSum))
-    return RefuseWithBound(source, target, fmt::format("a pending {} of {} values is not planned", ReduceOpName(source.reduction().op),
-                                              DTypeName(t)));
+  if (Status reducible = CheckReducible(source.dtype(), source.reduction().op); !reducible.ok())
+    return RefuseWithBound(source, target, reducible.message());
+  RESHARD_RETURN_IF_ERROR(Exchange::Validate(source.WithoutReduction(), target));
+  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
+  // The reducing exchange, where the target and strategy allow one.
+  std::optional<PlanStep> exchange;
+  if (options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {
+    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
+    exchange = std::move(step);
+  }
+  // The plan of the reducing exchange alone, where no structured plan applies.
+  auto exchange_only = [&](const std::string& why) -> Result<PlanResult> {
+    if (!exchange) return RefuseWithBound(source, target, why + ", and the target or strategy allows no ragged exchange");
+    PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};
+    r.memory_cap_bytes = cap;
+    if (exchange->peak_bytes.Max() > cap) {
+      if (options.memory_cap_bytes > 0)
+        return Status::InvalidArgument(fmt::format(
+            "no plan fits the memory cap of {} bytes per device: the reducing exchange needs {}", cap,
+            exchange->peak_bytes.Max()));
+      r.memory_cap_bytes = 0;
+      r.memory_cap_lifted = true;
+      r.candidates.push_back(PlanCandidate{
+          {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+    }
+    return ExchangePlanResult(source, target, std::move(*exchange), std::move(r));
+  };
+  if (options.strategy == Strategy::kExchange) return exchange_only("the exchange strategy asks for the reducing exchange");
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(source.WithoutReduction(), target, options.meshes, node);
   if (!pm)
-    return RefuseWithBound(source, target,
-                  "partial sums are planned as collectives between layouts named over one mesh with XLA's even "
-                  "splits, and these are not (a reducing exchange, which would move them, is not built yet)");
+    return exchange_only("partial sums are planned as collectives between layouts named over one mesh with XLA's even "
+                         "splits, and these are not");
   const PlanMesh& mesh = pm->coarse;
   const std::vector<int64_t>& shape = source.shape();
   const ReduceOp op = source.reduction().op;
@@ -69,8 +122,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   for (int64_t a : PartialMeshAxes(source, mesh.mesh)) group.push_back(static_cast<int32_t>(a));
   Result<Layout> stated = StateLayout(mesh, mesh.source, shape, source.dtype(), group, op);
   if (group.empty() || !stated.ok() || !(*stated == source))
-    return RefuseWithBound(source, target,
-                           "the pending reduction is not over whole mesh axes of the plan mesh " + mesh.mesh.ToString());
+    return exchange_only("the pending reduction is not over whole mesh axes of the plan mesh " + mesh.mesh.ToString());
   const PlanContext ctx(mesh, options.topology, shape, source.element_bytes());
   auto partial_text = [&](const AxisLists& s) { return StateText(mesh, s) + " unreduced " + AxesText(mesh, group); };
 
@@ -138,7 +190,6 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   }
 
   // Each reduced state, then the named search to the target.
-  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
   result.memory_cap_bytes = cap;
   // The default cap is soft, as in PlanReshard: where nothing fits it, the
@@ -172,7 +223,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     return Status::InvalidArgument(fmt::format(
         "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})", cap,
         default_cap / 2));
-  if (candidates.empty()) return RefuseWithBound(source, target, "no reduction of these partial sums has a structured plan");
+  if (candidates.empty()) return exchange_only("no reduction of these partial sums has a structured plan");
   result.memory_cap_bytes = used_cap == INT64_MAX ? 0 : used_cap;
   result.memory_cap_lifted = used_cap != cap;
   if (result.memory_cap_lifted)
@@ -181,11 +232,20 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   size_t best = 0;
   for (size_t i = 1; i < candidates.size(); ++i)
     if (candidates[i].cost < candidates[best].cost) best = i;
+  // The reducing exchange, where it fits the cap the structured plans were found under and costs less.
+  const bool exchange_wins = exchange && exchange->peak_bytes.Max() <= used_cap &&
+                             StepCost(*exchange) < candidates[best].cost;
+  if (exchange)
+    result.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
+                                              exchange->peak_bytes.Max(),
+                                              exchange->peak_bytes.Max() > used_cap ? "over the memory cap"
+                                              : exchange_wins                       ? "chosen"
+                                                                                    : "priced"});
 
   // --explain: every candidate, priced as the search priced it.
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
-    PlanCandidate pc = c.planner->Price(c.rest, i == best ? "chosen" : "priced");
+    PlanCandidate pc = c.planner->Price(c.rest, i == best && !exchange_wins ? "chosen" : "priced");
     std::vector<std::string> steps;
     for (const auto& [from, e] : c.reduce)
       steps.push_back(fmt::format("{} over {}: {} -> {}", StepOpName(e.draft.op), AxesText(mesh, group), partial_text(from),
@@ -214,6 +274,12 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     }
   }
 
+  if (exchange_wins) {
+    PlanBuilder builder(source, target);
+    builder.Add(std::move(*exchange));
+    result.plan = builder.Finish();
+    return result;
+  }
   // The chosen plan, each step priced exactly.
   Candidate& c = candidates[best];
   PlanBuilder builder(source, target);

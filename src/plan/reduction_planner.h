@@ -1,10 +1,11 @@
 // PlanReduction: plans from a layout with a pending reduction (partial sums)
-// to a layout without one, where both are named over one plan mesh and the
-// reduction is over whole plan-mesh axes (DTensor Partial, JAX unreduced).
+// to a layout without one (DTensor Partial, JAX unreduced).
 //
 // A plan reduces once, over every partial axis, then moves the reduced
-// array with the named search (named_planner.h). Candidates, each priced
-// whole under the cost model:
+// array with the named search (named_planner.h), where both layouts are
+// named over one plan mesh and the reduction is over whole plan-mesh axes;
+// or it is one reducing exchange. Candidates, each priced whole under the
+// cost model:
 //   all-reduce over the partial axes, then the search (Shardy's order:
 //   all-reduce, then slice);
 //   for every dim d and every set B of axes that neither split the source nor
@@ -12,11 +13,19 @@
 //   partial axes onto d, then the search. B shares the reduction among the
 //   replicas of the partial values: each reduces only its slice, so the
 //   busiest device receives less than a reduce-scatter of the whole.
-// The cheapest is the plan; the all-reduce candidate is its baseline
-// "all_reduce_first".
+//   the reducing exchange, one step (Exchange::CreateReducing): every
+//   element's contributions sent straight to the devices that keep it and
+//   combined there, for any pair of layouts (explicit ones, uneven splits,
+//   reductions not over whole mesh axes); where the target has a ragged
+//   exchange and the strategy allows it.
+// The cheapest that fits the memory cap is the plan (the default cap is
+// soft, as in PlanReshard); the all-reduce candidate is its baseline
+// "all_reduce_first". Under the exchange strategy the plan is the reducing
+// exchange.
 //
-// Errors: NotSupported, with the lower bound, where the layouts are not
-// named over one mesh or the reduction is not over whole mesh axes.
+// Errors: NotSupported, with the lower bound, where nothing moves the data
+// with what the target and strategy allow (the layouts not named over one
+// mesh, or the reduction not over whole mesh axes, and no ragged exchange).
 #ifndef RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_
 #define RESHARD_SRC_PLAN_REDUCTION_PLANNER_H_
 

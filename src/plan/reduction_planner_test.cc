@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "exec/exec_checker.h"
 #include "exec/simulator.h"
+#include "reshard/device_program.h"
 #include "reshard/notation.h"
 
 namespace reshard {
@@ -67,9 +69,46 @@ TEST(ReductionPlanner, RefusesWhatItCannotPlanWithTheBound) {
   std::swap(shuffled[1].part, shuffled[4].part);
   const Layout odd = Layout::Create({16, 16}, DType::kF32, {DimGrid::Ceil(16, 1), DimGrid::Ceil(16, 1)}, shuffled,
                                     {ReduceOp::kSum, 2}).value();
+  // They have no structured plan: the reducing exchange moves them, where
+  // the target has a ragged exchange; jax-cpu has none, so it is refused.
+  p = PlanReshard(odd, Parse("P('x', None)", m), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->plan.OpNames(), std::vector<std::string>{"exchange"});
+  EXPECT_TRUE(SimulatePlan(p->plan).ok()) << SimulatePlan(p->plan).first_problem;
+  // Each device keeps 4 rows of 16 (256 B) and holds one of their two parts: it receives the other.
+  EXPECT_EQ(p->plan.totals().max_recv_bytes, 256);
+  Result<PlanProgram> program = PlanProgram::Compile(p->plan);
+  ASSERT_TRUE(program.ok()) << program.status();
+  Result<CheckReport> run = RunChecked(*program, 2);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->ok()) << run->first_problem;
+  o.target = PlanTarget::kJaxCpu;
   p = PlanReshard(odd, Parse("P('x', None)", m), o);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Status::Code::kNotSupported) << p.status();
+  EXPECT_NE(p.status().message().find("at least"), std::string::npos) << p.status();
+}
+
+// The exchange strategy plans partial sums as one reducing exchange; where
+// the collectives cost more, the auto strategy picks it too.
+TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  PlannerOptions o;
+  o.meshes = {m};
+  o.strategy = Strategy::kExchange;
+  const Layout src = Parse("P('y', None, unreduced={'x'})", m), dst = Parse("P(None, ('x', 'y'))", m);
+  Result<PlanResult> p = PlanReshard(src, dst, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->plan.OpNames(), std::vector<std::string>{"exchange"});
+  // Every device keeps 2 columns of 16 rows (128 B); the 8 rows of its own y
+  // half come in 3 other parts, the other 8 rows in all 4: 3 x 64 + 4 x 64.
+  EXPECT_EQ(p->plan.totals().max_recv_bytes, 448);
+  EXPECT_TRUE(SimulatePlan(p->plan).ok()) << SimulatePlan(p->plan).first_problem;
+  for (Transport t : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+    Result<CheckReport> run = RunChecked(PlanProgram::Compile(p->plan).value(), 2, t);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_TRUE(run->ok()) << run->first_problem;
+  }
 }
 
 }  // namespace

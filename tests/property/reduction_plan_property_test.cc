@@ -2,7 +2,9 @@
 // unreduced axes and ops, uneven extents, replication, permuted device ids)
 // to random named shardings. Every plan is executed by the simulator, which
 // checks the reduced values exactly (each part a distinct pseudo-random
-// integer whose reduction is the element's tag); no plan is costlier than
+// integer whose reduction is the element's tag), and the default plan again,
+// in one of nine element types, by the in-process executor (exec_checker.h's
+// numbers, exact in any order); no plan is costlier than
 // reducing first with an all-reduce; by bytes alone, plans meet the lower
 // bound where their target has each element on one device, and the largest
 // gap elsewhere is reported.
@@ -14,59 +16,31 @@
 #include "reshard/named_sharding.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
+#include "exec/exec_checker.h"
 #include "exec/simulator.h"
-#include "testing/random_named.h"
+#include "testing/planned_traffic.h"
+#include "testing/random_layouts.h"
+#include "testing/random_partial.h"
 
 namespace reshard {
 namespace {
 
-std::string Text(const Result<std::string>& r) { return r.ok() ? *r : "?"; }
-
 TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   std::mt19937_64 rng(2026120206);
-  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   int planned = 0, at_bound = 0, single_keeper = 0, single_at_bound = 0;
   double worst_gap = 1.0, worst_even_gap = 1.0;
   int even_planned = 0, even_at_bound = 0;
   std::string worst, worst_even;
-  int pairs = 0;
+  int pairs = 0, executed = 0;
   for (int iter = 0; pairs < 3000 && iter < 30000; ++iter) {
-    const Mesh mesh = testing::RandomNamedMesh(rng);
-    const size_t rank = 1 + rng() % 3;
-    std::vector<int64_t> shape;
-    // Half the cases even (every extent a multiple of the device count), half uneven.
-    const bool even_case = rng() % 2 == 0;
-    for (size_t d = 0; d < rank; ++d)
-      shape.push_back(even_case ? mesh.num_devices() * (1 + static_cast<int64_t>(rng() % 2))
-                                : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
-    const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
-    const NamedSharding s0 = testing::RandomSpec(rng, mesh, rank), t = testing::RandomSpec(rng, mesh, rank);
-    // Some of the source's unused axes hold its parts.
-    std::vector<bool> used(mesh.num_axes(), false);
-    for (const auto& d : s0.dims())
-      for (const AxisRef& r : d.axes) used[r.axis] = true;
-    std::vector<AxisRef> unreduced;
-    for (int64_t a = 0; a < mesh.num_axes(); ++a)
-      if (!used[a] && (rng() % 3 != 0)) unreduced.push_back(AxisRef{a, 1, 0});
-    const NamedSharding s = NamedSharding::Create(mesh, s0.dims(), {}, unreduced).value();
-    Layout source = s.ToLayout(shape, dtype).value();
-    const ReduceOp op = ops[rng() % 4];
-    if (op != ReduceOp::kSum && source.partial()) {
-      // The same parts under another op: rebuild through DTensor's form.
-      std::vector<DeviceTile> placement;
-      std::vector<DimGrid> dims;
-      for (int64_t d = 0; d < source.rank(); ++d) dims.push_back(source.dim(d));
-      for (int64_t dev : source.devices()) placement.push_back({dev, source.TileOf(dev), source.PartOf(dev)});
-      source = Layout::Create(shape, dtype, dims, placement, {op, source.reduction().parts}).value();
-    }
-    if (!source.partial()) continue;
+    const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
+    if (!drawn) continue;
     ++pairs;
-    const Layout target = t.ToLayout(shape, dtype).value();
-    std::string shape_text;
-    for (int64_t e : shape) shape_text += (shape_text.empty() ? "" : ",") + std::to_string(e);
-    const std::string text = "iter " + std::to_string(iter) + ": --shape " + shape_text + " --mesh '" + mesh.ToString() +
-                             "' --from '" + Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
-                             Text(PrintLayout(target, Notation::kJax, mesh)) + "'";
+    const Mesh& mesh = drawn->mesh;
+    const std::vector<int64_t>& shape = drawn->shape;
+    const Layout& source = drawn->source;
+    const Layout& target = drawn->target;
+    const std::string text = "iter " + std::to_string(iter) + ": " + drawn->text;
     for (bool bytes_only : {false, true}) {
       PlannerOptions o;
       o.meshes = {mesh};  // the mesh the layouts were stated over, as callers pass it
@@ -107,12 +81,98 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
         worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
       }
     }
+    // Executed: the default plan, in an element type of its own, by the
+    // in-process executor over each transport in turn, every element
+    // checked and every step's bytes against the plan's.
+    const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
+                           DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
+    DType dtype = types[pairs % 9];
+    const ReduceOp op = source.reduction().op;
+    if (!CheckReducible(dtype, op).ok()) dtype = DType::kF64;
+    const Layout typed_source = testing::Retyped(source, dtype), typed_target = testing::Retyped(target, dtype);
+    PlannerOptions o;
+    o.meshes = {mesh};
+    Result<PlanResult> r = PlanReshard(typed_source, typed_target, o);
+    ASSERT_TRUE(r.ok()) << text << " as " << DTypeName(dtype) << ": " << r.status();
+    Result<PlanProgram> program = PlanProgram::Compile(r->plan);
+    ASSERT_TRUE(program.ok()) << text << " as " << DTypeName(dtype) << ": " << program.status();
+    const Transport transport = std::vector<Transport>{Transport::kStaged, Transport::kDirect, Transport::kRanks}[pairs % 3];
+    Result<CheckReport> report = RunChecked(*program, 2, transport);
+    ASSERT_TRUE(report.ok()) << text << ": " << report.status();
+    ASSERT_TRUE(report->ok()) << text << " as " << DTypeName(dtype) << ", plan " << ::testing::PrintToString(r->plan.OpNames()) << ": "
+                              << report->first_problem;
+    testing::ExpectPlannedTraffic(r->plan, program->devices(), report->stats.steps, text);
+    ++executed;
   }
   EXPECT_EQ(pairs, 3000);
+  std::cout << "partial plans executed in-process (staged, direct and threads as ranks in turn): " << executed
+            << " pairs, every element checked\n";
   std::cout << "partial plans: " << planned << " planned and simulated; priced by bytes, " << at_bound
             << " at the lower bound; of those whose target keeps each element once, " << single_at_bound << " of "
             << single_keeper << "; largest gap " << worst_gap << "x (" << worst << "); even shapes: " << even_at_bound
             << " of " << even_planned << " at the bound, largest gap " << worst_even_gap << "x (" << worst_even << ")\n";
+}
+
+// Partial layouts in every notation (random_layouts.h: DTensor Partial with
+// uneven splits, JAX, Shardy and HLO V3 unreduced axes, sub-axes) to random
+// layouts in every notation, on the same devices or others: every pair is
+// planned (structured where the layouts allow, else the reducing exchange),
+// simulated, executed in-process in one of nine element types and checked
+// element by element and byte by byte against the plan; and once more as
+// the reducing exchange alone.
+TEST(ReductionPlanProperty, PartialLayoutsInEveryNotationRun) {
+  std::mt19937_64 rng(2026120207);
+  const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
+                         DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
+  int pairs = 0, exchanges = 0, structured = 0;
+  for (int iter = 0; pairs < 1000 && iter < 20000; ++iter) {
+    const std::vector<int64_t> shape = testing::RandomShape(rng, 3, 400);
+    const Mesh mesh = testing::RandomMesh(rng, 0, 16);
+    int64_t parts = 1;
+    const testing::RandomLayout a = testing::RandomPartialLayoutText(rng, shape, mesh, &parts);
+    const Mesh other = rng() % 3 == 0 ? testing::RandomMesh(rng, static_cast<int64_t>(rng() % 4), 16) : mesh;
+    const testing::RandomLayout b = testing::RandomLayoutText(rng, shape, other);
+    DType dtype = types[iter % 9];
+    Result<ParsedLayout> src = ParseLayout(a.text, shape, dtype, a.mesh);
+    Result<ParsedLayout> dst = ParseLayout(b.text, shape, dtype, b.mesh);
+    if (!src.ok() || !dst.ok() || !src->layout.partial()) continue;
+    if (!CheckReducible(dtype, src->layout.reduction().op).ok()) {
+      dtype = DType::kF64;
+      src = ParseLayout(a.text, shape, dtype, a.mesh);
+      dst = ParseLayout(b.text, shape, dtype, b.mesh);
+    }
+    ++pairs;
+    const std::string text = "iter " + std::to_string(iter) + " (" + std::string(DTypeName(dtype)) + "): --mesh '" +
+                             mesh.ToString() + "' --from '" + a.text + "' --to '" + b.text + "'";
+    for (Strategy strategy : {Strategy::kAuto, Strategy::kExchange}) {
+      PlannerOptions o;
+      o.meshes = {mesh};
+      o.strategy = strategy;
+      Result<PlanResult> r = PlanReshard(src->layout, dst->layout, o);
+      ASSERT_TRUE(r.ok()) << text << ": " << r.status();
+      const bool exchange = r->plan.steps().size() == 1 && r->plan.steps()[0].op == StepOp::kExchange;
+      if (strategy == Strategy::kExchange) {
+        ASSERT_TRUE(exchange || r->plan.steps().empty()) << text;
+      } else {
+        exchanges += exchange;
+        structured += !exchange;
+      }
+      ASSERT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
+      const SimulationReport sim = SimulatePlan(r->plan);
+      ASSERT_TRUE(sim.ok() || sim.too_large) << text << ": " << sim.first_problem;
+      Result<PlanProgram> program = PlanProgram::Compile(r->plan);
+      ASSERT_TRUE(program.ok()) << text << ": " << program.status();
+      const Transport transport = std::vector<Transport>{Transport::kStaged, Transport::kDirect, Transport::kRanks}[iter % 3];
+      Result<CheckReport> report = RunChecked(*program, 2, transport);
+      ASSERT_TRUE(report.ok()) << text << ": " << report.status();
+      ASSERT_TRUE(report->ok()) << text << ", plan " << ::testing::PrintToString(r->plan.OpNames()) << ": "
+                                << report->first_problem;
+      testing::ExpectPlannedTraffic(r->plan, program->devices(), report->stats.steps, text);
+    }
+  }
+  EXPECT_EQ(pairs, 1000);
+  std::cout << "partial layouts in every notation: " << pairs << " pairs planned, simulated and executed; by the auto "
+            << "strategy " << structured << " structured, " << exchanges << " one reducing exchange\n";
 }
 
 }  // namespace

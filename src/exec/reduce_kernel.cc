@@ -1,0 +1,266 @@
+#include "exec/reduce_kernel.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+#include <type_traits>
+
+namespace reshard {
+namespace {
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu;
+  if (exp == 0) {  // zero or subnormal: mant * 2^-24
+    const float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t FloatToHalf(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0));
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past the largest half
+  if (abs < 0x38800000u) {  // below the smallest normal half: a multiple of 2^-24, rounded to even
+    const float scaled = std::bit_cast<float>(abs) * 16777216.0f;  // exact: a power of two
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
+  }
+  // Normal: drop 13 mantissa bits, rounding to nearest even (a carry into the exponent is right).
+  const uint32_t rounded = abs + 0xFFFu + ((abs >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - (112u << 23)) >> 13));
+}
+
+float BF16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+uint16_t FloatToBF16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Element arithmetic per dtype: load as the type computed in, combine, store.
+template <typename T>
+struct Plain {
+  using Value = T;
+  static T Load(const std::byte* p) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    return v;
+  }
+  static void Store(T v, std::byte* p) { std::memcpy(p, &v, sizeof(T)); }
+};
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+struct Narrow {
+  using Value = float;
+  static float Load(const std::byte* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return ToFloat(v);
+  }
+  static void Store(float v, std::byte* p) {
+    const uint16_t b = FromFloat(v);
+    std::memcpy(p, &b, 2);
+  }
+};
+using Half = Narrow<HalfToFloat, FloatToHalf>;
+using BFloat = Narrow<BF16ToFloat, FloatToBF16>;
+
+template <typename V>
+V Apply(V a, V b, ReduceOp op) {
+  if constexpr (std::is_integral_v<V>) {
+    using U = std::make_unsigned_t<V>;
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return static_cast<V>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      case ReduceOp::kMax: return std::max(a, b);
+      case ReduceOp::kMin: return std::min(a, b);
+    }
+  } else {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return a + b;
+      // NaN wins, as in XLA's and torch's max and min.
+      case ReduceOp::kMax: return std::isnan(a) || std::isnan(b) ? a + b : std::max(a, b);
+      case ReduceOp::kMin: return std::isnan(a) || std::isnan(b) ? a + b : std::min(a, b);
+    }
+  }
+  return a;
+}
+
+// Calls f(dst_offset, src_offset) for every contiguous run of the copy.
+template <typename F>
+void ForEachRun(const CopyProgram& p, const CopyOp& op, F&& f) {
+  const int nd = op.num_dims;
+  if (nd == 0) {
+    f(op.dst_offset, op.src_offset);
+    return;
+  }
+  const CopyDim* dims = p.dims.data() + op.first_dim;
+  int64_t idx[kMaxRank + 1] = {};
+  while (true) {
+    int64_t so = op.src_offset, dof = op.dst_offset;
+    for (int d = 0; d < nd; ++d) {
+      so += idx[d] * dims[d].src_stride;
+      dof += idx[d] * dims[d].dst_stride;
+    }
+    f(dof, so);
+    int d = nd - 1;
+    for (; d >= 0; --d) {
+      if (++idx[d] < dims[d].count) break;
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+template <typename E>
+void CombineRuns(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, ReduceOp reduce,
+                 int64_t width) {
+  const int64_t n = op.run_bytes / width;
+  ForEachRun(p, op, [&](int64_t dof, int64_t so) {
+    std::byte* t = dst + dof;
+    const std::byte* s = src + so;
+    for (int64_t i = 0; i < n; ++i, t += width, s += width) E::Store(Apply(E::Load(t), E::Load(s), reduce), t);
+  });
+}
+
+template <typename E>
+void Divide(std::byte* data, int64_t elements, int64_t parts, int64_t width) {
+  using V = typename E::Value;
+  for (int64_t i = 0; i < elements; ++i, data += width) {
+    const V v = E::Load(data);
+    if constexpr (std::is_signed_v<V> && std::is_integral_v<V>)
+      E::Store(static_cast<V>(static_cast<int64_t>(v) / parts), data);  // C++ truncates toward zero
+    else if constexpr (std::is_integral_v<V>)
+      E::Store(static_cast<V>(static_cast<uint64_t>(v) / static_cast<uint64_t>(parts)), data);
+    else
+      E::Store(static_cast<V>(v / static_cast<V>(parts)), data);
+  }
+}
+
+// Calls f.template operator()<E>(width) with the element type of `dtype`
+// (complex types as their components: every op they allow is component-wise).
+template <typename F>
+void Dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kPred:
+    case DType::kU8: f.template operator()<Plain<uint8_t>>(1); return;
+    case DType::kS8: f.template operator()<Plain<int8_t>>(1); return;
+    case DType::kS16: f.template operator()<Plain<int16_t>>(2); return;
+    case DType::kU16: f.template operator()<Plain<uint16_t>>(2); return;
+    case DType::kF16: f.template operator()<Half>(2); return;
+    case DType::kBF16: f.template operator()<BFloat>(2); return;
+    case DType::kS32: f.template operator()<Plain<int32_t>>(4); return;
+    case DType::kU32: f.template operator()<Plain<uint32_t>>(4); return;
+    case DType::kF32:
+    case DType::kC64: f.template operator()<Plain<float>>(4); return;
+    case DType::kS64: f.template operator()<Plain<int64_t>>(8); return;
+    case DType::kU64: f.template operator()<Plain<uint64_t>>(8); return;
+    case DType::kF64:
+    case DType::kC128: f.template operator()<Plain<double>>(8); return;
+  }
+}
+
+}  // namespace
+
+void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, DType dtype,
+                ReduceOp reduce) {
+  Dispatch(dtype, [&]<typename E>(int64_t width) { CombineRuns<E>(p, op, src, dst, reduce, width); });
+}
+
+void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts) {
+  const int64_t components = dtype == DType::kC64 || dtype == DType::kC128 ? 2 : 1;
+  Dispatch(dtype, [&]<typename E>(int64_t width) { Divide<E>(data, elements * components, parts, width); });
+}
+
+void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType dtype, const std::byte* in,
+                       const CopyProgram& received, const std::vector<int32_t>& begin,
+                       const std::function<const std::byte*(size_t m)>& received_base, std::byte* out) {
+  auto apply = [&](const CopyProgram& copies, int32_t lo, int32_t hi, const std::byte* src, bool first) {
+    for (int32_t k = lo; k < hi; ++k) {
+      const CopyOp& op = copies.ops[static_cast<size_t>(k)];
+      if (first)
+        ForEachRun(copies, op, [&](int64_t dof, int64_t so) {
+          std::memcpy(out + dof, src + so, static_cast<size_t>(op.run_bytes));
+        });
+      else
+        RunCombine(copies, op, src, out, dtype, reduction.op);
+    }
+  };
+  for (int64_t part = 0; part < reduction.parts; ++part) {
+    if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, part == 0);
+    for (size_t m = 0; m < p.recv_part.size(); ++m)
+      if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), part == 0);
+  }
+  if (reduction.op == ReduceOp::kAvg)
+    DivideElements(out, p.output_bytes / ByteSize(dtype), dtype, reduction.parts);
+}
+
+void StoreNumber(int64_t value, DType dtype, std::byte* out) {
+  const uint64_t bits = static_cast<uint64_t>(value);
+  switch (dtype) {
+    case DType::kPred:
+    case DType::kS8:
+    case DType::kU8:
+    case DType::kS16:
+    case DType::kU16:
+    case DType::kS32:
+    case DType::kU32:
+    case DType::kS64:
+    case DType::kU64: std::memcpy(out, &bits, static_cast<size_t>(ByteSize(dtype))); return;
+    case DType::kF16: {
+      const uint16_t h = FloatToHalf(static_cast<float>(value));
+      std::memcpy(out, &h, 2);
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t b = FloatToBF16(static_cast<float>(value));
+      std::memcpy(out, &b, 2);
+      return;
+    }
+    case DType::kF32:
+    case DType::kC64: {
+      const float f = static_cast<float>(value);
+      std::memcpy(out, &f, 4);
+      if (dtype == DType::kC64) std::memcpy(out + 4, &f, 4);
+      return;
+    }
+    case DType::kF64:
+    case DType::kC128: {
+      const double d = static_cast<double>(value);
+      std::memcpy(out, &d, 8);
+      if (dtype == DType::kC128) std::memcpy(out + 8, &d, 8);
+      return;
+    }
+  }
+}
+
+int64_t ExactIntegers(DType dtype) {
+  switch (dtype) {
+    case DType::kPred: return 1;
+    case DType::kS8: return 127;
+    case DType::kU8: return 255;
+    case DType::kS16: return 32767;
+    case DType::kU16: return 65535;
+    case DType::kF16: return 2048;
+    case DType::kBF16: return 256;
+    case DType::kS32: return std::numeric_limits<int32_t>::max();
+    case DType::kU32: return std::numeric_limits<uint32_t>::max();
+    case DType::kF32:
+    case DType::kC64: return int64_t{1} << 24;
+    case DType::kS64:
+    case DType::kU64: return std::numeric_limits<int64_t>::max();
+    case DType::kF64:
+    case DType::kC128: return int64_t{1} << 53;
+  }
+  return 1;
+}
+
+}  // namespace reshard

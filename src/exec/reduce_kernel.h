@@ -1,0 +1,55 @@
+// The reduce kernel: how an executor combines partial values (layouts with a
+// pending reduction, layout.h) in the array's element type, and the one
+// place element values are read and written as numbers.
+//
+// A reducing step (StepProgram::reduction) gives every output element one
+// contribution per part. RunReducingCopies applies a device's contributions
+// in part order: part 0's copies write, each later part's combine with what
+// is there (sum, max, min; avg sums and then divides by the number of parts),
+// so the result does not depend on the order messages arrive in: every
+// executor and transport gives the same bits. Integers wrap (two's
+// complement, as XLA and torch do); avg of integers truncates toward zero;
+// f16 and bf16 are combined in f32 and rounded to nearest even after each
+// part; complex values combine component-wise (CheckReducible, layout.h,
+// says which pairs reduce at all).
+// Stateless; thread-safe as long as concurrent calls write disjoint bytes.
+#ifndef RESHARD_SRC_EXEC_REDUCE_KERNEL_H_
+#define RESHARD_SRC_EXEC_REDUCE_KERNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "reshard/device_program.h"
+#include "reshard/dtype.h"
+#include "reshard/layout.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+// dst = op(dst, src) for every element the copy `op` covers (its bytes as
+// RunCopy would copy them). avg combines as sum.
+void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, DType dtype,
+                ReduceOp reduce);
+
+// Divides each of `elements` elements at `data` by `parts` (avg's last step).
+void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts);
+
+// A reducing step's local and received copies on one device, in part order:
+// `received` and `begin` are the copies of each received message (the
+// unpack or direct copies), message m's read from received_base(m).
+// REQUIRES: the step reduces (p.recv_part filled); every message received.
+void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType dtype, const std::byte* in,
+                       const CopyProgram& received, const std::vector<int32_t>& begin,
+                       const std::function<const std::byte*(size_t m)>& received_base, std::byte* out);
+
+// Writes the integer `value` as one element of `dtype` (integers keep the
+// low bits; floats round; complex values take it as both components).
+void StoreNumber(int64_t value, DType dtype, std::byte* out);
+// The largest integer n with every integer in [-n, n] exact in `dtype` (its
+// positive range for unsigned types).
+int64_t ExactIntegers(DType dtype);
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_EXEC_REDUCE_KERNEL_H_

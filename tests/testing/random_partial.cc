@@ -1,0 +1,55 @@
+#include "testing/random_partial.h"
+
+#include "reshard/named_sharding.h"
+#include "reshard/notation.h"
+#include "testing/random_named.h"
+
+namespace reshard::testing {
+namespace {
+
+std::string Text(const Result<std::string>& r) { return r.ok() ? *r : "?"; }
+
+}  // namespace
+
+Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op) {
+  std::vector<DimGrid> dims;
+  for (int64_t d = 0; d < l.rank(); ++d) dims.push_back(l.dim(d));
+  std::vector<DeviceTile> placement;
+  for (int64_t dev : l.devices()) placement.push_back({dev, l.TileOf(dev), l.PartOf(dev)});
+  Reduction r = l.reduction();
+  if (op && l.partial()) r.op = *op;
+  return Layout::Create(l.shape(), dtype, std::move(dims), std::move(placement), r).value();
+}
+
+std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng) {
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
+  const Mesh mesh = RandomNamedMesh(rng);
+  const size_t rank = 1 + rng() % 3;
+  std::vector<int64_t> shape;
+  const bool even_case = rng() % 2 == 0;
+  for (size_t d = 0; d < rank; ++d)
+    shape.push_back(even_case ? mesh.num_devices() * (1 + static_cast<int64_t>(rng() % 2))
+                              : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+  const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
+  const NamedSharding s0 = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
+  std::vector<bool> used(mesh.num_axes(), false);
+  for (const auto& d : s0.dims())
+    for (const AxisRef& r : d.axes) used[r.axis] = true;
+  std::vector<AxisRef> unreduced;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (!used[a] && (rng() % 3 != 0)) unreduced.push_back(AxisRef{a, 1, 0});
+  const NamedSharding s = NamedSharding::Create(mesh, s0.dims(), {}, unreduced).value();
+  Layout source = s.ToLayout(shape, dtype).value();
+  const ReduceOp op = ops[rng() % 4];
+  if (op != ReduceOp::kSum && source.partial()) source = Retyped(source, dtype, op);
+  if (!source.partial()) return std::nullopt;
+  const Layout target = t.ToLayout(shape, dtype).value();
+  std::string shape_text;
+  for (int64_t e : shape) shape_text += (shape_text.empty() ? "" : ",") + std::to_string(e);
+  const std::string text = "--shape " + shape_text + " --mesh '" + mesh.ToString() + "' --from '" +
+                           Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
+                           Text(PrintLayout(target, Notation::kJax, mesh)) + "'";
+  return PartialPair{mesh, shape, source, target, text};
+}
+
+}  // namespace reshard::testing

@@ -1,0 +1,34 @@
+// Random pairs of layouts from partial sums for property tests: a random
+// named mesh (random_named.h), a source spec whose unused axes hold its
+// parts (each with probability 2/3) under a random op, and a random target
+// spec; half the shapes even (extents multiples of the device count), half
+// uneven; f32 or s32.
+#ifndef RESHARD_TESTS_TESTING_RANDOM_PARTIAL_H_
+#define RESHARD_TESTS_TESTING_RANDOM_PARTIAL_H_
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reshard/layout.h"
+#include "reshard/mesh.h"
+
+namespace reshard::testing {
+
+struct PartialPair {
+  Mesh mesh;
+  std::vector<int64_t> shape;
+  Layout source, target;  // the source partial, the target not
+  std::string text;       // the pair as `reshard` flags
+};
+
+// One draw; nullopt where the source came out with no parts (draw again).
+std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng);
+
+// `l` with another element type (and op, where given): the same grid, devices and parts.
+Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op = std::nullopt);
+
+}  // namespace reshard::testing
+
+#endif  // RESHARD_TESTS_TESTING_RANDOM_PARTIAL_H_
