@@ -163,6 +163,16 @@ struct CompileOptions {
   BufferFormat source_format = {}, target_format = {};
 };
 
+// The layout an all-reduce of `partial` passes through: each tile cut into
+// `parts` pieces, each prime factor of `parts` cutting one dim (one interval
+// per tile there) by XLA's ceil rule, where it divides evenly if any dim
+// does, else the dim of the longest pieces; piece p (its digits over the cut
+// dims) held by the devices holding part p; pieces past the last element
+// are empty, as a ring's padded chunks are. nullopt where no dim allows it
+// (rank 0, every dim cut into several intervals per tile): the all-reduce
+// then runs as one reducing step.
+std::optional<Layout> ReducedPieces(const Layout& partial);
+
 // The exchange step `step` of `plan` is lowered through: between its input
 // and output layouts, with sender groups for an all-gather or all-to-all
 // over mesh groups (Mesh::GroupOf over the step's axes). The one lowering
@@ -181,10 +191,18 @@ struct StepProgram {
   // input partial, its output not): parts >= 2. parts == 1 otherwise.
   Reduction reduction = {};
   bool reduces() const { return reduction.parts > 1; }
+  // The index of the plan step this program step runs: its own, except that
+  // an all-reduce compiles to two program steps (see PlanProgram). 0 for a
+  // program compiled from an exchange.
+  int64_t plan_step = 0;
 };
 
-// A whole plan compiled: one StepProgram per plan step. Buffers between
-// steps are the step layouts' exact local buffers.
+// A whole plan compiled: one StepProgram per plan step, but two for an
+// all-reduce, which runs as a ring moves it: a reducing step into pieces
+// (each tile cut among its parts, part p's holders keeping piece p:
+// ReducedPieces), then their gathering, (k - 1) / k of the shard into each
+// device each, as priced. Buffers between steps are the step
+// layouts' exact local buffers.
 class PlanProgram {
  public:
   // Compiles every device's part of every step. Checks each copy against the
@@ -221,8 +239,9 @@ class PlanProgram {
   // `exchange`, when given, is the one step's exchange (layouts has two entries).
   // `exchange`: the one exchange of a single-step program; null: each step's
   // (StepExchange of `plan`, or between its layouts without a plan).
+  // `plan_steps`: per step, the plan step it runs.
   static Result<PlanProgram> Build(std::vector<Layout> layouts, const CompileOptions& options, const Exchange* exchange,
-                                   const CollectivePlan* plan = nullptr);
+                                   const CollectivePlan* plan, const std::vector<int64_t>& plan_steps);
   std::vector<int64_t> devices_;
   std::vector<Layout> layouts_;
   std::vector<StepProgram> steps_;

@@ -55,7 +55,7 @@ struct ExecStats {
   int64_t bytes_sent = 0;   // of which arrived as messages
   int64_t peak_bytes = 0;   // most bytes one device held: its buffers, send buffer and intermediates
   std::vector<int64_t> peak_per_device = {};  // indexed like PlanProgram::devices()
-  std::vector<StepTraffic> steps = {};        // per step of the program
+  std::vector<StepTraffic> steps = {};        // per plan step (StepProgram::plan_step: an all-reduce's two program steps add up)
   double seconds = 0;
 };
 

@@ -107,7 +107,8 @@ struct RankRunStats {
   int64_t messages_sent = 0;  // chunks counted
   int64_t peak_bytes = 0;     // most bytes this rank needs at once: its buffers, staging and intermediates
   double seconds = 0;         // this rank's wall time
-  // Per step: the bytes this rank handed the backend to carry to and from
+  // Per plan step (an all-reduce's two program steps together,
+  // StepProgram::plan_step): the bytes this rank handed the backend to carry to and from
   // other ranks (the counts of its calls), which tests check against the
   // plan's send_bytes / recv_bytes.
   std::vector<int64_t> step_bytes_sent = {}, step_bytes_received = {};

@@ -12,7 +12,8 @@ tensor, and collectives become torch.distributed calls over sub-groups of the pl
     all-reduce          all_reduce over the group of its axes (the same ops)
     exchange            all_to_all_single with split sizes over the plan's devices; each message
                         packed from, and unpacked into, the runs the C++ exchange names
-                        (Step.exchange), so the bytes are the minimal exchange's
+                        (Step.exchange), so the bytes are the minimal exchange's; from partial
+                        sums (a reducing exchange) each part's contributions combined in part order
 
 The groups come from the C++ mesh (Mesh.groups), and each rank's place in them from the same
 call, so the arithmetic lives in one place. Groups are created once per rank set and reused,
@@ -102,6 +103,21 @@ def plan_groups(plan) -> list:
             elif op["op"] == "exchange":
                 out.append(sorted(plan.devices))
     return out
+
+
+def _combine(a: torch.Tensor, b: torch.Tensor, op: str) -> torch.Tensor:
+    """a and b combined element by element by a partial sum's op (avg: summed here)."""
+    if op == "max":
+        return torch.maximum(a, b)
+    if op == "min":
+        return torch.minimum(a, b)
+    return a + b
+
+
+def _divide(x: torch.Tensor, parts: int) -> torch.Tensor:
+    """avg's last step: the sum over `parts` divided by it; integers truncated toward zero, as C,
+    NCCL and reshard's own executors divide."""
+    return x / parts if x.is_floating_point() or x.is_complex() else torch.div(x, parts, rounding_mode="trunc")
 
 
 def fit(x: torch.Tensor, shape) -> torch.Tensor:
@@ -274,8 +290,7 @@ class PlanRun:
                 dist.all_reduce(out, op=reduce, group=self.groups.get(members))
             moved = 2 * (g - 1) * (-(-x.numel() // g)) * x.element_size()  # as a ring moves it, as priced
         if op["reduce"] == "avg":
-            # integers: truncated toward zero, as C and NCCL divide
-            out = out / g if out.is_floating_point() or out.is_complex() else torch.div(out, g, rounding_mode="trunc")
+            out = _divide(out, g)
         self._count(stats, kind, moved, moved)
         return out
 
@@ -325,6 +340,22 @@ class PlanRun:
             hit = self._exchange[i] = (part, group_ranks, pos, recv_sizes)
         return hit
 
+    @staticmethod
+    def _reduce_received(part, x, local, recv, recv_sizes, pos, shape):
+        """A reducing exchange's output: each part's contributions (this rank's own part is the
+        local copies, already in `local`) combined in part order, as the C++ executors do."""
+        out = None
+        for p in range(int(part["parts"])):
+            got = local if p == part["local_part"] else x.new_zeros([int(n) for n in shape])
+            offset = 0
+            for (peer, runs), q in zip(part["recv"], part["recv_parts"]):
+                n = recv_sizes[pos[peer]]
+                if q == p:
+                    _put(got, runs, recv[offset:offset + n])
+                offset += n
+            out = got if out is None else _combine(out, got, part["reduce"])
+        return _divide(out, int(part["parts"])) if part["reduce"] == "avg" else out
+
     def _exchange_op(self, i, step, x, shape, stats):
         part, group_ranks, pos, recv_sizes = self._exchange_part(i, step)
         out = x.new_zeros([int(n) for n in shape])
@@ -342,10 +373,13 @@ class PlanRun:
             dist.all_to_all_single(recv, send.contiguous(), recv_sizes, send_sizes,
                                    group=self.groups.get(group_ranks))
         offset = 0
-        for peer, runs in part["recv"]:
-            n = recv_sizes[pos[peer]]
-            _put(out, runs, recv[offset:offset + n])
-            offset += n
+        if "parts" in part:
+            out = self._reduce_received(part, x, out, recv, recv_sizes, pos, shape)
+        else:
+            for peer, runs in part["recv"]:
+                n = recv_sizes[pos[peer]]
+                _put(out, runs, recv[offset:offset + n])
+                offset += n
         es = x.element_size()
         self._count(stats, "exchange", sum(recv_sizes) * es, sum(send_sizes) * es)
         return out

@@ -71,25 +71,52 @@ Runs TransferRuns(const ExchangePlan& xp, const Transfer& t, bool src) {
 }
 
 nb::dict DeviceExchange(const Step& s, int64_t device) {
-  // The exchange the simulator and the compiled programs lower an exchange
-  // op through: between the step's own input and output layouts.
-  const Exchange ex = Unwrap(Exchange::Create(s.step.input, s.step.output));
-  const ExchangePlan xp = ex.DevicePlan(device);
-  std::vector<std::pair<int64_t, Runs>> send, recv;
+  // The exchanges the simulator and the compiled programs lower an exchange
+  // op through: between the step's own input and output layouts, or from
+  // partial sums one per part (Exchange::CreateReducing).
+  const bool reducing = s.step.input.partial();
+  std::vector<Exchange> exchanges;
+  if (reducing)
+    exchanges = Unwrap(Exchange::CreateReducing(s.step.input, s.step.output));
+  else
+    exchanges.push_back(Unwrap(Exchange::Create(s.step.input, s.step.output)));
+  struct Message {
+    int64_t peer;
+    Runs runs;
+    int64_t part;
+  };
+  std::vector<Message> send, recv;
   std::vector<std::pair<Runs, Runs>> local;
-  for (const Transfer& t : xp.transfers()) {
-    if (t.from == device && t.to == device) local.emplace_back(TransferRuns(xp, t, true), TransferRuns(xp, t, false));
-    else if (t.from == device) send.emplace_back(t.to, TransferRuns(xp, t, true));
-    else if (t.to == device) recv.emplace_back(t.from, TransferRuns(xp, t, false));
+  for (size_t part = 0; part < exchanges.size(); ++part) {
+    const ExchangePlan xp = exchanges[part].DevicePlan(device);
+    const int64_t p = static_cast<int64_t>(part);
+    for (const Transfer& t : xp.transfers()) {
+      if (t.from == device && t.to == device) local.emplace_back(TransferRuns(xp, t, true), TransferRuns(xp, t, false));
+      else if (t.from == device) send.push_back({t.to, TransferRuns(xp, t, true), p});
+      else if (t.to == device) recv.push_back({t.from, TransferRuns(xp, t, false), p});
+    }
   }
-  // Ascending peer: the order of an all-to-all-v's chunks.
-  auto by_peer = [](const auto& a, const auto& b) { return a.first < b.first; };
+  // Ascending peer: the order of an all-to-all-v's chunks (a peer sends in one part only).
+  auto by_peer = [](const Message& a, const Message& b) { return a.peer < b.peer; };
   std::stable_sort(send.begin(), send.end(), by_peer);
   std::stable_sort(recv.begin(), recv.end(), by_peer);
+  auto listed = [](const std::vector<Message>& v) {
+    std::vector<std::pair<int64_t, Runs>> out;
+    for (const Message& m : v) out.emplace_back(m.peer, m.runs);
+    return out;
+  };
   nb::dict d;
-  d["send"] = send;
-  d["recv"] = recv;
+  d["send"] = listed(send);
+  d["recv"] = listed(recv);
   d["local"] = local;
+  if (reducing) {
+    std::vector<int64_t> recv_parts;
+    for (const Message& m : recv) recv_parts.push_back(m.part);
+    d["parts"] = s.step.input.reduction().parts;
+    d["reduce"] = std::string(ReduceOpName(s.step.input.reduction().op));
+    d["recv_parts"] = recv_parts;
+    d["local_part"] = s.step.input.PartOf(device);
+  }
   return d;
 }
 
@@ -174,7 +201,9 @@ void BindPlan(nb::module_& m) {
       .def_prop_ro("modeled_time_us", [](const Step& s) { return s.step.time_us; })
       .def("exchange", &DeviceExchange, nb::arg("device"),
            "one device's part of the minimal exchange from this step's input to its output layout (what an "
-           "'exchange' program op moves): {'send': [(peer, runs)], 'recv': [(peer, runs)], 'local': [(src_runs, "
+           "'exchange' program op moves; from partial sums, each part's, with 'parts', 'reduce', 'local_part' and "
+           "'recv_parts', the part of each received message, added: combine in part order): {'send': [(peer, runs)], "
+           "'recv': [(peer, runs)], 'local': [(src_runs, "
            "dst_runs)]}, where runs lists per dim the (offset, length) runs in the device's local buffer; a "
            "message's elements are the cross product of its runs, row-major, the same order on both sides")
       .def("__repr__", [](const Step& s) {

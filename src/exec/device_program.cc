@@ -197,17 +197,111 @@ Result<PlanProgram> PlanProgram::CompileDevice(const CollectivePlan& plan, int64
   return Compile(plan, options);
 }
 
+std::optional<Layout> ReducedPieces(const Layout& partial) {
+  if (!partial.partial() || partial.rank() == 0) return std::nullopt;
+  const int64_t parts = partial.reduction().parts;
+  const size_t rank = static_cast<size_t>(partial.rank());
+  // Dims that can be cut: one cell per tile coordinate, in order (a tile is
+  // one interval there); their longest cell.
+  std::vector<int64_t> longest(rank, 0), cuts(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    const DimGrid& g = partial.dim(static_cast<int64_t>(d));
+    bool simple = static_cast<int64_t>(g.cell_tile.size()) == g.tiles;
+    for (size_t k = 0; k < g.cell_tile.size() && simple; ++k) simple = g.cell_tile[k] == static_cast<int32_t>(k);
+    for (size_t k = 0; k + 1 < g.cuts.size() && simple; ++k) longest[d] = std::max(longest[d], g.cuts[k + 1] - g.cuts[k]);
+  }
+  // Each prime factor of `parts` cuts one dim: where it divides every cell's
+  // current piece exactly, else the dim of the longest pieces.
+  auto divides = [&](size_t d, int64_t f) {
+    const DimGrid& g = partial.dim(static_cast<int64_t>(d));
+    for (size_t k = 0; k + 1 < g.cuts.size(); ++k)
+      if ((g.cuts[k + 1] - g.cuts[k]) % (cuts[d] * f) != 0) return false;
+    return true;
+  };
+  int64_t rest = parts;
+  for (int64_t f = 2; rest > 1; ++f) {
+    while (rest % f == 0) {
+      int64_t best = -1;
+      for (size_t d = 0; d < rank && best < 0; ++d)
+        if (longest[d] > 0 && divides(d, f)) best = static_cast<int64_t>(d);
+      const bool exact = best >= 0;
+      for (size_t d = 0; d < rank && !exact; ++d) {
+        const int64_t piece = (longest[d] + cuts[d] - 1) / cuts[d];
+        if (longest[d] > 0 && (best < 0 || piece > (longest[static_cast<size_t>(best)] + cuts[static_cast<size_t>(best)] - 1) /
+                                                       cuts[static_cast<size_t>(best)]))
+          best = static_cast<int64_t>(d);
+      }
+      if (best < 0) return std::nullopt;  // no dim to cut (pieces past one element are empty, as padded chunks are)
+      cuts[static_cast<size_t>(best)] *= f;
+      rest /= f;
+    }
+  }
+  std::vector<DimGrid> dims;
+  for (size_t d = 0; d < rank; ++d) {
+    const DimGrid& g = partial.dim(static_cast<int64_t>(d));
+    if (cuts[d] == 1) {
+      dims.push_back(g);
+      continue;
+    }
+    DimGrid refined;
+    refined.cuts = {0};
+    refined.tiles = static_cast<int32_t>(g.tiles * cuts[d]);
+    for (size_t k = 0; k + 1 < g.cuts.size(); ++k) {
+      const int64_t lo = g.cuts[k], n = g.cuts[k + 1] - lo, c = (n + cuts[d] - 1) / cuts[d];
+      for (int64_t j = 0; j < cuts[d]; ++j) {
+        refined.cuts.push_back(lo + std::min((j + 1) * c, n));
+        refined.cell_tile.push_back(static_cast<int32_t>(refined.cell_tile.size()));
+      }
+    }
+    dims.push_back(std::move(refined));
+  }
+  // Piece p of a tile: p's digits over the cut dims (mixed radix, outer dim first).
+  std::vector<DeviceTile> placement;
+  for (int64_t dev : partial.devices()) {
+    const int64_t t = partial.TileOf(dev);
+    if (t < 0) {
+      placement.push_back({dev, -1, 0});
+      continue;
+    }
+    std::vector<int32_t> coords = partial.TileCoords(t);
+    int64_t p = partial.PartOf(dev);
+    for (size_t d = rank; d-- > 0;) {
+      coords[d] = static_cast<int32_t>(coords[d] * cuts[d] + p % cuts[d]);
+      p /= cuts[d];
+    }
+    int64_t tile = 0;
+    for (size_t d = 0; d < rank; ++d) tile = tile * dims[d].tiles + coords[d];
+    placement.push_back({dev, tile, 0});
+  }
+  Result<Layout> l = Layout::Create(partial.shape(), partial.dtype(), std::move(dims), std::move(placement));
+  if (!l.ok()) return std::nullopt;
+  return std::move(l).value();
+}
+
 Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const CompileOptions& options) {
   std::vector<Layout> layouts = {plan.source()};
-  for (const PlanStep& s : plan.steps()) {
+  std::vector<int64_t> plan_steps;
+  for (size_t i = 0; i < plan.steps().size(); ++i) {
+    const PlanStep& s = plan.steps()[i];
     if (!(s.input == layouts.back()))
-      return Status::Internal(fmt::format("step {} starts from a layout the previous step did not leave", layouts.size() - 1));
+      return Status::Internal(fmt::format("step {} starts from a layout the previous step did not leave", i));
+    // An all-reduce as a ring moves it: reduce the pieces, then gather them.
+    std::optional<Layout> pieces;
+    if (s.op == StepOp::kAllReduce && s.input.partial() && !s.output.partial()) pieces = ReducedPieces(s.input);
+    if (pieces) {
+      layouts.push_back(*pieces);
+      plan_steps.push_back(static_cast<int64_t>(i));
+    }
     layouts.push_back(s.output);
+    plan_steps.push_back(static_cast<int64_t>(i));
   }
   if (!(layouts.back() == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
   // A plan with no steps still fills the target buffers: one step of local copies.
-  if (layouts.size() == 1) layouts.push_back(plan.target());
-  return Build(std::move(layouts), options, nullptr, &plan);
+  if (layouts.size() == 1) {
+    layouts.push_back(plan.target());
+    plan_steps.push_back(0);
+  }
+  return Build(std::move(layouts), options, nullptr, &plan, plan_steps);
 }
 
 Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step) {
@@ -224,11 +318,12 @@ Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step) {
 }
 
 Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange, const CompileOptions& options) {
-  return Build({exchange.source(), exchange.target()}, options, &exchange);
+  return Build({exchange.source(), exchange.target()}, options, &exchange, nullptr, {0});
 }
 
 Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const CompileOptions& options,
-                                       const Exchange* exchange, const CollectivePlan* plan) {
+                                       const Exchange* exchange, const CollectivePlan* plan,
+                                       const std::vector<int64_t>& plan_steps) {
   const int64_t only_device = options.only_device;
   PlanProgram p;
   p.source_format_ = options.source_format;
@@ -262,6 +357,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // transfer with the exchange plan it belongs to.
     std::vector<Exchange> made;
     StepProgram step;
+    step.plan_step = plan_steps.at(si);
+    // The plan step this program step runs (all of it, or a half of an all-reduce).
+    const PlanStep* ps = plan != nullptr && step.plan_step < static_cast<int64_t>(plan->steps().size())
+                             ? &plan->steps()[static_cast<size_t>(step.plan_step)] : nullptr;
     if (in.partial() && out.partial()) {
       if (!(in == out))
         return Status::NotSupported("a step between two different partial layouts (partial targets are not planned)");
@@ -270,8 +369,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     } else if (in.partial()) {
       step.reduction = in.reduction();
       RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
-    } else if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
-      RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, si));
+    } else if (exchange == nullptr && plan != nullptr && ps != nullptr && ps->input == in) {
+      RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, static_cast<size_t>(step.plan_step)));
       made.push_back(std::move(e));
     } else if (exchange == nullptr) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in, out));
@@ -288,10 +387,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     for (const ExchangePlan& xp : plans)
       for (const Transfer& t : xp.transfers()) items.push_back({&xp, &t});
     step.devices.resize(n);
-    if (exchange == nullptr && plan != nullptr && si < plan->steps().size()) {
-      const PlanStep& ps = plan->steps()[si];
-      step.op = ps.op;
-      if (plan->mesh() && (ps.op == StepOp::kAllGather || ps.op == StepOp::kAllToAll)) step.group_axes = ps.group_axes;
+    if (exchange == nullptr && ps != nullptr) {
+      step.op = ps->op;
+      if (plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll)) step.group_axes = ps->group_axes;
     }
     for (size_t i = 0; i < n; ++i) {
       DeviceProgram& dp = step.devices[i];

@@ -105,7 +105,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
     return Status::Unavailable(fmt::format("could start only {} of the {} threads the ranks need", threads.size(), n));
   ExecStats stats;
   stats.peak_per_device.assign(n, 0);
-  stats.steps.resize(program.steps().size());
+  stats.steps.resize(program.steps().empty() ? 0 : static_cast<size_t>(program.steps().back().plan_step + 1));
   for (StepTraffic& t : stats.steps) {
     t.sent.assign(n, 0);
     t.received.assign(n, 0);
@@ -174,9 +174,13 @@ class InProcessExecutor final : public Executor {
       const bool direct = options_.transport == Transport::kDirect;
       // Message m of receiver i carried the bytes its copies wrote (direct:
       // from the sender's input; staged: out of the sender's send buffer).
-      StepTraffic& traffic = stats.steps.emplace_back();
-      traffic.sent.assign(n, 0);
-      traffic.received.assign(n, 0);
+      // Traffic per plan step: an all-reduce's two program steps add up.
+      if (si == 0 || step.plan_step != program.steps()[si - 1].plan_step) {
+        StepTraffic& fresh = stats.steps.emplace_back();
+        fresh.sent.assign(n, 0);
+        fresh.received.assign(n, 0);
+      }
+      StepTraffic& traffic = stats.steps.back();
       auto count = [&](size_t i, const CopyProgram& copies, const std::vector<int32_t>& begin) {
         const DeviceProgram& dp = step.devices[i];
         for (size_t m = 0; m < dp.recv_peer.size(); ++m) {

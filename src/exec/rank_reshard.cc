@@ -157,6 +157,7 @@ struct StepRun {
   Reduction reduction = {};
   DType dtype = DType::kF32;
   bool reduces() const { return reduction.parts > 1; }
+  int64_t plan_step = 0;  // StepProgram::plan_step
 };
 
 struct RankReshard::State {
@@ -294,6 +295,7 @@ Status RankReshard::State::Prepare() {
     s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
     const DeviceProgram& p = *s.program;
     s.reduction = sp.reduction;
+    s.plan_step = sp.plan_step;
     s.dtype = pp.layouts()[i].dtype();
     for (int64_t peer : p.send_peer) s.send_rank.push_back(PeerRank(peer));
     for (int64_t peer : p.recv_peer) s.recv_rank.push_back(PeerRank(peer));
@@ -689,8 +691,11 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
   for (size_t i = 0; i < st.steps.size(); ++i) {
     const StepRun& s = st.steps[i];
     std::byte* out = i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data();
-    stats.step_bytes_sent.push_back(0);
-    stats.step_bytes_received.push_back(0);
+    // Per plan step: an all-reduce's two program steps add up.
+    if (i == 0 || s.plan_step != st.steps[i - 1].plan_step) {
+      stats.step_bytes_sent.push_back(0);
+      stats.step_bytes_received.push_back(0);
+    }
     // A failed call is returned on the rank it failed on, and the others may
     // wait on this rank: aborting the job is the caller's call to make.
     RESHARD_RETURN_IF_ERROR(s.p2p     ? st.RunPointToPoint(s, in, out, stats)

@@ -89,6 +89,30 @@ TEST(ReductionPlanner, RefusesWhatItCannotPlanWithTheBound) {
   EXPECT_NE(p.status().message().find("at least"), std::string::npos) << p.status();
 }
 
+// An all-reduce runs as a ring moves it: each device receives 2 (k - 1) / k
+// of its shard, the bytes the plan prices, in two program steps.
+TEST(ReductionPlanner, AnAllReduceRunsAsARing) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  PlannerOptions o;
+  o.meshes = {m};
+  Result<PlanResult> p = PlanReshard(Parse("P(None, None, unreduced={'x'})", m), Parse("P()", m), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->plan.OpNames(), std::vector<std::string>{"all-reduce"});
+  Result<PlanProgram> program = PlanProgram::Compile(p->plan);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->steps().size(), 2u);
+  for (Transport t : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+    Result<CheckReport> run = RunChecked(*program, 2, t);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_TRUE(run->ok()) << run->first_problem;
+    ASSERT_EQ(run->stats.steps.size(), 1u);
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(run->stats.steps[0].received[i], 1536) << i;  // 2 x 3 x 256 B: the ring's, as priced
+      EXPECT_EQ(p->plan.steps()[0].recv_bytes[i], 1536) << i;
+    }
+  }
+}
+
 // The exchange strategy plans partial sums as one reducing exchange; where
 // the collectives cost more, the auto strategy picks it too.
 TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <optional>
+
+#include "reshard/device_program.h"
 
 namespace reshard::testing {
 namespace {
@@ -41,13 +44,23 @@ void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>
     ASSERT_EQ(t.sent.size(), devices.size()) << where;
     ASSERT_EQ(t.received.size(), devices.size()) << where;
     EXPECT_EQ(Sum(t.sent), Sum(t.received)) << where;
-    const bool exact = step.op == StepOp::kExchange || Unpadded(step);
+    const bool exact = step.op == StepOp::kExchange || (Unpadded(step) && step.op != StepOp::kAllReduce);
+    // An all-reduce runs through ReducedPieces: a device receives the other
+    // parts of its own piece, then every other piece of its shard. Where the
+    // pieces are equal boxes, that is the ring's 2 (k - 1) / k priced.
+    std::optional<Layout> pieces;
+    if (step.op == StepOp::kAllReduce) pieces = ReducedPieces(step.input);
+    bool even = pieces.has_value() && Unpadded(step);
+    for (size_t i = 0; i < devices.size() && even; ++i)
+      even = pieces->LocalBytes(devices[i]) * step.input.reduction().parts == step.output.LocalBytes(devices[i]);
     for (size_t i = 0; i < devices.size(); ++i) {
-      if (step.op == StepOp::kAllReduce) {
-        // Run as a reducing exchange (device_program.h): every other part
-        // of the device's whole shard, where the plan prices a ring.
-        const int64_t parts = step.input.reduction().parts;
-        EXPECT_EQ(t.received[i], (parts - 1) * step.output.LocalBytes(devices[i])) << where << ", device " << devices[i];
+      if (pieces) {
+        const int64_t piece = pieces->LocalBytes(devices[i]), shard = step.output.LocalBytes(devices[i]);
+        EXPECT_EQ(t.received[i], (step.input.reduction().parts - 1) * piece + shard - piece)
+            << where << ", device " << devices[i];
+        if (even) {
+          EXPECT_EQ(t.received[i], step.recv_bytes[i]) << where << ", device " << devices[i];
+        }
       } else if (exact) {
         EXPECT_EQ(t.received[i], step.recv_bytes[i]) << where << ", device " << devices[i];
       } else {
