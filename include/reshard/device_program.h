@@ -216,6 +216,11 @@ class PlanProgram {
   static Result<PlanProgram> Compile(const CollectivePlan& plan, const CompileOptions& options = {});
   // The one-step program of the minimal exchange.
   static Result<PlanProgram> Compile(const Exchange& exchange, const CompileOptions& options = {});
+  // The layouts a plan's compiled program passes through, source first and
+  // target last (layouts() of its Compile): each step's output, and before an
+  // all-reduce's its ReducedPieces. `plan_steps`, where given, gets each
+  // program step's plan step. What executors' buffers hold between steps.
+  static std::vector<Layout> StepLayouts(const CollectivePlan& plan, std::vector<int64_t>* plan_steps = nullptr);
   // Only `device`'s part; Compile with options.only_device = device.
   static Result<PlanProgram> CompileDevice(const CollectivePlan& plan, int64_t device);
 

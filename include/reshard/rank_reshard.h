@@ -12,7 +12,8 @@
 // the layouts is rank d, and each rank compiles only its own part (cost
 // proportional to its peers); from a compiled PlanProgram (the in-process
 // face), rank k runs program.devices()[k]'s part. By default the plan is the
-// one-step minimal exchange; RankOptions::planner runs the collective
+// one-step minimal exchange (from partial sums, the one-step reducing
+// exchange); RankOptions::planner runs the collective
 // planner instead (every rank plans the same way) and runs each of its steps
 // in turn.
 //
@@ -141,15 +142,16 @@ class RankReshard {
   // This rank's buffer sizes in bytes (0 where it holds nothing).
   int64_t source_bytes() const;
   int64_t target_bytes() const;
-  // The transport each step runs with, the same on every rank: "alltoallv",
+  // The transport each program step runs with (an all-reduce runs as two,
+  // device_program.h), the same on every rank: "alltoallv",
   // "p2p", "alltoallw", "alltoallv over groups" or "allgatherv over groups".
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;
   Comm& comm();
 
-  // Called on every rank after each step with this rank's output buffer of
-  // that step; an error from it on any rank stops the run on every rank.
+  // Called on every rank after each program step (PlanProgram::steps()) with
+  // this rank's output buffer of that step; an error from it on any rank stops the run on every rank.
   using AfterStep = std::function<Status(size_t step, std::span<const std::byte> output)>;
   // Collective. REQUIRES: source.size() == source_bytes(), target.size() ==
   // target_bytes() (checked on every rank first; a wrong size anywhere is

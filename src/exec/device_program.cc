@@ -278,29 +278,38 @@ std::optional<Layout> ReducedPieces(const Layout& partial) {
   return std::move(l).value();
 }
 
-Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const CompileOptions& options) {
+std::vector<Layout> PlanProgram::StepLayouts(const CollectivePlan& plan, std::vector<int64_t>* plan_steps) {
   std::vector<Layout> layouts = {plan.source()};
-  std::vector<int64_t> plan_steps;
   for (size_t i = 0; i < plan.steps().size(); ++i) {
     const PlanStep& s = plan.steps()[i];
-    if (!(s.input == layouts.back()))
-      return Status::Internal(fmt::format("step {} starts from a layout the previous step did not leave", i));
     // An all-reduce as a ring moves it: reduce the pieces, then gather them.
     std::optional<Layout> pieces;
     if (s.op == StepOp::kAllReduce && s.input.partial() && !s.output.partial()) pieces = ReducedPieces(s.input);
     if (pieces) {
       layouts.push_back(*pieces);
-      plan_steps.push_back(static_cast<int64_t>(i));
+      if (plan_steps) plan_steps->push_back(static_cast<int64_t>(i));
     }
     layouts.push_back(s.output);
-    plan_steps.push_back(static_cast<int64_t>(i));
+    if (plan_steps) plan_steps->push_back(static_cast<int64_t>(i));
   }
-  if (!(layouts.back() == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
   // A plan with no steps still fills the target buffers: one step of local copies.
   if (layouts.size() == 1) {
     layouts.push_back(plan.target());
-    plan_steps.push_back(0);
+    if (plan_steps) plan_steps->push_back(0);
   }
+  return layouts;
+}
+
+Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const CompileOptions& options) {
+  const Layout* at = &plan.source();
+  for (size_t i = 0; i < plan.steps().size(); ++i) {
+    if (!(plan.steps()[i].input == *at))
+      return Status::Internal(fmt::format("step {} starts from a layout the previous step did not leave", i));
+    at = &plan.steps()[i].output;
+  }
+  if (!(*at == plan.target())) return Status::Internal("the plan's last step does not end at its target layout");
+  std::vector<int64_t> plan_steps;
+  std::vector<Layout> layouts = StepLayouts(plan, &plan_steps);
   return Build(std::move(layouts), options, nullptr, &plan, plan_steps);
 }
 

@@ -169,33 +169,47 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
 Status CheckCoverage(const PlanProgram& program) {
   const int64_t eb = program.element_bytes();
   for (size_t si = 0; si < program.steps().size(); ++si) {
-    const int64_t times = program.steps()[si].reduction.parts;  // 1, or once per part
+    const int64_t parts = program.steps()[si].reduction.parts;  // 1 unless the step reduces
     for (const DeviceProgram& dp : program.steps()[si].devices) {
-      for (const CopyProgram* moved : {&dp.unpack, &dp.direct}) {
       std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
-      for (const CopyProgram* p : {&dp.local, moved}) {
-        for (const CopyOp& op : p->ops) {
+      // Adds the writes of ops [lo, hi) of `p`; an error where one leaves the output.
+      auto count = [&](const CopyProgram& p, size_t lo, size_t hi) -> Status {
+        for (size_t k = lo; k < hi; ++k) {
+          const CopyOp& op = p.ops[k];
           int64_t rows = 1;
-          for (int32_t d = 0; d < op.num_dims; ++d) rows *= p->dims[op.first_dim + d].count;
+          for (int32_t d = 0; d < op.num_dims; ++d) rows *= p.dims[op.first_dim + d].count;
           for (int64_t r = 0; r < rows; ++r) {
             int64_t off = op.dst_offset, rem = r;
             for (int32_t d = op.num_dims - 1; d >= 0; --d) {
-              const CopyDim& c = p->dims[op.first_dim + d];
+              const CopyDim& c = p.dims[op.first_dim + d];
               off += (rem % c.count) * c.dst_stride;
               rem /= c.count;
             }
             if (off < 0 || off + op.run_bytes > dp.output_bytes)
               return Status::InvalidArgument(fmt::format("step {}: device {} writes bytes [{}, {}) of a {}-byte output",
                                                          si, dp.device, off, off + op.run_bytes, dp.output_bytes));
-            for (int64_t b = off; b < off + op.run_bytes; b += eb)
-              ++writes[b / eb];
+            for (int64_t b = off; b < off + op.run_bytes; b += eb) ++writes[b / eb];
           }
         }
-      }
-      for (size_t e = 0; e < writes.size(); ++e)
-        if (writes[e] != times)
-          return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times", si,
-                                                     dp.device, e, writes[e]));
+        return Status::Ok();
+      };
+      // Per part (a reducing step combines one contribution of each), and
+      // for the staged and the direct copies of the messages alike.
+      for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
+        for (int64_t part = 0; part < parts; ++part) {
+          std::fill(writes.begin(), writes.end(), 0);
+          if (dp.local_part == part) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
+          for (size_t m = 0; m + 1 < begin->size(); ++m)
+            if ((dp.recv_part.empty() ? 0 : dp.recv_part[m]) == part)
+              RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+          for (size_t e = 0; e < writes.size(); ++e)
+            if (writes[e] != 1)
+              return Status::InvalidArgument(
+                  parts > 1 ? fmt::format("step {}: device {}'s output element {} is written {} times by part {}", si,
+                                          dp.device, e, writes[e], part)
+                            : fmt::format("step {}: device {}'s output element {} is written {} times", si, dp.device, e,
+                                          writes[e]));
+        }
       }
     }
   }

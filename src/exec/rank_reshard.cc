@@ -324,7 +324,7 @@ Status RankReshard::State::Prepare() {
     } else {
       // A structured collective runs as one, over its groups; then box
       // messages where every message allows; then the shape rule.
-      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty())
+      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty() && !s.reduces())
         RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
       bool boxes = false;
       // Box messages write the output as they land: a reducing step combines after.
@@ -589,6 +589,13 @@ Status RankReshard::State::CompileOwnPart(const Layout& source, const Layout& ta
 
 Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const Layout& source, const Layout& target,
                                         const RankOptions& options) {
+  if (!options.planner && source.partial() && !target.partial()) {
+    // The one-step plan of partial sums: the reducing exchange.
+    RankOptions o = options;
+    o.planner = PlannerOptions{};
+    o.planner->strategy = Strategy::kExchange;
+    return Create(std::move(comm), source, target, o);
+  }
   auto st = std::make_unique<State>();
   RESHARD_RETURN_IF_ERROR(st->Begin(std::move(comm), options, Mix(source.Hash(), target.Hash())));
   if (options.planner) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -194,6 +195,46 @@ TEST(RankReshard, ADeviceOutsideTheGroupIsAnError) {
        })) {
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("device 7, but the communicator has 4 ranks"), std::string::npos) << s;
+  }
+}
+
+// An avg of partial values into a column-major target with a leading
+// dimension: the values come out exact, and the bytes between the columns,
+// which are the caller's, are left as they were (avg divides only what its
+// copies wrote).
+TEST(RankReshard, PartialAvgLeavesTheGapsOfALeadingDimension) {
+  const Mesh m = Mesh::Create({{"x", 2}, {"y", 2}}).value();
+  const Layout source = ParseLayout("[Partial(\"avg\"), Shard(0)]", {8, 6}, DType::kS32, m).value().layout;
+  const Layout target = ParseLayout("P('x', None)", {8, 6}, DType::kS32, m).value().layout;
+  for (bool planned : {false, true}) {
+    for (const Status& s : OnRanks(4, [&](int rank, std::unique_ptr<Comm> c) -> Status {
+           RankOptions o;
+           o.target_format = BufferFormat::ColumnMajor(/*leading_dim=*/7);  // local [4,6] column-major: 7 x 6 slots
+           if (planned) {
+             o.planner = PlannerOptions{};
+             o.planner->meshes = {m};
+           }
+           RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target, o));
+           std::vector<std::byte> src(static_cast<size_t>(r.source_bytes()));
+           std::vector<std::byte> dst(static_cast<size_t>(r.target_bytes()), std::byte{0x5A});
+           const TagScheme scheme = TagSchemeFor(source);
+           FillTags(source, rank, src, scheme);
+           RESHARD_RETURN_IF_ERROR(r.Execute(src, dst).status());
+           // Back to tight row-major to check; the gap rows stay 0x5A.
+           std::vector<std::byte> tight(static_cast<size_t>(target.LocalBytes(rank)));
+           const std::vector<int64_t> shape = target.LocalShape(rank);
+           for (int64_t i = 0; i < shape[0]; ++i)
+             for (int64_t j = 0; j < shape[1]; ++j)
+               std::memcpy(tight.data() + (i * shape[1] + j) * 4, dst.data() + (j * 7 + i) * 4, 4);
+           for (int64_t j = 0; j < shape[1]; ++j)
+             for (int64_t i = shape[0]; i < 7; ++i)
+               for (int b = 0; b < 4; ++b)
+                 if (dst[static_cast<size_t>((j * 7 + i) * 4 + b)] != std::byte{0x5A})
+                   return Status::Internal("a gap byte of column " + std::to_string(j) + " changed");
+           const TagCheck check = CheckTags(target, rank, tight, scheme);
+           return check.mismatches == 0 ? Status::Ok() : Status::Internal(check.first_problem);
+         }))
+      EXPECT_TRUE(s.ok()) << (planned ? "planned: " : "exchange: ") << s;
   }
 }
 

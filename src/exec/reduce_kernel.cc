@@ -199,8 +199,20 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
     for (size_t m = 0; m < p.recv_part.size(); ++m)
       if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), part == 0);
   }
-  if (reduction.op == ReduceOp::kAvg)
-    DivideElements(out, p.output_bytes / ByteSize(dtype), dtype, reduction.parts);
+  if (reduction.op != ReduceOp::kAvg) return;
+  // Divide what the copies wrote, run by run: a target with a leading
+  // dimension has bytes between its columns that are the caller's.
+  const int64_t eb = ByteSize(dtype);
+  auto divide = [&](const CopyProgram& copies, int32_t lo, int32_t hi) {
+    for (int32_t k = lo; k < hi; ++k) {
+      const CopyOp& op = copies.ops[static_cast<size_t>(k)];
+      ForEachRun(copies, op, [&](int64_t dof, int64_t) { DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts); });
+    }
+  };
+  // Part 0's copies write every output element once.
+  if (p.local_part == 0) divide(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
+  for (size_t m = 0; m < p.recv_part.size(); ++m)
+    if (p.recv_part[m] == 0) divide(received, begin[m], begin[m + 1]);
 }
 
 void StoreNumber(int64_t value, DType dtype, std::byte* out) {

@@ -51,6 +51,11 @@ for extra in -$((est / 2)) -$((16 * mib)) -1 0 $((64 * mib)) $((128 * mib)) $((2
     0:*verified*) echo "--as=$limit: ran" ;;
     1:*"needs about"*) echo "--as=$limit: refused" ;;
     1:*"could not start"*) echo "--as=$limit: refused (threads)" ;;
+    # OpenMPI itself failing to map its shared memory at MPI_Init (it then
+    # crashes inside its own init, before reshard's code runs): the limit is
+    # below what the launcher's ranks need, as below 128 MiB; seen near
+    # 180 MB, depending on where the kernel places the mappings.
+    *"during shared memory initialization"*) echo "--as=$limit: MPI could not start" ;;
     *)
       echo "--as=$limit: exit $rc, neither a run nor a refusal:"
       echo "$out" | head -n 20

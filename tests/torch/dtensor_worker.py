@@ -363,9 +363,8 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
         m = names[i % len(names)]
         mesh = meshes_by_name[m]
         rank = rng.randint(1, 2)
-        # Even splits (planned); one uneven case on each rank-ordered mesh falls back to DTensor
-        # (whose results on the permuted mesh torch 2.15 gets wrong).
-        shape = tuple(rng.choice([8, 16]) for _ in range(rank)) if i >= 3 else (5, 3)[:rank]
+        # Even and uneven splits: where no structured plan applies, the reducing exchange.
+        shape = tuple(rng.choice([8, 16]) for _ in range(rank)) if i % 3 else tuple(rng.choice([3, 5, 7]) for _ in range(rank))
         op = rng.choice(["sum", "sum", "max", "avg"])
         while True:
             src = list(random_placements(rng, mesh.ndim, rank))

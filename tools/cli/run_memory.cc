@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common.h"
+#include "reshard/device_program.h"
 
 namespace reshard::cli {
 namespace {
@@ -63,12 +64,15 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   // Intermediate layouts: the outputs of every step but the last. In
   // process two are held at a time (a step's input and output); an MPI rank
   // keeps two buffers, each the largest of every other one.
+  // (The program's layouts: an all-reduce passes through its pieces.)
   const std::vector<PlanStep>& steps = plan.steps();
+  const std::vector<Layout> layouts = PlanProgram::StepLayouts(plan);
+  const size_t outputs = layouts.size() - 1;  // program steps; output i is layouts[i + 1]
   int64_t between = 0, alternate[2] = {0, 0};
-  for (size_t i = 0; i + 1 < steps.size(); ++i) {
-    const int64_t b = Bytes(steps[i].output, per_rank);
+  for (size_t i = 0; i + 1 < outputs; ++i) {
+    const int64_t b = Bytes(layouts[i + 1], per_rank);
     alternate[i % 2] = std::max(alternate[i % 2], b);
-    if (i + 2 < steps.size()) between = std::max(between, b + Bytes(steps[i + 1].output, per_rank));
+    if (i + 2 < outputs) between = std::max(between, b + Bytes(layouts[i + 2], per_rank));
     between = std::max(between, b);
   }
   // Threads as ranks keep, per device, two alternating buffers as an MPI rank does.
@@ -76,7 +80,7 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   if (as_ranks && !per_rank)
     for (int64_t d : plan.devices()) {
       int64_t alt[2] = {0, 0};
-      for (size_t i = 0; i + 1 < steps.size(); ++i) alt[i % 2] = std::max(alt[i % 2], steps[i].output.LocalBytes(d));
+      for (size_t i = 0; i + 1 < outputs; ++i) alt[i % 2] = std::max(alt[i % 2], layouts[i + 1].LocalBytes(d));
       per_device_alternate += alt[0] + alt[1];
     }
   Add(e, per_rank ? alternate[0] + alternate[1] : as_ranks ? per_device_alternate : between, "intermediate buffers");
