@@ -216,42 +216,11 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
 }
 
 void StoreNumber(int64_t value, DType dtype, std::byte* out) {
-  const uint64_t bits = static_cast<uint64_t>(value);
-  switch (dtype) {
-    case DType::kPred:
-    case DType::kS8:
-    case DType::kU8:
-    case DType::kS16:
-    case DType::kU16:
-    case DType::kS32:
-    case DType::kU32:
-    case DType::kS64:
-    case DType::kU64: std::memcpy(out, &bits, static_cast<size_t>(ByteSize(dtype))); return;
-    case DType::kF16: {
-      const uint16_t h = FloatToHalf(static_cast<float>(value));
-      std::memcpy(out, &h, 2);
-      return;
-    }
-    case DType::kBF16: {
-      const uint16_t b = FloatToBF16(static_cast<float>(value));
-      std::memcpy(out, &b, 2);
-      return;
-    }
-    case DType::kF32:
-    case DType::kC64: {
-      const float f = static_cast<float>(value);
-      std::memcpy(out, &f, 4);
-      if (dtype == DType::kC64) std::memcpy(out + 4, &f, 4);
-      return;
-    }
-    case DType::kF64:
-    case DType::kC128: {
-      const double d = static_cast<double>(value);
-      std::memcpy(out, &d, 8);
-      if (dtype == DType::kC128) std::memcpy(out + 8, &d, 8);
-      return;
-    }
-  }
+  // Integers keep the low bits (C++20's conversion is modular); floats round.
+  const int components = dtype == DType::kC64 || dtype == DType::kC128 ? 2 : 1;
+  Dispatch(dtype, [&]<typename E>(int64_t width) {
+    for (int c = 0; c < components; ++c) E::Store(static_cast<typename E::Value>(value), out + c * width);
+  });
 }
 
 int64_t ExactIntegers(DType dtype) {

@@ -75,6 +75,17 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   return out;
 }
 
+void FillExchangeStep(PlanStep& step, const ExchangeDraft& d) {
+  step.op = StepOp::kExchange;
+  step.program = {ProgramOp{ProgramOp::Kind::kExchange, step.output_shard}};
+  step.time_us = d.time_us;
+  step.send_bytes = DeviceValues::Each(d.send_bytes);
+  step.recv_bytes = DeviceValues::Each(d.recv_bytes);
+  step.sends = DeviceValues::Each(d.sends);
+  step.recvs = DeviceValues::Each(d.recvs);
+  step.peak_bytes = DeviceValues::Each(d.peak);
+}
+
 ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Topology& topo) {
   ExchangeDraft out;
   if (parts.empty()) return out;

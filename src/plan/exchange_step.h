@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "reshard/collective_plan.h"
 #include "reshard/exchange.h"
 #include "reshard/topology.h"
 
@@ -36,6 +37,10 @@ ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, 
 // combine what arrives, lay out the output: StepCopiedBytes), its peak the
 // source and target shards, its staged boxes and everything it receives.
 ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Topology& topology);
+
+// Makes `step` the exchange step `d` prices (detailed): its op, its one
+// exchange program op over its output shard, time and per-device figures.
+void FillExchangeStep(PlanStep& step, const ExchangeDraft& d);
 
 }  // namespace reshard
 

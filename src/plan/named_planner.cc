@@ -276,15 +276,7 @@ void NamedPlanner::FillStructured(PlanStep& step, const StepDraft& d, const Plan
 
 std::vector<int64_t> NamedPlanner::FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo) {
   const ExchangeDraft d = DraftExchange(ex, topo, /*detailed=*/true);
-  step.op = StepOp::kExchange;
-  ProgramOp op{ProgramOp::Kind::kExchange, step.output_shard};
-  step.program = {op};
-  step.time_us = d.time_us;
-  step.send_bytes = DeviceValues::Each(d.send_bytes);
-  step.recv_bytes = DeviceValues::Each(d.recv_bytes);
-  step.sends = DeviceValues::Each(d.sends);
-  step.recvs = DeviceValues::Each(d.recvs);
-  step.peak_bytes = DeviceValues::Each(d.peak);
+  FillExchangeStep(step, d);
   return d.staged_bytes;
 }
 

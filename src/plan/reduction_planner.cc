@@ -48,13 +48,7 @@ Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target
   PlanStep step{StepOp::kExchange, source, target};
   step.input_shard = LargestTile(source);
   step.output_shard = LargestTile(target);
-  step.program = {ProgramOp{ProgramOp::Kind::kExchange, step.output_shard}};
-  step.time_us = d.time_us;
-  step.send_bytes = DeviceValues::Each(d.send_bytes);
-  step.recv_bytes = DeviceValues::Each(d.recv_bytes);
-  step.sends = DeviceValues::Each(d.sends);
-  step.recvs = DeviceValues::Each(d.recvs);
-  step.peak_bytes = DeviceValues::Each(d.peak);
+  FillExchangeStep(step, d);
   return step;
 }
 
