@@ -326,6 +326,9 @@ void RunPlan(const PlanCliOptions& o) {
     return;
   }
   const bool single_exchange = plan.steps().size() == 1 && plan.steps()[0].op == StepOp::kExchange;
+  // A reducing exchange (from partial sums) is one exchange per part: its
+  // traffic matrix sums them; its transfers are not listed.
+  const bool reducing = single_exchange && src.partial();
   if (o.pair.common.json || o.emit == "json") {
     // per_device is streamed row by row after the rest: it is the only part
     // that grows with the device count (2^24 devices fit in a few MB of memory).
@@ -333,7 +336,7 @@ void RunPlan(const PlanCliOptions& o) {
     j["strategy"] = o.pair.strategy;
     j["topology"] = options.topology.ToString();
     j["for"] = std::string(PlanTargetName(options.target));
-    const bool list_transfers = single_exchange && (o.transfers || plan.devices().size() <= 64);
+    const bool list_transfers = single_exchange && !reducing && (o.transfers || plan.devices().size() <= 64);
     // The transfers are written as they are produced (WriteTransfers), in
     // their place among the fields: they grow as devices squared.
     if (list_transfers) j["transfers"] = nullptr;
@@ -408,9 +411,14 @@ void RunPlan(const PlanCliOptions& o) {
     out << "memory cap: none (no plan fits the default cap; see --explain)\n";
   if (o.explain) PrintExplain(out, r);
   if (single_exchange && plan.devices().size() <= 4096) {
-    Exchange ex = Exchange::Create(src, dst).value();
-    TrafficMatrix matrix(ex.devices());
-    ex.ForEachTransfer([&](const Transfer& tr) { matrix.Add(tr.from, tr.to, tr.elements * src.element_bytes()); });
+    std::vector<Exchange> parts;
+    if (reducing)
+      parts = Exchange::CreateReducing(src, dst).value();
+    else
+      parts.push_back(Exchange::Create(src, dst).value());
+    TrafficMatrix matrix(parts.front().devices());
+    for (const Exchange& ex : parts)
+      ex.ForEachTransfer([&](const Transfer& tr) { matrix.Add(tr.from, tr.to, tr.elements * src.element_bytes()); });
     out << "\n";
     matrix.Print(out);
   }
