@@ -1,10 +1,11 @@
 #include "exec/reduce_kernel.h"
 
+#include "exec/copy_kernel.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <limits>
 #include <type_traits>
 
@@ -187,9 +188,7 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
     for (int32_t k = lo; k < hi; ++k) {
       const CopyOp& op = copies.ops[static_cast<size_t>(k)];
       if (first)
-        ForEachRun(copies, op, [&](int64_t dof, int64_t so) {
-          std::memcpy(out + dof, src + so, static_cast<size_t>(op.run_bytes));
-        });
+        RunCopy(copies, op, src, out, 0, CopyUnits(copies, op));  // the pack/unpack kernel's copy
       else
         RunCombine(copies, op, src, out, dtype, reduction.op);
     }
