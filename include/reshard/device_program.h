@@ -14,13 +14,16 @@
 // two buffers allow. Copies, dims and messages live in flat arrays (no heap
 // object per transfer).
 //
-// A step from a partial layout (a pending reduction, layout.h) to one without
-// is lowered part by part: for each part, the minimal exchange from the
-// devices that hold it to the output layout; a device sends only its own
-// part, so each pair of devices still exchanges at most one message, and
-// every output element receives one contribution of each part, combined at
-// the device that keeps it (a reduce-scatter, an all-reduce or a reducing
-// exchange alike). Equal partial layouts lower to local copies.
+// A step from or to a partial layout (a pending reduction, layout.h) is
+// lowered part by part (Exchange::CreateReducing): for each part, the
+// minimal exchange from the devices that hold it to the devices it is
+// routed to (every device of a target with no reduction, one part of a
+// partial target). A device sends only its own part, so each pair of
+// devices still exchanges at most one message, and every output element
+// receives one contribution of each part routed to it, combined at the
+// device that keeps it (a reduce-scatter, an all-reduce or a reducing
+// exchange alike); a partial target's devices that get no part hold the
+// identity. Equal partial layouts lower to local copies.
 //
 // Each step is lowered through the minimal exchange between the step's input
 // and output layouts (exchange.h): a structured collective (all-to-all,
@@ -39,6 +42,7 @@
 #ifndef RESHARD_DEVICE_PROGRAM_H_
 #define RESHARD_DEVICE_PROGRAM_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -123,6 +127,12 @@ struct DeviceProgram {
   // message has arrived. Empty and 0 on other steps.
   std::vector<int64_t> recv_part;
   int64_t local_part = 0;
+  // A step into a partial target: where no part is routed to this device
+  // (PartRoutes, exchange.h), its output as copies whose destinations are
+  // filled with `fill_element` (one element: the identity of the target's
+  // op) before any part is applied. Empty elsewhere.
+  CopyProgram fill;
+  std::vector<std::byte> fill_element;
 };
 
 // How a device's local buffer is laid out in memory. The layouts' local
@@ -187,10 +197,13 @@ struct StepProgram {
   // kExchange and no axes for a program compiled from an exchange.
   StepOp op = StepOp::kExchange;
   std::vector<int32_t> group_axes = {};
-  // The input layout's pending reduction where the step performs it (its
-  // input partial, its output not): parts >= 2. parts == 1 otherwise.
+  // A step compiled part by part (its input or its output partial, the two
+  // different): `reduction` is how receivers combine the parts routed to them
+  // (PartRoutes::combine) and the input's part count. Otherwise parts == 1
+  // and by_parts is false.
   Reduction reduction = {};
-  bool reduces() const { return reduction.parts > 1; }
+  bool by_parts = false;
+  bool reduces() const { return by_parts; }
   // The index of the plan step this program step runs: its own, except that
   // an all-reduce compiles to two program steps (see PlanProgram). 0 for a
   // program compiled from an exchange.

@@ -107,6 +107,36 @@ class ExchangePlan {
   std::vector<Transfer> transfers_;
 };
 
+// Where a reducing step sends each part of its source (Exchange::RouteParts).
+// Into a target with no reduction every part goes to every device, which
+// combines them all. Into a partial target (ops as in layout.h), each part
+// joins one part of the target, chosen among the target parts whose devices
+// hold it most (ties to the target part with fewest source parts so far);
+// target parts that get none hold the identity (0 for sum, the lowest value
+// for max, the highest for min). The target's reduction of its parts is then
+// the source's reduction of its parts:
+//   same op, sum, max or min: each target part reduces the source parts
+//     routed to it;
+//   avg into avg with as many parts: parts matched one to one (a receiver
+//     copies its one part: the two averages divide by the same count);
+//   a source with no reduction: its one part into one target part;
+//   otherwise (different ops, or avg with other part counts): every part
+//     into one target part, which holds the whole reduction; into an avg
+//     target, into every target part.
+struct PartRoutes {
+  // Per source part: the target part it joins, or -1: every target device.
+  std::vector<int64_t> to;
+  // How a receiver combines the parts it gets, in part order; avg sums them
+  // and divides by the source's part count (only where it gets them all).
+  ReduceOp combine = ReduceOp::kSum;
+  // The op whose identity fills target parts no part is routed to (a partial
+  // target's op); unused where every target device receives.
+  ReduceOp fill = ReduceOp::kSum;
+  // The source parts routed to a device of target part `part` (-1: a target
+  // with no reduction), ascending.
+  std::vector<int64_t> PartsInto(int64_t part) const;
+};
+
 class Exchange {
  public:
   // REQUIRES nothing; fails unless both layouts have the same shape and dtype,
@@ -118,15 +148,22 @@ class Exchange {
                                  std::function<int64_t(int64_t device)> group_key);
   // Create's checks alone, without building the exchange.
   static Status Validate(const Layout& source, const Layout& target);
-  // The reducing exchange from a partial `source` (layout.h) to a `target`
-  // with no reduction: for each part, in part order, the minimal exchange
-  // from the devices that hold that part (Layout::PartLayout) to the target.
-  // A device sends only its own part, so each element of the target gets one
-  // contribution of every part, and is combined at the device that keeps it.
-  // The one lowering of a reducing step: the planner prices it, the
-  // simulator and the compiled programs (device_program.h) run it.
-  // InvalidArgument unless the source is partial and the target is not.
+  // The reducing exchange: for each part of `source` (a layout with no
+  // reduction is one part), in part order, the minimal exchange from the
+  // devices that hold that part (Layout::PartLayout) to the devices its
+  // contributions go to (PartRoutes): every device of a target with no
+  // reduction, or one part of a partial target. A device sends only its own
+  // part, so each element gets one contribution of every part routed to it,
+  // combined at the device that keeps it. The one lowering of a step from or
+  // to a partial layout: the planner prices it, the simulator and the
+  // compiled programs (device_program.h) run it.
+  // InvalidArgument unless one of the layouts is partial and they differ;
+  // NotSupported where the dtype cannot be reduced (CheckReducible).
   static Result<std::vector<Exchange>> CreateReducing(const Layout& source, const Layout& target);
+  // The routes CreateReducing follows. REQUIRES: same devices' numbering;
+  // valid for any pair (a pair of layouts with no reduction: one part to
+  // every device).
+  static PartRoutes RouteParts(const Layout& source, const Layout& target);
 
   const Layout& source() const;
   const Layout& target() const;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"  // StagingShape
+#include "exec/reduce_kernel.h"  // StoreIdentity
 
 namespace reshard {
 namespace {
@@ -370,13 +371,14 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // The plan step this program step runs (all of it, or a half of an all-reduce).
     const PlanStep* ps = plan != nullptr && step.plan_step < static_cast<int64_t>(plan->steps().size())
                              ? &plan->steps()[static_cast<size_t>(step.plan_step)] : nullptr;
-    if (in.partial() && out.partial()) {
-      if (!(in == out))
-        return Status::NotSupported("a step between two different partial layouts (partial targets are not planned)");
+    std::optional<PartRoutes> routes;  // a step compiled part by part
+    if (in.partial() && in == out) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in.WithoutReduction(), out.WithoutReduction()));
       made.push_back(std::move(e));
-    } else if (in.partial()) {
-      step.reduction = in.reduction();
+    } else if (in.partial() || out.partial()) {
+      routes = Exchange::RouteParts(in, out);
+      step.by_parts = true;
+      step.reduction = Reduction{routes->combine, in.reduction().parts};
       RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
     } else if (exchange == nullptr && plan != nullptr && ps != nullptr && ps->input == in) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, static_cast<size_t>(step.plan_step)));
@@ -420,7 +422,15 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     std::stable_sort(by_receiver.begin(), by_receiver.end(),
                      [](const Item& a, const Item& b) { return std::pair(a.t->to, a.t->from) < std::pair(b.t->to, b.t->from); });
     if (step.reduces())
-      for (DeviceProgram& dp : step.devices) dp.local_part = in.PartOf(dp.device);
+      for (DeviceProgram& dp : step.devices) {
+        dp.local_part = in.PartOf(dp.device);
+        // A partial target's device that no part reaches holds the identity.
+        if (!out.partial() || out.TileOf(dp.device) < 0 || !routes->PartsInto(out.PartOf(dp.device)).empty()) continue;
+        const std::vector<int64_t> shape = out.LocalShape(dp.device), strides = out_strides_of(dp.device);
+        dp.fill.AddBox(shape, 0, strides, 0, strides, eb);
+        dp.fill_element.resize(static_cast<size_t>(eb));
+        StoreIdentity(routes->fill, out.dtype(), dp.fill_element.data());
+      }
     StagedBoxes staged;                       // one sender's boxes: restarts with each sender
     std::map<std::vector<int32_t>, int32_t> box_message;  // a staged box -> the message that stages it
     int64_t sender = -1;
@@ -487,6 +497,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.pack, dp.input_bytes, dp.send_bytes, s, dp.device, "pack"));
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.unpack, dp.recv_bytes, dp.output_bytes, s, dp.device, "unpack"));
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.local, dp.input_bytes, dp.output_bytes, s, dp.device, "local"));
+      RESHARD_RETURN_IF_ERROR(CheckCopies(dp.fill, dp.output_bytes, dp.output_bytes, s, dp.device, "fill"));
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.send_count, dp.send_offset, dp.send_bytes, s, dp.device, "send", dp.pack_owner));
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.recv_count, dp.recv_offset, dp.recv_bytes, s, dp.device, "receive"));
       for (size_t m = 0; m < dp.recv_peer.size(); ++m) {

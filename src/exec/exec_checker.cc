@@ -95,18 +95,19 @@ int64_t Wobble(int64_t g, int64_t p) {
 // Sum parts wobble only where parts + 1s stay well inside the exact range.
 bool SumWobbles(DType dtype, int64_t parts) { return 4 * parts <= ExactIntegers(dtype); }
 
-// The number element g holds in `layout` on a device of part `part`.
-int64_t NumberOf(const Layout& layout, int64_t part, int64_t g, TagScheme scheme) {
+// The number element g holds in a source of reduction `r` on a device of
+// part `part`.
+int64_t NumberOf(const Reduction& r, DType dtype, int64_t part, int64_t g, const TagScheme& scheme) {
   const int64_t n = g % scheme.modulus + 1;
-  if (!layout.partial()) return n;
-  const int64_t parts = layout.reduction().parts;
+  if (r.parts < 2) return n;
+  const int64_t parts = r.parts;
   const bool last = part + 1 == parts;
-  switch (layout.reduction().op) {
+  switch (r.op) {
     case ReduceOp::kAvg: return n;
     case ReduceOp::kMax: return last ? n : n - Wobble(g, part);
     case ReduceOp::kMin: return last ? n : n + Wobble(g, part);
     case ReduceOp::kSum: {
-      if (!SumWobbles(layout.dtype(), parts)) return last ? n : 0;
+      if (!SumWobbles(dtype, parts)) return last ? n : 0;
       if (!last) return Wobble(g, part);
       int64_t rest = n;
       for (int64_t q = 0; q + 1 < parts; ++q) rest -= Wobble(g, q);
@@ -116,18 +117,48 @@ int64_t NumberOf(const Layout& layout, int64_t part, int64_t g, TagScheme scheme
   return n;
 }
 
-// The expected bytes of element g.
-void Expect(const Layout& layout, int64_t part, int64_t g, TagScheme scheme, int64_t eb, std::byte* out) {
+int64_t Fold(int64_t a, int64_t b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return a + b;
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kMin: return std::min(a, b);
+  }
+  return a;
+}
+
+// The expected bytes of element g in a source layout (its device's part).
+void ExpectSource(const Layout& layout, int64_t part, int64_t g, const TagScheme& scheme, int64_t eb, std::byte* out) {
   if (scheme.modulus == 0)
     Tag(g, eb, out);
   else
-    StoreNumber(NumberOf(layout, part, g, scheme), layout.dtype(), out);
+    StoreNumber(NumberOf(layout.reduction(), layout.dtype(), part, g, scheme), layout.dtype(), out);
+}
+
+// The expected bytes of element g in a target layout: a partial target's
+// device of part `part` holds the source's parts routed to it, combined in
+// part order, or the identity where none is.
+void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int64_t g,
+                  const TagScheme& scheme, int64_t eb, std::byte* out) {
+  if (!layout.partial()) return ExpectSource(layout, 0, g, scheme, eb, out);  // the reduced value
+  if (routed.empty()) return StoreIdentity(scheme.routes.fill, layout.dtype(), out);
+  if (scheme.modulus == 0) return Tag(g, eb, out);  // the source had no reduction: its one part, copied
+  int64_t v = 0;
+  for (size_t i = 0; i < routed.size(); ++i) {
+    const int64_t x = NumberOf(scheme.source, layout.dtype(), routed[i], g, scheme);
+    v = i == 0 ? x : Fold(v, x, scheme.routes.combine);
+  }
+  if (scheme.routes.combine == ReduceOp::kAvg) v /= scheme.source.parts;
+  StoreNumber(v, layout.dtype(), out);
 }
 
 }  // namespace
 
-TagScheme TagSchemeFor(const Layout& source) {
-  if (!source.partial()) return {};
+TagScheme TagSchemeFor(const Layout& source, const Layout& target) {
+  TagScheme scheme;
+  scheme.source = source.reduction();
+  scheme.routes = Exchange::RouteParts(source, target);
+  if (!source.partial()) return scheme;
   const int64_t exact = ExactIntegers(source.dtype()), parts = source.reduction().parts;
   int64_t m = exact - 1;
   switch (source.reduction().op) {
@@ -136,16 +167,17 @@ TagScheme TagSchemeFor(const Layout& source) {
     case ReduceOp::kMax:
     case ReduceOp::kMin: break;
   }
-  return {std::max<int64_t>(1, m)};
+  scheme.modulus = std::max<int64_t>(1, m);
+  return scheme;
 }
 
-void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer, TagScheme scheme) {
+void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer, const TagScheme& scheme) {
   const int64_t eb = layout.element_bytes();
   const int64_t part = layout.PartOf(device);
-  ForEachLocal(layout, device, [&](int64_t i, int64_t g) { Expect(layout, part, g, scheme, eb, buffer.data() + i * eb); });
+  ForEachLocal(layout, device, [&](int64_t i, int64_t g) { ExpectSource(layout, part, g, scheme, eb, buffer.data() + i * eb); });
 }
 
-TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer, TagScheme scheme) {
+TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer, const TagScheme& scheme) {
   const int64_t eb = layout.element_bytes();
   TagCheck r;
   if (static_cast<int64_t>(buffer.size()) != layout.LocalBytes(device)) {
@@ -155,9 +187,10 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
   }
   std::byte want[16];
   const int64_t part = layout.PartOf(device);
+  const std::vector<int64_t> routed = layout.partial() ? scheme.routes.PartsInto(part) : std::vector<int64_t>{};
   ForEachLocal(layout, device, [&](int64_t i, int64_t g) {
     ++r.checked;
-    Expect(layout, part, g, scheme, eb, want);
+    ExpectTarget(layout, routed, g, scheme, eb, want);
     if (std::memcmp(want, buffer.data() + i * eb, static_cast<size_t>(eb)) != 0) {
       if (r.mismatches++ == 0)
         r.first_problem = fmt::format("device {} element {} (global index {}) holds a wrong value", device, i, g);
@@ -170,6 +203,7 @@ Status CheckCoverage(const PlanProgram& program) {
   const int64_t eb = program.element_bytes();
   for (size_t si = 0; si < program.steps().size(); ++si) {
     const int64_t parts = program.steps()[si].reduction.parts;  // 1 unless the step reduces
+    const bool by_parts = program.steps()[si].by_parts;
     for (const DeviceProgram& dp : program.steps()[si].devices) {
       std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
       // Adds the writes of ops [lo, hi) of `p`; an error where one leaves the output.
@@ -193,10 +227,30 @@ Status CheckCoverage(const PlanProgram& program) {
         }
         return Status::Ok();
       };
-      // Per part (a reducing step combines one contribution of each), and
-      // for the staged and the direct copies of the messages alike.
+      // Per part (a reducing step combines one contribution of each part
+      // that reaches the device), and for the staged and the direct copies
+      // of the messages alike; a device no part reaches, by its fill.
       for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
+        std::vector<bool> reaches(static_cast<size_t>(parts), !by_parts);
+        if (!dp.local.ops.empty() && dp.local_part < parts) reaches[static_cast<size_t>(dp.local_part)] = true;
+        for (size_t m = 0; m + 1 < begin->size(); ++m)
+          if ((*begin)[m] < (*begin)[m + 1]) reaches[static_cast<size_t>(dp.recv_part.empty() ? 0 : dp.recv_part[m])] = true;
+        const bool reached = std::find(reaches.begin(), reaches.end(), true) != reaches.end();
+        if (reached && !dp.fill.ops.empty())
+          return Status::InvalidArgument(fmt::format("step {}: device {} is filled with the identity and also receives parts", si, dp.device));
+        if (!reached && !dp.fill.ops.empty()) {
+          std::fill(writes.begin(), writes.end(), 0);
+          RESHARD_RETURN_IF_ERROR(count(dp.fill, 0, dp.fill.ops.size()));
+          for (size_t e = 0; e < writes.size(); ++e)
+            if (writes[e] != 1)
+              return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is filled {} times", si,
+                                                         dp.device, e, writes[e]));
+          continue;
+        }
+        if (!reached && !writes.empty())
+          return Status::InvalidArgument(fmt::format("step {}: device {}'s output is never written", si, dp.device));
         for (int64_t part = 0; part < parts; ++part) {
+          if (!reaches[static_cast<size_t>(part)]) continue;
           std::fill(writes.begin(), writes.end(), 0);
           if (dp.local_part == part) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
           for (size_t m = 0; m + 1 < begin->size(); ++m)
@@ -218,16 +272,18 @@ Status CheckCoverage(const PlanProgram& program) {
 
 void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads) {
   ThreadPool pool(threads);
+  const TagScheme scheme = TagSchemeFor(program.source(), program.target());
   pool.ParallelFor(static_cast<int64_t>(sources.size()),
-                   [&](int64_t i) { FillTags(program.source(), program.devices()[i], sources[i], TagSchemeFor(program.source())); });
+                   [&](int64_t i) { FillTags(program.source(), program.devices()[i], sources[i], scheme); });
 }
 
 TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads) {
   ThreadPool pool(threads);
   TagCheck all;
   std::mutex mu;
+  const TagScheme scheme = TagSchemeFor(program.source(), program.target());
   pool.ParallelFor(static_cast<int64_t>(targets.size()), [&](int64_t i) {
-    TagCheck c = CheckTags(program.target(), program.devices()[i], targets[i], TagSchemeFor(program.source()));
+    TagCheck c = CheckTags(program.target(), program.devices()[i], targets[i], scheme);
     std::lock_guard<std::mutex> lock(mu);
     all.checked += c.checked;
     all.mismatches += c.mismatches;
@@ -254,7 +310,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
     sources[i] = src[i];
     targets[i] = dst[i];
   }
-  const TagScheme scheme = TagSchemeFor(program.source());
+  const TagScheme scheme = TagSchemeFor(program.source(), program.target());
   pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { FillTags(program.source(), program.devices()[i], src[i], scheme); });
   CheckReport report;
   std::mutex mu;

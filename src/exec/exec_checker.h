@@ -26,6 +26,7 @@
 #include <string>
 
 #include "reshard/device_program.h"
+#include "reshard/exchange.h"
 #include "reshard/executor.h"
 #include "reshard/layout.h"
 
@@ -38,25 +39,32 @@ namespace reshard {
 // a partial layout's part values reduce to n (sum: parts of 0 or 1 and a last
 // part making up the rest; avg: n in every part; max: n - 0 or 1 and n; min:
 // n + 0 or 1 and n), so a part lost, doubled or taken from another element of
-// a different n changes the result.
+// a different n changes the result. A partial target's device holds the
+// source's parts routed to its part (Exchange::RouteParts) combined in part
+// order, or the identity where none is: checked exactly, and the target's
+// own reduction of those is n again.
 struct TagScheme {
-  int64_t modulus = 0;  // 0: bit tags
+  int64_t modulus = 0;      // 0: bit tags (the source is not partial)
+  Reduction source = {};    // the source's reduction
+  PartRoutes routes = {};   // where its parts go
 };
-// The scheme for a reshard from `source`: numbers where it is partial.
-TagScheme TagSchemeFor(const Layout& source);
+// The scheme for a reshard from `source` to `target`: numbers where the
+// source is partial.
+TagScheme TagSchemeFor(const Layout& source, const Layout& target);
 
-// Writes device's local buffer of `layout` with every element's tag (a
+// Writes device's local buffer of `source` with every element's tag (a
 // partial layout's: the device's part of it).
-// REQUIRES: buffer.size() == layout.LocalBytes(device).
-void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer, TagScheme scheme = {});
+// REQUIRES: buffer.size() == source.LocalBytes(device).
+void FillTags(const Layout& source, int64_t device, std::span<std::byte> buffer, const TagScheme& scheme = {});
 
 struct TagCheck {
   int64_t checked = 0, mismatches = 0;
   std::string first_problem = {};
 };
-// Compares device's local buffer of `layout` with the tags.
-// A partial layout's: the device's part.
-TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer, TagScheme scheme = {});
+// Compares device's local buffer of `layout`, a target (or a step's output)
+// of the reshard `scheme` describes, with the tags. A partial layout's: the
+// parts routed to the device's part.
+TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::byte> buffer, const TagScheme& scheme = {});
 
 // FillTags / CheckTags over every device of the program's source / target
 // (TagSchemeFor its source),

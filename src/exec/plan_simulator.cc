@@ -3,7 +3,9 @@
 // each step's result against the step's stated output layout.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <set>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -77,9 +79,9 @@ Tag Combine(Tag a, Tag b, ReduceOp op) {
   return a;
 }
 
-// The tags `device` must hold for `layout` in a buffer of `shape`
-// (padding positions 0); nullopt if the layout's shard does not fit. Where
-// the layout is partial, the values of the device's part (PartValue).
+// The tags of the elements `device` holds of `layout` in a buffer of
+// `shape` (padding positions 0), before any partial value is taken
+// (PlanRun::ValueOf); nullopt if the layout's shard does not fit.
 std::optional<std::vector<Tag>> Expected(const Layout& l, int64_t device, const std::vector<int64_t>& shape) {
   const auto map = LocalToGlobal(l, device, shape);
   for (int64_t d = 0; d < l.rank(); ++d)
@@ -101,11 +103,11 @@ std::optional<std::vector<Tag>> Expected(const Layout& l, int64_t device, const 
       }
     out = std::move(next);
   }
-  if (l.partial())
-    for (Tag& t : out)
-      if (t != 0) t = PartValue(t, l.PartOf(device), l.reduction().parts, l.reduction().op);
   return out;
 }
+
+// The identity of `op` among tags.
+Tag Identity(ReduceOp op) { return op == ReduceOp::kMin ? std::numeric_limits<Tag>::max() : 0; }
 
 std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
@@ -140,8 +142,27 @@ void CopyBox(const Buffer& in, const std::vector<int64_t>& from, Buffer& out, co
 
 class PlanRun {
  public:
-  PlanRun(const CollectivePlan& plan, SimulationReport& report) : plan_(plan), report_(report) {
+  PlanRun(const CollectivePlan& plan, SimulationReport& report)
+      : plan_(plan), report_(report), routes_(Exchange::RouteParts(plan.source(), plan.target())) {
     if (plan.mesh()) positions_.emplace(*plan.mesh());
+  }
+
+  // The value `device` holds of the element tagged t in `layout`: the tag,
+  // or where the layout is partial its part: the source's (PartValue), or a
+  // partial target's, the source's parts routed to it combined (or the
+  // identity where none is).
+  Tag ValueOf(const Layout& l, int64_t device, Tag t) const {
+    if (!l.partial() || t == 0) return t;
+    const Reduction& r = plan_.source().reduction();
+    if (l == plan_.source()) return PartValue(t, l.PartOf(device), r.parts, r.op);
+    const std::vector<int64_t> parts = routes_.PartsInto(l.PartOf(device));
+    if (parts.empty()) return Identity(routes_.fill);
+    Tag v = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Tag p = r.parts > 1 ? PartValue(t, parts[i], r.parts, r.op) : t;
+      v = i == 0 ? p : Combine(v, p, routes_.combine);
+    }
+    return routes_.combine == ReduceOp::kAvg ? v / static_cast<Tag>(r.parts) : v;
   }
 
   void Problem(const std::string& what) {
@@ -153,7 +174,10 @@ class PlanRun {
     for (int64_t dev : plan_.devices()) {
       Buffer b;
       b.shape = shape.empty() ? layout.LocalShape(dev) : shape;
-      if (layout.TileOf(dev) >= 0) b.data = *Expected(layout, dev, b.shape);  // devices holding nothing: no data
+      if (layout.TileOf(dev) >= 0) {  // devices holding nothing: no data
+        b.data = *Expected(layout, dev, b.shape);
+        for (Tag& t : b.data) t = ValueOf(layout, dev, t);
+      }
       buffers_[dev] = std::move(b);
     }
   }
@@ -175,11 +199,12 @@ class PlanRun {
       for (size_t i = 0; i < want->size(); ++i) {
         if ((*want)[i] == 0) continue;  // padding: any value
         if (!step) ++report_.elements_checked;  // counted once, at the end
-        if (b.data[i] != (*want)[i]) {
+        if (b.data[i] != ValueOf(layout, dev, (*want)[i])) {
           ++report_.mismatches;
-          Problem(fmt::format("after step {} ({}): device {} position {} holds {} instead of global element {}",
+          Problem(fmt::format("after step {} ({}): device {} position {} holds {} instead of {}global element {}",
                               step_index, step ? StepOpName(step->op) : "start", dev, i,
-                              b.data[i] == 0 ? std::string("padding") : std::to_string(b.data[i] - 1), (*want)[i] - 1));
+                              b.data[i] == 0 ? std::string("padding") : std::to_string(b.data[i] - 1),
+                              layout.partial() ? "its part of " : "", (*want)[i] - 1));
         }
       }
     }
@@ -319,36 +344,41 @@ class PlanRun {
         return true;
       }
       case ProgramOp::Kind::kExchange: {
-        // The minimal exchange; from partial sums, one per part, each part's
-        // contributions combined into the output in part order.
+        // The minimal exchange; from or to partial sums, one per source part
+        // (Exchange::CreateReducing), each device combining the parts routed
+        // to it in part order; a partial target's devices no part reaches
+        // hold the identity.
         std::vector<Exchange> exchanges;
-        const bool reducing = step.input.partial();
+        const bool reducing = (step.input.partial() || step.output.partial()) && !(step.input == step.output);
         if (reducing) {
           Result<std::vector<Exchange>> parts = Exchange::CreateReducing(step.input, step.output);
           if (!parts.ok()) return fail(parts.status().message());
           exchanges = std::move(parts).value();
         } else {
-          Result<Exchange> ex = Exchange::Create(step.input, step.output);
+          Result<Exchange> ex = Exchange::Create(step.input.WithoutReduction(), step.output.WithoutReduction());
           if (!ex.ok()) return fail(ex.status().message());
           exchanges.push_back(std::move(ex).value());
         }
+        const PartRoutes routes = Exchange::RouteParts(step.input, step.output);
         for (int64_t dev : plan_.devices()) {
           Buffer out;
           out.shape = Padded(step) ? step.output_shard : step.output.LocalShape(dev);
-          if (Padded(step) || step.output.TileOf(dev) >= 0) out.data.assign(Product(out.shape), 0);
+          const bool filled = reducing && step.output.partial() && step.output.TileOf(dev) >= 0 &&
+                              routes.PartsInto(step.output.PartOf(dev)).empty();
+          if (Padded(step) || step.output.TileOf(dev) >= 0) out.data.assign(Product(out.shape), filled ? Identity(routes.fill) : 0);
           next[dev] = std::move(out);
           hold(dev, static_cast<int64_t>(buffers_[dev].data.size() + next[dev].data.size()) * eb);
         }
         std::map<int64_t, int64_t> staged;
         StagedBoxes boxes;  // the whole plan's transfers: (sender, box) pairs
-        const ReduceOp reduce = step.input.reduction().op;
+        std::set<int64_t> written;  // devices some part has reached
         for (size_t part = 0; part < exchanges.size(); ++part) {
           const ExchangePlan xp = exchanges[part].Plan();
-          std::map<int64_t, Buffer> got = reducing ? next : std::map<int64_t, Buffer>{};
-          std::map<int64_t, Buffer>& into = reducing ? got : next;
+          std::map<int64_t, Buffer> got;
           for (const Transfer& t : xp.transfers()) {
             const Buffer& in = buffers_.at(t.from);
-            Buffer& out = into.at(t.to);
+            if (reducing && got.find(t.to) == got.end()) got[t.to] = next.at(t.to);
+            Buffer& out = reducing ? got.at(t.to) : next.at(t.to);
             CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
                      reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
             if (t.from != t.to) {
@@ -357,13 +387,15 @@ class PlanRun {
             }
           }
           if (!reducing) continue;
-          for (auto& [dev, b] : next)
-            for (size_t e = 0; e < b.data.size(); ++e)
-              b.data[e] = part == 0 ? got[dev].data[e] : Combine(b.data[e], got[dev].data[e], reduce);
+          for (auto& [dev, g] : got) {
+            Buffer& b = next.at(dev);
+            const bool first = written.insert(dev).second;
+            for (size_t e = 0; e < b.data.size(); ++e) b.data[e] = first ? g.data[e] : Combine(b.data[e], g.data[e], routes.combine);
+          }
         }
-        if (reducing && reduce == ReduceOp::kAvg)
-          for (auto& [dev, b] : next)
-            for (Tag& t : b.data) t /= static_cast<Tag>(exchanges.size());
+        if (reducing && routes.combine == ReduceOp::kAvg)
+          for (int64_t dev : written)
+            for (Tag& t : next.at(dev).data) t /= static_cast<Tag>(exchanges.size());
         for (auto& [dev, s] : staged) peak[dev] += s;
         buffers_ = std::move(next);
         return true;
@@ -421,6 +453,7 @@ class PlanRun {
     return pos;
   }
   std::map<int64_t, Buffer> buffers_;
+  PartRoutes routes_;  // where a partial target's values come from
 };
 
 }  // namespace

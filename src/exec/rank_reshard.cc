@@ -156,7 +156,8 @@ struct StepRun {
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
   Reduction reduction = {};
   DType dtype = DType::kF32;
-  bool reduces() const { return reduction.parts > 1; }
+  bool by_parts = false;  // StepProgram::by_parts
+  bool reduces() const { return by_parts; }
   int64_t plan_step = 0;  // StepProgram::plan_step
 };
 
@@ -295,6 +296,7 @@ Status RankReshard::State::Prepare() {
     s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
     const DeviceProgram& p = *s.program;
     s.reduction = sp.reduction;
+    s.by_parts = sp.by_parts;
     s.plan_step = sp.plan_step;
     s.dtype = pp.layouts()[i].dtype();
     for (int64_t peer : p.send_peer) s.send_rank.push_back(PeerRank(peer));

@@ -217,7 +217,7 @@ TEST(RankReshard, PartialAvgLeavesTheGapsOfALeadingDimension) {
            RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target, o));
            std::vector<std::byte> src(static_cast<size_t>(r.source_bytes()));
            std::vector<std::byte> dst(static_cast<size_t>(r.target_bytes()), std::byte{0x5A});
-           const TagScheme scheme = TagSchemeFor(source);
+           const TagScheme scheme = TagSchemeFor(source, target);
            FillTags(source, rank, src, scheme);
            RESHARD_RETURN_IF_ERROR(r.Execute(src, dst).status());
            // Back to tight row-major to check; the gap rows stay 0x5A.

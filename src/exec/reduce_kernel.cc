@@ -184,34 +184,59 @@ void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t part
 void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType dtype, const std::byte* in,
                        const CopyProgram& received, const std::vector<int32_t>& begin,
                        const std::function<const std::byte*(size_t m)>& received_base, std::byte* out) {
-  auto apply = [&](const CopyProgram& copies, int32_t lo, int32_t hi, const std::byte* src, bool first) {
+  const int64_t eb = ByteSize(dtype);
+  // A device of a partial target no part is routed to holds the identity.
+  for (const CopyOp& op : p.fill.ops)
+    ForEachRun(p.fill, op, [&](int64_t dof, int64_t) {
+      for (int64_t b = 0; b < op.run_bytes; b += eb) std::memcpy(out + dof + b, p.fill_element.data(), static_cast<size_t>(eb));
+    });
+  // The first part that reaches this device writes every output element
+  // once; later ones combine with it.
+  int64_t first = p.local.ops.empty() ? reduction.parts : p.local_part;
+  for (size_t m = 0; m < p.recv_part.size(); ++m) first = std::min(first, p.recv_part[m]);
+  auto apply = [&](const CopyProgram& copies, int32_t lo, int32_t hi, const std::byte* src, bool writes) {
     for (int32_t k = lo; k < hi; ++k) {
       const CopyOp& op = copies.ops[static_cast<size_t>(k)];
-      if (first)
+      if (writes)
         RunCopy(copies, op, src, out, 0, CopyUnits(copies, op));  // the pack/unpack kernel's copy
       else
         RunCombine(copies, op, src, out, dtype, reduction.op);
     }
   };
-  for (int64_t part = 0; part < reduction.parts; ++part) {
-    if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, part == 0);
+  for (int64_t part = first; part < reduction.parts; ++part) {
+    if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, part == first);
     for (size_t m = 0; m < p.recv_part.size(); ++m)
-      if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), part == 0);
+      if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), part == first);
   }
   if (reduction.op != ReduceOp::kAvg) return;
   // Divide what the copies wrote, run by run: a target with a leading
   // dimension has bytes between its columns that are the caller's.
-  const int64_t eb = ByteSize(dtype);
   auto divide = [&](const CopyProgram& copies, int32_t lo, int32_t hi) {
     for (int32_t k = lo; k < hi; ++k) {
       const CopyOp& op = copies.ops[static_cast<size_t>(k)];
       ForEachRun(copies, op, [&](int64_t dof, int64_t) { DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts); });
     }
   };
-  // Part 0's copies write every output element once.
-  if (p.local_part == 0) divide(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
+  // The first part's copies write every output element once.
+  if (p.local_part == first) divide(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
   for (size_t m = 0; m < p.recv_part.size(); ++m)
-    if (p.recv_part[m] == 0) divide(received, begin[m], begin[m + 1]);
+    if (p.recv_part[m] == first) divide(received, begin[m], begin[m + 1]);
+}
+
+void StoreIdentity(ReduceOp op, DType dtype, std::byte* out) {
+  const int components = dtype == DType::kC64 || dtype == DType::kC128 ? 2 : 1;
+  Dispatch(dtype, [&]<typename E>(int64_t width) {
+    using V = typename E::Value;
+    V v = V{};
+    if (op == ReduceOp::kMax || op == ReduceOp::kMin) {
+      const bool max = op == ReduceOp::kMax;
+      if constexpr (std::numeric_limits<V>::has_infinity)
+        v = max ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::infinity();
+      else
+        v = max ? std::numeric_limits<V>::lowest() : std::numeric_limits<V>::max();
+    }
+    for (int c = 0; c < components; ++c) E::Store(v, out + c * width);
+  });
 }
 
 void StoreNumber(int64_t value, DType dtype, std::byte* out) {

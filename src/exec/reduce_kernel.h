@@ -35,13 +35,20 @@ void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, st
 // Divides each of `elements` elements at `data` by `parts` (avg's last step).
 void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts);
 
-// A reducing step's local and received copies on one device, in part order:
+// A reducing step's local and received copies on one device, in part order
+// (the first part that reaches the device writes, later ones combine; avg
+// then divides what the first wrote), after the device's identity fill
+// (DeviceProgram::fill, a partial target's device no part is routed to):
 // `received` and `begin` are the copies of each received message (the
 // unpack or direct copies), message m's read from received_base(m).
 // REQUIRES: the step reduces (p.recv_part filled); every message received.
 void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType dtype, const std::byte* in,
                        const CopyProgram& received, const std::vector<int32_t>& begin,
                        const std::function<const std::byte*(size_t m)>& received_base, std::byte* out);
+
+// Writes the identity of `op` as one element of `dtype`: 0 for sum and avg,
+// for max the lowest value (-inf for floats), for min the highest.
+void StoreIdentity(ReduceOp op, DType dtype, std::byte* out);
 
 // Writes the integer `value` as one element of `dtype` (integers keep the
 // low bits; floats round; complex values take it as both components).

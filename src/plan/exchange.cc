@@ -1,6 +1,8 @@
 #include "reshard/exchange.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "plan/dim_overlap.h"
 
@@ -228,13 +230,75 @@ std::vector<Box> ExchangePlan::Boxes(const Transfer& t) const {
   return out;
 }
 
+std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
+  std::vector<int64_t> parts;
+  for (size_t p = 0; p < to.size(); ++p)
+    if (to[p] < 0 || to[p] == part) parts.push_back(static_cast<int64_t>(p));
+  return parts;
+}
+
+PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
+  const int64_t P = source.reduction().parts, Q = target.reduction().parts;
+  const ReduceOp sop = source.reduction().op, top = target.reduction().op;
+  PartRoutes r;
+  r.combine = P > 1 ? sop : ReduceOp::kSum;  // one part is a copy, whatever the op
+  r.fill = top;
+  r.to.assign(static_cast<size_t>(P), -1);
+  if (!target.partial()) return r;
+  // How many devices hold source part p and target part q (by tiles held).
+  std::map<std::pair<int64_t, int64_t>, int64_t> shared;
+  for (int64_t dev : target.devices())
+    if (target.TileOf(dev) >= 0 && source.TileOf(dev) >= 0) ++shared[{source.PartOf(dev), target.PartOf(dev)}];
+  auto overlap = [&](int64_t p, int64_t q) {
+    auto it = shared.find({p, q});
+    return it == shared.end() ? int64_t{0} : it->second;
+  };
+  std::vector<int64_t> load(static_cast<size_t>(Q), 0);
+  // The target part for source part p among `free` ones: most shared devices, then least loaded, then lowest.
+  auto best = [&](int64_t p, const std::vector<bool>& taken) {
+    int64_t b = -1;
+    for (int64_t q = 0; q < Q; ++q) {
+      if (taken[static_cast<size_t>(q)]) continue;
+      if (b < 0 || overlap(p, q) > overlap(p, b) ||
+          (overlap(p, q) == overlap(p, b) && load[static_cast<size_t>(q)] < load[static_cast<size_t>(b)]))
+        b = q;
+    }
+    return b;
+  };
+  const std::vector<bool> none(static_cast<size_t>(Q), false);
+  const bool same_op = P == 1 || sop == top;
+  if (same_op && top != ReduceOp::kAvg) {
+    for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, none))];
+    return r;
+  }
+  if (same_op && P == Q) {  // avg into avg: one to one, each receiver copies its part
+    std::vector<bool> taken(static_cast<size_t>(Q), false);
+    for (int64_t p = 0; p < P; ++p) taken[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, taken))] = true;
+    r.combine = ReduceOp::kSum;
+    return r;
+  }
+  if (top == ReduceOp::kAvg) return r;  // the whole reduction into every target part
+  int64_t into = 0, most = -1;  // the target part sharing most devices with the source's parts
+  for (int64_t q = 0; q < Q; ++q) {
+    int64_t s = 0;
+    for (int64_t p = 0; p < P; ++p) s += overlap(p, q);
+    if (s > most) most = s, into = q;
+  }
+  std::fill(r.to.begin(), r.to.end(), into);
+  return r;
+}
+
 Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, const Layout& target) {
-  if (!source.partial() || target.partial())
-    return Status::InvalidArgument("a reducing exchange goes from a partial layout to one with no pending reduction");
-  RESHARD_RETURN_IF_ERROR(CheckReducible(source.dtype(), source.reduction().op));
+  if (!(source.partial() || target.partial()) || source == target)
+    return Status::InvalidArgument("a reducing exchange goes from or to a partial layout, between different layouts");
+  if (source.partial()) RESHARD_RETURN_IF_ERROR(CheckReducible(source.dtype(), source.reduction().op));
+  if (target.partial()) RESHARD_RETURN_IF_ERROR(CheckReducible(target.dtype(), target.reduction().op));
+  const PartRoutes routes = RouteParts(source, target);
+  const Layout every = target.WithoutReduction();
   std::vector<Exchange> parts;
   for (int64_t part = 0; part < source.reduction().parts; ++part) {
-    RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source.PartLayout(part), target));
+    const int64_t into = routes.to[static_cast<size_t>(part)];
+    RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source.PartLayout(part), into < 0 ? every : target.PartLayout(into)));
     parts.push_back(std::move(e));
   }
   return parts;

@@ -86,7 +86,7 @@ void FillExchangeStep(PlanStep& step, const ExchangeDraft& d) {
   step.peak_bytes = DeviceValues::Each(d.peak);
 }
 
-ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Topology& topo) {
+ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topo) {
   ExchangeDraft out;
   if (parts.empty()) return out;
   const std::vector<int64_t>& devices = parts.front().devices();
@@ -123,7 +123,7 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const To
   for (size_t i = 0; i < n; ++i) {
     const int64_t dev = devices[i];
     messages = std::max(messages, DeviceMessageTime(topo, send_time[i], recv_time[i]));
-    const int64_t target_bytes = parts.front().target().LocalBytes(dev);
+    const int64_t target_bytes = target.LocalBytes(dev);
     copies = std::max(copies, StepCopiedBytes(StepOp::kReduceScatter, out.send_bytes[i], target_bytes));
     int64_t shard = 0;  // the device's partial shard: in whichever part's layout holds it
     for (const Exchange& ex : parts) shard = std::max(shard, ex.source().LocalBytes(dev));

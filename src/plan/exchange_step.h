@@ -36,7 +36,9 @@ ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, 
 // of its send and receive sums, its copies priced as a reduction's (pack,
 // combine what arrives, lay out the output: StepCopiedBytes), its peak the
 // source and target shards, its staged boxes and everything it receives.
-ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Topology& topology);
+// `target`: the step's output layout (a partial target's devices hold a shard
+// whether or not a part is routed to them).
+ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topology);
 
 // Makes `step` the exchange step `d` prices (detailed): its op, its one
 // exchange program op over its output shard, time and per-device figures.

@@ -91,8 +91,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
   const bool comparable = source.shape() == target.shape() && source.dtype() == target.dtype();
   const int64_t floor = comparable ? MaxLocalBytes(source) + MaxLocalBytes(target) : 0;
   if (comparable && source.partial() && !target.partial()) return PlanReduction(source, target, options, 2 * floor);
-  if (comparable && (source.partial() || target.partial()))
-    return RefuseWithBound(source, target, "a target with a pending reduction (partial sums) is not planned yet");
+  if (comparable && target.partial()) return PlanPartialTarget(source, target, options, 2 * floor);
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source, target));
   PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;

@@ -44,7 +44,7 @@ struct Candidate {
 // The reducing exchange as the one step from source to target.
 Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology) {
   RESHARD_ASSIGN_OR_RETURN(std::vector<Exchange> parts, Exchange::CreateReducing(source, target));
-  const ExchangeDraft d = DraftReducingExchange(parts, topology);
+  const ExchangeDraft d = DraftReducingExchange(parts, target, topology);
   PlanStep step{StepOp::kExchange, source, target};
   step.input_shard = LargestTile(source);
   step.output_shard = LargestTile(target);
@@ -66,7 +66,44 @@ PlanResult ExchangePlanResult(const Layout& source, const Layout& target, PlanSt
   return result;
 }
 
+// The plan of the reducing exchange alone (`exchange`, where the target and
+// strategy allow one) under `cap`, soft unless the caller set it; else
+// NotSupported with the bound, saying `why`.
+Result<PlanResult> ReducingExchangeOnly(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                        int64_t cap, std::optional<PlanStep> exchange, const std::string& why) {
+  if (!exchange) return RefuseWithBound(source, target, why + ", and the target or strategy allows no ragged exchange");
+  PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};
+  r.memory_cap_bytes = cap;
+  if (exchange->peak_bytes.Max() > cap) {
+    if (options.memory_cap_bytes > 0)
+      return Status::InvalidArgument(fmt::format("no plan fits the memory cap of {} bytes per device: the reducing exchange needs {}",
+                                                 cap, exchange->peak_bytes.Max()));
+    r.memory_cap_bytes = 0;
+    r.memory_cap_lifted = true;
+    r.candidates.push_back(PlanCandidate{
+        {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+  }
+  return ExchangePlanResult(source, target, std::move(*exchange), std::move(r));
+}
+
 }  // namespace
+
+Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                     int64_t default_cap) {
+  for (const Layout* l : {&source, &target})
+    if (l->partial())
+      if (Status reducible = CheckReducible(l->dtype(), l->reduction().op); !reducible.ok())
+        return RefuseWithBound(source, target, reducible.message());
+  RESHARD_RETURN_IF_ERROR(Exchange::Validate(source.WithoutReduction(), target.WithoutReduction()));
+  const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
+  std::optional<PlanStep> exchange;
+  if (options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {
+    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
+    exchange = std::move(step);
+  }
+  return ReducingExchangeOnly(source, target, options, cap, std::move(exchange),
+                              "a target with a pending reduction is reached by the reducing exchange alone");
+}
 
 Status RefuseWithBound(const Layout& source, const Layout& target, const std::string& why) {
   const LowerBound lb = ComputeLowerBound(source, target);
@@ -87,21 +124,8 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     exchange = std::move(step);
   }
   // The plan of the reducing exchange alone, where no structured plan applies.
-  auto exchange_only = [&](const std::string& why) -> Result<PlanResult> {
-    if (!exchange) return RefuseWithBound(source, target, why + ", and the target or strategy allows no ragged exchange");
-    PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};
-    r.memory_cap_bytes = cap;
-    if (exchange->peak_bytes.Max() > cap) {
-      if (options.memory_cap_bytes > 0)
-        return Status::InvalidArgument(fmt::format(
-            "no plan fits the memory cap of {} bytes per device: the reducing exchange needs {}", cap,
-            exchange->peak_bytes.Max()));
-      r.memory_cap_bytes = 0;
-      r.memory_cap_lifted = true;
-      r.candidates.push_back(PlanCandidate{
-          {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
-    }
-    return ExchangePlanResult(source, target, std::move(*exchange), std::move(r));
+  auto exchange_only = [&](const std::string& why) {
+    return ReducingExchangeOnly(source, target, options, cap, std::move(exchange), why);
   };
   if (options.strategy == Strategy::kExchange) return exchange_only("the exchange strategy asks for the reducing exchange");
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;

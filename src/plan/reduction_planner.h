@@ -43,6 +43,14 @@ namespace reshard {
 Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options,
                                  int64_t default_cap);
 
+// Plans into a layout with a pending reduction (`target.partial()`), from any
+// layout of its shape and dtype other than itself: one reducing exchange
+// (Exchange::CreateReducing), each source part routed into one part of the
+// target (PartRoutes), where the target and strategy allow a ragged exchange;
+// NotSupported with the lower bound otherwise. No structured candidates.
+Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                     int64_t default_cap);
+
 // NotSupported(`why`), with the bytes any plan must receive (the lower bound).
 Status RefuseWithBound(const Layout& source, const Layout& target, const std::string& why);
 

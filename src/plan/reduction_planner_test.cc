@@ -52,13 +52,17 @@ TEST(ReductionPlanner, IssueRowsByBytes) {
   }
 }
 
-// What is not planned is refused with the bound: partial targets, and
-// reductions not over whole mesh axes.
+// What is not planned is refused with the bound: partial targets where
+// the target has no ragged exchange, and reductions not over whole mesh axes
+// there too.
 TEST(ReductionPlanner, RefusesWhatItCannotPlanWithTheBound) {
   const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
   PlannerOptions o;
   o.meshes = {m};
-  Result<PlanResult> p = PlanReshard(Parse("P('x', None)", m), Parse("P('x', None, unreduced={'y'})", m), o);
+  // A partial target is reached by the reducing exchange alone: refused where the target has no ragged exchange.
+  PlannerOptions cpu = o;
+  cpu.target = PlanTarget::kJaxCpu;
+  Result<PlanResult> p = PlanReshard(Parse("P('x', None)", m), Parse("P('x', None, unreduced={'y'})", m), cpu);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Status::Code::kNotSupported);
   EXPECT_NE(p.status().message().find("at least"), std::string::npos) << p.status();
@@ -132,6 +136,63 @@ TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {
     Result<CheckReport> run = RunChecked(PlanProgram::Compile(p->plan).value(), 2, t);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_TRUE(run->ok()) << run->first_problem;
+  }
+}
+
+// Targets with a pending reduction: one reducing exchange, each source part
+// routed into one part of the target (PartRoutes), exact in every executor
+// and in every reducible dtype, the bytes as planned.
+TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  struct Row {
+    const char *from, *to;
+    int64_t max_recv;  // bytes into the busiest device, f32
+  } rows[] = {
+      // The y = 0 devices keep their rows; the y = 1 devices hold zeros.
+      {"P('x', None)", "P('x', None, unreduced={'y'})", 0},
+      // Each device keeps half of its own part.
+      {"P(None, None, unreduced={'x'})", "P('y', None, unreduced={'x'})", 0},
+      // x's 4 parts into y's 2: each y half sums two x parts; a device
+      // holding neither of its half's parts receives both (2 x 1024 B).
+      {"P(None, None, unreduced={'x'})", "P(None, None, unreduced={'y'})", 2048},
+      // Each part gathers its other half of the rows over y (8 x 16 x 4 B).
+      {"[Partial(), Shard(0)]", "[Partial(), Replicate()]", 512},
+      {"[Partial('avg'), Shard(0)]", "[Partial('avg'), Replicate()]", 512},
+      {"[Partial('max'), Replicate()]", "[Replicate(), Partial('max')]", -1},
+      {"[Partial('sum'), Replicate()]", "[Replicate(), Partial('max')]", -1},
+      {"[Partial('avg'), Replicate()]", "[Replicate(), Partial('avg')]", -1},
+      {"[Replicate(), Shard(1)]", "[Partial('min'), Shard(1)]", 0},
+      {"[Shard(0), Replicate()]", "[Partial('avg'), Shard(1)]", -1},
+  };
+  for (const Row& r : rows) {
+    PlannerOptions o;
+    o.meshes = {m};
+    const Layout src = Parse(r.from, m), dst = Parse(r.to, m);
+    Result<PlanResult> p = PlanReshard(src, dst, o);
+    ASSERT_TRUE(p.ok()) << r.from << " -> " << r.to << ": " << p.status();
+    ASSERT_EQ(p->plan.OpNames(), std::vector<std::string>{"exchange"}) << r.from << " -> " << r.to;
+    if (r.max_recv >= 0) {
+      EXPECT_EQ(p->plan.totals().max_recv_bytes, r.max_recv) << r.from << " -> " << r.to;
+    }
+    EXPECT_GE(p->plan.totals().max_recv_bytes, p->lower_bound.max_recv_bytes) << r.from << " -> " << r.to;
+    const SimulationReport sim = SimulatePlan(p->plan);
+    EXPECT_TRUE(sim.ok()) << r.from << " -> " << r.to << ": " << sim.first_problem;
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kS8, DType::kU16, DType::kF64}) {
+      Result<ParsedLayout> a = ParseLayout(r.from, {16, 16}, dt, m), b = ParseLayout(r.to, {16, 16}, dt, m);
+      ASSERT_TRUE(a.ok() && b.ok());
+      Result<PlanResult> typed = PlanReshard(a->layout, b->layout, o);
+      ASSERT_TRUE(typed.ok()) << typed.status();
+      Result<PlanProgram> program = PlanProgram::Compile(typed->plan);
+      ASSERT_TRUE(program.ok()) << program.status();
+      for (Transport t : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+        Result<CheckReport> run = RunChecked(*program, 2, t);
+        ASSERT_TRUE(run.ok()) << run.status();
+        EXPECT_TRUE(run->ok()) << r.from << " -> " << r.to << " " << DTypeName(dt) << ": " << run->first_problem;
+        ASSERT_EQ(run->stats.steps.size(), 1u);
+        for (size_t i = 0; i < 8; ++i)
+          EXPECT_EQ(run->stats.steps[0].received[i], typed->plan.steps()[0].recv_bytes[i]) << r.from << " -> " << r.to;
+      }
+    }
   }
 }
 

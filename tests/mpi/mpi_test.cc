@@ -124,7 +124,7 @@ void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRun
   if (!r.ok()) return ::testing::AssertionFailure() << c.what << ": " << r.status();
   for (const std::string& t : r->step_transports()) ++TransportsSeen()[t];
   std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
-  FillTags(c.source, Rank(), src, TagSchemeFor(c.source));
+  FillTags(c.source, Rank(), src, TagSchemeFor(c.source, c.target));
   // Twice: a persistent plan runs again on the same buffers. Both runs on
   // every rank whatever this rank found, so no rank leaves a collective early.
   ::testing::AssertionResult result = ::testing::AssertionSuccess();
@@ -133,7 +133,7 @@ void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRun
     Result<MpiRunStats> s = r->Execute(src, dst);
     if (!s.ok()) return ::testing::AssertionFailure() << c.what << ": " << s.status();  // agreed on every rank
     ExpectPlannedTraffic(c, options, *s);
-    const TagCheck check = CheckTags(c.target, Rank(), dst, TagSchemeFor(c.source));
+    const TagCheck check = CheckTags(c.target, Rank(), dst, TagSchemeFor(c.source, c.target));
     if (check.mismatches != 0 && result)
       result = ::testing::AssertionFailure() << c.what << " (rank " << Rank() << ", run " << run << ", transports "
                                              << ::testing::PrintToString(r->step_transports()) << "): " << check.first_problem;
