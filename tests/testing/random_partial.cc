@@ -9,6 +9,18 @@ namespace {
 
 std::string Text(const Result<std::string>& r) { return r.ok() ? *r : "?"; }
 
+// `spec` with a random subset of its unused mesh axes (each with
+// probability 2/3) unreduced.
+NamedSharding WithUnreducedAxes(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec) {
+  std::vector<bool> used(mesh.num_axes(), false);
+  for (const auto& d : spec.dims())
+    for (const AxisRef& r : d.axes) used[r.axis] = true;
+  std::vector<AxisRef> unreduced;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (!used[a] && (rng() % 3 != 0)) unreduced.push_back(AxisRef{a, 1, 0});
+  return NamedSharding::Create(mesh, spec.dims(), {}, unreduced).value();
+}
+
 }  // namespace
 
 Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op) {
@@ -21,7 +33,7 @@ Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op) {
   return Layout::Create(l.shape(), dtype, std::move(dims), std::move(placement), r).value();
 }
 
-std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng) {
+std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_target) {
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   const Mesh mesh = RandomNamedMesh(rng);
   const size_t rank = 1 + rng() % 3;
@@ -32,18 +44,20 @@ std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng) {
                               : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
   const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
   const NamedSharding s0 = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
-  std::vector<bool> used(mesh.num_axes(), false);
-  for (const auto& d : s0.dims())
-    for (const AxisRef& r : d.axes) used[r.axis] = true;
-  std::vector<AxisRef> unreduced;
-  for (int64_t a = 0; a < mesh.num_axes(); ++a)
-    if (!used[a] && (rng() % 3 != 0)) unreduced.push_back(AxisRef{a, 1, 0});
-  const NamedSharding s = NamedSharding::Create(mesh, s0.dims(), {}, unreduced).value();
+  const NamedSharding s = WithUnreducedAxes(rng, mesh, s0);
   Layout source = s.ToLayout(shape, dtype).value();
   const ReduceOp op = ops[rng() % 4];
   if (op != ReduceOp::kSum && source.partial()) source = Retyped(source, dtype, op);
   if (!source.partial()) return std::nullopt;
-  const Layout target = t.ToLayout(shape, dtype).value();
+  Layout target = t.ToLayout(shape, dtype).value();
+  if (partial_target) {
+    const bool plain_source = rng() % 3 == 0;
+    if (plain_source) source = s0.ToLayout(shape, dtype).value();
+    target = WithUnreducedAxes(rng, mesh, t).ToLayout(shape, dtype).value();
+    const ReduceOp top = rng() % 2 ? op : ops[rng() % 4];
+    if (top != ReduceOp::kSum && target.partial()) target = Retyped(target, dtype, top);
+    if (!target.partial() || target == source) return std::nullopt;
+  }
   std::string shape_text;
   for (int64_t e : shape) shape_text += (shape_text.empty() ? "" : ",") + std::to_string(e);
   const std::string text = "--shape " + shape_text + " --mesh '" + mesh.ToString() + "' --from '" +

@@ -19,12 +19,17 @@ namespace reshard::testing {
 struct PartialPair {
   Mesh mesh;
   std::vector<int64_t> shape;
-  Layout source, target;  // the source partial, the target not
+  Layout source, target;  // the source partial, the target not (or, drawn so, partial)
   std::string text;       // the pair as `reshard` flags
 };
 
 // One draw; nullopt where the source came out with no parts (draw again).
-std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng);
+// With `partial_target`, the target also has unreduced axes (a random subset
+// of those its spec leaves unused, under the source's op or, half the time,
+// a random one), and a third of the sources are their spec with no
+// reduction; nullopt where the target came out with no parts or equal to the
+// source.
+std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_target = false);
 
 // `l` with another element type (and op, where given): the same grid, devices and parts.
 Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op = std::nullopt);
