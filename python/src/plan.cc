@@ -73,13 +73,13 @@ Runs TransferRuns(const ExchangePlan& xp, const Transfer& t, bool src) {
 nb::dict DeviceExchange(const Step& s, int64_t device) {
   // The exchanges the simulator and the compiled programs lower an exchange
   // op through: between the step's own input and output layouts, or from
-  // partial sums one per part (Exchange::CreateReducing).
-  const bool reducing = s.step.input.partial();
+  // partial sums or into them one per part (Exchange::CreateReducing).
+  const bool reducing = (s.step.input.partial() || s.step.output.partial()) && !(s.step.input == s.step.output);
   std::vector<Exchange> exchanges;
   if (reducing)
     exchanges = Unwrap(Exchange::CreateReducing(s.step.input, s.step.output));
   else
-    exchanges.push_back(Unwrap(Exchange::Create(s.step.input, s.step.output)));
+    exchanges.push_back(Unwrap(Exchange::Create(s.step.input.WithoutReduction(), s.step.output.WithoutReduction())));
   struct Message {
     int64_t peer;
     Runs runs;
@@ -112,10 +112,15 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
   if (reducing) {
     std::vector<int64_t> recv_parts;
     for (const Message& m : recv) recv_parts.push_back(m.part);
+    const PartRoutes routes = Exchange::RouteParts(s.step.input, s.step.output);
     d["parts"] = s.step.input.reduction().parts;
-    d["reduce"] = std::string(ReduceOpName(s.step.input.reduction().op));
+    d["reduce"] = std::string(ReduceOpName(routes.combine));
     d["recv_parts"] = recv_parts;
     d["local_part"] = s.step.input.PartOf(device);
+    // A partial target's device no part is routed to holds the identity of the target's op.
+    const Layout& out = s.step.output;
+    const bool filled = out.partial() && out.TileOf(device) >= 0 && routes.PartsInto(out.PartOf(device)).empty();
+    d["fill"] = filled ? nb::object(nb::str(std::string(ReduceOpName(routes.fill)).c_str())) : nb::none();
   }
   return d;
 }
@@ -201,8 +206,10 @@ void BindPlan(nb::module_& m) {
       .def_prop_ro("modeled_time_us", [](const Step& s) { return s.step.time_us; })
       .def("exchange", &DeviceExchange, nb::arg("device"),
            "one device's part of the minimal exchange from this step's input to its output layout (what an "
-           "'exchange' program op moves; from partial sums, each part's, with 'parts', 'reduce', 'local_part' and "
-           "'recv_parts', the part of each received message, added: combine in part order): {'send': [(peer, runs)], "
+           "'exchange' program op moves; from or into partial sums, each part's, with 'parts', 'reduce' (how a "
+           "receiver combines), 'local_part', 'fill' (the op whose identity a partial target's device no part "
+           "reaches holds, else None) and 'recv_parts', the part of each received message, added: combine in part "
+           "order): {'send': [(peer, runs)], "
            "'recv': [(peer, runs)], 'local': [(src_runs, "
            "dst_runs)]}, where runs lists per dim the (offset, length) runs in the device's local buffer; a "
            "message's elements are the cross product of its runs, row-major, the same order on both sides")

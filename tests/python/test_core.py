@@ -227,6 +227,10 @@ def test_partial_sums_layouts_bound_and_plans():
     assert avg.layout.reduce_op == "avg"
     with pytest.raises(ValueError):
         reshard.convert(avg, "jax", mesh)  # unreduced axes hold sums only
-    # Targets with a pending reduction are not planned: NotImplementedError naming the bound.
+    # A target with a pending reduction: one reducing exchange, each part routed into one of the
+    # target's parts (here the source's one part stays where the x = 0 devices keep it, the
+    # others hold zeros: nothing moves). Without a ragged exchange it is refused with the bound.
+    into = reshard.plan(dst, src)
+    assert [s.op for s in into.steps] == ["exchange"] and into.stats["max_recv_bytes"] == 0
     with pytest.raises(NotImplementedError, match="at least"):
-        reshard.plan(dst, src)
+        reshard.plan(dst, src, backend="jax-cpu")
