@@ -228,9 +228,13 @@ def test_partial_sums_layouts_bound_and_plans():
     with pytest.raises(ValueError):
         reshard.convert(avg, "jax", mesh)  # unreduced axes hold sums only
     # A target with a pending reduction: one reducing exchange, each part routed into one of the
-    # target's parts (here the source's one part stays where the x = 0 devices keep it, the
-    # others hold zeros: nothing moves). Without a ragged exchange it is refused with the bound.
+    # target's parts. Here the source's one part goes whole to the x = 0 devices (the other 12 of
+    # 16 rows, 768 B), the others hold zeros; the bound, 0 B, would keep each row where it is,
+    # which routing whole parts does not do (docs/cost_model.md#partial-targets). Without a
+    # ragged exchange it is refused with the bound.
     into = reshard.plan(dst, src)
-    assert [s.op for s in into.steps] == ["exchange"] and into.stats["max_recv_bytes"] == 0
+    assert [s.op for s in into.steps] == ["exchange"]
+    assert into.stats["max_recv_bytes"] == 768 and into.lower_bound["max_recv_bytes"] == 0
+    assert into.steps[0].exchange(0)["fill"] is None and into.steps[0].exchange(2)["fill"] == "sum"
     with pytest.raises(NotImplementedError, match="at least"):
         reshard.plan(dst, src, backend="jax-cpu")
