@@ -120,6 +120,19 @@ def _divide(x: torch.Tensor, parts: int) -> torch.Tensor:
     return x / parts if x.is_floating_point() or x.is_complex() else torch.div(x, parts, rounding_mode="trunc")
 
 
+def _identity(op: str, shape, like: torch.Tensor) -> torch.Tensor:
+    """A tensor of `op`'s identity: 0 for sum, the lowest value for max (-inf for floats), the
+    highest for min (reduce_kernel.h's StoreIdentity)."""
+    if op in ("sum", "avg"):
+        return like.new_zeros(shape)
+    if like.is_floating_point():
+        value = float("-inf") if op == "max" else float("inf")
+    else:
+        info = torch.iinfo(like.dtype)
+        value = info.min if op == "max" else info.max
+    return like.new_full(shape, value)
+
+
 def fit(x: torch.Tensor, shape) -> torch.Tensor:
     """x cut or padded with trailing zeros to `shape` (data first along every dim)."""
     shape = [int(n) for n in shape]
@@ -342,11 +355,16 @@ class PlanRun:
 
     @staticmethod
     def _reduce_received(part, x, local, recv, recv_sizes, pos, shape):
-        """A reducing exchange's output: each part's contributions (this rank's own part is the
-        local copies, already in `local`) combined in part order, as the C++ executors do."""
+        """A reducing exchange's output: the parts routed to this rank (its own part is the local
+        copies, already in `local`) combined in part order, as the C++ executors do; where no part
+        is routed to it (a partial target), the identity of the target's op."""
+        shape = [int(n) for n in shape]
+        if part["fill"] is not None:
+            return _identity(part["fill"], shape, x)
+        reached = set(part["recv_parts"]) | ({part["local_part"]} if part["local"] else set())
         out = None
-        for p in range(int(part["parts"])):
-            got = local if p == part["local_part"] else x.new_zeros([int(n) for n in shape])
+        for p in sorted(reached):
+            got = local if p == part["local_part"] else x.new_zeros(shape)
             offset = 0
             for (peer, runs), q in zip(part["recv"], part["recv_parts"]):
                 n = recv_sizes[pos[peer]]
@@ -354,6 +372,8 @@ class PlanRun:
                     _put(got, runs, recv[offset:offset + n])
                 offset += n
             out = got if out is None else _combine(out, got, part["reduce"])
+        if out is None:  # nothing of this rank's output exists (an empty shard)
+            return local
         return _divide(out, int(part["parts"])) if part["reduce"] == "avg" else out
 
     def _exchange_op(self, i, step, x, shape, stats):

@@ -18,10 +18,13 @@ on any mesh rank, uneven shapes included, meshes whose device order is not the r
 included. Partial sources (partial sums: Partial(), Partial("avg"|"max"|"min")) are reduced by
 the plan's reduce-scatter or all-reduce over their mesh dims (reduce_scatter_tensor, all_reduce),
 whose replicas share the reduction where there are some (docs/cost_model.md#partial-sums); their
-gradient comes back replicated over those dims, as DTensor's does. Where reshard has no such plan
-(uneven splits that are not XLA's), DTensor.redistribute moves them. Partial targets raise
-NotImplementedError (issue 17). Moving between two different meshes raises NotImplementedError,
-as DTensor does.
+gradient comes back replicated over those dims, as DTensor's does. Partial targets (from any
+placements, Partial or not) are one reducing exchange: each part of the source routed into one
+part of the target, combined there, the target's other parts the identity (0 for sum;
+docs/cost_model.md#partial-targets): local values differ from DTensor's (which divides a
+Replicate by the mesh size to make Partial()), their reduction is the same array. Where reshard
+has no plan (uneven splits that are not XLA's), DTensor.redistribute moves them. Moving between
+two different meshes raises NotImplementedError, as DTensor does.
 
 async_op is accepted for DTensor's signature; the move has completed when redistribute returns.
 
@@ -55,8 +58,6 @@ from reshard._torch_exec import RunStats
 __all__ = ["redistribute", "layout_of", "mesh_of", "placements_text", "plan_for", "explain", "Explanation",
            "last_run_stats", "cache_info", "clear_cache", "RunStats"]
 
-_PARTIAL_MESSAGE = ("reshard.torch: Partial target placements (partial sums) are not supported yet (issue 17); "
-                    "Partial sources are: use DTensor.redistribute to make partial sums meanwhile")
 
 def _dtype_name(dtype) -> str:
     """reshard's element type for a torch dtype: torch's names ("float32", "bfloat16") are
@@ -96,7 +97,7 @@ def _normalize(placements: Sequence, ndim: int) -> tuple:
 
 def placements_text(placements: Sequence) -> str:
     """DTensor placements as reshard's DTensor text ("[Shard(2), Shard(0)]"), which the C++
-    notation reads. Raises NotImplementedError for Partial, TypeError for other objects."""
+    notation reads (Partial with its op). Raises TypeError for other objects."""
     parts = []
     for p in placements:
         if isinstance(p, _StridedShard):
@@ -255,8 +256,6 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         raise ValueError("placements: %d given for a %d-dim mesh" % (len(placements), mesh.ndim))
     src_placements = tuple(dtensor.placements)
     dst_placements = _normalize(placements, dtensor.ndim)
-    if dst_placements != src_placements and any(p.is_partial() for p in dst_placements):
-        raise NotImplementedError(_PARTIAL_MESSAGE)
     if dst_placements == src_placements:  # nothing moves: DTensor's own result (the same local tensor)
         return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype,
                                     backward_dtype=backward_dtype)
@@ -265,25 +264,26 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         local = local.to(forward_dtype)
     shape = tuple(dtensor.shape)
     rmesh = mesh_of(mesh)
-    partial_source = any(p.is_partial() for p in src_placements)
+    partial = any(p.is_partial() for p in src_placements + dst_placements)
     try:
         src = layout_of(mesh, src_placements, shape, local.dtype)
+        dst = layout_of(mesh, dst_placements, shape, local.dtype)
     except NotImplementedError:
-        if not partial_source:
+        if not partial:
             raise
         return _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype)
-    dst = layout_of(mesh, dst_placements, shape, local.dtype)
     # The gradient moves back in backward_dtype, else in the input's dtype, as DTensor's does; the
-    # gradient of partial sums is replicated over their mesh dims (DTensor's rule).
+    # gradient of partial sums is replicated over their mesh dims (DTensor's rule), on both sides.
     gdt = backward_dtype or dtensor.dtype
     grad_placements = tuple(Replicate() if p.is_partial() else p for p in src_placements)
-    if gdt == local.dtype and grad_placements == src_placements:
+    grad_out = tuple(Replicate() if p.is_partial() else p for p in dst_placements)
+    if gdt == local.dtype and grad_placements == src_placements and grad_out == dst_placements:
         gsrc, gdst = dst, src
     else:
-        gsrc, gdst = layout_of(mesh, dst_placements, shape, gdt), layout_of(mesh, grad_placements, shape, gdt)
+        gsrc, gdst = layout_of(mesh, grad_out, shape, gdt), layout_of(mesh, grad_placements, shape, gdt)
     fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
     bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
-    if src.partial:
+    if partial:
         try:
             fwd()
         except NotImplementedError:

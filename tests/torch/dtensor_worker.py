@@ -428,13 +428,72 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
         p = rt.plan_for(rt.layout_of(x), rt.layout_of(mesh, dst, (16, 16), torch.float32), rt.mesh_of(mesh))
         rec["lower_bound"] = int(p.lower_bound["max_recv_bytes"])
         out.append(rec)
-    # Partial targets are refused, naming the issue.
-    x = DTensor.from_local(torch.ones(8, 8), meshes_by_name["4x2"], (Shard(0), Replicate()), run_check=False)
-    try:
-        rt.redistribute(x, placements=(Partial(), Replicate()))
-        out.append({"kind": "partial-target", "raised": ""})
-    except NotImplementedError as e:
-        out.append({"kind": "partial-target", "raised": str(e)})
+
+
+def partial_target_cases(meshes_by_name, rt, out, n, seed):
+    """Random placements, Partial or not, into random placements with a Partial (issue 17): the
+    target's reduction, made by reshard and (where DTensor's own is right) by DTensor's
+    full_tensor, equals the array on every rank; the bytes as planned; the gradient of a sum
+    comes back as DTensor's rule states (replicated over the Partial dims)."""
+    rng = random.Random(seed + 29)
+    names = ["8", "4x2", "2x2x2", "4x2-perm"]
+    for i in range(n):
+        m = names[i % len(names)]
+        mesh = meshes_by_name[m]
+        rank = rng.randint(1, 2)
+        shape = tuple(rng.choice([8, 16]) for _ in range(rank)) if i % 3 else tuple(rng.choice([3, 5, 7]) for _ in range(rank))
+        op = rng.choice(["sum", "sum", "max", "avg"])
+        top = op if rng.random() < 0.5 else rng.choice(["sum", "max", "avg"])
+        plain = lambda ps: tuple(p if not isinstance(p, _StridedShard) else Shard(p.dim) for p in ps)  # noqa: E731
+        src = plain(random_placements(rng, mesh.ndim, rank))
+        if rng.random() < 0.6:
+            src = tuple(Partial(op) if (isinstance(p, Replicate) and rng.random() < 0.7) else p for p in src)
+        while True:
+            dst = tuple(Partial(top) if (isinstance(p, Replicate) or rng.random() < 0.3) else p
+                        for p in plain(random_placements(rng, mesh.ndim, rank)))
+            if any(p.is_partial() for p in dst) and dst != src:
+                break
+        ops = {op if any(p.is_partial() for p in src) else None, top} - {None}
+        dtype = torch.float64 if "avg" in ops else torch.int64
+        g = torch.Generator().manual_seed(zlib.crc32(repr((m, shape, str(src), str(dst))).encode()))
+        full = torch.randint(-1000, 1000, shape, generator=g).to(dtype)
+        if any(p.is_partial() for p in src):
+            local = partial_parts(full, mesh, src, op, zlib.crc32(repr((i, m)).encode()))
+        else:
+            local = split_local(full, mesh, src)
+        x = DTensor.from_local(local, mesh, src, run_check=False, shape=full.shape, stride=full.stride())
+        rec = {"kind": "partial-target", "mesh": m, "shape": list(shape), "src": rt.placements_text(src),
+               "dst": rt.placements_text(dst)}
+        with CollectiveBytes() as wrap:
+            y = rt.redistribute(x, placements=dst)
+        st = rt.last_run_stats()
+        reduced_placements = tuple(Replicate() if p.is_partial() else p for p in dst)
+        reduced = rt.redistribute(y, placements=reduced_placements)
+        rec["exact"] = (bool(torch.equal(reduced.to_local(), split_local(full, mesh, reduced_placements)))
+                        and tuple(y.placements) == dst)
+        if m != "4x2-perm":  # DTensor's reduction, where its device order is the rank order
+            rec["dtensor_exact"] = bool(torch.equal(y.full_tensor(), full))
+        rec["recv"] = st.recv_bytes if st is not None else None
+        rec["wrapped_recv"] = wrap.recv
+        try:
+            p = rt.plan_for(rt.layout_of(x), rt.layout_of(mesh, dst, shape, dtype), rt.mesh_of(mesh))
+            rec["ops"] = [s.op for s in p.steps]
+            rec["planned_recv"] = expected_bytes(p, dist.get_rank())
+        except NotImplementedError:  # no plan: DTensor's own ran
+            rec["ops"], rec["planned_recv"] = ["dtensor"], rec["recv"]
+        out.append(rec)
+    # The gradient of a sum into a Partial target: the gradient of the reduced array, replicated
+    # over the Partial dims, moved back to the source's placements.
+    mesh = meshes_by_name["4x2"]
+    full = torch.arange(64, dtype=torch.float64).reshape(8, 8)
+    x = DTensor.from_local(split_local(full, mesh, (Shard(0), Replicate())), mesh, (Shard(0), Replicate()),
+                           run_check=False).requires_grad_()
+    y = rt.redistribute(x, placements=(Shard(1), Partial()))
+    weight = torch.arange(64, dtype=torch.float64).reshape(8, 8) % 7
+    loss = (y.full_tensor() * weight).sum()
+    loss.backward()
+    out.append({"kind": "partial-target-grad",
+                "exact": bool(torch.equal(x.grad.to_local(), split_local(weight, mesh, (Shard(0), Replicate()))))})
 
 
 def worker(rank, path, n_cases, seed, port):
@@ -453,6 +512,7 @@ def worker(rank, path, n_cases, seed, port):
                             "dst": str(case[5]), "error": traceback.format_exc()[-2000:]})
         autograd_cases(ms["4x2"], rt, out)
         partial_cases(ms, rt, out, max(8, n_cases // 5), seed)
+        partial_target_cases(ms, rt, out, max(8, n_cases // 5), seed)
         same_placements_case(ms["4x2"], rt, out)
         flattened_case(rt, out)  # every rank builds the 4-rank mesh; ranks 0-3 move
     except Exception:  # noqa: BLE001
