@@ -190,7 +190,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   std::mt19937_64 rng(2026120208);
   const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
                          DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
-  int pairs = 0, from_partial = 0, moved_nothing = 0;
+  int pairs = 0, from_partial = 0, moved_nothing = 0, at_bound = 0, zero_bound_moved = 0;
+  double worst_gap = 1.0;
+  std::string worst;
   for (int iter = 0; pairs < 2000 && iter < 40000; ++iter) {
     const std::vector<int64_t> shape = testing::RandomShape(rng, 3, 400);
     const Mesh mesh = testing::RandomMesh(rng, 0, 16);
@@ -223,6 +225,20 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
     ASSERT_EQ(r->plan.OpNames(), std::vector<std::string>{"exchange"}) << text;
     ASSERT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
     moved_nothing += r->plan.totals().max_recv_bytes == 0;
+    {  // Priced by bytes: how far from the bound (partial targets route whole parts).
+      PlannerOptions b = o;
+      b.topology = b.topology.BandwidthOnly();
+      Result<PlanResult> rb = PlanReshard(src->layout, dst->layout, b);
+      ASSERT_TRUE(rb.ok()) << text << ": " << rb.status();
+      const int64_t got = rb->plan.totals().max_recv_bytes, bound = rb->lower_bound.max_recv_bytes;
+      ASSERT_GE(got, bound) << text;
+      at_bound += got == bound;
+      if (bound > 0 && static_cast<double>(got) / bound > worst_gap) {
+        worst_gap = static_cast<double>(got) / bound;
+        worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
+      }
+      zero_bound_moved += bound == 0 && got > 0;
+    }
     const SimulationReport sim = SimulatePlan(r->plan);
     ASSERT_TRUE(sim.ok() || sim.too_large) << text << ": " << sim.first_problem;
     Result<PlanProgram> program = PlanProgram::Compile(r->plan);
@@ -236,7 +252,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   EXPECT_EQ(pairs, 2000);
   std::cout << "partial targets in every notation: " << pairs << " pairs (" << from_partial
             << " from partial sources) planned as one reducing exchange, simulated and executed; " << moved_nothing
-            << " moved nothing between devices\n";
+            << " moved nothing between devices; priced by bytes, " << at_bound << " at the lower bound, "
+            << zero_bound_moved << " moving bytes where the bound is 0, largest gap where it is not " << worst_gap
+            << "x (" << worst << ")\n";
 }
 
 }  // namespace
