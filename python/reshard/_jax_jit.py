@@ -1,5 +1,6 @@
 """reshard.jax.jit's rewrite: the traced program with every with_sharding_constraint swapped for
-the reshard op, and nothing else changed.
+the reshard op, every jax.sharding.reshard of partial sums (an array with unreduced axes) made
+reshard.jax.reshard's reduction, and nothing else changed.
 
 The function is traced to a jaxpr (under the caller's jax.jit trace, so shapes, dtypes and
 shardings are the ones jax.jit sees), then evaluated equation by equation into that trace:
@@ -26,6 +27,8 @@ from jax._src import core, pjit, source_info_util
 from jax._src import linear_util as lu
 from jax._src.interpreters import partial_eval as pe
 
+from jax.sharding import AbstractMesh, NamedSharding
+
 from reshard import _jax_op
 
 __all__ = ["call_rewritten", "rewrite_closed_jaxpr"]
@@ -35,7 +38,7 @@ _SKIP = frozenset({"shard_map"})
 
 def _contains_constraint(jaxpr: core.Jaxpr) -> bool:
     for eqn in jaxpr.eqns:
-        if eqn.primitive is pjit.sharding_constraint_p:
+        if eqn.primitive is pjit.sharding_constraint_p or eqn.primitive is pjit.reshard_p:
             return True
         if eqn.primitive.name in _SKIP:
             continue
@@ -86,6 +89,31 @@ def _swappable(params, producer) -> bool:
     return params.get("layout") is None and producer not in _FOLDING_PRODUCERS
 
 
+def _unreduced(sharding) -> bool:
+    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
+
+
+def _reduces_partial_sums(x, params) -> bool:
+    """A jax.sharding.reshard (reshard_p) of an array of partial sums (unreduced axes) to a
+    sharding with none: the reduction reshard plans at the lower bound."""
+    src = getattr(jax.typeof(x), "sharding", None)
+    return _unreduced(src) and not _unreduced(params.get("dst_sharding"))
+
+
+def _reduce_partial_sums(x, params):
+    """reshard.jax.reshard of the partial sums to reshard_p's target, over the concrete mesh the
+    program runs on (the one reshard_p names, else the one jax.set_mesh set); jax.sharding.reshard
+    where there is none (reshard's plan needs the devices)."""
+    from jax._src import mesh as mesh_lib
+
+    from reshard import jax as rj  # reshard.jax imports this module
+    dst = params["dst_sharding"]
+    mesh = params.get("concrete_mesh") or mesh_lib.get_concrete_mesh()
+    if mesh is None or getattr(mesh, "empty", False) or isinstance(mesh, AbstractMesh) or not mesh.axis_names:
+        return pjit.reshard_p.bind(x, **params)
+    return rj.reshard(x, NamedSharding(mesh, dst.spec))
+
+
 def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
     env: dict = {}
 
@@ -105,6 +133,8 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
             made_by = _made_by(*source) if source is not None else None
             if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params, made_by):
                 outs = [_jax_op.bind(*invals, **eqn.params)]
+            elif eqn.primitive is pjit.reshard_p and _reduces_partial_sums(invals[0], eqn.params):
+                outs = [_reduce_partial_sums(invals[0], eqn.params)]
             else:
                 params = _rewrite_params(eqn.primitive, eqn.params)
                 ans = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))

@@ -96,9 +96,11 @@ class Explanation:
         lines = ["reshard.jax: %s on %s" % (shape, self.platform),
                  "  from %s" % _sharding_text(self.source, len(self.shape)),
                  "  to   %s" % _sharding_text(self.target, len(self.shape))]
+        partial = _has_unreduced(self.source)
         if self.xla_bytes is not None:
-            lines.append("XLA (with_sharding_constraint), compiled: %s B into each device%s" %
-                         (self.xla_bytes, ops(self.xla_collectives)))
+            lines.append("XLA (%s), compiled: %s B into each device%s" %
+                         ("jax.sharding.reshard" if partial else "with_sharding_constraint", self.xla_bytes,
+                          ops(self.xla_collectives)))
         if self.plan is not None:
             p = self.plan
             lines.append("reshard plan (for %s, strategy %s, priced by bytes; structured collectives only: the JAX "
@@ -110,9 +112,14 @@ class Explanation:
             if not p.steps:
                 lines.append("    (nothing to do)")
             base = {b["name"]: b["max_recv_bytes"] for b in p.baselines}
-            lines.append("  modeled: %d B into the busiest device; lower bound %d B; full rematerialization %s B; "
-                         "Shardy-style %s B" % (p.stats["max_recv_bytes"], p.lower_bound["max_recv_bytes"],
-                                                base.get("full_rematerialization", "?"), base.get("shardy", "?")))
+            if partial:
+                lines.append("  modeled: %d B into the busiest device; lower bound %d B; all-reduce first (Shardy's "
+                             "order) %s B" % (p.stats["max_recv_bytes"], p.lower_bound["max_recv_bytes"],
+                                              base.get("all_reduce_first", "?")))
+            else:
+                lines.append("  modeled: %d B into the busiest device; lower bound %d B; full rematerialization %s B; "
+                             "Shardy-style %s B" % (p.stats["max_recv_bytes"], p.lower_bound["max_recv_bytes"],
+                                                    base.get("full_rematerialization", "?"), base.get("shardy", "?")))
         if self.reshard_bytes is not None:
             lines.append("reshard (its plan as the compiler runs it), compiled: %s B into each device%s" %
                          (self.reshard_bytes, ops(self.reshard_collectives)))
@@ -122,11 +129,20 @@ class Explanation:
         return "\n".join(lines)
 
 
+def _has_unreduced(s) -> bool:
+    return isinstance(s, NamedSharding) and bool(getattr(s.spec, "unreduced", None))
+
+
 def _sharding_text(s, ndim: int) -> str:
     try:
         hlo = hlo_sharding_text(s, ndim)
     except Exception:  # noqa: BLE001 (only for display)
         hlo = "?"
+    if hlo == "?" and _has_unreduced(s):  # HLO states no pending reduction: reshard's Shardy text does
+        try:
+            hlo = _reshard.convert(layout_of(s, (1,) * ndim, "f32"), "shardy", mesh_of(s.mesh))
+        except Exception:  # noqa: BLE001 (only for display)
+            pass
     if isinstance(s, NamedSharding):
         return "%s over mesh %s = %s" % (s.spec, dict(s.mesh.shape), hlo)
     return "%s = %s" % (type(s).__name__, hlo)
@@ -360,3 +376,39 @@ def partial_sums_program(shape, dtype, source, target):
             or tuple(namespace["DEVICE_IDS"]) != tuple(int(d.id) for d in np.asarray(mesh.devices).flat)):
         return None, "the plan's mesh is not the target's mesh"
     return namespace["reshard"], None
+
+
+def partial_sums_explanation(shape, dtype, source, target) -> Explanation:
+    """explain() for an array of partial sums (source: a NamedSharding with unreduced axes, on
+    Explicit mesh axes): jax.sharding.reshard's compiled program (an all-reduce, then a slice)
+    beside reshard's (partial_sums_program), bytes into one device with an all-reduce counted as
+    a ring moves it; the choice is reshard's plan where there is one, as reshard() makes it."""
+    program, why = partial_sums_program(tuple(shape), np.dtype(dtype), source, target)
+    dt = _reshard.dtype_name(dtype)
+    mesh = target.mesh
+    plan = None
+    try:
+        plan = _reshard.plan(layout_of(NamedSharding(mesh, source.spec), shape, dt), layout_of(target, shape, dt),
+                             strategy="collectives", backend="jax-cpu", bandwidth_only=True, meshes=[mesh_of(mesh)])
+    except (ValueError, NotImplementedError):
+        pass
+    arg = jax.ShapeDtypeStruct(tuple(shape), dtype, sharding=source)
+
+    def compiled(fn):
+        fn.__name__ = fn.__qualname__ = "reshard_comparison_only"
+        with jax.set_mesh(source.mesh):
+            text = jax.jit(fn).lower(arg).compile().as_text()
+        return hlo_bytes.collectives(text), hlo_bytes.recv_bytes(text, all_reduce="ring")
+
+    xla_ops, xla_bytes = compiled(lambda a: jax.sharding.reshard(a, target))
+    e = Explanation(tuple(shape), np.dtype(dtype).name, source, target, platform_of(target), "jax-cpu", "collectives",
+                    "xla", "", xla_collectives=xla_ops, xla_bytes=xla_bytes, plan=plan)
+    if program is None:
+        e.reason = "reshard has no plan for these partial sums here (%s): jax.sharding.reshard moves them" % why
+        return e
+    e.reshard_collectives, e.reshard_bytes = compiled(lambda a: program(a, mesh))
+    e.choice = "reshard"
+    e.reason = ("partial sums: reshard's reduction (%s B into each device, the lower bound %s B) where "
+                "jax.sharding.reshard all-reduces and slices (%s B)" % (
+                    e.reshard_bytes, plan.lower_bound["max_recv_bytes"] if plan is not None else "?", xla_bytes))
+    return e

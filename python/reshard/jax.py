@@ -33,7 +33,9 @@ Explicit mesh axes, e.g. jnp.dot(..., out_sharding=P(..., unreduced={'x'}))) car
 sharding in its type, so reshard(x, target) plans from it directly: a reduce-scatter over the
 unreduced axes, shared among the replicas of the partial values where they have some, then
 the move; XLA's own jax.sharding.reshard (an all-reduce, then a slice) where reshard has no
-plan (uneven shapes, partial targets, another device order).
+plan (uneven shapes, partial targets, another device order). with_sharding_constraint takes
+them as reshard does, explain shows both programs, and under jit a jax.sharding.reshard of
+partial sums in the traced program is reshard's reduction.
 """
 from __future__ import annotations
 
@@ -237,8 +239,8 @@ def _constrain(leaf, sharding):
 def jit(fun=None, /, **kwargs):
     """jax.jit(fun, **kwargs), with every with_sharding_constraint in the traced program (nested jit,
     scan/while/cond bodies, custom_jvp/custom_vjp primal functions, checkpoint, and the transposed
-    program of a grad taken inside) made reshard's op, and the final move to out_shardings made by
-    it too. Returns what jax.jit returns (.lower(), .trace(), .eval_shape() work); every argument
+    program of a grad taken inside) made reshard's op, every jax.sharding.reshard of partial sums
+    (unreduced axes) made reshard's reduction, and the final move to out_shardings made by it too. Returns what jax.jit returns (.lower(), .trace(), .eval_shape() work); every argument
     of jax.jit behaves as there. Usable as a decorator, with or without arguments."""
     if fun is None:
         return functools.partial(jit, **kwargs)
@@ -269,5 +271,10 @@ def explain(x, target, *, source=None) -> Explanation:
     else:
         raise ValueError("explain: %s carries no sharding here; pass source=, or a jax.Array or "
                          "jax.ShapeDtypeStruct with a sharding" % type(x).__name__)
+    if _unreduced(src):  # partial sums: reshard's reduction beside jax.sharding.reshard's
+        if _unreduced(tgt) or not isinstance(tgt, NamedSharding):
+            raise NotImplementedError("explain: partial sums into %s: reshard.jax moves partial sums only to a "
+                                      "NamedSharding with no unreduced axes" % (tgt,))
+        return _jax_plan.partial_sums_explanation(tuple(x.shape), x.dtype, src, tgt)
     return _jax_plan.decision(x.shape, x.dtype, _auto(src), _auto(tgt)).explain_both()
 

@@ -86,3 +86,42 @@ def test_another_mesh_is_jaxs_own_move():
                 f(A, B)
             return
         np.testing.assert_array_equal(np.asarray(f(A, B)), want)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[str(r[3]) for r in ROWS])
+def test_jit_constraint_and_explain_take_partial_sums(row):
+    """The other entry points: reshard.jax.jit makes a jax.sharding.reshard of partial sums in the
+    traced program reshard's reduction, reshard.jax.with_sharding_constraint takes them as
+    reshard() does, and explain() shows both programs' bytes (the bound against XLA's all-reduce
+    and slice)."""
+    src, a_spec, b_spec, dst, bound = row
+    mesh = _mesh()
+    a = (np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7) / 4
+    b = (np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5) / 2
+    w = np.arange(256, dtype=np.float32).reshape(16, 16) % 3
+    with jax.set_mesh(mesh):
+        A = jax.device_put(a, NamedSharding(mesh, a_spec))
+        B = jax.device_put(b, NamedSharding(mesh, b_spec))
+        tgt = NamedSharding(mesh, dst)
+
+        def partial(A, B):
+            return jnp.dot(A, B, out_sharding=src)
+
+        theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), tgt))
+        ours = rj.jit(lambda A, B: jax.sharding.reshard(partial(A, B), tgt))
+        constrained = jax.jit(lambda A, B: rj.with_sharding_constraint(partial(A, B), tgt))
+        for f in (ours, constrained):
+            got = f(A, B)
+            np.testing.assert_allclose(np.asarray(got), a @ b, rtol=1e-6)
+            assert got.sharding.is_equivalent_to(tgt, 2), got.sharding
+            assert _ring_bytes(f.lower(A, B).compile().as_text()) == bound
+        assert _ring_bytes(theirs.lower(A, B).compile().as_text()) > bound
+        # A grad taken inside reshard.jax.jit: the same gradients as through jax.sharding.reshard.
+        loss = lambda A, B: (jax.sharding.reshard(partial(A, B), tgt) * w).sum()  # noqa: E731
+        dA, dB = rj.jit(jax.grad(loss, argnums=(0, 1)))(A, B)
+        wA, wB = jax.jit(jax.grad(loss, argnums=(0, 1)))(A, B)
+        np.testing.assert_allclose(np.asarray(dA), np.asarray(wA), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(dB), np.asarray(wB), rtol=1e-6)
+        e = rj.explain(jax.jit(partial)(A, B), tgt)
+        assert e.choice == "reshard" and e.reshard_bytes == bound and e.xla_bytes > bound, str(e)
+        assert "XLA (jax.sharding.reshard), compiled" in str(e) and "unreduced={\"x\"}" in str(e), str(e)
