@@ -1,6 +1,7 @@
 """reshard.jax.jit's rewrite: the traced program with every with_sharding_constraint swapped for
-the reshard op, every jax.sharding.reshard of partial sums (an array with unreduced axes) made
-reshard.jax.reshard's reduction, and nothing else changed.
+the reshard op, every jax.sharding.reshard (Explicit mesh axes) made reshard.jax.reshard (its plan
+where XLA's lowering receives more; for partial sums, reshard's reduction), and nothing else
+changed.
 
 The function is traced to a jaxpr (under the caller's jax.jit trace, so shapes, dtypes and
 shardings are the ones jax.jit sees), then evaluated equation by equation into that trace:
@@ -27,7 +28,7 @@ from jax._src import core, pjit, source_info_util
 from jax._src import linear_util as lu
 from jax._src.interpreters import partial_eval as pe
 
-from jax.sharding import AbstractMesh, NamedSharding
+from jax.sharding import AbstractMesh, AxisType, NamedSharding
 
 from reshard import _jax_op
 
@@ -93,23 +94,30 @@ def _unreduced(sharding) -> bool:
     return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
 
 
-def _reduces_partial_sums(x, params) -> bool:
-    """A jax.sharding.reshard (reshard_p) of an array of partial sums (unreduced axes) to a
-    sharding with none: the reduction reshard plans at the lower bound."""
-    src = getattr(jax.typeof(x), "sharding", None)
-    return _unreduced(src) and not _unreduced(params.get("dst_sharding"))
+def _reduced(sharding) -> bool:
+    """Reduced axes (a cotangent of partial sums, in a transposed program): JAX's to move."""
+    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "reduced", None))
 
 
-def _reduce_partial_sums(x, params):
-    """reshard.jax.reshard of the partial sums to reshard_p's target, over the concrete mesh the
-    program runs on (the one reshard_p names, else the one jax.set_mesh set); jax.sharding.reshard
-    where there is none (reshard's plan needs the devices)."""
+def _reshard(x, params):
+    """A jax.sharding.reshard (reshard_p, Explicit mesh axes) as reshard.jax.reshard over the
+    concrete mesh the program runs on (the one reshard_p names, else the one jax.set_mesh set):
+    reshard's plan where XLA's lowering would receive more (XLA rematerializes the canonical
+    case here too), and for partial sums (unreduced axes) reshard's reduction. reshard_p as it
+    was where there is no concrete mesh, either side has reduced axes or the target unreduced
+    ones, or a mesh axis is Manual (inside shard_map)."""
     from jax._src import mesh as mesh_lib
 
     from reshard import jax as rj  # reshard.jax imports this module
     dst = params["dst_sharding"]
+    src = getattr(jax.typeof(x), "sharding", None)
     mesh = params.get("concrete_mesh") or mesh_lib.get_concrete_mesh()
-    if mesh is None or getattr(mesh, "empty", False) or isinstance(mesh, AbstractMesh) or not mesh.axis_names:
+    usable = (isinstance(dst, NamedSharding) and isinstance(src, NamedSharding) and not _unreduced(dst)
+              and not _reduced(dst) and not _reduced(src)
+              and mesh is not None and not getattr(mesh, "empty", False) and not isinstance(mesh, AbstractMesh)
+              and mesh.axis_names and tuple(mesh.axis_names) == tuple(dst.mesh.axis_names)
+              and not any(t == AxisType.Manual for m in (src.mesh, dst.mesh) for t in (m.axis_types or ())))
+    if not usable:
         return pjit.reshard_p.bind(x, **params)
     return rj.reshard(x, NamedSharding(mesh, dst.spec))
 
@@ -133,8 +141,8 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
             made_by = _made_by(*source) if source is not None else None
             if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params, made_by):
                 outs = [_jax_op.bind(*invals, **eqn.params)]
-            elif eqn.primitive is pjit.reshard_p and _reduces_partial_sums(invals[0], eqn.params):
-                outs = [_reduce_partial_sums(invals[0], eqn.params)]
+            elif eqn.primitive is pjit.reshard_p:
+                outs = [_reshard(invals[0], eqn.params)]
             else:
                 params = _rewrite_params(eqn.primitive, eqn.params)
                 ans = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
