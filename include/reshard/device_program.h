@@ -122,8 +122,8 @@ struct DeviceProgram {
   std::vector<int32_t> direct_begin;
   // A reducing step only (StepProgram::reduction): the part each received
   // message carries (its sender's), and the part of the local copies (this
-  // device's own). Output elements take one contribution of every part;
-  // executors apply them in part order (RunReducingCopies), after every
+  // device's own). Output elements take one contribution of every part
+  // routed to the device; executors apply them in part order (RunReducingCopies), after every
   // message has arrived. Empty and 0 on other steps.
   std::vector<int64_t> recv_part;
   int64_t local_part = 0;

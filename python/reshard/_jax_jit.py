@@ -1,7 +1,7 @@
 """reshard.jax.jit's rewrite: the traced program with every with_sharding_constraint swapped for
-the reshard op, every jax.sharding.reshard (Explicit mesh axes) made reshard.jax.reshard (its plan
-where XLA's lowering receives more; for partial sums, reshard's reduction), and nothing else
-changed.
+the reshard op, every jax.sharding.reshard on a mesh of Explicit axes made reshard.jax.reshard
+(its plan where XLA's lowering receives more; for partial sums, reshard's reduction), and nothing
+else changed.
 
 The function is traced to a jaxpr (under the caller's jax.jit trace, so shapes, dtypes and
 shardings are the ones jax.jit sees), then evaluated equation by equation into that trace:
@@ -100,23 +100,26 @@ def _reduced(sharding) -> bool:
 
 
 def _reshard(x, params):
-    """A jax.sharding.reshard (reshard_p, Explicit mesh axes) as reshard.jax.reshard over the
-    concrete mesh the program runs on (the one reshard_p names, else the one jax.set_mesh set):
-    reshard's plan where XLA's lowering would receive more (XLA rematerializes the canonical
-    case here too), and for partial sums (unreduced axes) reshard's reduction. reshard_p as it
-    was where there is no concrete mesh, either side has reduced axes or the target unreduced
-    ones, or a mesh axis is Manual (inside shard_map)."""
+    """A jax.sharding.reshard (reshard_p) on a mesh whose axes are all Explicit, as
+    reshard.jax.reshard over the concrete mesh the program runs on (the one reshard_p names, else
+    the one jax.set_mesh set): reshard's plan where XLA's lowering would receive more (XLA
+    rematerializes the canonical case here too), and for partial sums (unreduced axes) reshard's
+    reduction. reshard_p as it was everywhere else: a cast between meshes (auto_axes and
+    explicit_axes move values in and out of their regions with reshard_p, rj.reshard among
+    them), Auto or Manual axes, no concrete mesh or one other than the target's, reduced axes
+    on either side or unreduced ones in the target, and values that are not traced."""
     from jax._src import mesh as mesh_lib
 
     from reshard import jax as rj  # reshard.jax imports this module
     dst = params["dst_sharding"]
     src = getattr(jax.typeof(x), "sharding", None)
     mesh = params.get("concrete_mesh") or mesh_lib.get_concrete_mesh()
-    usable = (isinstance(dst, NamedSharding) and isinstance(src, NamedSharding) and not _unreduced(dst)
-              and not _reduced(dst) and not _reduced(src)
+    usable = (isinstance(x, core.Tracer) and isinstance(dst, NamedSharding) and isinstance(src, NamedSharding)
+              and not _unreduced(dst) and not _reduced(dst) and not _reduced(src)
+              and src.mesh == dst.mesh and dst.mesh.axis_names
+              and all(t == AxisType.Explicit for t in (dst.mesh.axis_types or ()))
               and mesh is not None and not getattr(mesh, "empty", False) and not isinstance(mesh, AbstractMesh)
-              and mesh.axis_names and tuple(mesh.axis_names) == tuple(dst.mesh.axis_names)
-              and not any(t == AxisType.Manual for m in (src.mesh, dst.mesh) for t in (m.axis_types or ())))
+              and mesh.abstract_mesh == dst.mesh)
     if not usable:
         return pjit.reshard_p.bind(x, **params)
     return rj.reshard(x, NamedSharding(mesh, dst.spec))

@@ -378,12 +378,14 @@ def partial_sums_program(shape, dtype, source, target):
     return namespace["reshard"], None
 
 
-def partial_sums_explanation(shape, dtype, source, target) -> Explanation:
+def partial_sums_explanation(shape, dtype, source, target, same_devices=True) -> Explanation:
     """explain() for an array of partial sums (source: a NamedSharding with unreduced axes, on
     Explicit mesh axes): jax.sharding.reshard's compiled program (an all-reduce, then a slice)
     beside reshard's (partial_sums_program), bytes into one device with an all-reduce counted as
-    a ring moves it; the choice is reshard's plan where there is one, as reshard() makes it."""
-    program, why = partial_sums_program(tuple(shape), np.dtype(dtype), source, target)
+    a ring moves it; the choice is reshard's plan where there is one and the target's mesh is
+    the source's devices in the same order (same_devices), as reshard() makes it."""
+    program, why = (partial_sums_program(tuple(shape), np.dtype(dtype), source, target) if same_devices else
+                    (None, "the target's mesh orders or names the devices otherwise"))
     dt = _reshard.dtype_name(dtype)
     mesh = target.mesh
     plan = None

@@ -239,8 +239,9 @@ def _constrain(leaf, sharding):
 def jit(fun=None, /, **kwargs):
     """jax.jit(fun, **kwargs), with every with_sharding_constraint in the traced program (nested jit,
     scan/while/cond bodies, custom_jvp/custom_vjp primal functions, checkpoint, and the transposed
-    program of a grad taken inside) made reshard's op, every jax.sharding.reshard of partial sums
-    (unreduced axes) made reshard's reduction, and the final move to out_shardings made by it too. Returns what jax.jit returns (.lower(), .trace(), .eval_shape() work); every argument
+    program of a grad taken inside) made reshard's op, every jax.sharding.reshard on a mesh of
+    Explicit axes made reshard.jax.reshard (its plan; for partial sums, its reduction), and the
+    final move to out_shardings made by the op too. Returns what jax.jit returns (.lower(), .trace(), .eval_shape() work); every argument
     of jax.jit behaves as there. Usable as a decorator, with or without arguments."""
     if fun is None:
         return functools.partial(jit, **kwargs)
@@ -275,6 +276,6 @@ def explain(x, target, *, source=None) -> Explanation:
         if _unreduced(tgt) or not isinstance(tgt, NamedSharding):
             raise NotImplementedError("explain: partial sums into %s: reshard.jax moves partial sums only to a "
                                       "NamedSharding with no unreduced axes" % (tgt,))
-        return _jax_plan.partial_sums_explanation(tuple(x.shape), x.dtype, src, tgt)
+        return _jax_plan.partial_sums_explanation(tuple(x.shape), x.dtype, src, tgt, _same_devices(src, tgt))
     return _jax_plan.decision(x.shape, x.dtype, _auto(src), _auto(tgt)).explain_both()
 

@@ -201,6 +201,37 @@ TEST(Checker, CatchesWrongProgram) {
   EXPECT_FALSE(CheckCoverage(p).ok());
 }
 
+// A reducing step's coverage is per routed part: a device that loses one
+// part's message, is filled where parts reach it, or is not filled where
+// none does, fails (max's tags would not show a lost non-winning part).
+TEST(Checker, CatchesALostPartAndAWrongFill) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  auto parse = [&](const std::string& text) { return ParseLayout(text, {16, 16}, DType::kF32, m).value().layout; };
+  auto compile = [&](const std::string& from, const std::string& to) {
+    PlannerOptions o;
+    o.meshes = {m};
+    o.strategy = Strategy::kExchange;
+    return PlanProgram::Compile(PlanReshard(parse(from), parse(to), o).value().plan).value();
+  };
+  PlanProgram p = compile("[Partial(\"max\"), Shard(0)]", "P('x', None)");
+  ASSERT_TRUE(CheckCoverage(p).ok());
+  auto& dp = const_cast<DeviceProgram&>(p.steps()[0].devices[0]);
+  ASSERT_FALSE(dp.local.ops.empty());  // device 0 keeps rows of its own part 0
+  dp.local = CopyProgram{};            // part 0 lost
+  EXPECT_FALSE(CheckCoverage(p).ok());
+  // Into a partial target: the y = 1 devices hold zeros, the y = 0 devices their rows.
+  PlanProgram q = compile("P('x', None)", "P('x', None, unreduced={'y'})");
+  ASSERT_TRUE(CheckCoverage(q).ok());
+  auto& filled = const_cast<DeviceProgram&>(q.steps()[0].devices[1]);
+  auto& kept = const_cast<DeviceProgram&>(q.steps()[0].devices[0]);
+  ASSERT_FALSE(filled.fill.ops.empty());
+  ASSERT_TRUE(kept.fill.ops.empty());
+  kept.fill = filled.fill;  // filled where a part reaches it
+  EXPECT_FALSE(CheckCoverage(q).ok());
+  kept.fill = CopyProgram{};
+  filled.fill = CopyProgram{};  // not filled where none does
+  EXPECT_FALSE(CheckCoverage(q).ok());
+}
 
 TEST(BufferFormat, StridesAndSizes) {
   const std::vector<int64_t> shape = {5, 3};

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "exec/reduce_kernel.h"
 #include "exec/thread_pool.h"
@@ -204,6 +206,10 @@ Status CheckCoverage(const PlanProgram& program) {
   for (size_t si = 0; si < program.steps().size(); ++si) {
     const int64_t parts = program.steps()[si].reduction.parts;  // 1 unless the step reduces
     const bool by_parts = program.steps()[si].by_parts;
+    // The parts each device must get: the routes from this step's input to its output.
+    const Layout& out = program.layouts()[si + 1];
+    const PartRoutes routes = Exchange::RouteParts(program.layouts()[si], out);
+    std::map<int64_t, std::vector<int64_t>> into;  // target part -> the source parts routed to it
     for (const DeviceProgram& dp : program.steps()[si].devices) {
       std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
       // Adds the writes of ops [lo, hi) of `p`; an error where one leaves the output.
@@ -238,6 +244,20 @@ Status CheckCoverage(const PlanProgram& program) {
         const bool reached = std::find(reaches.begin(), reaches.end(), true) != reaches.end();
         if (reached && !dp.fill.ops.empty())
           return Status::InvalidArgument(fmt::format("step {}: device {} is filled with the identity and also receives parts", si, dp.device));
+        if (by_parts && out.TileOf(dp.device) >= 0 && !writes.empty()) {
+          // Exactly the routed parts reach the device (every part where the output is not partial).
+          const int64_t q = out.partial() ? out.PartOf(dp.device) : -1;
+          if (into.find(q) == into.end()) into[q] = routes.PartsInto(q);
+          std::vector<bool> want(static_cast<size_t>(parts), false);
+          for (int64_t p : into[q]) want[static_cast<size_t>(p)] = true;
+          if (want != reaches)
+            return Status::InvalidArgument(fmt::format("step {}: device {} does not get exactly the parts routed to it", si,
+                                                       dp.device));
+          if (into[q].empty() != !dp.fill.ops.empty())
+            return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity, but {} part is "
+                                                       "routed to it", si, dp.device, dp.fill.ops.empty() ? "not " : "",
+                                                       into[q].empty() ? "no" : "a"));
+        }
         if (!reached && !dp.fill.ops.empty()) {
           std::fill(writes.begin(), writes.end(), 0);
           RESHARD_RETURN_IF_ERROR(count(dp.fill, 0, dp.fill.ops.size()));
@@ -295,6 +315,9 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport, RankChoice ranks) {
   if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
+  if (program.target().partial() && !(program.source() == program.target()) && program.steps().size() != 1)
+    return Status::InvalidArgument("the checker states a partial target's values by the routes from the source: "
+                                   "a plan into one must be one step");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
   const size_t n = program.devices().size();
   std::vector<std::vector<std::byte>> src(n), dst(n);

@@ -41,8 +41,11 @@ namespace reshard {
 // n + 0 or 1 and n), so a part lost, doubled or taken from another element of
 // a different n changes the result. A partial target's device holds the
 // source's parts routed to its part (Exchange::RouteParts) combined in part
-// order, or the identity where none is: checked exactly, and the target's
-// own reduction of those is n again.
+// order, or the identity where none is: checked exactly. That these reduce,
+// over the target's parts, to n again is the routes' own rule, tested on its
+// own (Exchange.RoutedPartsReduceToTheSourcesReduction), not here. A plan
+// into a partial target is one step (RunChecked refuses others: routes are
+// stated from the program's source to its target).
 struct TagScheme {
   int64_t modulus = 0;      // 0: bit tags (the source is not partial)
   Reduction source = {};    // the source's reduction
@@ -76,7 +79,9 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 
 // Every output element of every step written exactly once by the program's
 // unpack and local copies, and by its direct and local copies (a reducing
-// step's: once per part). InvalidArgument names the first that is not.
+// step's: once per part routed to the device, exactly the parts the routes
+// give it, and a device no part reaches filled once with the identity).
+// InvalidArgument names the first that is not.
 Status CheckCoverage(const PlanProgram& program);
 
 struct CheckReport {

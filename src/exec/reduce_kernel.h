@@ -3,9 +3,10 @@
 // place element values are read and written as numbers.
 //
 // A reducing step (StepProgram::reduction) gives every output element one
-// contribution per part. RunReducingCopies applies a device's contributions
-// in part order: part 0's copies write, each later part's combine with what
-// is there (sum, max, min; avg sums and then divides by the number of parts),
+// contribution per part routed to its device (PartRoutes, exchange.h).
+// RunReducingCopies applies a device's contributions in part order: the
+// first part's copies write, each later part's combine with what is there
+// (sum, max, min; avg sums and then divides by the number of parts),
 // so the result does not depend on the order messages arrive in: every
 // executor and transport gives the same bits. Integers wrap (two's
 // complement, as XLA and torch do); avg of integers truncates toward zero;

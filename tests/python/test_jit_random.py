@@ -134,6 +134,7 @@ def test_explicit_reshard_program(i):
     _STATS["explicit_better"] = _STATS.get("explicit_better", 0) + (ours_bytes < ref_bytes)
     if _rematerializes(ref_ops, pair, np.dtype(dtype).itemsize):
         assert ours_bytes < ref_bytes, (pair.describe(), ours_ops, ref_ops)
-    if i == len(EXPLICIT_PAIRS) - 1:
+    if i == len(EXPLICIT_PAIRS) - 1 and _STATS["explicit"] == len(EXPLICIT_PAIRS):
+        assert _STATS["explicit_better"] >= 1  # XLA rematerializes some of these; reshard's plan must show
         print("\njax.sharding.reshard under reshard.jax.jit: %d programs, %d with fewer bytes than jax.jit's, none more"
               % (_STATS["explicit"], _STATS["explicit_better"]))

@@ -412,3 +412,34 @@ def test_jax_sharding_reshard_under_jit_is_the_op():
             assert "all-gather" not in ops and recv < ref_bytes, (fn, ops, ref_ops, recv, ref_bytes)
         _, ops, recv = _compiled(rj.jit(move), x)
         assert ops == ["all-to-all"] and recv == 1792, ops
+
+
+def test_mesh_casts_under_jit_stay_jaxs():
+    """jax.sharding.auto_axes and explicit_axes move values in and out of their regions with the
+    same primitive as jax.sharding.reshard, on another mesh (Auto axes): reshard.jax.jit leaves
+    those casts to JAX. rj.reshard inside rj.jit (which runs through auto_axes), an auto_axes
+    region and an explicit_axes region: values and result types as jax.jit's."""
+    explicit = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    auto = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    src, dst = NamedSharding(explicit, P("y", None, "x")), NamedSharding(explicit, P(None, ("x", "y"), None))
+    with jax.set_mesh(explicit):
+        x = jax.device_put(X, src)
+        f = rj.jit(lambda a: rj.reshard(a, dst))
+        _, ops, recv = _compiled(f, x)
+        assert ops == ["all-to-all"] and recv == 1792, ops
+        programs = [lambda a: jax.sharding.auto_axes(lambda b: b * 2, out_sharding=dst)(a),
+                    lambda a: jax.sharding.auto_axes(lambda b: jax.lax.with_sharding_constraint(b, P(None, "x", "y")),
+                                                     out_sharding=src)(a)]
+        for fn in programs + [lambda a: rj.reshard(a, dst)]:
+            want, got = jax.jit(fn)(x), rj.jit(fn)(x)
+            assert np.array_equal(np.asarray(got), np.asarray(want))
+            assert jax.typeof(got).sharding.spec == jax.typeof(want).sharding.spec
+    with jax.set_mesh(auto):
+        y = jax.device_put(X, NamedSharding(auto, P("y", None, "x")))
+
+        def region(a):
+            return jax.sharding.explicit_axes(lambda b: jax.sharding.reshard(b, P(None, ("x", "y"), None)) * 2,
+                                              in_sharding=P("y", None, "x"))(a)
+
+        want, got = jax.jit(region)(y), rj.jit(region)(y)
+        assert np.array_equal(np.asarray(got), np.asarray(want))
