@@ -119,16 +119,6 @@ int64_t NumberOf(const Reduction& r, DType dtype, int64_t part, int64_t g, const
   return n;
 }
 
-int64_t Fold(int64_t a, int64_t b, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg: return a + b;
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
-  }
-  return a;
-}
-
 // The expected bytes of element g in a source layout (its device's part).
 void ExpectSource(const Layout& layout, int64_t part, int64_t g, const TagScheme& scheme, int64_t eb, std::byte* out) {
   if (scheme.modulus == 0)
@@ -148,7 +138,7 @@ void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int6
   int64_t v = 0;
   for (size_t i = 0; i < routed.size(); ++i) {
     const int64_t x = NumberOf(scheme.source, layout.dtype(), routed[i], g, scheme);
-    v = i == 0 ? x : Fold(v, x, scheme.routes.combine);
+    v = i == 0 ? x : CombineNumbers(v, x, scheme.routes.combine);
   }
   if (scheme.routes.combine == ReduceOp::kAvg) v /= scheme.source.parts;
   StoreNumber(v, layout.dtype(), out);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"
+#include "exec/reduce_kernel.h"
 #include "exec/simulator.h"
 
 namespace reshard {
@@ -68,15 +69,6 @@ Tag PartValue(Tag t, int64_t p, int64_t parts, ReduceOp op) {
     case ReduceOp::kMin: return p + 1 < parts ? t + 1 : t;
   }
   return t;
-}
-Tag Combine(Tag a, Tag b, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg: return a + b;
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
-  }
-  return a;
 }
 
 // The tags of the elements `device` holds of `layout` in a buffer of
@@ -166,7 +158,7 @@ class PlanRun {
     Tag v = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
       const Tag p = r.parts > 1 ? PartValue(t, parts[i], r.parts, r.op) : t;
-      v = i == 0 ? p : Combine(v, p, routes_.combine);
+      v = i == 0 ? p : CombineNumbers(v, p, routes_.combine);
     }
     return routes_.combine == ReduceOp::kAvg ? v / static_cast<Tag>(r.parts) : v;
   }
@@ -324,7 +316,7 @@ class PlanRun {
                 continue;
               }
               for (int64_t e = 0; e < chunk; ++e)
-                out.data[e] = i == 0 ? in.data[from + e] : Combine(out.data[e], in.data[from + e], op.reduce);
+                out.data[e] = i == 0 ? in.data[from + e] : CombineNumbers(out.data[e], in.data[from + e], op.reduce);
             }
             if (reduces && op.reduce == ReduceOp::kAvg)
               for (Tag& t : out.data) t /= static_cast<Tag>(k);
@@ -398,7 +390,7 @@ class PlanRun {
           for (auto& [dev, g] : got) {
             Buffer& b = next.at(dev);
             const bool first = written.insert(dev).second;
-            for (size_t e = 0; e < b.data.size(); ++e) b.data[e] = first ? g.data[e] : Combine(b.data[e], g.data[e], routes.combine);
+            for (size_t e = 0; e < b.data.size(); ++e) b.data[e] = first ? g.data[e] : CombineNumbers(b.data[e], g.data[e], routes.combine);
           }
         }
         if (reducing && routes.combine == ReduceOp::kAvg)

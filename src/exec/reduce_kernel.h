@@ -47,6 +47,20 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
                        const CopyProgram& received, const std::vector<int32_t>& begin,
                        const std::function<const std::byte*(size_t m)>& received_base, std::byte* out);
 
+// op(a, b) on the integers the oracles model element values with (the
+// simulator's tags, the checker's numbers): avg combines as sum, the
+// division comes once at the end, as RunReducingCopies does it.
+template <typename T>
+T CombineNumbers(T a, T b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return static_cast<T>(a + b);
+    case ReduceOp::kMax: return a < b ? b : a;
+    case ReduceOp::kMin: return b < a ? b : a;
+  }
+  return a;
+}
+
 // Writes the identity of `op` as one element of `dtype`: 0 for sum and avg,
 // for max the lowest value (-inf for floats), for min the highest.
 void StoreIdentity(ReduceOp op, DType dtype, std::byte* out);

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -186,21 +187,18 @@ TEST(Mpi, RandomLayoutsThroughThePlanner) {
   }
 }
 
-// Partial sums (random unreduced axes and ops, uneven shapes, nine element
-// types) reduced as planned: 300 pairs, each with every transport the
-// runner has for a reducing step, every element checked and every step's
-// bytes against the plan's. At 4 and 8 ranks (meshes of up to Size() devices).
-TEST(Mpi, PartialSumsThroughThePlanner) {
-  if (Size() < 4) GTEST_SKIP() << "partial sums run at 4 and 8 ranks";
-  std::mt19937_64 rng(17);
-  const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
-                         DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
+// Runs `count` random partial pairs (testing::DrawPartialPair, with partial
+// targets or not) through the planner, each in one of `types` (f64 where the
+// op cannot reduce it) and with each MPI transport in turn.
+void RunPartialPairs(uint64_t seed, int count, bool partial_target, std::span<const DType> types) {
+  std::mt19937_64 rng(seed);
   int cases = 0;
-  while (cases < 300) {
-    const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
+  while (cases < count) {
+    const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng, partial_target);
     if (!drawn || drawn->mesh.num_devices() > Size()) continue;
-    DType dtype = types[cases % 9];
-    if (!CheckReducible(dtype, drawn->source.reduction().op).ok()) dtype = DType::kF64;
+    DType dtype = types[static_cast<size_t>(cases) % types.size()];
+    for (const Layout* l : {&drawn->source, &drawn->target})
+      if (l->partial() && !CheckReducible(dtype, l->reduction().op).ok()) dtype = DType::kF64;
     Case c{testing::Retyped(drawn->source, dtype), testing::Retyped(drawn->target, dtype), drawn->mesh,
            "case " + std::to_string(cases) + " as " + std::string(DTypeName(dtype)) + ": " + drawn->text};
     MpiOptions o;
@@ -214,29 +212,24 @@ TEST(Mpi, PartialSumsThroughThePlanner) {
   }
 }
 
+// Partial sums (random unreduced axes and ops, uneven shapes, nine element
+// types) reduced as planned: 300 pairs, each with every transport the
+// runner has for a reducing step, every element checked and every step's
+// bytes against the plan's. At 4 and 8 ranks (meshes of up to Size() devices).
+TEST(Mpi, PartialSumsThroughThePlanner) {
+  if (Size() < 4) GTEST_SKIP() << "partial sums run at 4 and 8 ranks";
+  const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
+                         DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
+  RunPartialPairs(17, 300, false, types);
+}
+
 // Targets with a pending reduction (partial or plain sources, other ops):
 // 200 pairs through the planner's one reducing exchange, every transport,
 // each target device's routed parts checked exactly, bytes as planned.
 TEST(Mpi, PartialTargetsThroughThePlanner) {
   if (Size() < 4) GTEST_SKIP() << "partial targets run at 4 and 8 ranks";
-  std::mt19937_64 rng(18);
   const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kS8, DType::kU64, DType::kF64};
-  int cases = 0;
-  while (cases < 200) {
-    const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng, /*partial_target=*/true);
-    if (!drawn || drawn->mesh.num_devices() > Size()) continue;
-    DType dtype = types[cases % 6];
-    Case c{testing::Retyped(drawn->source, dtype), testing::Retyped(drawn->target, dtype), drawn->mesh,
-           "case " + std::to_string(cases) + " as " + std::string(DTypeName(dtype)) + ": " + drawn->text};
-    MpiOptions o;
-    o.planner = PlannerOptions{};
-    o.planner->meshes = {drawn->mesh};
-    o.transport = std::vector<MpiTransport>{MpiTransport::kAuto, MpiTransport::kAlltoallv, MpiTransport::kPointToPoint,
-                                            MpiTransport::kDatatypes}[cases % 4];
-    const ::testing::AssertionResult ok = RunCase(c, o);
-    EXPECT_TRUE(AllOk(ok)) << ok.message();
-    ++cases;
-  }
+  RunPartialPairs(18, 200, true, types);
 }
 
 // Messages larger than the chunk limit go as several chunks; a tiny limit

@@ -28,6 +28,15 @@ def _ring_bytes(hlo_text):
     return hlo_bytes.recv_bytes(hlo_text, all_reduce="ring")
 
 
+def _operands():
+    """A and B of the matmul whose sum over the sharded contracting dim is the partial sums, and
+    the weights of the loss whose gradient is checked."""
+    a = (np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7) / 4
+    b = (np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5) / 2
+    w = np.arange(256, dtype=np.float32).reshape(16, 16) % 3
+    return a, b, w
+
+
 def _mesh():
     return jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
 
@@ -36,9 +45,7 @@ def _mesh():
 def test_rows_at_the_bound_with_jax_values_and_gradients(row):
     src, a_spec, b_spec, dst, bound = row
     mesh = _mesh()
-    a = (np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7) / 4
-    b = (np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5) / 2
-    w = np.arange(256, dtype=np.float32).reshape(16, 16) % 3
+    a, b, w = _operands()
     with jax.set_mesh(mesh):
         A = jax.device_put(a, NamedSharding(mesh, a_spec))
         B = jax.device_put(b, NamedSharding(mesh, b_spec))
@@ -96,9 +103,7 @@ def test_jit_constraint_and_explain_take_partial_sums(row):
     and slice)."""
     src, a_spec, b_spec, dst, bound = row
     mesh = _mesh()
-    a = (np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7) / 4
-    b = (np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5) / 2
-    w = np.arange(256, dtype=np.float32).reshape(16, 16) % 3
+    a, b, w = _operands()
     with jax.set_mesh(mesh):
         A = jax.device_put(a, NamedSharding(mesh, a_spec))
         B = jax.device_put(b, NamedSharding(mesh, b_spec))
