@@ -135,6 +135,10 @@ struct PartRoutes {
   // The source parts routed to a device of target part `part` (-1: a target
   // with no reduction), ascending.
   std::vector<int64_t> PartsInto(int64_t part) const;
+  // Whether `device` of the partial `target` holds the identity: it keeps a
+  // tile and no part is routed to its part. False for a target with no
+  // reduction.
+  bool Fills(const Layout& target, int64_t device) const;
 };
 
 class Exchange {

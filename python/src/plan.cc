@@ -119,8 +119,7 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
     d["local_part"] = s.step.input.PartOf(device);
     // A partial target's device no part is routed to holds the identity of the target's op.
     const Layout& out = s.step.output;
-    const bool filled = out.partial() && out.TileOf(device) >= 0 && routes.PartsInto(out.PartOf(device)).empty();
-    d["fill"] = filled ? nb::object(nb::str(std::string(ReduceOpName(routes.fill)).c_str())) : nb::none();
+    d["fill"] = routes.Fills(out, device) ? nb::object(nb::str(std::string(ReduceOpName(routes.fill)).c_str())) : nb::none();
   }
   return d;
 }

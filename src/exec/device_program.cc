@@ -425,7 +425,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       for (DeviceProgram& dp : step.devices) {
         dp.local_part = in.PartOf(dp.device);
         // A partial target's device that no part reaches holds the identity.
-        if (!out.partial() || out.TileOf(dp.device) < 0 || !routes->PartsInto(out.PartOf(dp.device)).empty()) continue;
+        if (!routes->Fills(out, dp.device)) continue;
         const std::vector<int64_t> shape = out.LocalShape(dp.device), strides = out_strides_of(dp.device);
         dp.fill.AddBox(shape, 0, strides, 0, strides, eb);
         dp.fill_element.resize(static_cast<size_t>(eb));

@@ -198,7 +198,7 @@ Status CheckCoverage(const PlanProgram& program) {
     const bool by_parts = program.steps()[si].by_parts;
     // The parts each device must get: the routes from this step's input to its output.
     const Layout& out = program.layouts()[si + 1];
-    const PartRoutes routes = Exchange::RouteParts(program.layouts()[si], out);
+    const PartRoutes routes = by_parts ? Exchange::RouteParts(program.layouts()[si], out) : PartRoutes{};
     std::map<int64_t, std::vector<int64_t>> into;  // target part -> the source parts routed to it
     for (const DeviceProgram& dp : program.steps()[si].devices) {
       std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
@@ -243,7 +243,7 @@ Status CheckCoverage(const PlanProgram& program) {
           if (want != reaches)
             return Status::InvalidArgument(fmt::format("step {}: device {} does not get exactly the parts routed to it", si,
                                                        dp.device));
-          if (into[q].empty() != !dp.fill.ops.empty())
+          if (routes.Fills(out, dp.device) == dp.fill.ops.empty())
             return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity, but {} part is "
                                                        "routed to it", si, dp.device, dp.fill.ops.empty() ? "not " : "",
                                                        into[q].empty() ? "no" : "a"));

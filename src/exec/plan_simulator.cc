@@ -361,8 +361,7 @@ class PlanRun {
         for (int64_t dev : plan_.devices()) {
           Buffer out;
           out.shape = Padded(step) ? step.output_shard : step.output.LocalShape(dev);
-          const bool filled = reducing && step.output.partial() && step.output.TileOf(dev) >= 0 &&
-                              routes.PartsInto(step.output.PartOf(dev)).empty();
+          const bool filled = reducing && routes.Fills(step.output, dev);
           // Not 0 where a partial target is made: 0 is also the identity of sum and max, so a fill left out would pass.
           const Tag blank = filled ? Identity(routes.fill) : step.output.partial() ? kNeverWritten : 0;
           if (Padded(step) || step.output.TileOf(dev) >= 0) out.data.assign(Product(out.shape), blank);

@@ -237,6 +237,12 @@ std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
   return parts;
 }
 
+bool PartRoutes::Fills(const Layout& target, int64_t device) const {
+  if (!target.partial() || target.TileOf(device) < 0) return false;
+  const int64_t q = target.PartOf(device);
+  return std::none_of(to.begin(), to.end(), [q](int64_t t) { return t < 0 || t == q; });
+}
+
 PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   const int64_t P = source.reduction().parts, Q = target.reduction().parts;
   const ReduceOp sop = source.reduction().op, top = target.reduction().op;

@@ -27,6 +27,22 @@
 namespace reshard {
 namespace {
 
+// `plan` simulated (or too large to), compiled and run in-process over the
+// transport `iter` picks, every element checked and every step's bytes
+// against the plan's.
+void ExpectExactRun(const CollectivePlan& plan, int iter, const std::string& text) {
+  const SimulationReport sim = SimulatePlan(plan);
+  ASSERT_TRUE(sim.ok() || sim.too_large) << text << ": " << sim.first_problem;
+  Result<PlanProgram> program = PlanProgram::Compile(plan);
+  ASSERT_TRUE(program.ok()) << text << ": " << program.status();
+  const Transport transport = std::vector<Transport>{Transport::kStaged, Transport::kDirect, Transport::kRanks}[iter % 3];
+  Result<CheckReport> report = RunChecked(*program, 2, transport);
+  ASSERT_TRUE(report.ok()) << text << ": " << report.status();
+  ASSERT_TRUE(report->ok()) << text << ", plan " << ::testing::PrintToString(plan.OpNames()) << ": "
+                            << report->first_problem;
+  testing::ExpectPlannedTraffic(plan, program->devices(), report->stats.steps, text);
+}
+
 TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   std::mt19937_64 rng(2026120206);
   int planned = 0, at_bound = 0, single_keeper = 0, single_at_bound = 0;
@@ -160,16 +176,7 @@ TEST(ReductionPlanProperty, PartialLayoutsInEveryNotationRun) {
         structured += !exchange;
       }
       ASSERT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
-      const SimulationReport sim = SimulatePlan(r->plan);
-      ASSERT_TRUE(sim.ok() || sim.too_large) << text << ": " << sim.first_problem;
-      Result<PlanProgram> program = PlanProgram::Compile(r->plan);
-      ASSERT_TRUE(program.ok()) << text << ": " << program.status();
-      const Transport transport = std::vector<Transport>{Transport::kStaged, Transport::kDirect, Transport::kRanks}[iter % 3];
-      Result<CheckReport> report = RunChecked(*program, 2, transport);
-      ASSERT_TRUE(report.ok()) << text << ": " << report.status();
-      ASSERT_TRUE(report->ok()) << text << ", plan " << ::testing::PrintToString(r->plan.OpNames()) << ": "
-                                << report->first_problem;
-      testing::ExpectPlannedTraffic(r->plan, program->devices(), report->stats.steps, text);
+      ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
     }
   }
   EXPECT_EQ(pairs, 1000);
@@ -239,15 +246,7 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
       }
       zero_bound_moved += bound == 0 && got > 0;
     }
-    const SimulationReport sim = SimulatePlan(r->plan);
-    ASSERT_TRUE(sim.ok() || sim.too_large) << text << ": " << sim.first_problem;
-    Result<PlanProgram> program = PlanProgram::Compile(r->plan);
-    ASSERT_TRUE(program.ok()) << text << ": " << program.status();
-    const Transport transport = std::vector<Transport>{Transport::kStaged, Transport::kDirect, Transport::kRanks}[iter % 3];
-    Result<CheckReport> report = RunChecked(*program, 2, transport);
-    ASSERT_TRUE(report.ok()) << text << ": " << report.status();
-    ASSERT_TRUE(report->ok()) << text << ": " << report->first_problem;
-    testing::ExpectPlannedTraffic(r->plan, program->devices(), report->stats.steps, text);
+    ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
   }
   EXPECT_EQ(pairs, 2000);
   std::cout << "partial targets in every notation: " << pairs << " pairs (" << from_partial

@@ -37,6 +37,18 @@ def _operands():
     return a, b, w
 
 
+def _placed(mesh, row, a, b):
+    """The row's operands placed on `mesh`, its target sharding, and the matmul that makes the
+    partial sums (call under jax.set_mesh(mesh))."""
+    src, a_spec, b_spec, dst, _ = row
+
+    def partial(A, B):
+        return jnp.dot(A, B, out_sharding=src)
+
+    return (jax.device_put(a, NamedSharding(mesh, a_spec)), jax.device_put(b, NamedSharding(mesh, b_spec)),
+            NamedSharding(mesh, dst), partial)
+
+
 def _mesh():
     return jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
 
@@ -47,12 +59,7 @@ def test_rows_at_the_bound_with_jax_values_and_gradients(row):
     mesh = _mesh()
     a, b, w = _operands()
     with jax.set_mesh(mesh):
-        A = jax.device_put(a, NamedSharding(mesh, a_spec))
-        B = jax.device_put(b, NamedSharding(mesh, b_spec))
-        tgt = NamedSharding(mesh, dst)
-
-        def partial(A, B):
-            return jnp.dot(A, B, out_sharding=src)
+        A, B, tgt, partial = _placed(mesh, row, a, b)
 
         ours = jax.jit(lambda A, B: rj.reshard(partial(A, B), tgt))
         got = ours(A, B)
@@ -105,12 +112,7 @@ def test_jit_constraint_and_explain_take_partial_sums(row):
     mesh = _mesh()
     a, b, w = _operands()
     with jax.set_mesh(mesh):
-        A = jax.device_put(a, NamedSharding(mesh, a_spec))
-        B = jax.device_put(b, NamedSharding(mesh, b_spec))
-        tgt = NamedSharding(mesh, dst)
-
-        def partial(A, B):
-            return jnp.dot(A, B, out_sharding=src)
+        A, B, tgt, partial = _placed(mesh, row, a, b)
 
         theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), tgt))
         ours = rj.jit(lambda A, B: jax.sharding.reshard(partial(A, B), tgt))

@@ -354,18 +354,21 @@ def partial_parts(full, mesh, placements, op, seed):
     return split_local(part, mesh, plain)
 
 
+def _partial_draw(rng, i, meshes_by_name):
+    """Case i's mesh (its name and DeviceMesh, in turn), tensor rank, shape (even, or for every
+    third case uneven: where no structured plan applies, the reducing exchange) and op."""
+    m = ["8", "4x2", "2x2x2", "4x2-perm"][i % 4]
+    rank = rng.randint(1, 2)
+    shape = tuple(rng.choice([8, 16]) for _ in range(rank)) if i % 3 else tuple(rng.choice([3, 5, 7]) for _ in range(rank))
+    return m, meshes_by_name[m], rank, shape, rng.choice(["sum", "sum", "max", "avg"])
+
+
 def partial_cases(meshes_by_name, rt, out, n, seed):
     """Partial sources to random targets: values equal torch's split of the reduced tensor on
     every rank; bytes counted three ways agree; DTensor's own result where it runs."""
     rng = random.Random(seed + 17)
-    names = ["8", "4x2", "2x2x2", "4x2-perm"]
     for i in range(n):
-        m = names[i % len(names)]
-        mesh = meshes_by_name[m]
-        rank = rng.randint(1, 2)
-        # Even and uneven splits: where no structured plan applies, the reducing exchange.
-        shape = tuple(rng.choice([8, 16]) for _ in range(rank)) if i % 3 else tuple(rng.choice([3, 5, 7]) for _ in range(rank))
-        op = rng.choice(["sum", "sum", "max", "avg"])
+        m, mesh, rank, shape, op = _partial_draw(rng, i, meshes_by_name)
         while True:
             src = list(random_placements(rng, mesh.ndim, rank))
             src = [Partial(op) if (isinstance(p, Replicate) or rng.random() < 0.3) else p for p in src]
@@ -436,13 +439,8 @@ def partial_target_cases(meshes_by_name, rt, out, n, seed):
     full_tensor, equals the array on every rank; the bytes as planned; the gradient of a sum
     comes back as DTensor's rule states (replicated over the Partial dims)."""
     rng = random.Random(seed + 29)
-    names = ["8", "4x2", "2x2x2", "4x2-perm"]
     for i in range(n):
-        m = names[i % len(names)]
-        mesh = meshes_by_name[m]
-        rank = rng.randint(1, 2)
-        shape = tuple(rng.choice([8, 16]) for _ in range(rank)) if i % 3 else tuple(rng.choice([3, 5, 7]) for _ in range(rank))
-        op = rng.choice(["sum", "sum", "max", "avg"])
+        m, mesh, rank, shape, op = _partial_draw(rng, i, meshes_by_name)
         top = op if rng.random() < 0.5 else rng.choice(["sum", "max", "avg"])
         plain = lambda ps: tuple(p if not isinstance(p, _StridedShard) else Shard(p.dim) for p in ps)  # noqa: E731
         src = plain(random_placements(rng, mesh.ndim, rank))
