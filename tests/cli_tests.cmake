@@ -29,6 +29,10 @@ cli_test(verify_reducing_exchange "^verified: 130 elements on 6 devices arrived 
          ${R} verify --shape 13,5 --mesh x=3,y=2 --from "[Partial(\"max\"), Shard(0)]" --to "P(None, 'x')" --strategy exchange)
 cli_test(plan_reducing_exchange_explained "reducing exchange\n.*traffic \\(row sends to column\\)"
          ${R} plan --shape 13,5 --mesh x=3,y=2 --from "[Partial(\"max\"), Shard(0)]" --to "P(None, 'x')" --strategy exchange --explain)
+# A plain source into a partial target: tiles routed part by part (512 B where whole parts would take 768), the
+# traffic matrix drawn from the routed exchange.
+cli_test(plan_plain_into_partial "exchange: 512 B into the busiest device.*traffic \\(row sends to column\\):\n.*\n     0    .    -  256"
+         ${R} plan --shape 16,16 --mesh x=4,y=2 --from "P('x', None)" --to "P(None, None, unreduced={'y'})")
 cli_test(verify_canonical "^verified: 4096 elements on 8 devices"
          ${R} verify --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO})
 # Refused from the layouts, before any plan is built (8192 devices: planning the exchange took 4.8 s).
@@ -173,6 +177,9 @@ cli_error_test(emit_jax_with_explain 2 "^reshard: error: --explain conflicts wit
 cli_error_test(transfers_without_json 2 "^reshard: error: --transfers lists the transfers in the JSON output. add --json" ${R} ${P8} --transfers)
 cli_error_test(transfers_with_emit_hlo 2 "^reshard: error: --transfers conflicts with --emit hlo" ${R} ${P8} --transfers --emit hlo)
 cli_test(transfers_with_emit_json "\"transfers\":\\[{\"from\":0,\"to\":0,.*{\"from\":0,\"to\":1," ${R} ${P8} --strategy exchange --transfers --emit json)
+cli_error_test(transfers_not_one_exchange 2 "^reshard: error: --transfers: the plan is all-gather, not one exchange. --strategy exchange plans one" ${R} ${P8} --json --transfers)
+cli_error_test(transfers_reducing_exchange 2 "^reshard: error: --transfers: the plan is a reducing exchange"
+               ${R} plan --shape 16,16 --mesh x=4,y=2 --from "P('x', None)" --to "P(None, None, unreduced={'y'})" --json --transfers)
 cli_error_test(dims_with_json 2 "^reshard: error: --dims conflicts with --json" ${R} show --shape 4,4 --mesh x=2 --sharding "P('x')" --dims 0,1 --json)
 # A 50,000-character name: quoted as 100 characters and "...", in a message of a few hundred bytes.
 string(REPEAT "a" 50000 LONG_NAME)

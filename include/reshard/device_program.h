@@ -128,7 +128,8 @@ struct DeviceProgram {
   std::vector<int64_t> recv_part;
   int64_t local_part = 0;
   // A step into a partial target: where no part is routed to this device
-  // (PartRoutes, exchange.h), its output as copies whose destinations are
+  // (PartRoutes, exchange.h), its output, or with tile routes the boxes of
+  // the tiles routed to other target parts, as copies whose destinations are
   // filled with `fill_element` (one element: the identity of the target's
   // op) before any part is applied. Empty elsewhere.
   CopyProgram fill;

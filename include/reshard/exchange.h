@@ -119,13 +119,32 @@ class ExchangePlan {
 //     routed to it;
 //   avg into avg with as many parts: parts matched one to one (a receiver
 //     copies its one part: the two averages divide by the same count);
-//   a source with no reduction: its one part into one target part;
+//   a source with no reduction into a sum, max or min target: tile by tile
+//     (below), else its one part into one target part;
 //   otherwise (different ops, or avg with other part counts): every part
 //     into one target part, which holds the whole reduction; into an avg
 //     target, into every target part.
+// Tile by tile: each tile of a source with no reduction joins the target
+// part whose devices receive fewest of its elements (then whose busiest
+// device has received least with it, then the lowest), so an element stays
+// where a target device already holds it; the target part's devices hold
+// the identity where no tile routed to them reaches. Taken only where it
+// receives fewer bytes into the busiest device (then in all) than routing
+// the whole source into any one part (else the whole source goes into the
+// part that receives least), and where the source has several tiles and
+// source tiles times target tiles and devices are at most 2^22, and the
+// pairs of tile coordinates times cells, summed over dims, at most 2^24 (the
+// routing's cost; else the part sharing most devices).
 struct PartRoutes {
-  // Per source part: the target part it joins, or -1: every target device.
+  // Per source part: the target part it joins, or -1: every target device
+  // (with tile routes: every target part, each tile into its own).
   std::vector<int64_t> to;
+  // Tile by tile (above): per tile of the source (one part), the target part
+  // it joins; shared by copies. Null: parts are routed whole.
+  std::shared_ptr<const std::vector<int64_t>> tile_to = nullptr;
+  // With tile routes, the target devices holding the identity somewhere
+  // (their part's tiles do not cover their own), ascending.
+  std::vector<int64_t> partly_filled = {};
   // How a receiver combines the parts it gets, in part order; avg sums them
   // and divides by the source's part count (only where it gets them all).
   ReduceOp combine = ReduceOp::kSum;
@@ -134,9 +153,16 @@ struct PartRoutes {
   ReduceOp fill = ReduceOp::kSum;
   // The source parts routed to a device of target part `part` (-1: a target
   // with no reduction), ascending.
+  // With tile routes: the one part wherever some tile is routed to `part`.
   std::vector<int64_t> PartsInto(int64_t part) const;
-  // Whether `device` of the partial `target` holds the identity: it keeps a
-  // tile and no part is routed to its part. False for a target with no
+  // The source parts routed to a device of target part `part` at the element
+  // of global row-major index `element` of `source` (the layout the routes
+  // were made from): PartsInto(part), or with tile routes the one part where
+  // the element's tile is routed to `part`, else none (the identity).
+  std::vector<int64_t> PartsAt(const Layout& source, int64_t part, int64_t element) const;
+  // Whether `device` of the partial `target` holds the identity somewhere:
+  // it keeps a tile and no part is routed to its part, or with tile routes
+  // its part's tiles do not cover its own. False for a target with no
   // reduction.
   bool Fills(const Layout& target, int64_t device) const;
 };
@@ -150,6 +176,11 @@ class Exchange {
   // With sender groups: `group_key(device)` names each device's group.
   static Result<Exchange> Create(const Layout& source, const Layout& target,
                                  std::function<int64_t(int64_t device)> group_key);
+  // Only the transfers `delivers(source tile, receiver)` keeps: the others
+  // are left out (the sender rule's positions stay those of the whole
+  // exchange, so every device still finds its senders alone).
+  static Result<Exchange> CreateRouted(const Layout& source, const Layout& target,
+                                       std::function<bool(int64_t source_tile, int64_t receiver)> delivers);
   // Create's checks alone, without building the exchange.
   static Status Validate(const Layout& source, const Layout& target);
   // The reducing exchange: for each part of `source` (a layout with no
@@ -161,6 +192,9 @@ class Exchange {
   // combined at the device that keeps it. The one lowering of a step from or
   // to a partial layout: the planner prices it, the simulator and the
   // compiled programs (device_program.h) run it.
+  // With tile routes (PartRoutes::tile_to) it is one exchange into every
+  // target device, each source tile delivered only to the devices of the
+  // target part it is routed to (CreateRouted).
   // InvalidArgument unless one of the layouts is partial and they differ;
   // NotSupported where the dtype cannot be reduced (CheckReducible).
   static Result<std::vector<Exchange>> CreateReducing(const Layout& source, const Layout& target);

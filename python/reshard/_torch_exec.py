@@ -27,6 +27,7 @@ tensor is cut back out at the end.
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Optional
@@ -357,11 +358,23 @@ class PlanRun:
     def _reduce_received(part, x, local, recv, recv_sizes, pos, shape):
         """A reducing exchange's output: the parts routed to this rank (its own part is the local
         copies, already in `local`) combined in part order, as the C++ executors do; where no part
-        is routed to it (a partial target), the identity of the target's op."""
+        is routed to it (a partial target), the identity of the target's op, and with tile routes
+        the identity wherever no routed tile lands."""
         shape = [int(n) for n in shape]
-        if part["fill"] is not None:
-            return _identity(part["fill"], shape, x)
         reached = set(part["recv_parts"]) | ({part["local_part"]} if part["local"] else set())
+        if part["fill"] is not None and not reached:
+            return _identity(part["fill"], shape, x)
+        if part["fill"] is not None:  # tile routes: the one part where its tiles land
+            landed = torch.zeros(shape, dtype=torch.bool, device=x.device)
+            for runs in [dst for _, dst in part["local"]] + [runs for _, runs in part["recv"]]:
+                _put(landed, runs, torch.ones(math.prod(sum(n for _, n in r) for r in runs), dtype=torch.bool,
+                                              device=x.device))
+            offset = 0
+            for peer, runs in part["recv"]:
+                n = recv_sizes[pos[peer]]
+                _put(local, runs, recv[offset:offset + n])
+                offset += n
+            return torch.where(landed, local, _identity(part["fill"], shape, x))
         out = None
         for p in sorted(reached):
             got = local if p == part["local_part"] else x.new_zeros(shape)

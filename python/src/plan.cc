@@ -206,8 +206,9 @@ void BindPlan(nb::module_& m) {
       .def("exchange", &DeviceExchange, nb::arg("device"),
            "one device's part of the minimal exchange from this step's input to its output layout (what an "
            "'exchange' program op moves; from or into partial sums, each part's, with 'parts', 'reduce' (how a "
-           "receiver combines), 'local_part', 'fill' (the op whose identity a partial target's device no part "
-           "reaches holds, else None) and 'recv_parts', the part of each received message, added: combine in part "
+           "receiver combines), 'local_part', 'fill' (the op whose identity a partial target's device holds "
+           "where nothing routed to it lands: everywhere if it receives nothing, else outside its received and "
+           "local runs; None where it holds none) and 'recv_parts', the part of each received message, added: combine in part "
            "order): {'send': [(peer, runs)], "
            "'recv': [(peer, runs)], 'local': [(src_runs, "
            "dst_runs)]}, where runs lists per dim the (offset, length) runs in the device's local buffer; a "

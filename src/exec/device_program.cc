@@ -421,16 +421,39 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     by_receiver = by_sender;
     std::stable_sort(by_receiver.begin(), by_receiver.end(),
                      [](const Item& a, const Item& b) { return std::pair(a.t->to, a.t->from) < std::pair(b.t->to, b.t->from); });
-    if (step.reduces())
+    if (step.reduces()) {
+      // With tile routes, the identity goes exactly where the tiles routed
+      // elsewhere would land: the transfers the routed exchange leaves out.
+      std::optional<Exchange> elsewhere;
+      if (routes->tile_to) {
+        RESHARD_ASSIGN_OR_RETURN(elsewhere, Exchange::CreateRouted(in, out.WithoutReduction(),
+                                                                   [tile_to = routes->tile_to, out](int64_t tile, int64_t to) {
+                                                                     return (*tile_to)[static_cast<size_t>(tile)] != out.PartOf(to);
+                                                                   }));
+      }
       for (DeviceProgram& dp : step.devices) {
         dp.local_part = in.PartOf(dp.device);
         // A partial target's device that no part reaches holds the identity.
         if (!routes->Fills(out, dp.device)) continue;
         const std::vector<int64_t> shape = out.LocalShape(dp.device), strides = out_strides_of(dp.device);
-        dp.fill.AddBox(shape, 0, strides, 0, strides, eb);
+        if (elsewhere && only_device >= 0 && dp.device != only_device) {
+          // Compiling one device's program: the others' fills are not needed.
+        } else if (elsewhere) {
+          const ExchangePlan xp = elsewhere->DevicePlan(dp.device);
+          for (const Transfer& t : xp.transfers()) {
+            if (t.to != dp.device) continue;
+            std::vector<std::vector<DimRun>> runs = Runs(xp, t, Side::kLocal);
+            for (auto& dim : runs)
+              for (DimRun& r : dim) r.src = r.dst;  // the fill reads its one element, not a source
+            AddRuns(dp.fill, runs, 0, strides, 0, strides, eb);
+          }
+        } else {
+          dp.fill.AddBox(shape, 0, strides, 0, strides, eb);
+        }
         dp.fill_element.resize(static_cast<size_t>(eb));
         StoreIdentity(routes->fill, out.dtype(), dp.fill_element.data());
       }
+    }
     StagedBoxes staged;                       // one sender's boxes: restarts with each sender
     std::map<std::vector<int32_t>, int32_t> box_message;  // a staged box -> the message that stages it
     int64_t sender = -1;

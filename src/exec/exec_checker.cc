@@ -150,6 +150,7 @@ TagScheme TagSchemeFor(const Layout& source, const Layout& target) {
   TagScheme scheme;
   scheme.source = source.reduction();
   scheme.routes = Exchange::RouteParts(source, target);
+  if (scheme.routes.tile_to) scheme.tiles = source;
   if (!source.partial()) return scheme;
   const int64_t exact = ExactIntegers(source.dtype()), parts = source.reduction().parts;
   int64_t m = exact - 1;
@@ -179,9 +180,11 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
   }
   std::byte want[16];
   const int64_t part = layout.PartOf(device);
-  const std::vector<int64_t> routed = layout.partial() ? scheme.routes.PartsInto(part) : std::vector<int64_t>{};
+  const bool per_element = layout.partial() && scheme.tiles.has_value();  // tile routes
+  std::vector<int64_t> routed = layout.partial() && !per_element ? scheme.routes.PartsInto(part) : std::vector<int64_t>{};
   ForEachLocal(layout, device, [&](int64_t i, int64_t g) {
     ++r.checked;
+    if (per_element) routed = scheme.routes.PartsAt(*scheme.tiles, part, g);
     ExpectTarget(layout, routed, g, scheme, eb, want);
     if (std::memcmp(want, buffer.data() + i * eb, static_cast<size_t>(eb)) != 0) {
       if (r.mismatches++ == 0)
@@ -223,6 +226,25 @@ Status CheckCoverage(const PlanProgram& program) {
         }
         return Status::Ok();
       };
+      if (by_parts && routes.tile_to) {
+        // Tile routes: the identity where the device's part gets no tile, the
+        // one part's copies elsewhere, each element written once (for the
+        // staged and the direct copies alike); values are CheckTags'.
+        if (out.TileOf(dp.device) >= 0 && routes.Fills(out, dp.device) == dp.fill.ops.empty())
+          return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity", si, dp.device,
+                                                     dp.fill.ops.empty() ? "not " : ""));
+        for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
+          std::fill(writes.begin(), writes.end(), 0);
+          RESHARD_RETURN_IF_ERROR(count(dp.fill, 0, dp.fill.ops.size()));
+          RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
+          RESHARD_RETURN_IF_ERROR(count(*moved, 0, moved->ops.size()));
+          for (size_t e = 0; e < writes.size(); ++e)
+            if (writes[e] != 1)
+              return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times "
+                                                         "(fill and copies)", si, dp.device, e, writes[e]));
+        }
+        continue;
+      }
       // Per part (a reducing step combines one contribution of each part
       // that reaches the device), and for the staged and the direct copies
       // of the messages alike; a device no part reaches, by its fill.

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -50,6 +51,7 @@ struct TagScheme {
   int64_t modulus = 0;      // 0: bit tags (the source is not partial)
   Reduction source = {};    // the source's reduction
   PartRoutes routes = {};   // where its parts go
+  std::optional<Layout> tiles = {};  // with tile routes, the source they route
 };
 // The scheme for a reshard from `source` to `target`: numbers where the
 // source is partial.

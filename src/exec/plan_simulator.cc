@@ -144,16 +144,18 @@ class PlanRun {
 
   // The value `device` holds of the element tagged t in `layout`: the tag,
   // or where the layout is partial its part: the source's (PartValue), or a
-  // partial target's, the source's parts routed to it combined (or the
-  // identity where none is).
+  // partial target's, the source's parts routed to it (at this element, with
+  // tile routes) combined (or the identity where none is).
   Tag ValueOf(const Layout& l, int64_t device, Tag t) {
     if (!l.partial() || t == 0) return t;
     const Reduction& r = plan_.source().reduction();
     if (l == plan_.source()) return PartValue(t, l.PartOf(device), r.parts, r.op);
     const int64_t q = l.PartOf(device);
+    std::vector<int64_t> at;  // with tile routes, this element's
+    if (routes_.tile_to) at = routes_.PartsAt(plan_.source(), q, static_cast<int64_t>(t - 1));
     auto it = into_.find(q);
-    if (it == into_.end()) it = into_.emplace(q, routes_.PartsInto(q)).first;
-    const std::vector<int64_t>& parts = it->second;
+    if (!routes_.tile_to && it == into_.end()) it = into_.emplace(q, routes_.PartsInto(q)).first;
+    const std::vector<int64_t>& parts = routes_.tile_to ? at : it->second;
     if (parts.empty()) return Identity(routes_.fill);
     Tag v = 0;
     for (size_t i = 0; i < parts.size(); ++i) {

@@ -56,6 +56,8 @@ class ExchangeTables {
   std::function<int64_t(int64_t)> group_key;
   std::vector<int64_t> keyed_begin;
   std::vector<std::pair<int64_t, int64_t>> keyed_holders;
+  // Exchange::CreateRouted's filter: null delivers every transfer.
+  std::function<bool(int64_t source_tile, int64_t receiver)> delivers;
 };
 
 }  // namespace reshard

@@ -156,7 +156,7 @@ class Planner {
         } else {
           tr.from = holders[(rank * t_.target_slots + static_cast<int64_t>(j) - locals) % h];
         }
-        visit(tr);
+        if (!t_.delivers || t_.delivers(tile, tr.to)) visit(tr);
       }
       ++rank;
     });
@@ -231,17 +231,154 @@ std::vector<Box> ExchangePlan::Boxes(const Transfer& t) const {
 }
 
 std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
+  if (tile_to)
+    return std::find(tile_to->begin(), tile_to->end(), part) != tile_to->end() ? std::vector<int64_t>{0}
+                                                                               : std::vector<int64_t>{};
   std::vector<int64_t> parts;
   for (size_t p = 0; p < to.size(); ++p)
     if (to[p] < 0 || to[p] == part) parts.push_back(static_cast<int64_t>(p));
   return parts;
 }
 
+std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int64_t element) const {
+  if (!tile_to) return PartsInto(part);
+  std::vector<int32_t> coords(static_cast<size_t>(source.rank()));
+  for (int64_t d = source.rank() - 1; d >= 0; --d) {
+    const int64_t g = element % source.shape()[d];
+    element /= source.shape()[d];
+    const DimGrid& grid = source.dim(d);
+    const int64_t cell = std::upper_bound(grid.cuts.begin(), grid.cuts.end(), g) - grid.cuts.begin() - 1;
+    coords[static_cast<size_t>(d)] = grid.cell_tile[static_cast<size_t>(cell)];
+  }
+  return (*tile_to)[static_cast<size_t>(source.TileIndex(coords))] == part ? std::vector<int64_t>{0}
+                                                                            : std::vector<int64_t>{};
+}
+
 bool PartRoutes::Fills(const Layout& target, int64_t device) const {
   if (!target.partial() || target.TileOf(device) < 0) return false;
+  if (tile_to) return std::binary_search(partly_filled.begin(), partly_filled.end(), device);
   const int64_t q = target.PartOf(device);
   return std::none_of(to.begin(), to.end(), [q](int64_t t) { return t < 0 || t == q; });
 }
+
+namespace {
+
+// PartRoutes' tile routes for a source with no reduction into a partial
+// target, where they receive less than the whole source into any one part:
+// fills r.tile_to and r.partly_filled and sets r.to[0] = -1; else sets
+// r.to[0] to the part receiving least (r.to[0] where it ties).
+// Counts in elements: O(source tiles * (target tiles + devices)), plus per
+// dim the tile coordinate pairs times cells (both bounded, else no tile routes).
+void RouteTiles(const Layout& source, const Layout& target, PartRoutes& r) {
+  const int64_t S = source.num_tiles(), T = target.num_tiles(), rank = source.rank();
+  const int64_t Q = target.reduction().parts;
+  const int64_t devices = static_cast<int64_t>(target.devices().size());
+  if (S < 2 || source.shape() != target.shape() ||
+      static_cast<double>(S) * static_cast<double>(T + devices) > static_cast<double>(int64_t{1} << 22))
+    return;
+  // The per-dim overlap table: every pair of tile coordinates, each over its cells.
+  double table = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    table += static_cast<double>(source.dim(d).tiles) * target.dim(d).tiles *
+             static_cast<double>(source.dim(d).cuts.size() + target.dim(d).cuts.size());
+  if (table > static_cast<double>(int64_t{1} << 24)) return;
+  // Per dim, the overlap of source tile coordinate a and target coordinate b at [a * tiles_b + b].
+  std::vector<std::vector<int64_t>> overlap(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    const int32_t a = source.dim(d).tiles, b = target.dim(d).tiles;
+    std::vector<std::vector<Interval>> ti(static_cast<size_t>(b));
+    for (int32_t y = 0; y < b; ++y) ti[static_cast<size_t>(y)] = target.TileIntervals(d, y);
+    for (int32_t x = 0; x < a; ++x) {
+      const std::vector<Interval> si = source.TileIntervals(d, x);
+      for (int32_t y = 0; y < b; ++y) overlap[static_cast<size_t>(d)].push_back(OverlapLength(si, ti[static_cast<size_t>(y)]));
+    }
+  }
+  std::vector<std::vector<int32_t>> target_coords;
+  for (int64_t t = 0; t < T; ++t) target_coords.push_back(target.TileCoords(t));
+  auto index = [&](int64_t dev) {
+    return std::lower_bound(target.devices().begin(), target.devices().end(), dev) - target.devices().begin();
+  };
+  std::vector<int64_t> recv(static_cast<size_t>(devices), 0), covered(static_cast<size_t>(devices), 0);
+  std::vector<int64_t> tile_to(static_cast<size_t>(S), 0);
+  struct Reach {
+    int64_t device, part, elements;
+    bool held;  // the device holds the source tile: it keeps these elements
+  };
+  std::vector<Reach> reach;
+  std::vector<int64_t> cost(static_cast<size_t>(Q)), worst(static_cast<size_t>(Q));
+  for (int64_t s = 0; s < S; ++s) {
+    std::span<const int64_t> holders = source.Holders(s);
+    const std::vector<int32_t> sc = source.TileCoords(s);
+    reach.clear();
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t v = 1;
+      for (int64_t d = 0; d < rank && v > 0; ++d)
+        v *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
+      if (v == 0) continue;
+      for (int64_t h : target.Holders(t))
+        reach.push_back({h, target.PartOf(h), v, std::binary_search(holders.begin(), holders.end(), h)});
+    }
+    // The part receiving the fewest elements, then the least busiest device after, then the lowest.
+    std::fill(cost.begin(), cost.end(), 0);
+    std::fill(worst.begin(), worst.end(), 0);
+    for (const Reach& x : reach)
+      if (!x.held) {
+        cost[static_cast<size_t>(x.part)] += x.elements;
+        worst[static_cast<size_t>(x.part)] =
+            std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + x.elements);
+      }
+    int64_t q = 0;
+    for (int64_t c = 1; c < Q; ++c)
+      if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
+          std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
+        q = c;
+    tile_to[static_cast<size_t>(s)] = q;
+    for (const Reach& x : reach)
+      if (x.part == q) {
+        const size_t i = static_cast<size_t>(index(x.device));
+        covered[i] += x.elements;
+        if (!x.held) recv[i] += x.elements;
+      }
+  }
+  // Against the whole source into one part: each of its devices receives its
+  // tile but what it holds of it. The best such part replaces r.to[0] where
+  // it beats both.
+  std::vector<int64_t> whole_max(static_cast<size_t>(Q), 0), whole_total(static_cast<size_t>(Q), 0);
+  int64_t tiles_max = 0, tiles_total = 0;
+  for (size_t i = 0; i < recv.size(); ++i) {
+    tiles_max = std::max(tiles_max, recv[i]);
+    tiles_total += recv[i];
+    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
+    if (t < 0) continue;
+    const size_t q = static_cast<size_t>(target.PartOf(dev));
+    int64_t kept = 0;
+    if (const int64_t s = source.TileOf(dev); s >= 0) {
+      kept = 1;
+      const std::vector<int32_t> sc = source.TileCoords(s);
+      for (int64_t d = 0; d < rank; ++d)
+        kept *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
+    }
+    const int64_t got = target.TileElements(t) - kept;
+    whole_max[q] = std::max(whole_max[q], got);
+    whole_total[q] += got;
+  }
+  auto whole = [&](int64_t q) { return std::pair(whole_max[static_cast<size_t>(q)], whole_total[static_cast<size_t>(q)]); };
+  int64_t best = r.to[0];
+  for (int64_t q = 0; q < Q; ++q)
+    if (whole(q) < whole(best)) best = q;
+  if (std::pair(tiles_max, tiles_total) >= whole(best)) {
+    r.to[0] = best;
+    return;
+  }
+  r.to[0] = -1;
+  r.tile_to = std::make_shared<const std::vector<int64_t>>(std::move(tile_to));
+  for (size_t i = 0; i < covered.size(); ++i) {
+    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
+    if (t >= 0 && covered[i] < target.TileElements(t)) r.partly_filled.push_back(dev);
+  }
+}
+
+}  // namespace
 
 PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   const int64_t P = source.reduction().parts, Q = target.reduction().parts;
@@ -275,6 +412,7 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   const bool same_op = P == 1 || sop == top;
   if (same_op && top != ReduceOp::kAvg) {
     for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, none))];
+    if (P == 1) RouteTiles(source, target, r);
     return r;
   }
   if (same_op && P == Q) {  // avg into avg: one to one, each receiver copies its part
@@ -302,6 +440,13 @@ Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, con
   const PartRoutes routes = RouteParts(source, target);
   const Layout every = target.WithoutReduction();
   std::vector<Exchange> parts;
+  if (routes.tile_to) {
+    RESHARD_ASSIGN_OR_RETURN(Exchange e, CreateRouted(source, every, [tile_to = routes.tile_to, target](int64_t tile, int64_t to) {
+      return (*tile_to)[static_cast<size_t>(tile)] == target.PartOf(to);
+    }));
+    parts.push_back(std::move(e));
+    return parts;
+  }
   for (int64_t part = 0; part < source.reduction().parts; ++part) {
     const int64_t into = routes.to[static_cast<size_t>(part)];
     RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source.PartLayout(part), into < 0 ? every : target.PartLayout(into)));
@@ -340,6 +485,15 @@ Status Exchange::Validate(const Layout& source, const Layout& target) {
 
 Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) { return Create(source, target, nullptr); }
 
+Result<Exchange> Exchange::CreateRouted(const Layout& source, const Layout& target,
+                                        std::function<bool(int64_t source_tile, int64_t receiver)> delivers) {
+  RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source, target, nullptr));
+  auto tables = std::make_shared<ExchangeTables>(*e.tables_);
+  tables->delivers = std::move(delivers);
+  e.tables_ = std::move(tables);
+  return e;
+}
+
 Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
                                   std::function<int64_t(int64_t device)> group_key) {
   RESHARD_RETURN_IF_ERROR(Validate(source, target));
@@ -347,7 +501,7 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
   all.reserve(source.devices().size() + target.devices().size());
   std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
                  std::back_inserter(all));
-  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}});
+  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);
   if (group_key) {
@@ -403,7 +557,9 @@ void Exchange::ForEachDeviceTransfer(int64_t device, const std::function<void(co
     Transfer tr;
     tr.to = device;
     ForEachChoice(p.TargetLists(dst_tile), choice, [&](const std::vector<int32_t>& c) {
-      tr.from = p.SenderFor(p.SourceTileOf(c), c, device, index);
+      const int64_t src_tile = p.SourceTileOf(c);
+      if (t.delivers && !t.delivers(src_tile, device)) return;
+      tr.from = p.SenderFor(src_tile, c, device, index);
       tr.elements = p.Elements(c);
       tr.overlaps = c;
       visit(tr);

@@ -382,5 +382,89 @@ TEST(Exchange, PartsStayWhereTheTargetKeepsThem) {
   for (const Exchange& e : ex) EXPECT_EQ(ComputeStats(e).max_recv_bytes, 0);
 }
 
+// Tile routes: a plain source into a partial target keeps every element
+// where some device of the target keeps it, so rows into a partial sum of
+// the whole array move nothing (whole routing gathers 7/8 of it).
+TEST(Exchange, TilesStayWhereTheTargetKeepsThem) {
+  const Mesh x8 = Mesh::Create({{"x", 8}}).value(), x4y2 = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  for (const auto& [from, to, m] : {std::tuple("P('x', None)", "P(None, None, unreduced={'x'})", x8),
+                                    std::tuple("P('x', 'y')", "P(None, 'y', unreduced={'x'})", x4y2)}) {
+    const Layout src = Parse(from, {16, 16}, m), dst = Parse(to, {16, 16}, m);
+    ASSERT_TRUE(dst.partial());
+    const PartRoutes r = Exchange::RouteParts(src, dst);
+    ASSERT_TRUE(r.tile_to != nullptr);
+    std::vector<Exchange> ex = Exchange::CreateReducing(src, dst).value();
+    ASSERT_EQ(ex.size(), 1u);
+    EXPECT_EQ(ComputeStats(ex[0]).max_recv_bytes, 0);
+    for (int64_t d : dst.devices()) EXPECT_TRUE(r.Fills(dst, d)) << d;
+  }
+}
+
+// On random plain sources of several tiles into partial targets: every
+// element is routed to exactly one target part (so sum, max and min of the
+// target's parts give it back), each device receives exactly the elements
+// routed to it, holds the identity exactly where its box is not covered,
+// and tile routes receive less than the whole source into one part.
+TEST(Exchange, TileRoutesRouteEveryElementOnce) {
+  std::mt19937_64 rng(23);
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
+  int tiled = 0;
+  for (int c = 0; c < 2000; ++c) {
+    const int64_t n = 2 + static_cast<int64_t>(rng() % 11);
+    auto grid = [&](int64_t extent, int64_t most) { return DimGrid::Ceil(extent, 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(most))); };
+    // Source: tiles of a 2-D grid on a shuffled set of devices, replicas where devices are left.
+    std::vector<DimGrid> sd;
+    do sd = {grid(6, 3), grid(5, 3)}; while (static_cast<int64_t>(sd[0].tiles) * sd[1].tiles > n);
+    const int64_t st = static_cast<int64_t>(sd[0].tiles) * sd[1].tiles;
+    std::vector<int64_t> perm(static_cast<size_t>(n));
+    for (int64_t d = 0; d < n; ++d) perm[static_cast<size_t>(d)] = d;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<DeviceTile> sp;
+    for (int64_t i = 0; i < n; ++i) sp.push_back({perm[static_cast<size_t>(i)], i % st, 0});
+    Result<Layout> src = Layout::Create({6, 5}, DType::kF32, sd, sp);
+    ASSERT_TRUE(src.ok()) << src.status();
+    // Target: Q parts, each holding every tile of its own grid.
+    const int64_t Q = 2 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - 1));
+    std::vector<DimGrid> td;
+    do td = {grid(6, 3), grid(5, 2)}; while (Q * td[0].tiles * td[1].tiles > n);
+    const int64_t tt = static_cast<int64_t>(td[0].tiles) * td[1].tiles;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<DeviceTile> tp;
+    for (int64_t i = 0; i < n; ++i) tp.push_back({perm[static_cast<size_t>(i)], (i / Q) % tt, i % Q});
+    Result<Layout> dst = Layout::Create({6, 5}, DType::kF32, td, tp, Reduction{ops[rng() % 3], Q});
+    ASSERT_TRUE(dst.ok()) << dst.status();
+    const PartRoutes r = Exchange::RouteParts(*src, *dst);
+    tiled += r.tile_to != nullptr;
+    for (int64_t g = 0; g < 30; ++g) {
+      int64_t into = 0;
+      for (int64_t q = 0; q < Q; ++q) into += r.PartsAt(*src, q, g) == std::vector<int64_t>{0};
+      ASSERT_EQ(into, 1) << "case " << c << " element " << g;
+    }
+    std::vector<Exchange> ex = Exchange::CreateReducing(*src, *dst).value();
+    ASSERT_EQ(ex.size(), 1u);
+    for (int64_t d : dst->devices()) {
+      int64_t routed = 0, box = 0;
+      for (const Box& b : dst->DeviceBoxes(d))
+        for (int64_t i = b.dims[0].lo; i < b.dims[0].hi; ++i)
+          for (int64_t j = b.dims[1].lo; j < b.dims[1].hi; ++j) {
+            ++box;
+            routed += !r.PartsAt(*src, dst->PartOf(d), i * 5 + j).empty();
+          }
+      int64_t got = 0;
+      ex[0].ForEachDeviceTransfer(d, [&](const Transfer& t) { got += t.to == d ? t.elements : 0; });
+      EXPECT_EQ(got, routed) << "case " << c << " device " << d;
+      EXPECT_EQ(r.Fills(*dst, d), routed < box) << "case " << c << " device " << d;
+    }
+    if (r.tile_to) {
+      const PlanStats tiles = ComputeStats(ex[0]);
+      int64_t whole = INT64_MAX;  // the best whole routing
+      for (int64_t q = 0; q < Q; ++q)
+        whole = std::min(whole, ComputeStats(Exchange::Create(*src, dst->PartLayout(q)).value()).max_recv_bytes);
+      EXPECT_LE(tiles.max_recv_bytes, whole) << "case " << c;
+    }
+  }
+  EXPECT_GT(tiled, 200);
+}
+
 }  // namespace
 }  // namespace reshard

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "layout/mesh_grid.h"
+#include "plan/dtensor_order.h"
 #include "plan/exchange_step.h"
 #include "plan/explicit_plan.h"
 #include "plan/named_planner.h"
@@ -40,6 +43,23 @@ struct Candidate {
   Path rest;
   Cost cost;
 };
+
+// A baseline from its paths' edges, priced as paths are (per-step maxima summed).
+BaselineCost BaselineOfPaths(std::string name, std::initializer_list<const Path*> paths) {
+  BaselineCost b{std::move(name)};
+  Cost c;
+  for (const Path* p : paths)
+    for (const auto& [from, e] : *p) {
+      c = c + e.cost();
+      b.ops.emplace_back(e.exchange ? "exchange" : StepOpName(e.draft.op));
+      b.collectives += e.exchange || IsCollective(e.draft.op);
+      b.peak_bytes = std::max(b.peak_bytes, e.peak_bytes);
+    }
+  b.max_recv_bytes = c.bytes;
+  b.total_bytes = c.total;
+  b.time_us = static_cast<double>(c.time_ps) / 1e6;
+  return b;
+}
 
 // The reducing exchange as the one step from source to target.
 Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology) {
@@ -276,21 +296,14 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     for (const auto& [from, e] : c.reduce) recv += e.recv_bytes;
     pc.max_recv_bytes += recv;
     result.candidates.push_back(std::move(pc));
-    if (c.reduce.size() == 1 && c.reduce[0].second.draft.op == StepOp::kAllReduce) {
-      BaselineCost b{"all_reduce_first"};
-      b.max_recv_bytes = c.cost.bytes;
-      b.total_bytes = c.cost.total;
-      b.time_us = static_cast<double>(c.cost.time_ps) / 1e6;
-      for (const auto& [from, e] : c.reduce) b.ops.emplace_back(StepOpName(e.draft.op));
-      for (const auto& [from, e] : c.rest) b.ops.emplace_back(e.exchange ? "exchange" : StepOpName(e.draft.op));
-      b.collectives = 0;
-      for (const auto& [from, e] : c.reduce) b.collectives += IsCollective(e.draft.op);
-      for (const auto& [from, e] : c.rest) b.collectives += e.exchange || IsCollective(e.draft.op);
-      for (const Path* p : {&c.reduce, &c.rest})
-        for (const auto& [from, e] : *p) b.peak_bytes = std::max(b.peak_bytes, e.peak_bytes);
-      result.baselines.push_back(std::move(b));
-    }
+    if (c.reduce.size() == 1 && c.reduce[0].second.draft.op == StepOp::kAllReduce)
+      result.baselines.push_back(BaselineOfPaths("all_reduce_first", {&c.reduce, &c.rest}));
   }
+  // DTensor's order, one mesh dim at a time, where DTensor has these
+  // placements: a baseline only (its steps between layouts with a reduction
+  // still pending over some axes are not planned or executed here).
+  if (std::optional<Path> dtensor = DTensorOrderPath(ctx, mesh, group, op))
+    result.baselines.push_back(BaselineOfPaths("dtensor_order", {&*dtensor}));
 
   if (exchange_wins) {
     PlanBuilder builder(source, target);

@@ -20,8 +20,9 @@
 //   exchange and the strategy allows it.
 // The cheapest that fits the memory cap is the plan (the default cap is
 // soft, as in PlanReshard); the all-reduce candidate is its baseline
-// "all_reduce_first". Under the exchange strategy the plan is the reducing
-// exchange.
+// "all_reduce_first". DTensor's order (dtensor_order.h) is the baseline
+// "dtensor_order" where DTensor has the placements; it is not a candidate.
+// Under the exchange strategy the plan is the reducing exchange.
 //
 // Errors: NotSupported, with the lower bound, where nothing moves the data
 // with what the target and strategy allow (the layouts not named over one
@@ -45,8 +46,8 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
 
 // Plans into a layout with a pending reduction (`target.partial()`), from any
 // layout of its shape and dtype other than itself: one reducing exchange
-// (Exchange::CreateReducing), each source part routed into one part of the
-// target (PartRoutes), where the target and strategy allow a ragged exchange;
+// (Exchange::CreateReducing), each source part (each tile of a plain source)
+// routed into one part of the target (PartRoutes), where the target and strategy allow a ragged exchange;
 // NotSupported with the lower bound otherwise. No structured candidates.
 Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,
                                      int64_t default_cap);

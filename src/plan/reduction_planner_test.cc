@@ -24,15 +24,22 @@ TEST(ReductionPlanner, IssueRowsByBytes) {
     const char *from, *to;
     int64_t plan, bound;
     std::vector<std::string> ops;
+    int64_t dtensor;  // DTensor's order, priced: what DTensor moves (tests/torch checks it against DTensor)
+    std::vector<std::string> dtensor_ops;
   } rows[] = {
       // y's replicas of the partial values each reduce half, then swap halves.
-      {"P(None, None, unreduced={'x'})", "P('x', None)", 512, 512, {"reduce-scatter", "all-gather"}},
-      {"P(None, None, unreduced={'x'})", "P(('x','y'), None)", 384, 384, {"reduce-scatter"}},
-      {"P('y', None, unreduced={'x'})", "P(None, ('x','y'))", 448, 448, {"reduce-scatter", "all-to-all"}},
-      {"P(None, None, unreduced={'x'})", "P()", 1280, 1280, {"reduce-scatter", "all-gather"}},
+      {"P(None, None, unreduced={'x'})", "P('x', None)", 512, 512, {"reduce-scatter", "all-gather"}, 768, {"reduce-scatter"}},
+      {"P(None, None, unreduced={'x'})", "P(('x','y'), None)", 384, 384, {"reduce-scatter"}, 768,
+       {"reduce-scatter", "slice"}},
+      // DTensor gathers y's shards first (x's Partial is not y's prefix of Shard(1)).
+      {"P('y', None, unreduced={'x'})", "P(None, ('x','y'))", 448, 448, {"reduce-scatter", "all-to-all"}, 1280,
+       {"all-gather", "reduce-scatter", "slice"}},
+      {"P(None, None, unreduced={'x'})", "P()", 1280, 1280, {"reduce-scatter", "all-gather"}, 1536, {"all-reduce"}},
       // The bound reduces each element at a keeper that holds a part; a
-      // reduce-scatter over x leaves half the rows a permute away.
-      {"[Partial(), Shard(0)]", "[Shard(0), Shard(0)]", 512, 448, {"reduce-scatter", "collective-permute"}},
+      // reduce-scatter over x leaves half the rows a permute away. DTensor:
+      // the issue's 1280 B.
+      {"[Partial(), Shard(0)]", "[Shard(0), Shard(0)]", 512, 448, {"reduce-scatter", "collective-permute"}, 1280,
+       {"all-gather", "reduce-scatter", "slice"}},
   };
   for (const Row& r : rows) {
     PlannerOptions o;
@@ -44,9 +51,12 @@ TEST(ReductionPlanner, IssueRowsByBytes) {
     EXPECT_EQ(p->plan.totals().max_recv_bytes, r.plan) << r.from << " -> " << r.to;
     EXPECT_EQ(p->lower_bound.max_recv_bytes, r.bound) << r.from << " -> " << r.to;
     EXPECT_EQ(p->plan.OpNames(), r.ops) << r.from << " -> " << r.to;
-    ASSERT_EQ(p->baselines.size(), 1u);
+    ASSERT_EQ(p->baselines.size(), 2u);
     EXPECT_EQ(p->baselines[0].name, "all_reduce_first");
     EXPECT_GE(p->baselines[0].max_recv_bytes, p->plan.totals().max_recv_bytes);
+    EXPECT_EQ(p->baselines[1].name, "dtensor_order");
+    EXPECT_EQ(p->baselines[1].max_recv_bytes, r.dtensor) << r.from << " -> " << r.to;
+    EXPECT_EQ(p->baselines[1].ops, r.dtensor_ops) << r.from << " -> " << r.to;
     const SimulationReport sim = SimulatePlan(p->plan);
     EXPECT_TRUE(sim.ok()) << r.from << " -> " << r.to << ": " << sim.first_problem;
   }
@@ -140,7 +150,7 @@ TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {
 }
 
 // Targets with a pending reduction: one reducing exchange, each source part
-// routed into one part of the target (PartRoutes), exact in every executor
+// (each tile of a plain source) routed into one part of the target (PartRoutes), exact in every executor
 // and in every reducible dtype, the bytes as planned.
 TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
   const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();

@@ -56,6 +56,10 @@ for extra in -$((est / 2)) -$((16 * mib)) -1 0 $((64 * mib)) $((128 * mib)) $((2
     # below what the launcher's ranks need, as below 128 MiB; seen near
     # 180 MB, depending on where the kernel places the mappings.
     *"during shared memory initialization"*) echo "--as=$limit: MPI could not start" ;;
+    # The same near 180 MB, another way: OpenMPI's help-text parser (flex)
+    # runs out of memory while reporting a component it could not map at
+    # MPI_Init, and exits with flex's fatal-error status 2.
+    2:*"out of dynamic memory in opal_show_help"*) echo "--as=$limit: MPI could not start (help text)" ;;
     *)
       echo "--as=$limit: exit $rc, neither a run nor a refusal:"
       echo "$out" | head -n 20

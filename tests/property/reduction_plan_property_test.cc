@@ -50,6 +50,7 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   int even_planned = 0, even_at_bound = 0;
   std::string worst, worst_even;
   int pairs = 0, executed = 0;
+  int dtensor_priced = 0, dtensor_priced_bytes = 0, dtensor_faster = 0, dtensor_fewer_bytes = 0, dtensor_more_bytes = 0;
   for (int iter = 0; pairs < 3000 && iter < 30000; ++iter) {
     const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
     if (!drawn) continue;
@@ -68,11 +69,23 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
       ++planned;
       const SimulationReport sim = SimulatePlan(r->plan);
       ASSERT_TRUE(sim.ok()) << text << ": " << sim.first_problem;
-      // Never above reducing first with an all-reduce, as priced.
-      for (const BaselineCost& b : r->baselines)
+      // Never above reducing first with an all-reduce, as priced. DTensor's
+      // order is a real sequence of steps: never below the bound.
+      for (const BaselineCost& b : r->baselines) {
         if (b.name == "all_reduce_first" && !bytes_only) {
           EXPECT_LE(r->plan.totals().time_us, b.time_us * (1 + 1e-9) + 1e-9) << text;
         }
+        if (b.name != "dtensor_order") continue;
+        EXPECT_GE(b.max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
+        if (r->memory_cap_bytes > 0 && b.peak_bytes > r->memory_cap_bytes) continue;  // compared where it fits the cap
+        ++(bytes_only ? dtensor_priced_bytes : dtensor_priced);
+        if (bytes_only) {
+          dtensor_fewer_bytes += b.max_recv_bytes < r->plan.totals().max_recv_bytes;
+          dtensor_more_bytes += b.max_recv_bytes > r->plan.totals().max_recv_bytes;
+        } else {
+          dtensor_faster += b.time_us * (1 + 1e-9) + 1e-9 < r->plan.totals().time_us;
+        }
+      }
       const int64_t got = r->plan.totals().max_recv_bytes, bound = r->lower_bound.max_recv_bytes;
       ASSERT_GE(got, bound) << text;  // a bound below every plan the simulator accepted
       if (!bytes_only) continue;
@@ -123,6 +136,9 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
     ++executed;
   }
   EXPECT_EQ(pairs, 3000);
+  std::cout << "DTensor's order (baseline dtensor_order) within the memory cap on " << dtensor_priced << " pairs; faster than the plan on "
+            << dtensor_faster << "; priced by bytes, fewer bytes into the busiest device on " << dtensor_fewer_bytes
+            << " of " << dtensor_priced_bytes << ", more on " << dtensor_more_bytes << "\n";
   std::cout << "partial plans executed in-process (staged, direct and threads as ranks in turn): " << executed
             << " pairs, every element checked\n";
   std::cout << "partial plans: " << planned << " planned and simulated; priced by bytes, " << at_bound
@@ -187,7 +203,8 @@ TEST(ReductionPlanProperty, PartialLayoutsInEveryNotationRun) {
 // Targets with a pending reduction (issue 17): random partial layouts in
 // every notation from random layouts, partial (two thirds) or not, on the
 // same devices or others. Each is planned as one reducing exchange (each
-// source part routed into one target part, exchange.h's PartRoutes),
+// source part, or tile of a plain source, routed into one target part,
+// exchange.h's PartRoutes),
 // simulated, executed in-process in one of nine element types and checked
 // exactly (each target device holds the source parts routed to its part,
 // combined, or the identity; Exchange.RoutedPartsReduceToTheSourcesReduction
@@ -198,8 +215,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
                          DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
   int pairs = 0, from_partial = 0, moved_nothing = 0, at_bound = 0, zero_bound_moved = 0;
-  double worst_gap = 1.0;
-  std::string worst;
+  int plain_at_bound = 0, plain_zero_bound_moved = 0;  // the same, of plain sources (routed tile by tile)
+  double worst_gap = 1.0, plain_worst_gap = 1.0;
+  std::string worst, plain_worst;
   for (int iter = 0; pairs < 2000 && iter < 40000; ++iter) {
     const std::vector<int64_t> shape = testing::RandomShape(rng, 3, 400);
     const Mesh mesh = testing::RandomMesh(rng, 0, 16);
@@ -232,7 +250,7 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
     ASSERT_EQ(r->plan.OpNames(), std::vector<std::string>{"exchange"}) << text;
     ASSERT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
     moved_nothing += r->plan.totals().max_recv_bytes == 0;
-    {  // Priced by bytes: how far from the bound (partial targets route whole parts).
+    {  // Priced by bytes: how far from the bound (partial sources route whole parts).
       PlannerOptions b = o;
       b.topology = b.topology.BandwidthOnly();
       Result<PlanResult> rb = PlanReshard(src->layout, dst->layout, b);
@@ -245,6 +263,14 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
         worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
       }
       zero_bound_moved += bound == 0 && got > 0;
+      if (!src->layout.partial()) {
+        plain_at_bound += got == bound;
+        plain_zero_bound_moved += bound == 0 && got > 0;
+        if (bound > 0 && static_cast<double>(got) / bound > plain_worst_gap) {
+          plain_worst_gap = static_cast<double>(got) / bound;
+          plain_worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
+        }
+      }
     }
     ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
   }
@@ -253,7 +279,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
             << " from partial sources) planned as one reducing exchange, simulated and executed; " << moved_nothing
             << " moved nothing between devices; priced by bytes, " << at_bound << " at the lower bound, "
             << zero_bound_moved << " moving bytes where the bound is 0, largest gap where it is not " << worst_gap
-            << "x (" << worst << ")\n";
+            << "x (" << worst << "); of the " << pairs - from_partial << " from plain sources, " << plain_at_bound
+            << " at the lower bound, " << plain_zero_bound_moved << " moving bytes where the bound is 0, largest gap "
+            << plain_worst_gap << "x (" << plain_worst << ")\n";
 }
 
 }  // namespace

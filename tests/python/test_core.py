@@ -218,8 +218,9 @@ def test_partial_sums_layouts_bound_and_plans():
     p = reshard.plan(src, dst, bandwidth_only=True)
     assert [s.op for s in p.steps] == ["reduce-scatter", "all-gather"]
     assert p.stats["max_recv_bytes"] == p.lower_bound["max_recv_bytes"] == 512
-    assert [b["name"] for b in p.baselines] == ["all_reduce_first"]
+    assert [b["name"] for b in p.baselines] == ["all_reduce_first", "dtensor_order"]
     assert p.baselines[0]["max_recv_bytes"] == 1536
+    assert p.baselines[1]["max_recv_bytes"] == 768 and p.baselines[1]["ops"] == ["reduce-scatter"]
     rs = [op for op in p.steps[0].program if op["op"] == "reduce-scatter"]
     assert len(rs) == 1 and rs[0]["reduce"] == "sum"
     assert "reduce-scatter(" in p.emit("hlo") and "psum_scatter" in p.emit("jax")
@@ -227,14 +228,16 @@ def test_partial_sums_layouts_bound_and_plans():
     assert avg.layout.reduce_op == "avg"
     with pytest.raises(ValueError):
         reshard.convert(avg, "jax", mesh)  # unreduced axes hold sums only
-    # A target with a pending reduction: one reducing exchange, each part routed into one of the
-    # target's parts. Here the source's one part goes whole to the x = 0 devices (the other 12 of
-    # 16 rows, 768 B), the others hold zeros; the bound, 0 B, would keep each row where it is,
-    # which routing whole parts does not do (docs/cost_model.md#partial-targets). Without a
-    # ragged exchange it is refused with the bound.
+    # A target with a pending reduction: one reducing exchange. A plain source is routed tile by
+    # tile: each x quarter of rows into the target part (x coordinate) whose devices hold it, so
+    # every row stays where it is (0 B, the bound) and each device holds zeros in the other 12 of
+    # 16 rows (docs/cost_model.md#partial-targets). Without a ragged exchange it is refused with
+    # the bound.
     into = reshard.plan(dst, src)
     assert [s.op for s in into.steps] == ["exchange"]
-    assert into.stats["max_recv_bytes"] == 768 and into.lower_bound["max_recv_bytes"] == 0
-    assert into.steps[0].exchange(0)["fill"] is None and into.steps[0].exchange(2)["fill"] == "sum"
+    assert into.stats["max_recv_bytes"] == 0 and into.lower_bound["max_recv_bytes"] == 0
+    for d in (0, 2):
+        part = into.steps[0].exchange(d)
+        assert part["fill"] == "sum" and part["local"] and not part["recv"]
     with pytest.raises(NotImplementedError, match="at least"):
         reshard.plan(dst, src, backend="jax-cpu")

@@ -403,8 +403,16 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
             rec["ops"], rec["max_recv"], rec["lower_bound"], rec["planned_recv"] = ["dtensor"], 0, 0, rec["recv"]
         if m != "4x2-perm" and op == "sum":  # DTensor's own, where its device order is the rank order
             try:
-                ref = x.redistribute(placements=dst)
+                mode = DTensorBytes()
+                with mode:
+                    ref = x.redistribute(placements=dst)
                 rec["dtensor_exact"] = bool(torch.equal(ref.to_local(), want))
+                rec["dtensor_recv"] = mode.recv
+                if rec["ops"] != ["dtensor"]:
+                    base = [b for b in plan().baselines if b["name"] == "dtensor_order"]
+                    if base:
+                        rec["dtensor_baseline"] = int(base[0]["max_recv_bytes"])
+                        rec["dtensor_baseline_ops"] = list(base[0]["ops"])
             except Exception as e:  # noqa: BLE001
                 rec["dtensor_error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
         out.append(rec)
@@ -430,6 +438,8 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
         rec["dtensor_exact"] = bool(torch.equal(ref.to_local(), want))
         p = rt.plan_for(rt.layout_of(x), rt.layout_of(mesh, dst, (16, 16), torch.float32), rt.mesh_of(mesh))
         rec["lower_bound"] = int(p.lower_bound["max_recv_bytes"])
+        rec["dtensor_baseline"] = next((int(b["max_recv_bytes"]) for b in p.baselines if b["name"] == "dtensor_order"),
+                                       None)
         out.append(rec)
 
 

@@ -163,7 +163,8 @@ def test_partial_sources_are_reduced_exactly(runs):
 
 def test_partial_rows_of_the_issue_against_dtensor(runs):
     """[Partial(), Shard(0)] -> [Shard(0), Shard(0)] and friends on f32[16,16], mesh 4x2: exact,
-    and never more bytes into the busiest rank than DTensor (which gathers first on the first)."""
+    never more bytes into the busiest rank than DTensor (which gathers first on the first), and
+    DTensor's bytes those of the planner's dtensor_order baseline."""
     rows = [recs for recs in runs if recs[0]["kind"] == "partial-named"]
     assert len(rows) == 3
     for recs in rows:
@@ -172,6 +173,8 @@ def test_partial_rows_of_the_issue_against_dtensor(runs):
         ours, ours_bw = max(r["recv"] for r in recs), max(r["recv_bw"] for r in recs)
         theirs = max(r["dtensor_recv"] for r in recs)
         assert ours <= theirs and ours_bw <= theirs and ours_bw >= recs[0]["lower_bound"], (what, ours, ours_bw, theirs)
+        # The planner's "dtensor_order" baseline prices DTensor's own sequence: the bytes DTensor moved.
+        assert recs[0]["dtensor_baseline"] == theirs, (what, recs[0]["dtensor_baseline"], theirs)
         print("%s -> %s: reshard %d B (by bytes %d), DTensor %d B, bound %d B" % (
             what[0], what[1], ours, ours_bw, theirs, recs[0]["lower_bound"]))
     first = next(recs for recs in rows if recs[0]["src"] == "[Partial(), Shard(0)]")
@@ -213,3 +216,22 @@ def test_import_reshard_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
     assert proc.returncode == 0, proc.stderr
     assert "reshard[torch]" in proc.stdout
+
+
+def test_dtensor_order_baseline_prices_what_dtensor_moves(runs):
+    """Where DTensor ran its own redistribution from a Partial source (sum, rank-ordered meshes),
+    the planner's dtensor_order baseline equals the bytes DTensor moved into the busiest rank, on
+    every shape whose splits are even (DTensor's uneven chunks differ from XLA's padded ones) and
+    without a Shard -> Shard change (priced as DTensor's GPU all-to-all; on CPU it gathers)."""
+    cases = [recs for recs in runs if recs[0]["kind"] == "partial" and "dtensor_baseline" in recs[0]]
+    compared = 0
+    for recs in cases:
+        r0 = recs[0]
+        if any(n % 8 for n in r0["shape"]) or "all-to-all" in r0["dtensor_baseline_ops"]:
+            continue
+        compared += 1
+        theirs = max(r["dtensor_recv"] for r in recs)
+        assert r0["dtensor_baseline"] == theirs, (r0["mesh"], r0["shape"], r0["src"], r0["dst"], r0["dtensor_baseline"],
+                                                  r0["dtensor_baseline_ops"], theirs)
+    print("dtensor_order baseline equal to DTensor's bytes on %d of %d cases" % (compared, len(cases)))
+    assert compared >= 3, compared

@@ -326,9 +326,16 @@ void RunPlan(const PlanCliOptions& o) {
     return;
   }
   const bool single_exchange = plan.steps().size() == 1 && plan.steps()[0].op == StepOp::kExchange;
-  // A reducing exchange (from partial sums) is one exchange per part: its
-  // traffic matrix sums them; its transfers are not listed.
-  const bool reducing = single_exchange && src.partial();
+  // A reducing exchange (from or into partial sums) is one exchange per
+  // routed part: its traffic matrix sums them; its transfers are not listed.
+  const bool reducing = single_exchange && (src.partial() || dst.partial());
+  if (o.transfers && (!single_exchange || reducing))
+    throw CliError(kExitBadInput, reducing ? std::string("--transfers: the plan is a reducing exchange (partial sums), "
+                                                         "one exchange per routed part; it has no single transfer list")
+                   : plan.steps().empty()
+                       ? std::string("--transfers: the plan is empty (nothing moves); it has no transfers")
+                       : fmt::format("--transfers: the plan is {}, not one exchange; --strategy exchange plans one",
+                                     fmt::join(plan.OpNames(), " + ")));
   if (o.pair.common.json || o.emit == "json") {
     // per_device is streamed row by row after the rest: it is the only part
     // that grows with the device count (2^24 devices fit in a few MB of memory).
@@ -397,6 +404,7 @@ void RunPlan(const PlanCliOptions& o) {
     out << fmt::format("{}: max recv {}, total {}, {} ({}), peak {}, {:.2f} us modeled\n",
                        b.name == "shardy"             ? "Shardy-style (one axis move at a time)"
                        : b.name == "all_reduce_first" ? "all-reduce first (Shardy's order for partial sums)"
+                       : b.name == "dtensor_order"    ? "DTensor's order (one mesh dim at a time)"
                                                       : "full rematerialization (XLA's fallback)",
                        FormatBytes(b.max_recv_bytes), FormatBytes(b.total_bytes), Plural(b.collectives, "collective"),
                        fmt::join(b.ops, ", "), FormatBytes(b.peak_bytes), b.time_us);
