@@ -217,6 +217,9 @@ class Exchange {
   ExchangePlan DevicePlan(int64_t device) const;
   // DevicePlan's transfers, visited in no set order without storing them.
   void ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const;
+  // DevicePlan without the sends: what `device` receives and copies locally,
+  // at the cost of its senders alone (no walk over its tile's receivers).
+  ExchangePlan ReceivePlan(int64_t device) const;
   // Visits every transfer of the whole plan without storing it (grouped by
   // source tile; order otherwise unspecified).
   void ForEachTransfer(const std::function<void(const Transfer&)>& visit) const;

@@ -439,9 +439,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         if (elsewhere && only_device >= 0 && dp.device != only_device) {
           // Compiling one device's program: the others' fills are not needed.
         } else if (elsewhere) {
-          const ExchangePlan xp = elsewhere->DevicePlan(dp.device);
+          const ExchangePlan xp = elsewhere->ReceivePlan(dp.device);
           for (const Transfer& t : xp.transfers()) {
-            if (t.to != dp.device) continue;
             std::vector<std::vector<DimRun>> runs = Runs(xp, t, Side::kLocal);
             for (auto& dim : runs)
               for (DimRun& r : dim) r.src = r.dst;  // the fill reads its one element, not a source

@@ -546,28 +546,36 @@ ExchangePlan Exchange::Plan() const {
   return plan;
 }
 
-void Exchange::ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const {
-  const ExchangeTables& t = *tables_;
+namespace {
+
+// What `device` receives (and copies locally) in the exchange of tables `t`.
+void VisitReceives(const ExchangeTables& t, int64_t device, const std::function<void(const Transfer&)>& visit) {
+  const int64_t dst_tile = t.target.TileOf(device);
+  if (dst_tile < 0) return;
   Planner p(t);
   std::vector<int32_t> choice;
-  // What it receives (and copies locally).
-  const int64_t dst_tile = t.target.TileOf(device);
-  if (dst_tile >= 0) {
-    const int64_t index = IndexOf(t.target.Holders(dst_tile), device);
-    Transfer tr;
-    tr.to = device;
-    ForEachChoice(p.TargetLists(dst_tile), choice, [&](const std::vector<int32_t>& c) {
-      const int64_t src_tile = p.SourceTileOf(c);
-      if (t.delivers && !t.delivers(src_tile, device)) return;
-      tr.from = p.SenderFor(src_tile, c, device, index);
-      tr.elements = p.Elements(c);
-      tr.overlaps = c;
-      visit(tr);
-    });
-  }
+  const int64_t index = IndexOf(t.target.Holders(dst_tile), device);
+  Transfer tr;
+  tr.to = device;
+  ForEachChoice(p.TargetLists(dst_tile), choice, [&](const std::vector<int32_t>& c) {
+    const int64_t src_tile = p.SourceTileOf(c);
+    if (t.delivers && !t.delivers(src_tile, device)) return;
+    tr.from = p.SenderFor(src_tile, c, device, index);
+    tr.elements = p.Elements(c);
+    tr.overlaps = c;
+    visit(tr);
+  });
+}
+
+}  // namespace
+
+void Exchange::ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const {
+  const ExchangeTables& t = *tables_;
+  VisitReceives(t, device, visit);
   // What it sends.
   const int64_t src_tile = t.source.TileOf(device);
   if (src_tile >= 0) {
+    Planner p(t);
     Transfer tr;
     p.VisitSourceTile(src_tile, tr, [&](const Transfer& x) {
       if (x.from == device && x.to != device) visit(x);
@@ -579,6 +587,14 @@ ExchangePlan Exchange::DevicePlan(int64_t device) const {
   ExchangePlan plan;
   plan.tables_ = tables_;
   ForEachDeviceTransfer(device, [&](const Transfer& x) { plan.transfers_.push_back(x); });
+  std::sort(plan.transfers_.begin(), plan.transfers_.end(), ByEndpoints);
+  return plan;
+}
+
+ExchangePlan Exchange::ReceivePlan(int64_t device) const {
+  ExchangePlan plan;
+  plan.tables_ = tables_;
+  VisitReceives(*tables_, device, [&](const Transfer& x) { plan.transfers_.push_back(x); });
   std::sort(plan.transfers_.begin(), plan.transfers_.end(), ByEndpoints);
   return plan;
 }

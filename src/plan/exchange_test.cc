@@ -453,6 +453,23 @@ TEST(Exchange, TileRoutesRouteEveryElementOnce) {
       int64_t got = 0;
       ex[0].ForEachDeviceTransfer(d, [&](const Transfer& t) { got += t.to == d ? t.elements : 0; });
       EXPECT_EQ(got, routed) << "case " << c << " device " << d;
+      // ReceivePlan: DevicePlan's transfers into d.
+      std::vector<Transfer> into;
+      const ExchangePlan device_plan = ex[0].DevicePlan(d);
+      for (const Transfer& t : device_plan.transfers())
+        if (t.to == d) into.push_back(t);
+      std::vector<Transfer> received = ex[0].ReceivePlan(d).transfers();
+      auto order = [](const Transfer& a, const Transfer& b) {
+        return std::tie(a.from, a.to, a.overlaps) < std::tie(b.from, b.to, b.overlaps);
+      };
+      std::sort(into.begin(), into.end(), order);
+      std::sort(received.begin(), received.end(), order);
+      ASSERT_EQ(received.size(), into.size()) << "case " << c << " device " << d;
+      for (size_t i = 0; i < into.size(); ++i) {
+        EXPECT_EQ(received[i].from, into[i].from) << "case " << c << " device " << d;
+        EXPECT_EQ(received[i].elements, into[i].elements) << "case " << c << " device " << d;
+        EXPECT_EQ(received[i].overlaps, into[i].overlaps) << "case " << c << " device " << d;
+      }
       EXPECT_EQ(r.Fills(*dst, d), routed < box) << "case " << c << " device " << d;
     }
     if (r.tile_to) {
