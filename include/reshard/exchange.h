@@ -165,6 +165,12 @@ struct PartRoutes {
   // its part's tiles do not cover its own. False for a target with no
   // reduction.
   bool Fills(const Layout& target, int64_t device) const;
+  // With tile routes: whether source tile `tile` is routed to the part of
+  // the partial `target` that `receiver` belongs to (the filter of the
+  // routed exchange; its complement is where the fill goes).
+  bool RoutesTileTo(const Layout& target, int64_t tile, int64_t receiver) const {
+    return (*tile_to)[static_cast<size_t>(tile)] == target.PartOf(receiver);
+  }
 };
 
 class Exchange {

@@ -427,8 +427,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       std::optional<Exchange> elsewhere;
       if (routes->tile_to) {
         RESHARD_ASSIGN_OR_RETURN(elsewhere, Exchange::CreateRouted(in, out.WithoutReduction(),
-                                                                   [tile_to = routes->tile_to, out](int64_t tile, int64_t to) {
-                                                                     return (*tile_to)[static_cast<size_t>(tile)] != out.PartOf(to);
+                                                                   [r = *routes, out](int64_t tile, int64_t to) {
+                                                                     return !r.RoutesTileTo(out, tile, to);
                                                                    }));
       }
       for (DeviceProgram& dp : step.devices) {

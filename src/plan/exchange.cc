@@ -441,8 +441,8 @@ Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, con
   const Layout every = target.WithoutReduction();
   std::vector<Exchange> parts;
   if (routes.tile_to) {
-    RESHARD_ASSIGN_OR_RETURN(Exchange e, CreateRouted(source, every, [tile_to = routes.tile_to, target](int64_t tile, int64_t to) {
-      return (*tile_to)[static_cast<size_t>(tile)] == target.PartOf(to);
+    RESHARD_ASSIGN_OR_RETURN(Exchange e, CreateRouted(source, every, [routes, target](int64_t tile, int64_t to) {
+      return routes.RoutesTileTo(target, tile, to);
     }));
     parts.push_back(std::move(e));
     return parts;

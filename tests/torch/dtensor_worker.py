@@ -204,6 +204,11 @@ def named_cases():
     ]
 
 
+def dtensor_order_baseline(plan):
+    """The plan's "dtensor_order" baseline (DTensor's own sequence, priced), or None."""
+    return next((b for b in plan.baselines if b["name"] == "dtensor_order"), None)
+
+
 def expected_bytes(plan, rank):
     devices = list(plan.devices)
     if rank not in devices:
@@ -409,10 +414,10 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
                 rec["dtensor_exact"] = bool(torch.equal(ref.to_local(), want))
                 rec["dtensor_recv"] = mode.recv
                 if rec["ops"] != ["dtensor"]:
-                    base = [b for b in plan().baselines if b["name"] == "dtensor_order"]
+                    base = dtensor_order_baseline(plan())
                     if base:
-                        rec["dtensor_baseline"] = int(base[0]["max_recv_bytes"])
-                        rec["dtensor_baseline_ops"] = list(base[0]["ops"])
+                        rec["dtensor_baseline"] = int(base["max_recv_bytes"])
+                        rec["dtensor_baseline_ops"] = list(base["ops"])
             except Exception as e:  # noqa: BLE001
                 rec["dtensor_error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
         out.append(rec)
@@ -438,8 +443,8 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
         rec["dtensor_exact"] = bool(torch.equal(ref.to_local(), want))
         p = rt.plan_for(rt.layout_of(x), rt.layout_of(mesh, dst, (16, 16), torch.float32), rt.mesh_of(mesh))
         rec["lower_bound"] = int(p.lower_bound["max_recv_bytes"])
-        rec["dtensor_baseline"] = next((int(b["max_recv_bytes"]) for b in p.baselines if b["name"] == "dtensor_order"),
-                                       None)
+        base = dtensor_order_baseline(p)
+        rec["dtensor_baseline"] = int(base["max_recv_bytes"]) if base else None
         out.append(rec)
 
 
