@@ -18,7 +18,8 @@
 // lowered part by part (Exchange::CreateReducing): for each part, the
 // minimal exchange from the devices that hold it to the devices it is
 // routed to (every device of a target with no reduction, one part of a
-// partial target). A device sends only its own part, so each pair of
+// partial target, or with tile routes each tile of the part to its own
+// target part). A device sends only its own part, so each pair of
 // devices still exchanges at most one message, and every output element
 // receives one contribution of each part routed to it, combined at the
 // device that keeps it (a reduce-scatter, an all-reduce or a reducing
@@ -127,9 +128,16 @@ struct DeviceProgram {
   // message has arrived. Empty and 0 on other steps.
   std::vector<int64_t> recv_part;
   int64_t local_part = 0;
+  // A reducing step only: whether received message m's copies write the
+  // elements they cover (its part is the first routed to them: the device's
+  // lowest part, or with tile routes the lowest part whose tile is routed
+  // here, PartRoutes::FirstInto) or combine with what an earlier part wrote;
+  // local_writes, the same for the local copies. Empty and false elsewhere.
+  std::vector<uint8_t> recv_writes;
+  bool local_writes = false;
   // A step into a partial target: where no part is routed to this device
   // (PartRoutes, exchange.h), its output, or with tile routes the boxes of
-  // the tiles routed to other target parts, as copies whose destinations are
+  // the tiles no part routes to its target part, as copies whose destinations are
   // filled with `fill_element` (one element: the identity of the target's
   // op) before any part is applied. Empty elsewhere.
   CopyProgram fill;

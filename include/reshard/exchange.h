@@ -110,8 +110,9 @@ class ExchangePlan {
 // Where a reducing step sends each part of its source (Exchange::RouteParts).
 // Into a target with no reduction every part goes to every device, which
 // combines them all. Into a partial target (ops as in layout.h), each part
-// joins one part of the target, chosen among the target parts whose devices
-// hold it most (ties to the target part with fewest source parts so far);
+// (or, tile by tile below, each tile of each part) joins one part of the
+// target, chosen among the target parts whose devices hold it most (ties
+// to the target part with fewest source parts so far);
 // target parts that get none hold the identity (0 for sum, the lowest value
 // for max, the highest for min). The target's reduction of its parts is then
 // the source's reduction of its parts:
@@ -119,29 +120,35 @@ class ExchangePlan {
 //     routed to it;
 //   avg into avg with as many parts: parts matched one to one (a receiver
 //     copies its one part: the two averages divide by the same count);
-//   a source with no reduction into a sum, max or min target: tile by tile
-//     (below), else its one part into one target part;
-//   otherwise (different ops, or avg with other part counts): every part
-//     into one target part, which holds the whole reduction; into an avg
-//     target, into every target part.
-// Tile by tile: each tile of a source with no reduction joins the target
-// part whose devices receive fewest of its elements (then whose busiest
-// device has received least with it, then the lowest), so an element stays
-// where a target device already holds it; the target part's devices hold
-// the identity where no tile routed to them reaches. Taken only where it
-// receives fewer bytes into the busiest device (then in all) than routing
-// the whole source into any one part (else the whole source goes into the
-// part that receives least), and where the source has several tiles and
-// source tiles times target tiles and devices are at most 2^22, and the
-// pairs of tile coordinates times cells, summed over dims, at most 2^24 (the
-// routing's cost; else the part sharing most devices).
+//   a source with no reduction, or the same op, into a sum, max or min
+//     target: tile by tile (below), else each part into one target part;
+//   other ops into a sum, max or min target: every part of a tile into one
+//     target part (tile by tile, below), else every part into one target
+//     part, which holds the whole reduction;
+//   into an avg target otherwise: every part into every target part.
+// Tile by tile: each tile of each source part joins the target part whose
+// devices receive fewest of its elements (devices holding that tile of that
+// part keep it; then the target part whose busiest device has received
+// least with it, then the lowest), so an element stays where a target device
+// already holds it. Where ops differ, the parts of a tile join one target
+// part together (it must hold the whole reduction there), chosen the same
+// way. Each target device combines, element by element, the parts whose
+// tiles are routed to its part, and holds the identity where none is.
+// Taken only where it receives fewer bytes into the busiest device (then in
+// all) than routing parts whole (for a source with no reduction, the whole
+// source into the best one part), and where the source has several tiles
+// and parts times source tiles times (target tiles and devices) is at most
+// 2^22, and the pairs of tile coordinates times cells, summed over dims, at
+// most 2^24 (the routing's cost).
 struct PartRoutes {
   // Per source part: the target part it joins, or -1: every target device
-  // (with tile routes: every target part, each tile into its own).
+  // (with tile routes: -1, each tile routed on its own).
   std::vector<int64_t> to;
-  // Tile by tile (above): per tile of the source (one part), the target part
-  // it joins; shared by copies. Null: parts are routed whole.
+  // Tile by tile (above): per part and tile of the source, at
+  // [part * tiles + tile], the target part it joins; shared by copies.
+  // Null: parts are routed whole.
   std::shared_ptr<const std::vector<int64_t>> tile_to = nullptr;
+  int64_t tiles = 0;  // the source's tiles, with tile routes
   // With tile routes, the target devices holding the identity somewhere
   // (their part's tiles do not cover their own), ascending.
   std::vector<int64_t> partly_filled = {};
@@ -153,24 +160,34 @@ struct PartRoutes {
   ReduceOp fill = ReduceOp::kSum;
   // The source parts routed to a device of target part `part` (-1: a target
   // with no reduction), ascending.
-  // With tile routes: the one part wherever some tile is routed to `part`.
+  // With tile routes: those with some tile routed to `part`.
   std::vector<int64_t> PartsInto(int64_t part) const;
   // The source parts routed to a device of target part `part` at the element
   // of global row-major index `element` of `source` (the layout the routes
-  // were made from): PartsInto(part), or with tile routes the one part where
-  // the element's tile is routed to `part`, else none (the identity).
+  // were made from): PartsInto(part), or with tile routes the parts whose
+  // tile of the element is routed to `part` (none: the identity).
   std::vector<int64_t> PartsAt(const Layout& source, int64_t part, int64_t element) const;
   // Whether `device` of the partial `target` holds the identity somewhere:
   // it keeps a tile and no part is routed to its part, or with tile routes
   // its part's tiles do not cover its own. False for a target with no
   // reduction.
   bool Fills(const Layout& target, int64_t device) const;
-  // With tile routes: whether source tile `tile` is routed to the part of
-  // the partial `target` that `receiver` belongs to (the filter of the
-  // routed exchange; its complement is where the fill goes).
-  bool RoutesTileTo(const Layout& target, int64_t tile, int64_t receiver) const {
-    return (*tile_to)[static_cast<size_t>(tile)] == target.PartOf(receiver);
+  // With tile routes: the target part tile `tile` of source part `part` joins.
+  int64_t TileTo(int64_t part, int64_t tile) const { return (*tile_to)[static_cast<size_t>(part * tiles + tile)]; }
+  // With tile routes: whether tile `tile` of source part `part` is routed to
+  // the part of the partial `target` that `receiver` belongs to (the filter
+  // of the part's routed exchange).
+  bool RoutesTileTo(const Layout& target, int64_t part, int64_t tile, int64_t receiver) const {
+    return TileTo(part, tile) == target.PartOf(receiver);
   }
+  // With tile routes: whether some part's tile `tile` is routed to the part
+  // of `target` that `receiver` belongs to (the complement is where the
+  // identity goes).
+  bool ReachesTile(const Layout& target, int64_t tile, int64_t receiver) const;
+  // With tile routes: whether `part` is the lowest source part whose tile
+  // `tile` joins target part `target_part`: a receiver's copies of it write
+  // those elements, later parts' combine with them (RunReducingCopies).
+  bool FirstInto(int64_t part, int64_t tile, int64_t target_part) const;
 };
 
 class Exchange {
@@ -193,14 +210,15 @@ class Exchange {
   // reduction is one part), in part order, the minimal exchange from the
   // devices that hold that part (Layout::PartLayout) to the devices its
   // contributions go to (PartRoutes): every device of a target with no
-  // reduction, or one part of a partial target. A device sends only its own
+  // reduction, or one part of a partial target (with tile routes, below,
+  // each of the part's tiles its own). A device sends only its own
   // part, so each element gets one contribution of every part routed to it,
   // combined at the device that keeps it. The one lowering of a step from or
   // to a partial layout: the planner prices it, the simulator and the
   // compiled programs (device_program.h) run it.
-  // With tile routes (PartRoutes::tile_to) it is one exchange into every
-  // target device, each source tile delivered only to the devices of the
-  // target part it is routed to (CreateRouted).
+  // With tile routes (PartRoutes::tile_to), per source part one exchange
+  // into every target device, each tile of the part delivered only to the
+  // devices of the target part it is routed to (CreateRouted).
   // InvalidArgument unless one of the layouts is partial and they differ;
   // NotSupported where the dtype cannot be reduced (CheckReducible).
   static Result<std::vector<Exchange>> CreateReducing(const Layout& source, const Layout& target);

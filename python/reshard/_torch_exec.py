@@ -178,6 +178,11 @@ def _put(out: torch.Tensor, runs, value: torch.Tensor) -> None:
     out[tuple(idx)] = value
 
 
+def _mark(mask: torch.Tensor, runs) -> None:
+    """Sets the cross product of runs of a boolean mask."""
+    _put(mask, runs, torch.ones(math.prod(sum(n for _, n in r) for r in runs), dtype=torch.bool, device=mask.device))
+
+
 def _group_order(members, device):
     """A torch process group numbers its ranks in ascending order; a plan's group lists its
     members in mesh order. Returns (to_rank, to_member): index tensors that reorder chunks from
@@ -357,37 +362,36 @@ class PlanRun:
     @staticmethod
     def _reduce_received(part, x, local, recv, recv_sizes, pos, shape):
         """A reducing exchange's output: the parts routed to this rank (its own part is the local
-        copies, already in `local`) combined in part order, as the C++ executors do; where no part
-        is routed to it (a partial target), the identity of the target's op, and with tile routes
-        the identity wherever no routed tile lands."""
+        copies, already in `local`) combined element by element in part order, as the C++ executors
+        do (the first part routed to an element writes it, later ones combine with it; with tile
+        routes the parts differ from element to element); where no part is routed (a partial
+        target), the identity of the target's op."""
         shape = [int(n) for n in shape]
-        reached = set(part["recv_parts"]) | ({part["local_part"]} if part["local"] else set())
-        if part["fill"] is not None and not reached:
-            return _identity(part["fill"], shape, x)
-        if part["fill"] is not None:  # tile routes: the one part where its tiles land
-            landed = torch.zeros(shape, dtype=torch.bool, device=x.device)
-            for runs in [dst for _, dst in part["local"]] + [runs for _, runs in part["recv"]]:
-                _put(landed, runs, torch.ones(math.prod(sum(n for _, n in r) for r in runs), dtype=torch.bool,
-                                              device=x.device))
-            offset = 0
-            for peer, runs in part["recv"]:
-                n = recv_sizes[pos[peer]]
-                _put(local, runs, recv[offset:offset + n])
-                offset += n
-            return torch.where(landed, local, _identity(part["fill"], shape, x))
-        out = None
-        for p in sorted(reached):
+        reached = sorted(set(part["recv_parts"]) | ({part["local_part"]} if part["local"] else set()))
+        if not reached:  # no part routed here, or nothing of this rank's output exists (an empty shard)
+            return _identity(part["fill"], shape, x) if part["fill"] is not None else local
+        out = x.new_zeros(shape)
+        written = torch.zeros(shape, dtype=torch.bool, device=x.device)
+        for p in reached:
             got = local if p == part["local_part"] else x.new_zeros(shape)
+            landed = torch.zeros(shape, dtype=torch.bool, device=x.device)
+            if p == part["local_part"]:
+                for _, runs in part["local"]:
+                    _mark(landed, runs)
             offset = 0
             for (peer, runs), q in zip(part["recv"], part["recv_parts"]):
                 n = recv_sizes[pos[peer]]
                 if q == p:
                     _put(got, runs, recv[offset:offset + n])
+                    _mark(landed, runs)
                 offset += n
-            out = got if out is None else _combine(out, got, part["reduce"])
-        if out is None:  # nothing of this rank's output exists (an empty shard)
-            return local
-        return _divide(out, int(part["parts"])) if part["reduce"] == "avg" else out
+            out = torch.where(landed & written, _combine(out, got, part["reduce"]), torch.where(landed, got, out))
+            written |= landed
+        if part["reduce"] == "avg":
+            out = torch.where(written, _divide(out, int(part["parts"])), out)
+        if part["fill"] is not None:
+            out = torch.where(written, out, _identity(part["fill"], shape, x))
+        return out
 
     def _exchange_op(self, i, step, x, shape, stats):
         part, group_ranks, pos, recv_sizes = self._exchange_part(i, step)

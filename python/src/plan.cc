@@ -208,8 +208,9 @@ void BindPlan(nb::module_& m) {
            "'exchange' program op moves; from or into partial sums, each part's, with 'parts', 'reduce' (how a "
            "receiver combines), 'local_part', 'fill' (the op whose identity a partial target's device holds "
            "where nothing routed to it lands: everywhere if it receives nothing, else outside its received and "
-           "local runs; None where it holds none) and 'recv_parts', the part of each received message, added: combine in part "
-           "order): {'send': [(peer, runs)], "
+           "local runs; None where it holds none) and 'recv_parts', the part of each received message, added: combine "
+           "element by element in part order, the first part landing on an element written, later ones combined "
+           "with it): {'send': [(peer, runs)], "
            "'recv': [(peer, runs)], 'local': [(src_runs, "
            "dst_runs)]}, where runs lists per dim the (offset, length) runs in the device's local buffer; a "
            "message's elements are the cross product of its runs, row-major, the same order on both sides")

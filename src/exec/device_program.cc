@@ -422,13 +422,16 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     std::stable_sort(by_receiver.begin(), by_receiver.end(),
                      [](const Item& a, const Item& b) { return std::pair(a.t->to, a.t->from) < std::pair(b.t->to, b.t->from); });
     if (step.reduces()) {
-      // With tile routes, the identity goes exactly where the tiles routed
-      // elsewhere would land: the transfers the routed exchange leaves out.
+      // With tile routes, the identity goes exactly where no part's tile is
+      // routed to the device's target part: the transfers of an exchange
+      // filtered by the complement of the routes.
       std::optional<Exchange> elsewhere;
       if (routes->tile_to) {
-        RESHARD_ASSIGN_OR_RETURN(elsewhere, Exchange::CreateRouted(in, out.WithoutReduction(),
+        // Every part holds every tile: part 0's holders stand for the source.
+        RESHARD_ASSIGN_OR_RETURN(elsewhere, Exchange::CreateRouted(in.partial() ? in.PartLayout(0) : in,
+                                                                   out.WithoutReduction(),
                                                                    [r = *routes, out](int64_t tile, int64_t to) {
-                                                                     return !r.RoutesTileTo(out, tile, to);
+                                                                     return !r.ReachesTile(out, tile, to);
                                                                    }));
       }
       for (DeviceProgram& dp : step.devices) {
@@ -509,9 +512,22 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
       AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, in_strides_of(t->from), 0, out_strides, eb);
       r.recv_bytes += bytes;
-      if (step.reduces()) r.recv_part.push_back(in.PartOf(t->from));
+      if (step.reduces()) {
+        r.recv_part.push_back(in.PartOf(t->from));
+        r.recv_writes.push_back(routes->tile_to && routes->FirstInto(in.PartOf(t->from), in.TileOf(t->from), out.PartOf(t->to)));
+      }
     }
     for (DeviceProgram& dp : step.devices) {
+      if (step.reduces() && routes->tile_to) {
+        const int64_t tile = in.TileOf(dp.device);
+        dp.local_writes = tile >= 0 && out.TileOf(dp.device) >= 0 && routes->FirstInto(dp.local_part, tile, out.PartOf(dp.device));
+      } else if (step.reduces()) {
+        // Parts routed whole: the device's lowest part writes every element.
+        int64_t first = dp.local.ops.empty() ? step.reduction.parts : dp.local_part;
+        for (int64_t part : dp.recv_part) first = std::min(first, part);
+        dp.local_writes = dp.local_part == first;
+        for (size_t m = 0; m < dp.recv_part.size(); ++m) dp.recv_writes[m] = dp.recv_part[m] == first;
+      }
       dp.pack_begin.push_back(static_cast<int32_t>(dp.pack.ops.size()));
       dp.unpack_begin.push_back(static_cast<int32_t>(dp.unpack.ops.size()));
       dp.direct_begin.push_back(static_cast<int32_t>(dp.direct.ops.size()));
@@ -522,6 +538,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       RESHARD_RETURN_IF_ERROR(CheckCopies(dp.fill, dp.output_bytes, dp.output_bytes, s, dp.device, "fill"));
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.send_count, dp.send_offset, dp.send_bytes, s, dp.device, "send", dp.pack_owner));
       RESHARD_RETURN_IF_ERROR(CheckMessages(dp.recv_count, dp.recv_offset, dp.recv_bytes, s, dp.device, "receive"));
+      if (dp.recv_writes.size() != dp.recv_part.size())
+        return Status::Internal("a reducing step's messages lack their parts or write flags");
       for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
         const int64_t sender_input = step.devices[dp.recv_peer[m]].input_bytes;
         for (int32_t k = dp.direct_begin[m]; k < dp.direct_begin[m + 1]; ++k) {

@@ -227,8 +227,9 @@ Status CheckCoverage(const PlanProgram& program) {
         return Status::Ok();
       };
       if (by_parts && routes.tile_to) {
-        // Tile routes: the identity where the device's part gets no tile, the
-        // one part's copies elsewhere, each element written once (for the
+        // Tile routes: the identity where no part's tile reaches, elsewhere
+        // each element written once by the writing copies (the first part
+        // routed to it), and by each part's copies at most once (for the
         // staged and the direct copies alike); values are CheckTags'.
         if (out.TileOf(dp.device) >= 0 && routes.Fills(out, dp.device) == dp.fill.ops.empty())
           return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity", si, dp.device,
@@ -236,12 +237,50 @@ Status CheckCoverage(const PlanProgram& program) {
         for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
           std::fill(writes.begin(), writes.end(), 0);
           RESHARD_RETURN_IF_ERROR(count(dp.fill, 0, dp.fill.ops.size()));
-          RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
-          RESHARD_RETURN_IF_ERROR(count(*moved, 0, moved->ops.size()));
+          if (dp.local_writes) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
+          for (size_t m = 0; m + 1 < begin->size(); ++m)
+            if (dp.recv_writes[m])
+              RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
           for (size_t e = 0; e < writes.size(); ++e)
             if (writes[e] != 1)
               return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times "
-                                                         "(fill and copies)", si, dp.device, e, writes[e]));
+                                                         "(fill and first parts' copies)", si, dp.device, e, writes[e]));
+          // Each part's copies land exactly where it is routed, and write
+          // exactly where it is the first part routed (values alone would
+          // not show a lost max or min part that never wins). Elements by
+          // their global index where the buffer is tight and row-major.
+          const bool tight = !(si + 1 == program.steps().size()) || program.target_format().tight_row_major();
+          std::vector<std::vector<int64_t>> routed;  // per local element, the parts routed to it
+          if (tight)
+            ForEachLocal(out, dp.device, [&](int64_t, int64_t g) {
+              routed.push_back(routes.PartsAt(program.layouts()[si], out.PartOf(dp.device), g));
+            });
+          std::vector<int32_t> first(writes.size(), 0);
+          for (int64_t part = 0; part < parts; ++part) {
+            std::fill(writes.begin(), writes.end(), 0);
+            if (dp.local_part == part && dp.local_writes) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
+            for (size_t m = 0; m + 1 < begin->size(); ++m)
+              if (dp.recv_part[m] == part && dp.recv_writes[m])
+                RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+            first.swap(writes);
+            std::fill(writes.begin(), writes.end(), 0);
+            if (dp.local_part == part) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
+            for (size_t m = 0; m + 1 < begin->size(); ++m)
+              if (dp.recv_part[m] == part)
+                RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+            for (size_t e = 0; e < writes.size(); ++e) {
+              int32_t want = writes[e] > 1 ? 1 : writes[e], want_first = first[e];
+              if (tight && e < routed.size()) {
+                const std::vector<int64_t>& at = routed[e];
+                want = std::find(at.begin(), at.end(), part) != at.end();
+                want_first = !at.empty() && at.front() == part;
+              }
+              if (writes[e] != want || first[e] != want_first)
+                return Status::InvalidArgument(fmt::format(
+                    "step {}: device {}'s output element {} gets part {} {} times ({} as its first part), not {} ({})",
+                    si, dp.device, e, part, writes[e], first[e], want, want_first));
+            }
+          }
         }
         continue;
       }

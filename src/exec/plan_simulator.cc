@@ -372,13 +372,19 @@ class PlanRun {
         }
         std::map<int64_t, int64_t> staged;
         StagedBoxes boxes;  // the whole plan's transfers: (sender, box) pairs
-        std::set<int64_t> written;  // devices some part has reached
+        // Per device, the elements some part has written: the first part at
+        // an element writes it, later ones combine (with tile routes the
+        // parts reaching a device differ from element to element).
+        std::map<int64_t, std::vector<char>> written;
         for (size_t part = 0; part < exchanges.size(); ++part) {
           const ExchangePlan xp = exchanges[part].Plan();
           std::map<int64_t, Buffer> got;
           for (const Transfer& t : xp.transfers()) {
             const Buffer& in = buffers_.at(t.from);
-            if (reducing && got.find(t.to) == got.end()) got[t.to] = next.at(t.to);
+            if (reducing && got.find(t.to) == got.end()) {
+              got[t.to] = next.at(t.to);
+              std::fill(got[t.to].data.begin(), got[t.to].data.end(), kNeverWritten);
+            }
             Buffer& out = reducing ? got.at(t.to) : next.at(t.to);
             CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
                      reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
@@ -390,13 +396,19 @@ class PlanRun {
           if (!reducing) continue;
           for (auto& [dev, g] : got) {
             Buffer& b = next.at(dev);
-            const bool first = written.insert(dev).second;
-            for (size_t e = 0; e < b.data.size(); ++e) b.data[e] = first ? g.data[e] : CombineNumbers(b.data[e], g.data[e], routes.combine);
+            std::vector<char>& w = written[dev];
+            w.resize(b.data.size(), 0);
+            for (size_t e = 0; e < b.data.size(); ++e) {
+              if (g.data[e] == kNeverWritten) continue;  // not this part's here
+              b.data[e] = w[e] ? CombineNumbers(b.data[e], g.data[e], routes.combine) : g.data[e];
+              w[e] = 1;
+            }
           }
         }
         if (reducing && routes.combine == ReduceOp::kAvg)
-          for (int64_t dev : written)
-            for (Tag& t : next.at(dev).data) t /= static_cast<Tag>(exchanges.size());
+          for (auto& [dev, w] : written)
+            for (size_t e = 0; e < w.size(); ++e)
+              if (w[e]) next.at(dev).data[e] /= static_cast<Tag>(exchanges.size());
         for (auto& [dev, s] : staged) peak[dev] += s;
         buffers_ = std::move(next);
         return true;

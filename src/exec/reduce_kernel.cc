@@ -190,8 +190,8 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
     ForEachRun(p.fill, op, [&](int64_t dof, int64_t) {
       for (int64_t b = 0; b < op.run_bytes; b += eb) std::memcpy(out + dof + b, p.fill_element.data(), static_cast<size_t>(eb));
     });
-  // The first part that reaches this device writes every output element
-  // once; later ones combine with it.
+  // In part order: the copies of the first part routed to an element write
+  // it, later parts' combine with it (DeviceProgram::recv_writes).
   int64_t first = p.local.ops.empty() ? reduction.parts : p.local_part;
   for (size_t m = 0; m < p.recv_part.size(); ++m) first = std::min(first, p.recv_part[m]);
   auto apply = [&](const CopyProgram& copies, int32_t lo, int32_t hi, const std::byte* src, bool writes) {
@@ -204,9 +204,9 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
     }
   };
   for (int64_t part = first; part < reduction.parts; ++part) {
-    if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, part == first);
+    if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, p.local_writes);
     for (size_t m = 0; m < p.recv_part.size(); ++m)
-      if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), part == first);
+      if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), p.recv_writes[m] != 0);
   }
   if (reduction.op != ReduceOp::kAvg) return;
   // Divide what the copies wrote, run by run: a target with a leading
@@ -217,10 +217,10 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
       ForEachRun(copies, op, [&](int64_t dof, int64_t) { DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts); });
     }
   };
-  // The first part's copies write every output element once.
-  if (p.local_part == first) divide(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
+  // The writing copies cover every reached element once.
+  if (p.local_writes) divide(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
   for (size_t m = 0; m < p.recv_part.size(); ++m)
-    if (p.recv_part[m] == first) divide(received, begin[m], begin[m + 1]);
+    if (p.recv_writes[m]) divide(received, begin[m], begin[m + 1]);
 }
 
 void StoreIdentity(ReduceOp op, DType dtype, std::byte* out) {

@@ -3,11 +3,11 @@
 // place element values are read and written as numbers.
 //
 // A reducing step (StepProgram::reduction) gives every output element one
-// contribution per part routed to its device (PartRoutes, exchange.h).
+// contribution per part routed to it (PartRoutes, exchange.h).
 // RunReducingCopies applies a device's contributions in part order: the
-// first part's copies write, each later part's combine with what is there
-// (sum, max, min; avg sums and then divides by the number of parts),
-// so the result does not depend on the order messages arrive in: every
+// first part's copies at an element write, each later part's combine with
+// what is there (sum, max, min; avg sums and then divides by the number of
+// parts), so the result does not depend on the order messages arrive in: every
 // executor and transport gives the same bits. Integers wrap (two's
 // complement, as XLA and torch do); avg of integers truncates toward zero;
 // f16 and bf16 are combined in f32 and rounded to nearest even after each
@@ -37,8 +37,9 @@ void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, st
 void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts);
 
 // A reducing step's local and received copies on one device, in part order
-// (the first part that reaches the device writes, later ones combine; avg
-// then divides what the first wrote), after the device's identity fill
+// (copies marked as writing, DeviceProgram::recv_writes and local_writes,
+// write; the others combine; avg then divides what the writers wrote),
+// after the device's identity fill
 // (DeviceProgram::fill, a partial target's device no part is routed to):
 // `received` and `begin` are the copies of each received message (the
 // unpack or direct copies), message m's read from received_base(m).

@@ -231,12 +231,16 @@ std::vector<Box> ExchangePlan::Boxes(const Transfer& t) const {
 }
 
 std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
-  if (tile_to)
-    return std::find(tile_to->begin(), tile_to->end(), part) != tile_to->end() ? std::vector<int64_t>{0}
-                                                                               : std::vector<int64_t>{};
   std::vector<int64_t> parts;
-  for (size_t p = 0; p < to.size(); ++p)
-    if (to[p] < 0 || to[p] == part) parts.push_back(static_cast<int64_t>(p));
+  for (size_t p = 0; p < to.size(); ++p) {
+    const int64_t pp = static_cast<int64_t>(p);
+    bool routed = to[p] < 0 || to[p] == part;
+    if (tile_to) {
+      routed = false;
+      for (int64_t s = 0; s < tiles && !routed; ++s) routed = TileTo(pp, s) == part;
+    }
+    if (routed) parts.push_back(pp);
+  }
   return parts;
 }
 
@@ -250,8 +254,11 @@ std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int
     const int64_t cell = std::upper_bound(grid.cuts.begin(), grid.cuts.end(), g) - grid.cuts.begin() - 1;
     coords[static_cast<size_t>(d)] = grid.cell_tile[static_cast<size_t>(cell)];
   }
-  return (*tile_to)[static_cast<size_t>(source.TileIndex(coords))] == part ? std::vector<int64_t>{0}
-                                                                            : std::vector<int64_t>{};
+  const int64_t tile = source.TileIndex(coords);
+  std::vector<int64_t> parts;
+  for (size_t p = 0; p < to.size(); ++p)
+    if (TileTo(static_cast<int64_t>(p), tile) == part) parts.push_back(static_cast<int64_t>(p));
+  return parts;
 }
 
 bool PartRoutes::Fills(const Layout& target, int64_t device) const {
@@ -261,20 +268,37 @@ bool PartRoutes::Fills(const Layout& target, int64_t device) const {
   return std::none_of(to.begin(), to.end(), [q](int64_t t) { return t < 0 || t == q; });
 }
 
+bool PartRoutes::ReachesTile(const Layout& target, int64_t tile, int64_t receiver) const {
+  const int64_t q = target.PartOf(receiver);
+  for (size_t p = 0; p < to.size(); ++p)
+    if (TileTo(static_cast<int64_t>(p), tile) == q) return true;
+  return false;
+}
+
+bool PartRoutes::FirstInto(int64_t part, int64_t tile, int64_t target_part) const {
+  for (int64_t p = 0; p < part; ++p)
+    if (TileTo(p, tile) == target_part) return false;
+  return TileTo(part, tile) == target_part;
+}
+
 namespace {
 
-// PartRoutes' tile routes for a source with no reduction into a partial
-// target, where they receive less than the whole source into any one part:
-// fills r.tile_to and r.partly_filled and sets r.to[0] = -1; else sets
-// r.to[0] to the part receiving least (r.to[0] where it ties).
-// Counts in elements: O(source tiles * (target tiles + devices)), plus per
-// dim the tile coordinate pairs times cells (both bounded, else no tile routes).
-void RouteTiles(const Layout& source, const Layout& target, PartRoutes& r) {
+// PartRoutes' tile routes into a partial target, where they receive less
+// than the routes already in r.to (for a source with no reduction, than the
+// whole source into any one part): fills r.tile_to, r.tiles and
+// r.partly_filled and sets r.to to -1; else leaves r.to (a source with no
+// reduction: r.to[0] becomes the part receiving least, r.to[0] where it
+// ties). `together`: every part of a tile joins one target part.
+// Counts in elements: O(parts * source tiles * (target tiles + devices)),
+// plus per dim the tile coordinate pairs times cells (both bounded, else no
+// tile routes).
+void RouteTiles(const Layout& source, const Layout& target, bool together, PartRoutes& r) {
   const int64_t S = source.num_tiles(), T = target.num_tiles(), rank = source.rank();
-  const int64_t Q = target.reduction().parts;
+  const int64_t P = source.reduction().parts, Q = target.reduction().parts;
   const int64_t devices = static_cast<int64_t>(target.devices().size());
   if (S < 2 || source.shape() != target.shape() ||
-      static_cast<double>(S) * static_cast<double>(T + devices) > static_cast<double>(int64_t{1} << 22))
+      static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T + devices) >
+          static_cast<double>(int64_t{1} << 22))
     return;
   // The per-dim overlap table: every pair of tile coordinates, each over its cells.
   double table = 0;
@@ -299,13 +323,14 @@ void RouteTiles(const Layout& source, const Layout& target, PartRoutes& r) {
     return std::lower_bound(target.devices().begin(), target.devices().end(), dev) - target.devices().begin();
   };
   std::vector<int64_t> recv(static_cast<size_t>(devices), 0), covered(static_cast<size_t>(devices), 0);
-  std::vector<int64_t> tile_to(static_cast<size_t>(S), 0);
+  std::vector<int64_t> tile_to(static_cast<size_t>(P * S), 0);
   struct Reach {
     int64_t device, part, elements;
-    bool held;  // the device holds the source tile: it keeps these elements
+    int64_t held;  // the source part whose tile the device holds (it keeps these elements of it), or -1
   };
   std::vector<Reach> reach;
   std::vector<int64_t> cost(static_cast<size_t>(Q)), worst(static_cast<size_t>(Q));
+  std::vector<bool> into(static_cast<size_t>(Q));
   for (int64_t s = 0; s < S; ++s) {
     std::span<const int64_t> holders = source.Holders(s);
     const std::vector<int32_t> sc = source.TileCoords(s);
@@ -316,41 +341,53 @@ void RouteTiles(const Layout& source, const Layout& target, PartRoutes& r) {
         v *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
       if (v == 0) continue;
       for (int64_t h : target.Holders(t))
-        reach.push_back({h, target.PartOf(h), v, std::binary_search(holders.begin(), holders.end(), h)});
+        reach.push_back({h, target.PartOf(h), v,
+                         std::binary_search(holders.begin(), holders.end(), h) ? source.PartOf(h) : int64_t{-1}});
     }
-    // The part receiving the fewest elements, then the least busiest device after, then the lowest.
-    std::fill(cost.begin(), cost.end(), 0);
-    std::fill(worst.begin(), worst.end(), 0);
+    // Elements of part p's tile s that x receives (none where it holds them).
+    auto gets = [&](const Reach& x, int64_t p) {
+      if (!together) return x.held == p ? int64_t{0} : x.elements;
+      return x.elements * (P - (x.held >= 0 ? 1 : 0));
+    };
+    // For each part (all at once, together): the target part receiving the
+    // fewest elements, then the least busiest device after, then the lowest.
+    std::fill(into.begin(), into.end(), false);
+    for (int64_t p = 0; p < (together ? 1 : P); ++p) {
+      std::fill(cost.begin(), cost.end(), 0);
+      std::fill(worst.begin(), worst.end(), 0);
+      for (const Reach& x : reach)
+        if (const int64_t n = gets(x, p); n > 0) {
+          cost[static_cast<size_t>(x.part)] += n;
+          worst[static_cast<size_t>(x.part)] =
+              std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + n);
+        }
+      int64_t q = 0;
+      for (int64_t c = 1; c < Q; ++c)
+        if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
+            std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
+          q = c;
+      for (int64_t pp = together ? 0 : p; pp < (together ? P : p + 1); ++pp) tile_to[static_cast<size_t>(pp * S + s)] = q;
+      into[static_cast<size_t>(q)] = true;
+      for (const Reach& x : reach)
+        if (x.part == q) recv[static_cast<size_t>(index(x.device))] += gets(x, p);
+    }
     for (const Reach& x : reach)
-      if (!x.held) {
-        cost[static_cast<size_t>(x.part)] += x.elements;
-        worst[static_cast<size_t>(x.part)] =
-            std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + x.elements);
-      }
-    int64_t q = 0;
-    for (int64_t c = 1; c < Q; ++c)
-      if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
-          std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
-        q = c;
-    tile_to[static_cast<size_t>(s)] = q;
-    for (const Reach& x : reach)
-      if (x.part == q) {
-        const size_t i = static_cast<size_t>(index(x.device));
-        covered[i] += x.elements;
-        if (!x.held) recv[i] += x.elements;
-      }
+      if (into[static_cast<size_t>(x.part)]) covered[static_cast<size_t>(index(x.device))] += x.elements;
   }
-  // Against the whole source into one part: each of its devices receives its
-  // tile but what it holds of it. The best such part replaces r.to[0] where
-  // it beats both.
-  std::vector<int64_t> whole_max(static_cast<size_t>(Q), 0), whole_total(static_cast<size_t>(Q), 0);
+  // Against parts routed whole (r.to): each device of a part's target part
+  // receives its tile but what it holds of that part. For a source with no
+  // reduction every target part is a candidate, and the best replaces
+  // r.to[0] where it beats both.
   int64_t tiles_max = 0, tiles_total = 0;
+  for (int64_t n : recv) {
+    tiles_max = std::max(tiles_max, n);
+    tiles_total += n;
+  }
+  std::vector<int64_t> whole_max(static_cast<size_t>(Q), 0), whole_total(static_cast<size_t>(Q), 0);
   for (size_t i = 0; i < recv.size(); ++i) {
-    tiles_max = std::max(tiles_max, recv[i]);
-    tiles_total += recv[i];
     const int64_t dev = target.devices()[i], t = target.TileOf(dev);
     if (t < 0) continue;
-    const size_t q = static_cast<size_t>(target.PartOf(dev));
+    const int64_t q = target.PartOf(dev);
     int64_t kept = 0;
     if (const int64_t s = source.TileOf(dev); s >= 0) {
       kept = 1;
@@ -358,20 +395,32 @@ void RouteTiles(const Layout& source, const Layout& target, PartRoutes& r) {
       for (int64_t d = 0; d < rank; ++d)
         kept *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
     }
-    const int64_t got = target.TileElements(t) - kept;
-    whole_max[q] = std::max(whole_max[q], got);
-    whole_total[q] += got;
+    // P == 1: the device's cost were the source routed into its part; else
+    // its cost under r.to, booked at slot 0.
+    int64_t got = 0;
+    if (P == 1) {
+      got = target.TileElements(t) - kept;
+    } else {
+      for (int64_t p = 0; p < P; ++p)
+        if (r.to[static_cast<size_t>(p)] < 0 || r.to[static_cast<size_t>(p)] == q)
+          got += target.TileElements(t) - (source.TileOf(dev) >= 0 && source.PartOf(dev) == p ? kept : 0);
+    }
+    const size_t slot = P == 1 ? static_cast<size_t>(q) : 0;
+    whole_max[slot] = std::max(whole_max[slot], got);
+    whole_total[slot] += got;
   }
   auto whole = [&](int64_t q) { return std::pair(whole_max[static_cast<size_t>(q)], whole_total[static_cast<size_t>(q)]); };
-  int64_t best = r.to[0];
-  for (int64_t q = 0; q < Q; ++q)
-    if (whole(q) < whole(best)) best = q;
+  int64_t best = P == 1 ? r.to[0] : 0;
+  if (P == 1)
+    for (int64_t q = 0; q < Q; ++q)
+      if (whole(q) < whole(best)) best = q;
   if (std::pair(tiles_max, tiles_total) >= whole(best)) {
-    r.to[0] = best;
+    if (P == 1) r.to[0] = best;
     return;
   }
-  r.to[0] = -1;
+  std::fill(r.to.begin(), r.to.end(), -1);
   r.tile_to = std::make_shared<const std::vector<int64_t>>(std::move(tile_to));
+  r.tiles = S;
   for (size_t i = 0; i < covered.size(); ++i) {
     const int64_t dev = target.devices()[i], t = target.TileOf(dev);
     if (t >= 0 && covered[i] < target.TileElements(t)) r.partly_filled.push_back(dev);
@@ -412,7 +461,7 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   const bool same_op = P == 1 || sop == top;
   if (same_op && top != ReduceOp::kAvg) {
     for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, none))];
-    if (P == 1) RouteTiles(source, target, r);
+    RouteTiles(source, target, /*together=*/false, r);
     return r;
   }
   if (same_op && P == Q) {  // avg into avg: one to one, each receiver copies its part
@@ -429,6 +478,7 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
     if (s > most) most = s, into = q;
   }
   std::fill(r.to.begin(), r.to.end(), into);
+  RouteTiles(source, target, /*together=*/true, r);
   return r;
 }
 
@@ -441,10 +491,14 @@ Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, con
   const Layout every = target.WithoutReduction();
   std::vector<Exchange> parts;
   if (routes.tile_to) {
-    RESHARD_ASSIGN_OR_RETURN(Exchange e, CreateRouted(source, every, [routes, target](int64_t tile, int64_t to) {
-      return routes.RoutesTileTo(target, tile, to);
-    }));
-    parts.push_back(std::move(e));
+    for (int64_t part = 0; part < source.reduction().parts; ++part) {
+      RESHARD_ASSIGN_OR_RETURN(
+          Exchange e, CreateRouted(source.partial() ? source.PartLayout(part) : source, every,
+                                   [routes, target, part](int64_t tile, int64_t to) {
+                                     return routes.RoutesTileTo(target, part, tile, to);
+                                   }));
+      parts.push_back(std::move(e));
+    }
     return parts;
   }
   for (int64_t part = 0; part < source.reduction().parts; ++part) {

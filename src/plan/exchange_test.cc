@@ -400,28 +400,33 @@ TEST(Exchange, TilesStayWhereTheTargetKeepsThem) {
   }
 }
 
-// On random plain sources of several tiles into partial targets: every
-// element is routed to exactly one target part (so sum, max and min of the
-// target's parts give it back), each device receives exactly the elements
-// routed to it, holds the identity exactly where its box is not covered,
-// and tile routes receive less than the whole source into one part.
+// On random sources of several tiles, plain or partial, into partial
+// targets: every element of every source part is routed to exactly one
+// target part, and where the ops differ all parts of an element to the same
+// one (so the target's reduction of its parts gives back the source's), each
+// device receives exactly the contributions routed to it, holds the identity
+// exactly where its box gets none, and tile routes of a plain source
+// receive less than the whole source into one part.
 TEST(Exchange, TileRoutesRouteEveryElementOnce) {
   std::mt19937_64 rng(23);
-  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
-  int tiled = 0;
-  for (int c = 0; c < 2000; ++c) {
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+  int tiled = 0, tiled_partial = 0, tiled_other_op = 0;
+  for (int c = 0; c < 3000; ++c) {
     const int64_t n = 2 + static_cast<int64_t>(rng() % 11);
     auto grid = [&](int64_t extent, int64_t most) { return DimGrid::Ceil(extent, 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(most))); };
-    // Source: tiles of a 2-D grid on a shuffled set of devices, replicas where devices are left.
+    // Source: P parts (P = 1: no reduction), each with every tile of a 2-D
+    // grid on a shuffled set of devices, replicas where devices are left.
+    const int64_t P = c % 3 == 0 ? 1 : 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::min<int64_t>(3, n)));
     std::vector<DimGrid> sd;
-    do sd = {grid(6, 3), grid(5, 3)}; while (static_cast<int64_t>(sd[0].tiles) * sd[1].tiles > n);
+    do sd = {grid(6, 3), grid(5, 3)}; while (P * sd[0].tiles * sd[1].tiles > n);
     const int64_t st = static_cast<int64_t>(sd[0].tiles) * sd[1].tiles;
     std::vector<int64_t> perm(static_cast<size_t>(n));
     for (int64_t d = 0; d < n; ++d) perm[static_cast<size_t>(d)] = d;
     std::shuffle(perm.begin(), perm.end(), rng);
     std::vector<DeviceTile> sp;
-    for (int64_t i = 0; i < n; ++i) sp.push_back({perm[static_cast<size_t>(i)], i % st, 0});
-    Result<Layout> src = Layout::Create({6, 5}, DType::kF32, sd, sp);
+    for (int64_t i = 0; i < n; ++i) sp.push_back({perm[static_cast<size_t>(i)], (i / P) % st, i % P});
+    const ReduceOp top = ops[rng() % 3], sop = rng() % 2 ? top : ops[rng() % 4];
+    Result<Layout> src = Layout::Create({6, 5}, DType::kF32, sd, sp, P > 1 ? Reduction{sop, P} : Reduction{});
     ASSERT_TRUE(src.ok()) << src.status();
     // Target: Q parts, each holding every tile of its own grid.
     const int64_t Q = 2 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - 1));
@@ -431,48 +436,66 @@ TEST(Exchange, TileRoutesRouteEveryElementOnce) {
     std::shuffle(perm.begin(), perm.end(), rng);
     std::vector<DeviceTile> tp;
     for (int64_t i = 0; i < n; ++i) tp.push_back({perm[static_cast<size_t>(i)], (i / Q) % tt, i % Q});
-    Result<Layout> dst = Layout::Create({6, 5}, DType::kF32, td, tp, Reduction{ops[rng() % 3], Q});
+    Result<Layout> dst = Layout::Create({6, 5}, DType::kF32, td, tp, Reduction{top, Q});
     ASSERT_TRUE(dst.ok()) << dst.status();
+    if (*src == *dst) continue;
     const PartRoutes r = Exchange::RouteParts(*src, *dst);
-    tiled += r.tile_to != nullptr;
-    for (int64_t g = 0; g < 30; ++g) {
-      int64_t into = 0;
-      for (int64_t q = 0; q < Q; ++q) into += r.PartsAt(*src, q, g) == std::vector<int64_t>{0};
-      ASSERT_EQ(into, 1) << "case " << c << " element " << g;
+    const bool together = P > 1 && sop != top;
+    if (r.tile_to) {
+      ++tiled;
+      tiled_partial += P > 1;
+      tiled_other_op += together;
     }
-    std::vector<Exchange> ex = Exchange::CreateReducing(*src, *dst).value();
-    ASSERT_EQ(ex.size(), 1u);
+    for (int64_t g = 0; g < 30; ++g) {
+      std::vector<int64_t> into(static_cast<size_t>(P), 0);
+      for (int64_t q = 0; q < Q; ++q) {
+        const std::vector<int64_t> at = r.PartsAt(*src, q, g);
+        if (together) {
+          ASSERT_TRUE(at.empty() || static_cast<int64_t>(at.size()) == P) << "case " << c << " element " << g;
+        }
+        for (int64_t p : at) ++into[static_cast<size_t>(p)];
+      }
+      for (int64_t p = 0; p < P; ++p) ASSERT_EQ(into[static_cast<size_t>(p)], 1) << "case " << c << " element " << g << " part " << p;
+    }
+    Result<std::vector<Exchange>> made = Exchange::CreateReducing(*src, *dst);
+    ASSERT_TRUE(made.ok()) << "case " << c << ": " << made.status();
+    const std::vector<Exchange>& ex = *made;
+    ASSERT_EQ(static_cast<int64_t>(ex.size()), P) << "case " << c;
     for (int64_t d : dst->devices()) {
-      int64_t routed = 0, box = 0;
+      int64_t routed = 0, box = 0, bare = 0;
       for (const Box& b : dst->DeviceBoxes(d))
         for (int64_t i = b.dims[0].lo; i < b.dims[0].hi; ++i)
           for (int64_t j = b.dims[1].lo; j < b.dims[1].hi; ++j) {
             ++box;
-            routed += !r.PartsAt(*src, dst->PartOf(d), i * 5 + j).empty();
+            const int64_t k = static_cast<int64_t>(r.PartsAt(*src, dst->PartOf(d), i * 5 + j).size());
+            routed += k;
+            bare += k == 0;
           }
       int64_t got = 0;
-      ex[0].ForEachDeviceTransfer(d, [&](const Transfer& t) { got += t.to == d ? t.elements : 0; });
+      for (const Exchange& e : ex) e.ForEachDeviceTransfer(d, [&](const Transfer& t) { got += t.to == d ? t.elements : 0; });
       EXPECT_EQ(got, routed) << "case " << c << " device " << d;
       // ReceivePlan: DevicePlan's transfers into d.
-      std::vector<Transfer> into;
-      const ExchangePlan device_plan = ex[0].DevicePlan(d);
-      for (const Transfer& t : device_plan.transfers())
-        if (t.to == d) into.push_back(t);
-      std::vector<Transfer> received = ex[0].ReceivePlan(d).transfers();
-      auto order = [](const Transfer& a, const Transfer& b) {
-        return std::tie(a.from, a.to, a.overlaps) < std::tie(b.from, b.to, b.overlaps);
-      };
-      std::sort(into.begin(), into.end(), order);
-      std::sort(received.begin(), received.end(), order);
-      ASSERT_EQ(received.size(), into.size()) << "case " << c << " device " << d;
-      for (size_t i = 0; i < into.size(); ++i) {
-        EXPECT_EQ(received[i].from, into[i].from) << "case " << c << " device " << d;
-        EXPECT_EQ(received[i].elements, into[i].elements) << "case " << c << " device " << d;
-        EXPECT_EQ(received[i].overlaps, into[i].overlaps) << "case " << c << " device " << d;
+      for (const Exchange& e : ex) {
+        std::vector<Transfer> into;
+        const ExchangePlan device_plan = e.DevicePlan(d);
+        for (const Transfer& t : device_plan.transfers())
+          if (t.to == d) into.push_back(t);
+        std::vector<Transfer> received = e.ReceivePlan(d).transfers();
+        auto order = [](const Transfer& a, const Transfer& b) {
+          return std::tie(a.from, a.to, a.overlaps) < std::tie(b.from, b.to, b.overlaps);
+        };
+        std::sort(into.begin(), into.end(), order);
+        std::sort(received.begin(), received.end(), order);
+        ASSERT_EQ(received.size(), into.size()) << "case " << c << " device " << d;
+        for (size_t i = 0; i < into.size(); ++i) {
+          EXPECT_EQ(received[i].from, into[i].from) << "case " << c << " device " << d;
+          EXPECT_EQ(received[i].elements, into[i].elements) << "case " << c << " device " << d;
+          EXPECT_EQ(received[i].overlaps, into[i].overlaps) << "case " << c << " device " << d;
+        }
       }
-      EXPECT_EQ(r.Fills(*dst, d), routed < box) << "case " << c << " device " << d;
+      EXPECT_EQ(r.Fills(*dst, d), bare > 0) << "case " << c << " device " << d;
     }
-    if (r.tile_to) {
+    if (r.tile_to && P == 1) {
       const PlanStats tiles = ComputeStats(ex[0]);
       int64_t whole = INT64_MAX;  // the best whole routing
       for (int64_t q = 0; q < Q; ++q)
@@ -480,7 +503,9 @@ TEST(Exchange, TileRoutesRouteEveryElementOnce) {
       EXPECT_LE(tiles.max_recv_bytes, whole) << "case " << c;
     }
   }
-  EXPECT_GT(tiled, 200);
+  EXPECT_GT(tiled, 300);
+  EXPECT_GT(tiled_partial, 100);
+  EXPECT_GT(tiled_other_op, 30);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
 
 // Plans into a layout with a pending reduction (`target.partial()`), from any
 // layout of its shape and dtype other than itself: one reducing exchange
-// (Exchange::CreateReducing), each source part (each tile of a plain source)
+// (Exchange::CreateReducing), each source part (or each tile of each part)
 // routed into one part of the target (PartRoutes), where the target and strategy allow a ragged exchange;
 // NotSupported with the lower bound otherwise. No structured candidates.
 Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,

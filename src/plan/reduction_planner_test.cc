@@ -150,7 +150,7 @@ TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {
 }
 
 // Targets with a pending reduction: one reducing exchange, each source part
-// (each tile of a plain source) routed into one part of the target (PartRoutes), exact in every executor
+// (or each tile of each part) routed into one part of the target (PartRoutes), exact in every executor
 // and in every reducible dtype, the bytes as planned.
 TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
   const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
@@ -162,6 +162,17 @@ TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
       {"P('x', None)", "P('x', None, unreduced={'y'})", 0},
       // Each device keeps half of its own part.
       {"P(None, None, unreduced={'x'})", "P('y', None, unreduced={'x'})", 0},
+      // Tile by tile, each half of each x part stays on its one device as a
+      // part of its own (the identity in the other half); whole parts would
+      // gather each x part's other half on one device (512 B).
+      {"P('y', None, unreduced={'x'})", "P(None, None, unreduced={'x','y'})", 0},
+      {"[Partial('max'), Shard(0)]", "[Partial('max'), Partial('max')]", 0},
+      // Other ops: all four parts of a tile into one target part, each
+      // tile into its own, at the bound (every part into one target part,
+      // as whole routing does, receives 896 B).
+      {"[Partial('max'), Shard(0)]", "[Shard(1), Partial()]", 384},
+      // 1536 B (3584 B whole): the bound, 0, lets a part's replicas differ.
+      {"[Partial('max'), Shard(0)]", "[Partial(), Partial()]", 1536},
       // x's 4 parts into y's 2: each y half sums two x parts; a device
       // holding neither of its half's parts receives both (2 x 1024 B).
       {"P(None, None, unreduced={'x'})", "P(None, None, unreduced={'y'})", 2048},

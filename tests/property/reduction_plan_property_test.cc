@@ -203,7 +203,7 @@ TEST(ReductionPlanProperty, PartialLayoutsInEveryNotationRun) {
 // Targets with a pending reduction (issue 17): random partial layouts in
 // every notation from random layouts, partial (two thirds) or not, on the
 // same devices or others. Each is planned as one reducing exchange (each
-// source part, or tile of a plain source, routed into one target part,
+// source part, or each tile of a source part, routed into one target part,
 // exchange.h's PartRoutes),
 // simulated, executed in-process in one of nine element types and checked
 // exactly (each target device holds the source parts routed to its part,
@@ -215,7 +215,8 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
                          DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
   int pairs = 0, from_partial = 0, moved_nothing = 0, at_bound = 0, zero_bound_moved = 0;
-  int plain_at_bound = 0, plain_zero_bound_moved = 0;  // the same, of plain sources (routed tile by tile)
+  int plain_at_bound = 0, plain_zero_bound_moved = 0;  // the same, of plain sources
+  int partial_tiled = 0;  // partial sources routed tile by tile
   double worst_gap = 1.0, plain_worst_gap = 1.0;
   std::string worst, plain_worst;
   for (int iter = 0; pairs < 2000 && iter < 40000; ++iter) {
@@ -250,7 +251,8 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
     ASSERT_EQ(r->plan.OpNames(), std::vector<std::string>{"exchange"}) << text;
     ASSERT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
     moved_nothing += r->plan.totals().max_recv_bytes == 0;
-    {  // Priced by bytes: how far from the bound (partial sources route whole parts).
+    partial_tiled += src->layout.partial() && Exchange::RouteParts(src->layout, dst->layout).tile_to != nullptr;
+    {  // Priced by bytes: how far from the bound.
       PlannerOptions b = o;
       b.topology = b.topology.BandwidthOnly();
       Result<PlanResult> rb = PlanReshard(src->layout, dst->layout, b);
@@ -275,8 +277,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
     ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
   }
   EXPECT_EQ(pairs, 2000);
+  EXPECT_GT(partial_tiled, 20);
   std::cout << "partial targets in every notation: " << pairs << " pairs (" << from_partial
-            << " from partial sources) planned as one reducing exchange, simulated and executed; " << moved_nothing
+            << " from partial sources, " << partial_tiled << " of them routed tile by tile) planned as one reducing exchange, simulated and executed; " << moved_nothing
             << " moved nothing between devices; priced by bytes, " << at_bound << " at the lower bound, "
             << zero_bound_moved << " moving bytes where the bound is 0, largest gap where it is not " << worst_gap
             << "x (" << worst << "); of the " << pairs - from_partial << " from plain sources, " << plain_at_bound

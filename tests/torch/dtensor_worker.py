@@ -454,7 +454,12 @@ def partial_target_cases(meshes_by_name, rt, out, n, seed):
     full_tensor, equals the array on every rank; the bytes as planned; the gradient of a sum
     comes back as DTensor's rule states (replicated over the Partial dims)."""
     rng = random.Random(seed + 29)
-    for i in range(n):
+    # First, partial sources whose parts are routed tile by tile (same op, and other ops: every
+    # part of a tile into one target part), then random pairs.
+    fixed = [((Partial(), Shard(0)), (Partial(), Partial()), "sum", "sum"),
+             ((Partial("max"), Shard(0)), (Shard(1), Partial()), "max", "sum"),
+             ((Partial("max"), Shard(0)), (Partial("max"), Partial("max")), "max", "max")]
+    for i in range(n + len(fixed)):
         m, mesh, rank, shape, op = _partial_draw(rng, i, meshes_by_name)
         top = op if rng.random() < 0.5 else rng.choice(["sum", "max", "avg"])
         plain = lambda ps: tuple(p if not isinstance(p, _StridedShard) else Shard(p.dim) for p in ps)  # noqa: E731
@@ -466,6 +471,9 @@ def partial_target_cases(meshes_by_name, rt, out, n, seed):
                         for p in plain(random_placements(rng, mesh.ndim, rank)))
             if any(p.is_partial() for p in dst) and dst != src:
                 break
+        if i < len(fixed):
+            m, shape, (src, dst, op, top) = "4x2", (16, 16), fixed[i]
+            mesh = meshes_by_name[m]
         ops = {op if any(p.is_partial() for p in src) else None, top} - {None}
         dtype = torch.float64 if "avg" in ops else torch.int64
         g = torch.Generator().manual_seed(zlib.crc32(repr((m, shape, str(src), str(dst))).encode()))
