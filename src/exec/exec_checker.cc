@@ -235,12 +235,19 @@ Status CheckCoverage(const PlanProgram& program) {
           return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity", si, dp.device,
                                                      dp.fill.ops.empty() ? "not " : ""));
         for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
+          // Adds the writes of part `part`'s copies (every part's where
+          // negative), or of its writing copies alone.
+          auto count_part = [&, moved = moved, begin = begin](int64_t part, bool writers_only) -> Status {
+            if ((part < 0 || dp.local_part == part) && (!writers_only || dp.local_writes))
+              RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
+            for (size_t m = 0; m + 1 < begin->size(); ++m)
+              if ((part < 0 || dp.recv_part[m] == part) && (!writers_only || dp.recv_writes[m]))
+                RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+            return Status::Ok();
+          };
           std::fill(writes.begin(), writes.end(), 0);
           RESHARD_RETURN_IF_ERROR(count(dp.fill, 0, dp.fill.ops.size()));
-          if (dp.local_writes) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
-          for (size_t m = 0; m + 1 < begin->size(); ++m)
-            if (dp.recv_writes[m])
-              RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+          RESHARD_RETURN_IF_ERROR(count_part(-1, /*writers_only=*/true));
           for (size_t e = 0; e < writes.size(); ++e)
             if (writes[e] != 1)
               return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times "
@@ -258,16 +265,10 @@ Status CheckCoverage(const PlanProgram& program) {
           std::vector<int32_t> first(writes.size(), 0);
           for (int64_t part = 0; part < parts; ++part) {
             std::fill(writes.begin(), writes.end(), 0);
-            if (dp.local_part == part && dp.local_writes) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
-            for (size_t m = 0; m + 1 < begin->size(); ++m)
-              if (dp.recv_part[m] == part && dp.recv_writes[m])
-                RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+            RESHARD_RETURN_IF_ERROR(count_part(part, /*writers_only=*/true));
             first.swap(writes);
             std::fill(writes.begin(), writes.end(), 0);
-            if (dp.local_part == part) RESHARD_RETURN_IF_ERROR(count(dp.local, 0, dp.local.ops.size()));
-            for (size_t m = 0; m + 1 < begin->size(); ++m)
-              if (dp.recv_part[m] == part)
-                RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+            RESHARD_RETURN_IF_ERROR(count_part(part, /*writers_only=*/false));
             for (size_t e = 0; e < writes.size(); ++e) {
               int32_t want = writes[e] > 1 ? 1 : writes[e], want_first = first[e];
               if (tight && e < routed.size()) {

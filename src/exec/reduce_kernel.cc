@@ -192,8 +192,6 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
     });
   // In part order: the copies of the first part routed to an element write
   // it, later parts' combine with it (DeviceProgram::recv_writes).
-  int64_t first = p.local.ops.empty() ? reduction.parts : p.local_part;
-  for (size_t m = 0; m < p.recv_part.size(); ++m) first = std::min(first, p.recv_part[m]);
   auto apply = [&](const CopyProgram& copies, int32_t lo, int32_t hi, const std::byte* src, bool writes) {
     for (int32_t k = lo; k < hi; ++k) {
       const CopyOp& op = copies.ops[static_cast<size_t>(k)];
@@ -203,7 +201,7 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
         RunCombine(copies, op, src, out, dtype, reduction.op);
     }
   };
-  for (int64_t part = first; part < reduction.parts; ++part) {
+  for (int64_t part = 0; part < reduction.parts; ++part) {
     if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, p.local_writes);
     for (size_t m = 0; m < p.recv_part.size(); ++m)
       if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), p.recv_writes[m] != 0);
