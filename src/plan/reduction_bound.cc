@@ -9,20 +9,81 @@
 
 namespace reshard {
 
-int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<const int64_t> holder_parts) {
+namespace {
+
+// Receptions until every one of R keepers holds the whole reduction of P
+// parts, `holding` of them holding a part each (helpers may relay).
+int64_t WholeReceptions(int64_t P, int64_t R, int64_t holding) {
+  if (P == 1) return R - holding;
+  return P + R - (holding > 0 ? 2 : 1);
+}
+
+}  // namespace
+
+int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<const int64_t> holder_parts,
+                          std::span<const int64_t> keeper_parts, bool parts_split) {
   const int64_t keepers = static_cast<int64_t>(holder_parts.size());
-  if (target_parts >= 2) {
-    // Each source part no keeper holds leaves its holder by one reception.
-    std::vector<int64_t> held;
-    for (int64_t p : holder_parts)
-      if (p >= 0) held.push_back(p);
-    std::sort(held.begin(), held.end());
-    const int64_t distinct = std::unique(held.begin(), held.end()) - held.begin();
-    return source_parts - distinct;
+  auto holding_of = [](std::span<const int64_t> parts) {
+    return static_cast<int64_t>(std::count_if(parts.begin(), parts.end(), [](int64_t p) { return p >= 0; }));
+  };
+  if (target_parts == 1) return WholeReceptions(source_parts, keepers, holding_of(holder_parts));
+  // Each source part no keeper holds leaves its holder by one reception.
+  std::vector<int64_t> held;
+  for (int64_t p : holder_parts)
+    if (p >= 0) held.push_back(p);
+  std::sort(held.begin(), held.end());
+  const int64_t distinct = std::unique(held.begin(), held.end()) - held.begin();
+  const int64_t leave = source_parts - distinct;
+  // A target part's keepers end with one value, made of a set of source
+  // parts (the sets cover every part); a keeper receives nothing only where
+  // that set is empty or the one part it holds. Per target part q: its
+  // keepers, those but the ones holding its commonest part, and what forming
+  // the whole reduction in q alone takes.
+  std::vector<std::pair<int64_t, int64_t>> qp;  // (target part, source part) per keeper
+  for (size_t k = 0; k < holder_parts.size(); ++k) qp.emplace_back(keeper_parts[k], holder_parts[k]);
+  std::sort(qp.begin(), qp.end());
+  std::vector<int64_t> size, lacking, whole;  // per target part with keepers
+  for (size_t i = 0; i < qp.size();) {
+    size_t j = i;
+    int64_t most = 0, holding = 0;
+    while (j < qp.size() && qp[j].first == qp[i].first) {
+      size_t k = j;
+      while (k < qp.size() && qp[k] == qp[j]) ++k;
+      if (qp[j].second >= 0) {
+        most = std::max(most, static_cast<int64_t>(k - j));
+        holding += static_cast<int64_t>(k - j);
+      }
+      j = k;
+    }
+    const int64_t n = static_cast<int64_t>(j - i);
+    size.push_back(n);
+    lacking.push_back(n - most);
+    whole.push_back(WholeReceptions(source_parts, n, holding));
+    i = j;
   }
-  const int64_t holding = std::count_if(holder_parts.begin(), holder_parts.end(), [](int64_t p) { return p >= 0; });
-  if (source_parts == 1) return keepers - holding;
-  return source_parts + keepers - (holding > 0 ? 2 : 1);
+  // Target parts without keepers of this element could take any part for
+  // free: no second bound then.
+  if (static_cast<int64_t>(size.size()) < target_parts) return leave;
+  // Ops that cannot split (max into sum, say): one target part forms the
+  // whole reduction.
+  if (!parts_split) return std::max(leave, *std::min_element(whole.begin(), whole.end()));
+  // Every set of one part at most (P <= Q, on distinct target parts): the P
+  // smallest `lacking`. Else some set of two parts or more, all of whose
+  // keepers receive: the smallest size.
+  std::sort(lacking.begin(), lacking.end());
+  int64_t replicas = *std::min_element(size.begin(), size.end());
+  if (source_parts <= target_parts) {
+    int64_t singles = 0;
+    for (int64_t i = 0; i < source_parts; ++i) singles += lacking[static_cast<size_t>(i)];
+    replicas = std::min(replicas, singles);
+  }
+  return std::max(leave, replicas);
+}
+
+bool ReductionSplits(int64_t source_parts, ReduceOp source_op, ReduceOp target_op) {
+  if (source_parts == 1 || source_op == target_op) return true;
+  auto linear = [](ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kAvg; };
+  return linear(source_op) && linear(target_op);
 }
 
 namespace {
@@ -52,6 +113,7 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
   const int64_t rank = source.rank();
   const int64_t P = source.reduction().parts, Q = target.reduction().parts;
   const int64_t bytes = source.element_bytes();
+  const bool splits = ReductionSplits(P, source.reduction().op, target.reduction().op);
   // Every device of either layout can share the receiving.
   std::vector<int64_t> all = source.devices();
   all.insert(all.end(), target.devices().begin(), target.devices().end());
@@ -66,7 +128,7 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
   LowerBound lb;
   int64_t max_need = 0;     // elements, the busiest keeper's own need
   int64_t receptions = 0;   // elements, over every device
-  std::vector<int64_t> holder_parts;
+  std::vector<int64_t> holder_parts, keeper_parts;
   for (int64_t t = 0; t < target.num_tiles(); ++t) {
     const int64_t tile_elements = target.TileElements(t);
     std::span<const int64_t> keepers = target.Holders(t);
@@ -93,6 +155,8 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
     for (int64_t d = 0; d < rank; ++d) combos *= static_cast<int64_t>(per_dim[d][tc[d]].size());
     budget -= combos * static_cast<int64_t>(keepers.size());
     if (budget < 0) { exact = false; continue; }
+    keeper_parts.clear();
+    for (int64_t r : keepers) keeper_parts.push_back(target.PartOf(r));
     std::vector<size_t> idx(rank, 0);
     std::vector<int32_t> sc(rank);
     for (int64_t c = 0; c < combos; ++c) {
@@ -106,7 +170,8 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
       holder_parts.clear();
       for (int64_t r : keepers) holder_parts.push_back(source.TileOf(r) == s ? source.PartOf(r) : -1);
       int64_t add = 0;
-      if (!CheckedMul(n, ElementReceptions(P, Q, holder_parts), &add) || !CheckedAdd(receptions, add, &receptions)) {
+      if (!CheckedMul(n, ElementReceptions(P, Q, holder_parts, keeper_parts, splits), &add) ||
+          !CheckedAdd(receptions, add, &receptions)) {
         exact = false;  // beyond int64: keep the per-device part
         break;
       }

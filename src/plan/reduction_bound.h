@@ -9,8 +9,19 @@
 //     P = 1:  R - h, h of those devices already hold it;
 //     P >= 2: P + R - 2 when one of them holds a part, else P + R - 1
 //             (all-reduce: 2k - 2; reduce-scatter: k - 1);
-//   target partial (Q >= 2 parts): P - m, m the distinct source parts the
-//     target's holders of the element hold.
+//   target partial (Q >= 2 parts): the larger of P - m, m the distinct
+//     source parts the target's holders of the element hold, and, since
+//     the keepers of one target part end with one value (made of a set of
+//     source parts, the sets covering every part) and a keeper receives
+//     nothing only where its part's set is empty or the one part it holds:
+//     the smaller of the smallest count of keepers of a target part (some
+//     set of two parts or more) and, where P <= Q (every set of one part
+//     at most, on distinct target parts), the P smallest counts of a target
+//     part's keepers that do not hold its commonest source part. Where the
+//     ops cannot split the reduction among target parts (P >= 2 and max or
+//     min on one side only: max(a, b) is no sum f(a) + g(b)), one target
+//     part forms it whole: the fewest over target parts of the count above
+//     for its keepers.
 // The first two are exact (a gather to one keeper, then a broadcast, meets
 // them); the partial-target one is a valid bound that plans need not meet.
 // Into the busiest device: at least the largest count of target elements a
@@ -28,8 +39,16 @@
 namespace reshard {
 
 // Receptions one element needs. holder_parts: for each device that keeps the
-// element in the target, the source part it holds of it, or -1 for none.
-int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<const int64_t> holder_parts);
+// element in the target, the source part it holds of it, or -1 for none;
+// keeper_parts, parallel: the target part it keeps it in (read only where
+// target_parts >= 2); parts_split: ReductionSplits of the two layouts.
+int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<const int64_t> holder_parts,
+                          std::span<const int64_t> keeper_parts, bool parts_split);
+
+// Whether the target's op can spread a reduction of source_parts parts over
+// its parts, each target part taking a subset: one part, the same op, or
+// sum and avg (linear) on both sides.
+bool ReductionSplits(int64_t source_parts, ReduceOp source_op, ReduceOp target_op);
 
 // REQUIRES: same shape and dtype. Work is bounded by kMaxBoundWork pairs of
 // (target holder, overlapping source tile); past it only the per-device

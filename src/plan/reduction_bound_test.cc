@@ -37,6 +37,15 @@ TEST(ReductionBound, IssueRows) {
       {"[Partial(), Shard(0)]", "[Shard(0), Shard(0)]", 448},
       {"[Partial(), Replicate()]", "[Shard(0), Replicate()]", 512},
       {"[Partial(), Replicate()]", "[Partial(), Replicate()]", 0},
+      // Partial targets: the keepers of one y part must agree. Each row is
+      // held by one of a part's four keepers, so three receive it (3 x 256
+      // elements over 8 devices); four different x parts, so all four
+      // receive (4 x 256 over 8).
+      {"P('x', None)", "P(None, None, unreduced={'y'})", 384},
+      {"[Partial(), Replicate()]", "[Replicate(), Partial()]", 512},
+      // max cannot split into sums: one of the eight target parts (one
+      // device each) receives the three x parts it lacks (3 x 256 over 8).
+      {"[Partial('max'), Shard(0)]", "[Partial(), Partial()]", 384},
   };
   for (const Row& r : rows) {
     const Layout a = Parse(r.from, {16, 16}, m), b = Parse(r.to, {16, 16}, m);
@@ -62,6 +71,7 @@ TEST(ReductionBound, ReduceScatterAndAllReduce) {
 // equals it where the target is not partial.
 struct Instance {
   int64_t devices = 0, parts = 1, target_parts = 1;
+  bool split = true;  // whether target parts may take subsets of the parts (ReductionSplits)
   std::vector<int64_t> source_part;  // per device: its part, or -1
   std::vector<int64_t> target_part;  // per device: the target part it keeps, or -1
 };
@@ -77,7 +87,8 @@ int64_t BruteForce(const Instance& in) {
             if (!knows(d, p)) return false;
       return true;
     }
-    // Every part is known to every keeper of some target part.
+    // Every part is known to every keeper of some target part: the same one
+    // for all parts where the ops cannot split the reduction.
     for (int64_t p = 0; p < P; ++p) {
       bool placed = false;
       for (int64_t q = 0; q < in.target_parts && !placed; ++q) {
@@ -88,7 +99,15 @@ int64_t BruteForce(const Instance& in) {
       }
       if (!placed) return false;
     }
-    return true;
+    if (in.split) return true;
+    for (int64_t q = 0; q < in.target_parts; ++q) {
+      bool all = true;
+      for (int64_t d = 0; d < n; ++d)
+        for (int64_t p = 0; p < P; ++p)
+          if (in.target_part[d] == q && !knows(d, p)) all = false;
+      if (all) return true;
+    }
+    return false;
   };
   uint32_t start = 0;
   for (int64_t d = 0; d < n; ++d)
@@ -120,7 +139,8 @@ TEST(ReductionBound, ElementReceptionsAgainstBruteForce) {
     Instance in;
     in.devices = 2 + static_cast<int64_t>(rng() % 4);  // 2..5
     in.parts = 1 + static_cast<int64_t>(rng() % 3);    // 1..3
-    in.target_parts = 1 + static_cast<int64_t>(rng() % 2);
+    in.target_parts = 1 + static_cast<int64_t>(rng() % 3);
+    in.split = rng() % 3 != 0;
     // Every part held somewhere (a tile is held in every part), the rest random.
     in.source_part.assign(in.devices, -1);
     std::vector<int64_t> order(in.devices);
@@ -136,13 +156,17 @@ TEST(ReductionBound, ElementReceptionsAgainstBruteForce) {
     for (int64_t q = 0; q < in.target_parts; ++q) in.target_part[order[q]] = q;
     for (int64_t i = in.target_parts; i < in.devices; ++i)
       in.target_part[order[i]] = static_cast<int64_t>(rng() % (in.target_parts + 1)) - 1;
-    std::vector<int64_t> holder_parts;
+    std::vector<int64_t> holder_parts, keeper_parts;
     for (int64_t d = 0; d < in.devices; ++d)
-      if (in.target_part[d] >= 0) holder_parts.push_back(in.source_part[d]);
-    const int64_t formula = ElementReceptions(in.parts, in.target_parts, holder_parts);
+      if (in.target_part[d] >= 0) {
+        holder_parts.push_back(in.source_part[d]);
+        keeper_parts.push_back(in.target_part[d]);
+      }
+    const int64_t formula = ElementReceptions(in.parts, in.target_parts, holder_parts, keeper_parts, in.split);
     const int64_t best = BruteForce(in);
     ASSERT_GE(best, 0);
-    EXPECT_LE(formula, best) << "devices " << in.devices << " parts " << in.parts << " target parts " << in.target_parts;
+    EXPECT_LE(formula, best) << "devices " << in.devices << " parts " << in.parts << " target parts " << in.target_parts
+                             << " split " << in.split;
     if (in.target_parts == 1) {
       EXPECT_EQ(formula, best);
     }
@@ -177,8 +201,9 @@ TEST(ReductionBound, TileSumsMatchElementSums) {
     const int64_t rank = 1 + static_cast<int64_t>(rng() % 2);
     std::vector<int64_t> shape(rank);
     for (auto& s : shape) s = static_cast<int64_t>(rng() % 7);
-    const Layout a = PlacementsToLayout(random_placements(num_axes, rank, ReduceOp::kSum), m, shape, DType::kF32).value();
-    const Layout b = PlacementsToLayout(random_placements(num_axes, rank, ReduceOp::kSum), m, shape, DType::kF32).value();
+    const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
+    const Layout a = PlacementsToLayout(random_placements(num_axes, rank, ops[rng() % 4]), m, shape, DType::kF32).value();
+    const Layout b = PlacementsToLayout(random_placements(num_axes, rank, ops[rng() % 4]), m, shape, DType::kF32).value();
     if (!a.partial() && !b.partial()) {
       // Without reductions the formula is the plain bound.
       EXPECT_EQ(ReductionLowerBound(a, b).max_recv_bytes, ComputeLowerBound(a, b).max_recv_bytes) << a << " -> " << b;
@@ -203,13 +228,15 @@ TEST(ReductionBound, TileSumsMatchElementSums) {
         }
         return false;
       };
-      std::vector<int64_t> holder_parts;
+      std::vector<int64_t> holder_parts, keeper_parts;
       for (int64_t dev : b.devices())
         if (holds(b, dev)) {
           holder_parts.push_back(holds(a, dev) ? a.PartOf(dev) : -1);
+          keeper_parts.push_back(b.PartOf(dev));
           direct[dev] += a.reduction().parts - (holder_parts.back() >= 0 ? 1 : 0);
         }
-      total += ElementReceptions(a.reduction().parts, b.reduction().parts, holder_parts);
+      total += ElementReceptions(a.reduction().parts, b.reduction().parts, holder_parts, keeper_parts,
+                                 ReductionSplits(a.reduction().parts, a.reduction().op, b.reduction().op));
     }
     if (!b.partial()) {
       int64_t direct_max = 0;

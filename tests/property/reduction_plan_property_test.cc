@@ -217,8 +217,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   int pairs = 0, from_partial = 0, moved_nothing = 0, at_bound = 0, zero_bound_moved = 0;
   int plain_at_bound = 0, plain_zero_bound_moved = 0;  // the same, of plain sources
   int partial_tiled = 0;  // partial sources routed tile by tile
-  double worst_gap = 1.0, plain_worst_gap = 1.0;
-  std::string worst, plain_worst;
+  int above_avg = 0, above_no_avg = 0;  // above the bound, with an avg on either side or not
+  double worst_gap = 1.0, plain_worst_gap = 1.0, no_avg_gap = 1.0;
+  std::string worst, plain_worst, no_avg_worst;
   for (int iter = 0; pairs < 2000 && iter < 40000; ++iter) {
     const std::vector<int64_t> shape = testing::RandomShape(rng, 3, 400);
     const Mesh mesh = testing::RandomMesh(rng, 0, 16);
@@ -265,6 +266,13 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
         worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
       }
       zero_bound_moved += bound == 0 && got > 0;
+      const bool avg = dst->layout.reduction().op == ReduceOp::kAvg ||
+                       (src->layout.partial() && src->layout.reduction().op == ReduceOp::kAvg);
+      (avg ? above_avg : above_no_avg) += got > bound;
+      if (!avg && bound > 0 && static_cast<double>(got) / bound > no_avg_gap) {
+        no_avg_gap = static_cast<double>(got) / bound;
+        no_avg_worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
+      }
       if (!src->layout.partial()) {
         plain_at_bound += got == bound;
         plain_zero_bound_moved += bound == 0 && got > 0;
@@ -284,7 +292,9 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
             << zero_bound_moved << " moving bytes where the bound is 0, largest gap where it is not " << worst_gap
             << "x (" << worst << "); of the " << pairs - from_partial << " from plain sources, " << plain_at_bound
             << " at the lower bound, " << plain_zero_bound_moved << " moving bytes where the bound is 0, largest gap "
-            << plain_worst_gap << "x (" << plain_worst << ")\n";
+            << plain_worst_gap << "x (" << plain_worst << "); above the bound: " << above_avg
+            << " with an avg on either side, " << above_no_avg << " without, their largest gap " << no_avg_gap << "x ("
+            << no_avg_worst << ")\n";
 }
 
 }  // namespace
