@@ -135,6 +135,7 @@ void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int6
   if (!layout.partial()) return ExpectSource(layout, 0, g, scheme, eb, out);  // the reduced value
   if (routed.empty()) return StoreIdentity(scheme.routes.fill, layout.dtype(), out);
   if (scheme.modulus == 0) return Tag(g, eb, out);  // the source had no reduction: its one part, copied
+  if (scheme.routed_reduced) return StoreNumber(g % scheme.modulus + 1, layout.dtype(), out);  // NumberOf, one part
   int64_t v = 0;
   for (size_t i = 0; i < routed.size(); ++i) {
     const int64_t x = NumberOf(scheme.source, layout.dtype(), routed[i], g, scheme);
@@ -146,11 +147,12 @@ void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int6
 
 }  // namespace
 
-TagScheme TagSchemeFor(const Layout& source, const Layout& target) {
+TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from) {
   TagScheme scheme;
   scheme.source = source.reduction();
-  scheme.routes = Exchange::RouteParts(source, target);
-  if (scheme.routes.tile_to) scheme.tiles = source;
+  scheme.routes = Exchange::RouteParts(routes_from, target);
+  if (scheme.routes.tile_to) scheme.tiles = routes_from;
+  scheme.routed_reduced = !(routes_from == source);
   if (!source.partial()) return scheme;
   const int64_t exact = ExactIntegers(source.dtype()), parts = source.reduction().parts;
   int64_t m = exact - 1;
@@ -342,9 +344,31 @@ Status CheckCoverage(const PlanProgram& program) {
   return Status::Ok();
 }
 
+TagScheme TagSchemeFor(const CollectivePlan& plan) {
+  return TagSchemeFor(plan.source(), plan.target(), plan.steps().empty() ? plan.source() : plan.steps().back().input);
+}
+
+namespace {
+
+// The program's scheme: routes from its last step's input.
+TagScheme SchemeOf(const PlanProgram& program) {
+  const size_t steps = program.steps().size();
+  return TagSchemeFor(program.source(), program.target(), program.layouts()[steps > 0 ? steps - 1 : 0]);
+}
+
+// Whether the checker can state the program's target values: a partial
+// target is routed from the source or from a plain layout.
+bool TargetStated(const PlanProgram& program) {
+  const size_t steps = program.steps().size();
+  const Layout& via = program.layouts()[steps > 0 ? steps - 1 : 0];
+  return !program.target().partial() || via == program.source() || !via.partial();
+}
+
+}  // namespace
+
 void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads) {
   ThreadPool pool(threads);
-  const TagScheme scheme = TagSchemeFor(program.source(), program.target());
+  const TagScheme scheme = SchemeOf(program);
   pool.ParallelFor(static_cast<int64_t>(sources.size()),
                    [&](int64_t i) { FillTags(program.source(), program.devices()[i], sources[i], scheme); });
 }
@@ -353,7 +377,7 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
   ThreadPool pool(threads);
   TagCheck all;
   std::mutex mu;
-  const TagScheme scheme = TagSchemeFor(program.source(), program.target());
+  const TagScheme scheme = SchemeOf(program);
   pool.ParallelFor(static_cast<int64_t>(targets.size()), [&](int64_t i) {
     TagCheck c = CheckTags(program.target(), program.devices()[i], targets[i], scheme);
     std::lock_guard<std::mutex> lock(mu);
@@ -367,9 +391,9 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport, RankChoice ranks) {
   if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
-  if (program.target().partial() && !(program.source() == program.target()) && program.steps().size() != 1)
-    return Status::InvalidArgument("the checker states a partial target's values by the routes from the source: "
-                                   "a plan into one must be one step");
+  if (!TargetStated(program))
+    return Status::InvalidArgument("the checker states a partial target's values by the routes of the last step, "
+                                   "from the source or from a layout without a pending reduction");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
   const size_t n = program.devices().size();
   std::vector<std::vector<std::byte>> src(n), dst(n);
@@ -385,7 +409,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
     sources[i] = src[i];
     targets[i] = dst[i];
   }
-  const TagScheme scheme = TagSchemeFor(program.source(), program.target());
+  const TagScheme scheme = SchemeOf(program);
   pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { FillTags(program.source(), program.devices()[i], src[i], scheme); });
   CheckReport report;
   std::mutex mu;

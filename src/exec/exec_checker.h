@@ -50,12 +50,20 @@ namespace reshard {
 struct TagScheme {
   int64_t modulus = 0;      // 0: bit tags (the source is not partial)
   Reduction source = {};    // the source's reduction
-  PartRoutes routes = {};   // where its parts go
-  std::optional<Layout> tiles = {};  // with tile routes, the source they route
+  PartRoutes routes = {};   // where a partial target's values come from
+  std::optional<Layout> tiles = {};  // with tile routes, the layout they route
+  // The routes start at a plain layout the plan reduced the source onto, so
+  // each element routed holds the reduced value (else: the source's parts).
+  bool routed_reduced = false;
 };
 // The scheme for a reshard from `source` to `target`: numbers where the
-// source is partial.
-TagScheme TagSchemeFor(const Layout& source, const Layout& target);
+// source is partial. A partial target's values are routed from
+// `routes_from`, the input of the plan's last step: the source, or a plain
+// layout (a plan that reduces, then routes).
+TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from);
+inline TagScheme TagSchemeFor(const Layout& source, const Layout& target) { return TagSchemeFor(source, target, source); }
+// The scheme of a plan: routes from its last step's input.
+TagScheme TagSchemeFor(const CollectivePlan& plan);
 
 // Writes device's local buffer of `source` with every element's tag (a
 // partial layout's: the device's part of it).

@@ -138,21 +138,28 @@ void CopyBox(const Buffer& in, const std::vector<int64_t>& from, Buffer& out, co
 class PlanRun {
  public:
   PlanRun(const CollectivePlan& plan, SimulationReport& report)
-      : plan_(plan), report_(report), routes_(Exchange::RouteParts(plan.source(), plan.target())) {
+      : plan_(plan),
+        report_(report),
+        via_(plan.steps().empty() ? plan.source() : plan.steps().back().input),
+        routes_(Exchange::RouteParts(via_, plan.target())) {
     if (plan.mesh()) positions_.emplace(*plan.mesh());
   }
 
   // The value `device` holds of the element tagged t in `layout`: the tag,
   // or where the layout is partial its part: the source's (PartValue), or a
-  // partial target's, the source's parts routed to it (at this element, with
+  // partial target's, the parts of the last step's input (the source, or a
+  // plain layout the plan reduced onto) routed to it (at this element, with
   // tile routes) combined (or the identity where none is).
   Tag ValueOf(const Layout& l, int64_t device, Tag t) {
     if (!l.partial() || t == 0) return t;
-    const Reduction& r = plan_.source().reduction();
-    if (l == plan_.source()) return PartValue(t, l.PartOf(device), r.parts, r.op);
+    if (l == plan_.source()) {
+      const Reduction& r = plan_.source().reduction();
+      return PartValue(t, l.PartOf(device), r.parts, r.op);
+    }
+    const Reduction& r = via_.reduction();
     const int64_t q = l.PartOf(device);
     std::vector<int64_t> at;  // with tile routes, this element's
-    if (routes_.tile_to) at = routes_.PartsAt(plan_.source(), q, static_cast<int64_t>(t - 1));
+    if (routes_.tile_to) at = routes_.PartsAt(via_, q, static_cast<int64_t>(t - 1));
     auto it = into_.find(q);
     if (!routes_.tile_to && it == into_.end()) it = into_.emplace(q, routes_.PartsInto(q)).first;
     const std::vector<int64_t>& parts = routes_.tile_to ? at : it->second;
@@ -422,9 +429,10 @@ class PlanRun {
   static bool Padded(const PlanStep& s) { return s.op != StepOp::kExchange || !s.input_spec.empty(); }
 
   void Execute() {
-    if (plan_.target().partial() && !(plan_.source() == plan_.target()) && plan_.steps().size() != 1) {
+    if (plan_.target().partial() && !(via_ == plan_.source()) && via_.partial()) {
       ++report_.mismatches;
-      Problem("a plan into a partial target is simulated as one step (its values are stated by the routes from the source)");
+      Problem("a partial target's values are stated by the routes of the plan's last step, from the source or from a "
+              "layout without a pending reduction");
       return;
     }
     const bool padded0 = !plan_.steps().empty() && Padded(plan_.steps()[0]);
@@ -471,7 +479,8 @@ class PlanRun {
     return pos;
   }
   std::map<int64_t, Buffer> buffers_;
-  PartRoutes routes_;  // where a partial target's values come from
+  Layout via_;         // the last step's input
+  PartRoutes routes_;  // where a partial target's values come from: routed from via_
   std::map<int64_t, std::vector<int64_t>> into_;  // target part -> the source parts routed to it
 };
 

@@ -45,10 +45,17 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
                                  int64_t default_cap);
 
 // Plans into a layout with a pending reduction (`target.partial()`), from any
-// layout of its shape and dtype other than itself: one reducing exchange
-// (Exchange::CreateReducing), each source part (or each tile of each part)
-// routed into one part of the target (PartRoutes), where the target and strategy allow a ragged exchange;
-// NotSupported with the lower bound otherwise. No structured candidates.
+// layout of its shape and dtype other than itself, where the target and
+// strategy allow a ragged exchange (NotSupported with the lower bound
+// otherwise). Candidates, the cheaper under the cost model is the plan:
+//   one reducing exchange (Exchange::CreateReducing), each source part (or
+//   each tile of each part) routed into one part of the target (PartRoutes);
+//   from partial sums, where both layouts are named over one plan mesh and
+//   the exchange strategy is not asked for: reduce, then route. The source
+//   reduced (PlanReduction) onto the target's state with the target's
+//   partial axes added to one dim (each dim tried), then one reducing
+//   exchange into the target: the reduction is done once, by all devices,
+//   instead of each target part receiving the parts it combines.
 Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,
                                      int64_t default_cap);
 

@@ -84,10 +84,14 @@ std::map<std::string, int>& TransportsSeen() {
 // Gathers every rank's per-step message bytes and checks them, on rank 0,
 // against the plan the run followed (the same PlanReshard call; without
 // planner options, the one-step exchange).
-void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRunStats& stats) {
+Result<PlanResult> PlanOf(const Case& c, const MpiOptions& options) {
   PlannerOptions exchange;
   exchange.strategy = Strategy::kExchange;
-  const Result<PlanResult> planned = PlanReshard(c.source, c.target, options.planner ? *options.planner : exchange);
+  return PlanReshard(c.source, c.target, options.planner ? *options.planner : exchange);
+}
+
+void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRunStats& stats) {
+  const Result<PlanResult> planned = PlanOf(c, options);
   ASSERT_TRUE(planned.ok()) << c.what << ": " << planned.status();
   const size_t steps = stats.step_bytes_sent.size();
   std::vector<int64_t> mine;
@@ -125,7 +129,10 @@ void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRun
   if (!r.ok()) return ::testing::AssertionFailure() << c.what << ": " << r.status();
   for (const std::string& t : r->step_transports()) ++TransportsSeen()[t];
   std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
-  FillTags(c.source, Rank(), src, TagSchemeFor(c.source, c.target));
+  const Result<PlanResult> planned = PlanOf(c, options);  // the plan the run follows
+  if (!planned.ok()) return ::testing::AssertionFailure() << c.what << ": " << planned.status();
+  const TagScheme scheme = TagSchemeFor(planned->plan);
+  FillTags(c.source, Rank(), src, scheme);
   // Twice: a persistent plan runs again on the same buffers. Both runs on
   // every rank whatever this rank found, so no rank leaves a collective early.
   ::testing::AssertionResult result = ::testing::AssertionSuccess();
@@ -134,7 +141,7 @@ void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRun
     Result<MpiRunStats> s = r->Execute(src, dst);
     if (!s.ok()) return ::testing::AssertionFailure() << c.what << ": " << s.status();  // agreed on every rank
     ExpectPlannedTraffic(c, options, *s);
-    const TagCheck check = CheckTags(c.target, Rank(), dst, TagSchemeFor(c.source, c.target));
+    const TagCheck check = CheckTags(c.target, Rank(), dst, scheme);
     if (check.mismatches != 0 && result)
       result = ::testing::AssertionFailure() << c.what << " (rank " << Rank() << ", run " << run << ", transports "
                                              << ::testing::PrintToString(r->step_transports()) << "): " << check.first_problem;

@@ -184,11 +184,13 @@ def test_partial_rows_of_the_issue_against_dtensor(runs):
 def test_partial_targets_reduce_to_the_array(runs):
     """Random placements into placements with a Partial: the target's reduction (by reshard, and by
     DTensor's full_tensor where DTensor's is right) equals the array on every rank; planned by
-    reshard as one reducing exchange (uneven shapes included), bytes counted three ways agree."""
+    reshard as one reducing exchange, after a reduction of a Partial source where that moves less
+    (uneven shapes included), bytes counted three ways agree."""
     cases = [recs for recs in runs if recs[0]["kind"] == "partial-target"]
     assert len(cases) >= 8
     planned = [r for r in cases if r[0]["ops"] != ["dtensor"]]
-    assert planned and all(r[0]["ops"] == ["exchange"] for r in planned), [r[0]["ops"] for r in cases]
+    assert planned and all(r[0]["ops"][-1] == "exchange" for r in planned), [r[0]["ops"] for r in cases]
+    assert all(len(r[0]["ops"]) == 1 or "Partial" in r[0]["src"] for r in planned), [r[0]["ops"] for r in cases]
     assert any(any(n % 8 for n in r[0]["shape"]) for r in planned)
     assert any(not r[0]["src"].count("Partial") for r in planned)  # plain sources too
     for recs in cases:

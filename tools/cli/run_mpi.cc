@@ -314,7 +314,7 @@ void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
   Agreed(mpi, [&]() {
     src.emplace(r.source_bytes());
     dst.emplace(r.target_bytes());
-    FillTags(source, mpi.rank(), src->span(), TagSchemeFor(source, target));
+    FillTags(source, mpi.rank(), src->span(), TagSchemeFor(planned->plan));
     InjectedFailure(mpi.rank(), "fill");
   });
 
@@ -338,7 +338,7 @@ void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
   TagCheck check;
   Agreed(mpi, [&]() {
     InjectedFailure(mpi.rank(), "check");
-    check = CheckTags(target, mpi.rank(), dst->span(), TagSchemeFor(source, target));
+    check = CheckTags(target, mpi.rank(), dst->span(), TagSchemeFor(planned->plan));
   });
   OrAbort(mpi, [&]() { Report(mpi, r, check, *stats, best, own_best, repeat, json); });
 }
