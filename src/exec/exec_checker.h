@@ -62,7 +62,9 @@ struct TagScheme {
 // layout (a plan that reduces, then routes).
 TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from);
 inline TagScheme TagSchemeFor(const Layout& source, const Layout& target) { return TagSchemeFor(source, target, source); }
-// The scheme of a plan: routes from its last step's input.
+// The scheme of a plan: routes from its last step's input. REQUIRES: where
+// the target is partial, that input is the source or not partial (as the
+// planner makes them; RunChecked and the simulator refuse other plans).
 TagScheme TagSchemeFor(const CollectivePlan& plan);
 
 // Writes device's local buffer of `source` with every element's tag (a

@@ -18,8 +18,8 @@
 //     set of two parts or more) and, where P <= Q (every set of one part
 //     at most, on distinct target parts), the P smallest counts of a target
 //     part's keepers that do not hold its commonest source part. Where the
-//     ops cannot split the reduction among target parts (P >= 2 and max or
-//     min on one side only: max(a, b) is no sum f(a) + g(b)), one target
+//     ops cannot split the reduction among target parts (P >= 2, ops that
+//     differ and are not both sum or avg: max(a, b) is no sum f(a) + g(b)), one target
 //     part forms it whole: the fewest over target parts of the count above
 //     for its keepers.
 // The first two are exact (a gather to one keeper, then a broadcast, meets

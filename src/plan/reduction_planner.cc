@@ -113,10 +113,10 @@ namespace {
 // Reduce first, then route: the partial source reduced onto a plain layout
 // M (PlanReduction: the search, with its structured reductions), then one
 // reducing exchange from M into the target. M is the target's own state
-// with its partial axes added to one dim (after that dim's axes, so each
-// device's tile of M lies inside its target tile): every element then sits
-// once in each target part's tile, and a part's replicas fetch it from one
-// another. One candidate per dim and order of the partial axes; the
+// with its partial axes added to one dim (after that dim's axes, so that,
+// with even splits, each device's tile of M lies inside its target tile):
+// every element then sits once in each target part's tile, and a part's
+// replicas fetch it from one another. One candidate per dim and order of the partial axes; the
 // cheapest that fits `cap` on the layouts' devices. nullopt where none applies.
 struct TwoLeg {
   PlanResult first;  // source -> M
@@ -160,16 +160,22 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
       if (!first.ok() || first->memory_cap_lifted) continue;
       Result<PlanStep> route = ReducingExchangeStep(reduced, target, options.topology);
       if (!route.ok()) continue;
-      // The steps before leave padded shards: the route starts from them, as
-      // a named exchange step does (NamedPlanner::Finalize).
-      route->input_spec = StateText(mesh, m);
-      route->output_spec = StateText(mesh, mesh.target) + " unreduced " + AxesText(mesh, axes);
-      route->input_shard = ctx.ShardShape(m);
-      route->output_shard = ctx.ShardShape(mesh.target);
-      for (size_t i = 0; i < target.devices().size(); ++i) {
-        const int64_t dev = target.devices()[i];
-        route->peak_bytes.Set(i, route->peak_bytes[i] + ctx.ShardBytes(m) - reduced.LocalBytes(dev) +
-                                     ctx.ShardBytes(mesh.target) - target.LocalBytes(dev));
+      // Where the reduction leaves padded shards (its last step structured,
+      // or a named exchange), the route starts from them, as a named
+      // exchange step does (NamedPlanner::Finalize); after one reducing
+      // exchange the buffers are exact, as the route's own.
+      const PlanStep& last = first->plan.steps().back();
+      if (last.op != StepOp::kExchange || !last.input_spec.empty()) {
+        route->input_spec = StateText(mesh, m);
+        route->output_spec = StateText(mesh, mesh.target) + " unreduced " + AxesText(mesh, axes);
+        route->input_shard = ctx.ShardShape(m);
+        route->output_shard = ctx.ShardShape(mesh.target);
+        for (ProgramOp& op : route->program) op.shape = route->output_shard;
+        for (size_t i = 0; i < target.devices().size(); ++i) {
+          const int64_t dev = target.devices()[i];
+          route->peak_bytes.Set(i, route->peak_bytes[i] + ctx.ShardBytes(m) - reduced.LocalBytes(dev) +
+                                       ctx.ShardBytes(mesh.target) - target.LocalBytes(dev));
+        }
       }
       if (route->peak_bytes.Max() > cap || first->plan.totals().peak_bytes > cap) continue;
       const Cost cost = PlanCost(first->plan) + StepCost(*route);
@@ -194,8 +200,10 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
     exchange = std::move(step);
   }
-  // From partial sums: reducing first may move less than sending parts.
-  if (exchange && source.partial() && options.strategy != Strategy::kExchange)
+  // From partial sums: reducing first may move less than sending parts
+  // (not tried where the one exchange already receives the bound).
+  if (exchange && source.partial() && options.strategy != Strategy::kExchange &&
+      exchange->recv_bytes.Max() > ComputeLowerBound(source, target).max_recv_bytes)
     if (std::optional<TwoLeg> two = ReduceThenRoute(source, target, options, cap, default_cap);
         two && (exchange->peak_bytes.Max() > cap || two->cost < StepCost(*exchange))) {
       PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};

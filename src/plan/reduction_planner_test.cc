@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <iostream>
-
 #include "exec/exec_checker.h"
 #include "exec/simulator.h"
 #include "reshard/device_program.h"
@@ -201,9 +199,6 @@ TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
     if (!src.partial()) {
       EXPECT_EQ(p->plan.OpNames().size(), 1u) << r.from << " -> " << r.to;
     }
-    std::cout << r.from << " -> " << r.to << ":";
-    for (const std::string& op : p->plan.OpNames()) std::cout << " " << op;
-    std::cout << ", " << p->plan.totals().max_recv_bytes << " B (bound " << p->lower_bound.max_recv_bytes << ")\n";
     if (r.max_recv >= 0) {
       EXPECT_EQ(p->plan.totals().max_recv_bytes, r.max_recv) << r.from << " -> " << r.to;
     }
