@@ -116,8 +116,10 @@ namespace {
 // with its partial axes added to one dim (after that dim's axes, so that,
 // with even splits, each device's tile of M lies inside its target tile):
 // every element then sits once in each target part's tile, and a part's
-// replicas fetch it from one another. One candidate per dim and order of the partial axes; the
-// cheapest that fits `cap` on the layouts' devices. nullopt where none applies.
+// replicas fetch it from one another. One candidate per dim and order of
+// the partial axes; the cheapest that fits `cap` on the layouts' devices
+// (`uncapped`: reductions that lifted their own default cap count too).
+// nullopt where none applies.
 struct TwoLeg {
   PlanResult first;  // source -> M
   PlanStep route;    // M -> target
@@ -136,7 +138,7 @@ Cost PlanCost(const CollectivePlan& plan) {
 }
 
 std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target, const PlannerOptions& options,
-                                      int64_t cap, int64_t default_cap) {
+                                      int64_t cap, int64_t default_cap, bool uncapped) {
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(source.WithoutReduction(), target.WithoutReduction(), options.meshes, node);
   if (!pm || source.devices() != target.devices()) return std::nullopt;
@@ -157,7 +159,7 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
       const Layout reduced = StateLayout(mesh, m, target.shape(), target.dtype());
       if (reduced.devices() != target.devices()) continue;
       Result<PlanResult> first = PlanReduction(source, reduced, options, default_cap);
-      if (!first.ok() || first->memory_cap_lifted) continue;
+      if (!first.ok() || (first->memory_cap_lifted && !uncapped)) continue;
       Result<PlanStep> route = ReducingExchangeStep(reduced, target, options.topology);
       if (!route.ok()) continue;
       // Where the reduction leaves padded shards (its last step structured,
@@ -201,17 +203,25 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     exchange = std::move(step);
   }
   // From partial sums: reducing first may move less than sending parts
-  // (not tried where the one exchange already receives the bound).
+  // (not tried where the one exchange already receives the bound). Under
+  // the default cap, where neither fits it, both are priced without it.
   if (exchange && source.partial() && options.strategy != Strategy::kExchange &&
-      exchange->recv_bytes.Max() > ComputeLowerBound(source, target).max_recv_bytes)
-    if (std::optional<TwoLeg> two = ReduceThenRoute(source, target, options, cap, default_cap);
-        two && (exchange->peak_bytes.Max() > cap || two->cost < StepCost(*exchange))) {
+      exchange->recv_bytes.Max() > ComputeLowerBound(source, target).max_recv_bytes) {
+    const bool over = exchange->peak_bytes.Max() > cap;
+    std::optional<TwoLeg> two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
+    const bool lifted = !two && over && options.memory_cap_bytes <= 0;
+    if (lifted) two = ReduceThenRoute(source, target, options, INT64_MAX, default_cap, /*uncapped=*/true);
+    if (two && ((over && !lifted) || two->cost < StepCost(*exchange))) {
       PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};
-      r.memory_cap_bytes = cap;
+      r.memory_cap_bytes = lifted ? 0 : cap;
+      r.memory_cap_lifted = lifted;
       r.states_explored = two->first.states_explored;
+      if (lifted)
+        r.candidates.push_back(PlanCandidate{
+            {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
       r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
                                            exchange->peak_bytes.Max(),
-                                           exchange->peak_bytes.Max() > cap ? "over the memory cap" : "priced"});
+                                           over && !lifted ? "over the memory cap" : "priced"});
       PlanCandidate chosen{{}, static_cast<double>(two->cost.time_ps) / 1e6, two->cost.bytes,
                            std::max(two->first.plan.totals().peak_bytes, two->route.peak_bytes.Max()), "chosen"};
       for (const PlanCandidate& c : two->first.candidates)
@@ -227,6 +237,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       r.plan = builder.Finish();
       return r;
     }
+  }
   return ReducingExchangeOnly(source, target, options, cap, std::move(exchange),
                               "a target with a pending reduction is reached by the reducing exchange alone");
 }
