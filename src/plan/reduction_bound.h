@@ -40,8 +40,9 @@ namespace reshard {
 
 // Receptions one element needs. holder_parts: for each device that keeps the
 // element in the target, the source part it holds of it, or -1 for none;
-// keeper_parts, parallel: the target part it keeps it in (read only where
-// target_parts >= 2); parts_split: ReductionSplits of the two layouts.
+// keeper_parts, parallel (REQUIRES: the same size where target_parts >= 2,
+// read only then): the target part it keeps it in; parts_split:
+// ReductionSplits of the two layouts.
 int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<const int64_t> holder_parts,
                           std::span<const int64_t> keeper_parts, bool parts_split);
 
