@@ -33,7 +33,9 @@ Explicit mesh axes, e.g. jnp.dot(..., out_sharding=P(..., unreduced={'x'}))) car
 sharding in its type, so reshard(x, target) plans from it directly: a reduce-scatter over the
 unreduced axes, shared among the replicas of the partial values where they have some, then
 the move; XLA's own jax.sharding.reshard (an all-reduce, then a slice) where reshard has no
-plan (uneven shapes, partial targets, another device order). with_sharding_constraint takes
+plan (uneven shapes, partial targets, another device order), except a target unreduced over
+axes the source is not while the source is over axes the target is not: jax 0.10.2 aborts the
+process on that pair, so it raises NotImplementedError. with_sharding_constraint takes
 them as reshard does, explain shows both programs, and under jit a jax.sharding.reshard of
 partial sums in the traced program is reshard's reduction.
 """
@@ -168,6 +170,16 @@ def _same_devices(src, tgt) -> bool:
 def _reshard_partial_sums(x, tgt):
     """x holds partial sums: reduced and moved by reshard's plan, else by jax.sharding.reshard."""
     src = jax.typeof(x).sharding if _is_tracer(x) else x.sharding
+    if _unreduced(tgt):
+        only_in_source = set(src.spec.unreduced) - set(tgt.spec.unreduced)
+        only_in_target = set(tgt.spec.unreduced) - set(src.spec.unreduced)
+        if only_in_source and only_in_target:
+            # jax 0.10.2's Shardy aborts the process on this pair (a failed CHECK in
+            # explicit_reshards_util.cc; bench/jax_unreduced_targets.py): refuse it instead.
+            raise NotImplementedError(
+                "reshard: partial sums over %s into unreduced axes %s: jax 0.10.2 aborts on such a pair, and "
+                "reshard.jax has no program into unreduced targets yet (`reshard plan` plans it: reduce, "
+                "then route)" % (sorted(src.spec.unreduced), sorted(tgt.spec.unreduced)))
     program = None
     if isinstance(tgt, NamedSharding) and not _unreduced(tgt) and not isinstance(tgt.mesh, AbstractMesh) and \
             _same_devices(src, tgt):

@@ -132,3 +132,24 @@ def test_jit_constraint_and_explain_take_partial_sums(row):
         e = rj.explain(jax.jit(partial)(A, B), tgt)
         assert e.choice == "reshard" and e.reshard_bytes == bound and e.xla_bytes > bound, str(e)
         assert "XLA (jax.sharding.reshard), compiled" in str(e) and "unreduced={\"x\"}" in str(e), str(e)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_unreduced_into_other_unreduced_axes_is_refused_not_aborted(traced):
+    """Unreduced over x into unreduced over y: jax 0.10.2's Shardy aborts the process on it (a
+    failed CHECK), so reshard.jax raises NotImplementedError instead of handing it to jax."""
+    mesh = _mesh()
+    a, b, _ = _operands()
+    row = (P(None, None, unreduced={"x"}), P(None, "x"), P("x", None), P(None, None, unreduced={"y"}), 0)
+    with jax.set_mesh(mesh):
+        A, B, dst, partial = _placed(mesh, row, a, b)
+        with pytest.raises(NotImplementedError, match="aborts"):
+            if traced:
+                jax.jit(lambda A, B: rj.reshard(partial(A, B), dst)).lower(A, B)
+            else:
+                rj.reshard(partial(A, B), dst)
+        # Unreduced axes kept (the target's a superset): jax's own move, no abort.
+        keep = NamedSharding(mesh, P(None, None, unreduced={"x", "y"}))
+        out = jax.jit(lambda A, B: rj.reshard(partial(A, B), keep))(A, B)
+        assert set(out.sharding.spec.unreduced) == {"x", "y"}
+
