@@ -135,7 +135,7 @@ void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int6
   if (!layout.partial()) return ExpectSource(layout, 0, g, scheme, eb, out);  // the reduced value
   if (routed.empty()) return StoreIdentity(scheme.routes.fill, layout.dtype(), out);
   if (scheme.modulus == 0) return Tag(g, eb, out);  // the source had no reduction: its one part, copied
-  if (scheme.routed_reduced) return StoreNumber(g % scheme.modulus + 1, layout.dtype(), out);  // NumberOf, one part
+  if (scheme.routed_reduced) return StoreNumber(NumberOf(Reduction{}, layout.dtype(), 0, g, scheme), layout.dtype(), out);
   int64_t v = 0;
   for (size_t i = 0; i < routed.size(); ++i) {
     const int64_t x = NumberOf(scheme.source, layout.dtype(), routed[i], g, scheme);
@@ -350,17 +350,20 @@ TagScheme TagSchemeFor(const CollectivePlan& plan) {
 
 namespace {
 
-// The program's scheme: routes from its last step's input.
-TagScheme SchemeOf(const PlanProgram& program) {
+// The program's last step's input: where a partial target's values are routed from.
+const Layout& LastInput(const PlanProgram& program) {
   const size_t steps = program.steps().size();
-  return TagSchemeFor(program.source(), program.target(), program.layouts()[steps > 0 ? steps - 1 : 0]);
+  return program.layouts()[steps > 0 ? steps - 1 : 0];
+}
+
+TagScheme SchemeOf(const PlanProgram& program) {
+  return TagSchemeFor(program.source(), program.target(), LastInput(program));
 }
 
 // Whether the checker can state the program's target values: a partial
 // target is routed from the source or from a plain layout.
 bool TargetStated(const PlanProgram& program) {
-  const size_t steps = program.steps().size();
-  const Layout& via = program.layouts()[steps > 0 ? steps - 1 : 0];
+  const Layout& via = LastInput(program);
   return !program.target().partial() || via == program.source() || !via.partial();
 }
 

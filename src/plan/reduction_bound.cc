@@ -22,11 +22,9 @@ int64_t WholeReceptions(int64_t P, int64_t R, int64_t holding) {
 
 int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<const int64_t> holder_parts,
                           std::span<const int64_t> keeper_parts, bool parts_split) {
-  const int64_t keepers = static_cast<int64_t>(holder_parts.size());
-  auto holding_of = [](std::span<const int64_t> parts) {
-    return static_cast<int64_t>(std::count_if(parts.begin(), parts.end(), [](int64_t p) { return p >= 0; }));
-  };
-  if (target_parts == 1) return WholeReceptions(source_parts, keepers, holding_of(holder_parts));
+  if (target_parts == 1)
+    return WholeReceptions(source_parts, static_cast<int64_t>(holder_parts.size()),
+                           std::count_if(holder_parts.begin(), holder_parts.end(), [](int64_t p) { return p >= 0; }));
   // Each source part no keeper holds leaves its holder by one reception.
   std::vector<int64_t> held;
   for (int64_t p : holder_parts)
@@ -42,8 +40,9 @@ int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<
   std::vector<std::pair<int64_t, int64_t>> qp;  // (target part, source part) per keeper
   for (size_t k = 0; k < holder_parts.size(); ++k) qp.emplace_back(keeper_parts[k], holder_parts[k]);
   std::sort(qp.begin(), qp.end());
-  std::vector<int64_t> size, lacking, whole;  // per target part with keepers
-  for (size_t i = 0; i < qp.size();) {
+  std::vector<int64_t> lacking;  // per target part with keepers
+  int64_t groups = 0, smallest = INT64_MAX, whole = INT64_MAX;  // target parts with keepers, and the least of each
+  for (size_t i = 0; i < qp.size(); ++groups) {
     size_t j = i;
     int64_t most = 0, holding = 0;
     while (j < qp.size() && qp[j].first == qp[i].first) {
@@ -56,22 +55,22 @@ int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<
       j = k;
     }
     const int64_t n = static_cast<int64_t>(j - i);
-    size.push_back(n);
+    smallest = std::min(smallest, n);
     lacking.push_back(n - most);
-    whole.push_back(WholeReceptions(source_parts, n, holding));
+    whole = std::min(whole, WholeReceptions(source_parts, n, holding));
     i = j;
   }
   // Target parts without keepers of this element could take any part for
   // free: no second bound then.
-  if (static_cast<int64_t>(size.size()) < target_parts) return leave;
+  if (groups < target_parts) return leave;
   // Ops that cannot split (max into sum, say): one target part forms the
   // whole reduction.
-  if (!parts_split) return std::max(leave, *std::min_element(whole.begin(), whole.end()));
+  if (!parts_split) return std::max(leave, whole);
   // Every set of one part at most (P <= Q, on distinct target parts): the P
   // smallest `lacking`. Else some set of two parts or more, all of whose
   // keepers receive: the smallest size.
   std::sort(lacking.begin(), lacking.end());
-  int64_t replicas = *std::min_element(size.begin(), size.end());
+  int64_t replicas = smallest;
   if (source_parts <= target_parts) {
     int64_t singles = 0;
     for (int64_t i = 0; i < source_parts; ++i) singles += lacking[static_cast<size_t>(i)];

@@ -88,11 +88,12 @@ PlanResult ExchangePlanResult(const Layout& source, const Layout& target, PlanSt
 
 // The plan of the reducing exchange alone (`exchange`, where the target and
 // strategy allow one) under `cap`, soft unless the caller set it; else
-// NotSupported with the bound, saying `why`.
+// NotSupported with the bound, saying `why`. `bound`: the layouts' lower bound.
 Result<PlanResult> ReducingExchangeOnly(const Layout& source, const Layout& target, const PlannerOptions& options,
-                                        int64_t cap, std::optional<PlanStep> exchange, const std::string& why) {
+                                        int64_t cap, const LowerBound& bound, std::optional<PlanStep> exchange,
+                                        const std::string& why) {
   if (!exchange) return RefuseWithBound(source, target, why + ", and the target or strategy allows no ragged exchange");
-  PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};
+  PlanResult r{CollectivePlan{}, bound};
   r.memory_cap_bytes = cap;
   if (exchange->peak_bytes.Max() > cap) {
     if (options.memory_cap_bytes > 0)
@@ -205,14 +206,15 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   // From partial sums: reducing first may move less than sending parts
   // (not tried where the one exchange already receives the bound). Under
   // the default cap, where neither fits it, both are priced without it.
+  const LowerBound bound = ComputeLowerBound(source, target);
   if (exchange && source.partial() && options.strategy != Strategy::kExchange &&
-      exchange->recv_bytes.Max() > ComputeLowerBound(source, target).max_recv_bytes) {
+      exchange->recv_bytes.Max() > bound.max_recv_bytes) {
     const bool over = exchange->peak_bytes.Max() > cap;
     std::optional<TwoLeg> two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
     const bool lifted = !two && over && options.memory_cap_bytes <= 0;
     if (lifted) two = ReduceThenRoute(source, target, options, INT64_MAX, default_cap, /*uncapped=*/true);
     if (two && ((over && !lifted) || two->cost < StepCost(*exchange))) {
-      PlanResult r{CollectivePlan{}, ComputeLowerBound(source, target)};
+      PlanResult r{CollectivePlan{}, bound};
       r.memory_cap_bytes = lifted ? 0 : cap;
       r.memory_cap_lifted = lifted;
       r.states_explored = two->first.states_explored;
@@ -238,7 +240,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       return r;
     }
   }
-  return ReducingExchangeOnly(source, target, options, cap, std::move(exchange),
+  return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange),
                               "a target with a pending reduction is reached by the reducing exchange alone");
 }
 
@@ -254,6 +256,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     return RefuseWithBound(source, target, reducible.message());
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source.WithoutReduction(), target));
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
+  const LowerBound bound = ComputeLowerBound(source, target);
   // The reducing exchange, where the target and strategy allow one.
   std::optional<PlanStep> exchange;
   if (options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {
@@ -262,7 +265,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   }
   // The plan of the reducing exchange alone, where no structured plan applies.
   auto exchange_only = [&](const std::string& why) {
-    return ReducingExchangeOnly(source, target, options, cap, std::move(exchange), why);
+    return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange), why);
   };
   if (options.strategy == Strategy::kExchange) return exchange_only("the exchange strategy asks for the reducing exchange");
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
@@ -345,7 +348,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   }
 
   // Each reduced state, then the named search to the target.
-  PlanResult result{CollectivePlan{}, ComputeLowerBound(source, target)};
+  PlanResult result{CollectivePlan{}, bound};
   result.memory_cap_bytes = cap;
   // The default cap is soft, as in PlanReshard: where nothing fits it, the
   // cheapest plan under no cap is taken; a cap the caller gave is hard.
