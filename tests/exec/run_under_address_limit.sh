@@ -60,6 +60,11 @@ for extra in -$((est / 2)) -$((16 * mib)) -1 0 $((64 * mib)) $((128 * mib)) $((2
     # runs out of memory while reporting a component it could not map at
     # MPI_Init, and exits with flex's fatal-error status 2.
     2:*"out of dynamic memory in opal_show_help"*) echo "--as=$limit: MPI could not start (help text)" ;;
+    # And a third: ORTE's show_help cannot unpack its message about that
+    # component ("Data unpack had inadequate space in ... show_help.c") and
+    # the rank exits 255, still inside MPI_Init (reshard's own failures exit
+    # 1 or 3 with "reshard: error").
+    255:*"show_help.c"*) echo "--as=$limit: MPI could not start (help text)" ;;
     *)
       echo "--as=$limit: exit $rc, neither a run nor a refusal:"
       echo "$out" | head -n 20
