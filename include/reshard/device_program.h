@@ -191,6 +191,10 @@ struct CompileOptions {
 // (rank 0, every dim cut into several intervals per tile): the all-reduce
 // then runs as one reducing step.
 std::optional<Layout> ReducedPieces(const Layout& partial);
+// The pieces plan step `step` passes through as a ring: ReducedPieces of an
+// all-reduce's input where its output has no pending reduction; nullopt for
+// any other step (it runs as one program step).
+std::optional<Layout> RingPieces(const PlanStep& step);
 
 // The exchange step `step` of `plan` is lowered through: between its input
 // and output layouts, with sender groups for an all-gather or all-to-all

@@ -279,13 +279,17 @@ std::optional<Layout> ReducedPieces(const Layout& partial) {
   return std::move(l).value();
 }
 
+std::optional<Layout> RingPieces(const PlanStep& step) {
+  if (step.op != StepOp::kAllReduce || !step.input.partial() || step.output.partial()) return std::nullopt;
+  return ReducedPieces(step.input);
+}
+
 std::vector<Layout> PlanProgram::StepLayouts(const CollectivePlan& plan, std::vector<int64_t>* plan_steps) {
   std::vector<Layout> layouts = {plan.source()};
   for (size_t i = 0; i < plan.steps().size(); ++i) {
     const PlanStep& s = plan.steps()[i];
     // An all-reduce as a ring moves it: reduce the pieces, then gather them.
-    std::optional<Layout> pieces;
-    if (s.op == StepOp::kAllReduce && s.input.partial() && !s.output.partial()) pieces = ReducedPieces(s.input);
+    std::optional<Layout> pieces = RingPieces(s);
     if (pieces) {
       layouts.push_back(*pieces);
       if (plan_steps) plan_steps->push_back(static_cast<int64_t>(i));

@@ -62,9 +62,8 @@ std::vector<std::pair<size_t, Placements>> GreedyChanges(Placements current, con
 
 }  // namespace
 
-std::optional<std::vector<std::pair<AxisLists, Edge>>> DTensorOrderPath(const PlanContext& ctx, const PlanMesh& mesh,
-                                                                        const std::vector<int32_t>& partial,
-                                                                        ReduceOp op) {
+std::optional<DTensorOrder> DTensorOrderPath(const PlanContext& ctx, const PlanMesh& mesh,
+                                             const std::vector<int32_t>& partial, ReduceOp op) {
   const size_t axes = ctx.axis_sizes.size(), rank = ctx.shape.size();
   // Each plan-mesh axis must be one whole mesh dim of the caller's mesh, in order.
   if (mesh.origin.size() != axes || static_cast<size_t>(mesh.original.num_axes()) != axes) return std::nullopt;
@@ -74,7 +73,8 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> DTensorOrderPath(const Pl
   std::optional<Placements> to = PlacementsOf(mesh.target, {}, axes);
   if (!from || !to) return std::nullopt;
 
-  std::vector<std::pair<AxisLists, Edge>> path;
+  DTensorOrder order;
+  std::vector<int32_t> pending = partial;
   Placements before = *from;
   for (const auto& [a, after] : GreedyChanges(*from, *to, ctx)) {
     const AxisLists s = StateOf(before, rank), t = StateOf(after, rank);
@@ -100,10 +100,12 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> DTensorOrderPath(const Pl
     e.recv_bytes = d->recv_bytes;
     e.peak_bytes = d->peak_bytes;
     e.total_bytes = d->recv_bytes * ctx.num_devices();
-    path.emplace_back(s, std::move(e));
+    order.path.emplace_back(s, std::move(e));
+    order.pending.push_back(pending);
+    if (was.kind == MeshDimPlacement::Kind::kPartial) std::erase(pending, static_cast<int32_t>(a));
     before = after;
   }
-  return path;
+  return order;
 }
 
 }  // namespace reshard

@@ -1,5 +1,6 @@
 // DTensorOrderPath: the steps PyTorch DTensor's redistribute takes between
-// two named states, priced under reshard's cost model (a baseline).
+// two named states, priced under reshard's cost model: a baseline, and a
+// candidate plan of PlanReduction (reduction_planner.h).
 //
 // DTensor (torch.distributed.tensor, greedy transform infos, the default
 // shard order) holds one placement per mesh dim and changes one mesh dim at
@@ -33,12 +34,19 @@
 
 namespace reshard {
 
+// DTensor's changes in order: path[i] the edge from the state before it,
+// pending[i] the plan-mesh axes whose reduction is still pending before it
+// (ascending; none after the last change, the target being plain).
+struct DTensorOrder {
+  std::vector<std::pair<AxisLists, Edge>> path;
+  std::vector<std::vector<int32_t>> pending;
+};
+
 // From state `mesh.source`, holding partial values over plan-mesh axes
 // `partial` (ascending; empty for none) reduced by `op`, to the plain state
-// `mesh.target`: each DTensor change as an edge from the state before it.
-std::optional<std::vector<std::pair<AxisLists, Edge>>> DTensorOrderPath(const PlanContext& ctx, const PlanMesh& mesh,
-                                                                        const std::vector<int32_t>& partial,
-                                                                        ReduceOp op);
+// `mesh.target`.
+std::optional<DTensorOrder> DTensorOrderPath(const PlanContext& ctx, const PlanMesh& mesh,
+                                             const std::vector<int32_t>& partial, ReduceOp op);
 
 }  // namespace reshard
 

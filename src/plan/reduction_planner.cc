@@ -86,6 +86,62 @@ PlanResult ExchangePlanResult(const Layout& source, const Layout& target, PlanSt
   return result;
 }
 
+// The steps of DTensor's order, each between the layouts it passes through
+// (partial over the axes still pending), priced exactly; empty where a
+// step has no structured form after all.
+std::vector<PlanStep> PendingSteps(const DTensorOrder& order, const PlanContext& ctx, const Layout& source,
+                                   const Layout& target) {
+  const PlanMesh& mesh = *ctx.plan_mesh;
+  const ReduceOp op = source.reduction().op;
+  auto layout = [&](const AxisLists& s, const std::vector<int32_t>& pending) -> std::optional<Layout> {
+    if (pending.empty()) return StateLayout(mesh, s, source.shape(), source.dtype());
+    Result<Layout> l = StateLayout(mesh, s, source.shape(), source.dtype(), pending, op);
+    if (!l.ok()) return std::nullopt;
+    return std::move(l).value();
+  };
+  auto text = [&](const AxisLists& s, const std::vector<int32_t>& pending) {
+    return pending.empty() ? StateText(mesh, s) : StateText(mesh, s) + " unreduced " + AxesText(mesh, pending);
+  };
+  PlanBuilder builder(source, target);
+  builder.SetMesh(mesh.mesh);
+  std::vector<PlanStep> steps;
+  for (size_t i = 0; i < order.path.size(); ++i) {
+    const auto& [from, e] = order.path[i];
+    const std::vector<int32_t>& before = order.pending[i];
+    const std::vector<int32_t> after = i + 1 < order.path.size() ? order.pending[i + 1] : std::vector<int32_t>{};
+    std::optional<Layout> in = layout(from, before), out = layout(e.to, after);
+    std::vector<int32_t> reduced;
+    for (int32_t a : before)
+      if (std::find(after.begin(), after.end(), a) == after.end()) reduced.push_back(a);
+    std::optional<StepDraft> d = reduced.empty() ? DraftStep(ctx, from, e.to, /*detailed=*/true)
+                                                 : DraftReduction(ctx, from, e.to, reduced, op, /*detailed=*/true);
+    // An all-reduce runs as a ring (reduced pieces, then gathered) only into
+    // a layout with no pending reduction; before that it would receive
+    // every other part whole, more than priced.
+    if (!in || !out || !d || d->op != e.draft.op || (d->op == StepOp::kAllReduce && !after.empty())) return {};
+    PlanStep step{d->op, std::move(*in), std::move(*out)};
+    step.input_spec = text(from, before);
+    step.output_spec = text(e.to, after);
+    step.input_shard = ctx.ShardShape(from);
+    step.output_shard = ctx.ShardShape(e.to);
+    NamedPlanner::FillStructured(step, *d, ctx, builder);
+    // Between partial layouts a step runs as the reducing exchange of their
+    // parts (device_program.h), whose routes follow part numbers, which
+    // layouts keep tile by tile: taken only where it moves, device by
+    // device, what the collective was priced at.
+    if (step.input.partial() && step.output.partial() && !(step.input == step.output)) {
+      Result<PlanStep> run = ReducingExchangeStep(step.input, step.output, *ctx.topology);
+      if (!run.ok()) return {};
+      for (size_t k = 0; k < step.recv_bytes.size(); ++k)
+        if (run->recv_bytes[k] != step.recv_bytes[k] || run->send_bytes[k] != step.send_bytes[k]) return {};
+    }
+    steps.push_back(step);
+    builder.Add(std::move(step));
+  }
+  if (!(steps.empty() || steps.back().output == target)) return {};
+  return steps;
+}
+
 // The plan of the reducing exchange alone (`exchange`, where the target and
 // strategy allow one) under `cap`, soft unless the caller set it; else
 // NotSupported with the bound, saying `why`. `bound`: the layouts' lower bound.
@@ -390,9 +446,32 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   size_t best = 0;
   for (size_t i = 1; i < candidates.size(); ++i)
     if (candidates[i].cost < candidates[best].cost) best = i;
+  // DTensor's order, one mesh dim at a time, where DTensor has these
+  // placements: a baseline, and the plan where it costs less than the
+  // candidates above, which reduce every axis in their first step (it
+  // keeps the reduction pending over the axes it has not reached).
+  std::optional<DTensorOrder> dtensor = DTensorOrderPath(ctx, mesh, group, op);
+  std::vector<PlanStep> dtensor_steps;
+  if (dtensor) {
+    int64_t peak = 0;
+    for (const auto& [from, e] : dtensor->path) peak = std::max(peak, e.peak_bytes);
+    // Not for avg: dividing axis by axis truncates at each step in integers.
+    if (op != ReduceOp::kAvg && peak <= used_cap && PathCost(dtensor->path) < candidates[best].cost)
+      dtensor_steps = PendingSteps(*dtensor, ctx, source, target);
+  }
+  const Cost structured_cost = dtensor_steps.empty() ? candidates[best].cost : PathCost(dtensor->path);
   // The reducing exchange, where it fits the cap the structured plans were found under and costs less.
   const bool exchange_wins = exchange && exchange->peak_bytes.Max() <= used_cap &&
-                             StepCost(*exchange) < candidates[best].cost;
+                             StepCost(*exchange) < structured_cost;
+  const bool dtensor_wins = !dtensor_steps.empty() && !exchange_wins;
+  if (dtensor) {
+    const Cost cost = PathCost(dtensor->path);
+    PlanCandidate c{{"DTensor's order, one mesh axis at a time"}, static_cast<double>(cost.time_ps) / 1e6, cost.bytes,
+                    BaselineOfPaths("", {&dtensor->path}).peak_bytes, dtensor_wins ? "chosen" : "priced"};
+    for (const PlanStep& s : dtensor_steps)
+      c.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(s.op), s.input_spec, s.output_spec));
+    result.candidates.push_back(std::move(c));
+  }
   if (exchange)
     result.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
                                               exchange->peak_bytes.Max(),
@@ -403,7 +482,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   // --explain: every candidate, priced as the search priced it.
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
-    PlanCandidate pc = c.planner->Price(c.rest, i == best && !exchange_wins ? "chosen" : "priced");
+    PlanCandidate pc = c.planner->Price(c.rest, i == best && !exchange_wins && !dtensor_wins ? "chosen" : "priced");
     std::vector<std::string> steps;
     for (const auto& [from, e] : c.reduce)
       steps.push_back(fmt::format("{} over {}: {} -> {}", StepOpName(e.draft.op), AxesText(mesh, group), partial_text(from),
@@ -419,15 +498,18 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     if (c.reduce.size() == 1 && c.reduce[0].second.draft.op == StepOp::kAllReduce)
       result.baselines.push_back(BaselineOfPaths("all_reduce_first", {&c.reduce, &c.rest}));
   }
-  // DTensor's order, one mesh dim at a time, where DTensor has these
-  // placements: a baseline only (its steps between layouts with a reduction
-  // still pending over some axes are not planned or executed here).
-  if (std::optional<Path> dtensor = DTensorOrderPath(ctx, mesh, group, op))
-    result.baselines.push_back(BaselineOfPaths("dtensor_order", {&*dtensor}));
+  if (dtensor) result.baselines.push_back(BaselineOfPaths("dtensor_order", {&dtensor->path}));
 
   if (exchange_wins) {
     PlanBuilder builder(source, target);
     builder.Add(std::move(*exchange));
+    result.plan = builder.Finish();
+    return result;
+  }
+  if (dtensor_wins) {
+    PlanBuilder builder(source, target);
+    builder.SetMesh(mesh.mesh);
+    for (PlanStep& step : dtensor_steps) builder.Add(std::move(step));
     result.plan = builder.Finish();
     return result;
   }

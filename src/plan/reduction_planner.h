@@ -21,7 +21,10 @@
 // The cheapest that fits the memory cap is the plan (the default cap is
 // soft, as in PlanReshard); the all-reduce candidate is its baseline
 // "all_reduce_first". DTensor's order (dtensor_order.h) is the baseline
-// "dtensor_order" where DTensor has the placements; it is not a candidate.
+// "dtensor_order" where DTensor has the placements, and a candidate (its
+// steps keep the reduction pending over the axes not reached yet) where no
+// step is an avg, an all-reduce leaving an axis pending, or a step between
+// partial layouts whose reducing exchange moves other bytes than priced.
 // Under the exchange strategy the plan is the reducing exchange.
 //
 // Errors: NotSupported, with the lower bound, where nothing moves the data

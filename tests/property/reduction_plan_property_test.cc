@@ -51,6 +51,7 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   std::string worst, worst_even;
   int pairs = 0, executed = 0;
   int dtensor_priced = 0, dtensor_priced_bytes = 0, dtensor_faster = 0, dtensor_fewer_bytes = 0, dtensor_more_bytes = 0;
+  int dtensor_faster_avg = 0, dtensor_taken_default = 0, dtensor_taken_bytes = 0;
   for (int iter = 0; pairs < 3000 && iter < 30000; ++iter) {
     const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
     if (!drawn) continue;
@@ -82,9 +83,19 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
         if (bytes_only) {
           dtensor_fewer_bytes += b.max_recv_bytes < r->plan.totals().max_recv_bytes;
           dtensor_more_bytes += b.max_recv_bytes > r->plan.totals().max_recv_bytes;
-        } else {
-          dtensor_faster += b.time_us * (1 + 1e-9) + 1e-9 < r->plan.totals().time_us;
+        } else if (b.time_us * (1 + 1e-9) + 1e-9 < r->plan.totals().time_us) {
+          ++dtensor_faster;
+          dtensor_faster_avg += source.reduction().op == ReduceOp::kAvg;
         }
+      }
+      // DTensor's order taken as the plan (it keeps the reduction pending
+      // over some axes between steps): run it, whichever model chose it.
+      bool dtensor_taken = false;
+      for (const PlanCandidate& c : r->candidates)
+        dtensor_taken |= c.note == "chosen" && !c.steps.empty() && c.steps[0].starts_with("DTensor's order");
+      if (dtensor_taken) {
+        ++(bytes_only ? dtensor_taken_bytes : dtensor_taken_default);
+        ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
       }
       const int64_t got = r->plan.totals().max_recv_bytes, bound = r->lower_bound.max_recv_bytes;
       ASSERT_GE(got, bound) << text;  // a bound below every plan the simulator accepted
@@ -136,8 +147,10 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
     ++executed;
   }
   EXPECT_EQ(pairs, 3000);
-  std::cout << "DTensor's order (baseline dtensor_order) within the memory cap on " << dtensor_priced << " pairs; faster than the plan on "
-            << dtensor_faster << "; priced by bytes, fewer bytes into the busiest device on " << dtensor_fewer_bytes
+  std::cout << "DTensor's order (baseline dtensor_order) within the memory cap on " << dtensor_priced
+            << " pairs; taken as the plan (and run) on " << dtensor_taken_default << ", by bytes on "
+            << dtensor_taken_bytes << "; still faster than the plan on " << dtensor_faster << " (" << dtensor_faster_avg
+            << " of them avg); priced by bytes, fewer bytes into the busiest device on " << dtensor_fewer_bytes
             << " of " << dtensor_priced_bytes << ", more on " << dtensor_more_bytes << "\n";
   std::cout << "partial plans executed in-process (staged, direct and threads as ranks in turn): " << executed
             << " pairs, every element checked\n";
@@ -218,6 +231,7 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   int plain_at_bound = 0, plain_zero_bound_moved = 0;  // the same, of plain sources
   int partial_tiled = 0;  // partial sources routed tile by tile
   int reduced_first = 0;  // plans that reduce, then route
+  int bytes_plan_differs = 0;  // the plan priced by bytes is another plan, and runs too
   int above_avg = 0, above_no_avg = 0;  // above the bound, with an avg on either side or not
   double worst_gap = 1.0, plain_worst_gap = 1.0, no_avg_gap = 1.0;
   std::string worst, plain_worst, no_avg_worst;
@@ -275,6 +289,12 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
         no_avg_gap = static_cast<double>(got) / bound;
         no_avg_worst = text + ": " + std::to_string(got) + " B against " + std::to_string(bound);
       }
+      // The plan by bytes runs too where it is another plan (reduce, then
+      // route is taken more often when latency is free).
+      if (rb->plan.OpNames() != r->plan.OpNames()) {
+        ++bytes_plan_differs;
+        ASSERT_NO_FATAL_FAILURE(ExpectExactRun(rb->plan, iter + 1, text + " (priced by bytes)"));
+      }
       if (!src->layout.partial()) {
         plain_at_bound += got == bound;
         plain_zero_bound_moved += bound == 0 && got > 0;
@@ -290,7 +310,8 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   EXPECT_GT(partial_tiled, 20);
   std::cout << "partial targets in every notation: " << pairs << " pairs (" << from_partial
             << " from partial sources, " << partial_tiled << " of them routed tile by tile) planned, simulated and executed, " << reduced_first
-            << " reducing first, the rest as one reducing exchange; " << moved_nothing
+            << " reducing first, the rest as one reducing exchange; " << bytes_plan_differs
+            << " other plans when priced by bytes, also executed; " << moved_nothing
             << " moved nothing between devices; priced by bytes, " << at_bound << " at the lower bound, "
             << zero_bound_moved << " moving bytes where the bound is 0, largest gap where it is not " << worst_gap
             << "x (" << worst << "); of the " << pairs - from_partial << " from plain sources, " << plain_at_bound

@@ -48,8 +48,7 @@ void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>
     // An all-reduce runs through ReducedPieces: a device receives the other
     // parts of its own piece, then every other piece of its shard. Where the
     // pieces are equal boxes, that is the ring's 2 (k - 1) / k priced.
-    std::optional<Layout> pieces;
-    if (step.op == StepOp::kAllReduce) pieces = ReducedPieces(step.input);
+    const std::optional<Layout> pieces = RingPieces(step);
     bool even = pieces.has_value() && Unpadded(step);
     for (size_t i = 0; i < devices.size() && even; ++i)
       even = pieces->LocalBytes(devices[i]) * step.input.reduction().parts == step.output.LocalBytes(devices[i]);
