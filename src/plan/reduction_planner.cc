@@ -88,7 +88,8 @@ PlanResult ExchangePlanResult(const Layout& source, const Layout& target, PlanSt
 
 // The steps of DTensor's order, each between the layouts it passes through
 // (partial over the axes still pending), priced exactly; empty where a
-// step has no structured form after all.
+// step has no structured form after all, is an all-reduce that leaves an
+// axis pending, or would not run as priced (below).
 std::vector<PlanStep> PendingSteps(const DTensorOrder& order, const PlanContext& ctx, const Layout& source,
                                    const Layout& target) {
   const PlanMesh& mesh = *ctx.plan_mesh;
@@ -125,15 +126,22 @@ std::vector<PlanStep> PendingSteps(const DTensorOrder& order, const PlanContext&
     step.input_shard = ctx.ShardShape(from);
     step.output_shard = ctx.ShardShape(e.to);
     NamedPlanner::FillStructured(step, *d, ctx, builder);
-    // Between partial layouts a step runs as the reducing exchange of their
+    // From a partial layout a step runs as the reducing exchange of its
     // parts (device_program.h), whose routes follow part numbers, which
-    // layouts keep tile by tile: taken only where it moves, device by
-    // device, what the collective was priced at.
-    if (step.input.partial() && step.output.partial() && !(step.input == step.output)) {
+    // layouts keep tile by tile: taken only where that moves, device by
+    // device, what the collective was priced at (between partial layouts
+    // exactly; into a plain one no more, as padded chunks are priced). An
+    // all-reduce into a plain layout runs as a ring instead, as priced.
+    if (step.input.partial() && !(step.input == step.output) && d->op != StepOp::kAllReduce) {
       Result<PlanStep> run = ReducingExchangeStep(step.input, step.output, *ctx.topology);
-      if (!run.ok()) return {};
-      for (size_t k = 0; k < step.recv_bytes.size(); ++k)
-        if (run->recv_bytes[k] != step.recv_bytes[k] || run->send_bytes[k] != step.send_bytes[k]) return {};
+      if (!run.ok() || run->recv_bytes.size() != step.recv_bytes.size()) return {};
+      const bool exact = step.output.partial();
+      for (size_t k = 0; k < step.recv_bytes.size(); ++k) {
+        const int64_t recv = run->recv_bytes[k], send = run->send_bytes[k];
+        if (exact ? (recv != step.recv_bytes[k] || send != step.send_bytes[k])
+                  : (recv > step.recv_bytes[k] || send > step.send_bytes[k]))
+          return {};
+      }
     }
     steps.push_back(step);
     builder.Add(std::move(step));
@@ -408,6 +416,22 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   result.memory_cap_bytes = cap;
   // The default cap is soft, as in PlanReshard: where nothing fits it, the
   // cheapest plan under no cap is taken; a cap the caller gave is hard.
+  // DTensor's order, one mesh dim at a time, where DTensor has these
+  // placements: a baseline, and a candidate beside those above, which
+  // reduce every axis in their first step (it keeps the reduction pending
+  // over the axes it has not reached).
+  std::optional<DTensorOrder> dtensor = DTensorOrderPath(ctx, mesh, group, op);
+  std::vector<PlanStep> dtensor_steps;
+  int64_t dtensor_peak = 0;
+  std::string dtensor_note = "priced";
+  if (dtensor) {
+    for (const auto& [from, e] : dtensor->path) dtensor_peak = std::max(dtensor_peak, e.peak_bytes);
+    if (op == ReduceOp::kAvg)  // dividing axis by axis truncates at each step in integers
+      dtensor_note = "not taken: an average is not reduced one axis at a time";
+    else if ((dtensor_steps = PendingSteps(*dtensor, ctx, source, target)).empty())
+      dtensor_note = "not taken: a step from partial sums would not move the bytes priced";
+  }
+  auto dtensor_fits = [&](int64_t c) { return !dtensor_steps.empty() && dtensor_peak <= c; };
   std::deque<Candidate> candidates;
   int64_t used_cap = cap;
   for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
@@ -431,13 +455,15 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
       c.cost = PathCost(c.reduce) + PathCost(c.rest);
       candidates.push_back(std::move(c));
     }
-    if (!candidates.empty() || options.memory_cap_bytes > 0) break;
+    if (!candidates.empty() || dtensor_fits(try_cap) || options.memory_cap_bytes > 0) break;
   }
-  if (candidates.empty() && options.memory_cap_bytes > 0)
+  const bool dtensor_ok = dtensor_fits(used_cap);
+  if (candidates.empty() && !dtensor_ok && options.memory_cap_bytes > 0)
     return Status::InvalidArgument(fmt::format(
         "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})", cap,
         default_cap / 2));
-  if (candidates.empty()) return exchange_only("no reduction of these partial sums has a structured plan");
+  if (candidates.empty() && !dtensor_ok)
+    return exchange_only("no reduction of these partial sums has a structured plan");
   result.memory_cap_bytes = used_cap == INT64_MAX ? 0 : used_cap;
   result.memory_cap_lifted = used_cap != cap;
   if (result.memory_cap_lifted)
@@ -446,30 +472,24 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   size_t best = 0;
   for (size_t i = 1; i < candidates.size(); ++i)
     if (candidates[i].cost < candidates[best].cost) best = i;
-  // DTensor's order, one mesh dim at a time, where DTensor has these
-  // placements: a baseline, and the plan where it costs less than the
-  // candidates above, which reduce every axis in their first step (it
-  // keeps the reduction pending over the axes it has not reached).
-  std::optional<DTensorOrder> dtensor = DTensorOrderPath(ctx, mesh, group, op);
-  std::vector<PlanStep> dtensor_steps;
-  if (dtensor) {
-    int64_t peak = 0;
-    for (const auto& [from, e] : dtensor->path) peak = std::max(peak, e.peak_bytes);
-    // Not for avg: dividing axis by axis truncates at each step in integers.
-    if (op != ReduceOp::kAvg && peak <= used_cap && PathCost(dtensor->path) < candidates[best].cost)
-      dtensor_steps = PendingSteps(*dtensor, ctx, source, target);
-  }
-  const Cost structured_cost = dtensor_steps.empty() ? candidates[best].cost : PathCost(dtensor->path);
+  const bool dtensor_cheaper =
+      dtensor_ok && (candidates.empty() || PathCost(dtensor->path) < candidates[best].cost);
+  const Cost structured_cost = dtensor_cheaper ? PathCost(dtensor->path) : candidates[best].cost;
   // The reducing exchange, where it fits the cap the structured plans were found under and costs less.
   const bool exchange_wins = exchange && exchange->peak_bytes.Max() <= used_cap &&
                              StepCost(*exchange) < structured_cost;
-  const bool dtensor_wins = !dtensor_steps.empty() && !exchange_wins;
+  const bool dtensor_wins = dtensor_cheaper && !exchange_wins;
   if (dtensor) {
     const Cost cost = PathCost(dtensor->path);
     PlanCandidate c{{"DTensor's order, one mesh axis at a time"}, static_cast<double>(cost.time_ps) / 1e6, cost.bytes,
-                    BaselineOfPaths("", {&dtensor->path}).peak_bytes, dtensor_wins ? "chosen" : "priced"};
+                    dtensor_peak,
+                    dtensor_wins                                        ? "chosen"
+                    : !dtensor_steps.empty() && dtensor_peak > used_cap ? "over the memory cap"
+                                                                        : dtensor_note};
     for (const PlanStep& s : dtensor_steps)
       c.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(s.op), s.input_spec, s.output_spec));
+    if (dtensor_steps.empty())
+      for (const auto& [from, e] : dtensor->path) c.steps.push_back(EdgeText(mesh, from, e));
     result.candidates.push_back(std::move(c));
   }
   if (exchange)

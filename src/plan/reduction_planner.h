@@ -22,9 +22,10 @@
 // soft, as in PlanReshard); the all-reduce candidate is its baseline
 // "all_reduce_first". DTensor's order (dtensor_order.h) is the baseline
 // "dtensor_order" where DTensor has the placements, and a candidate (its
-// steps keep the reduction pending over the axes not reached yet) where no
-// step is an avg, an all-reduce leaving an axis pending, or a step between
-// partial layouts whose reducing exchange moves other bytes than priced.
+// steps keep the reduction pending over the axes not reached yet) where the
+// op is not avg and no step is an all-reduce leaving an axis pending or a
+// step from partial sums whose reducing exchange moves other bytes than
+// priced.
 // Under the exchange strategy the plan is the reducing exchange.
 //
 // Errors: NotSupported, with the lower bound, where nothing moves the data
