@@ -430,7 +430,6 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
     if (!last && l.partial()) {
       for (size_t i = 0; i < n; ++i)
         if (static_cast<int64_t>(outputs[i].size()) != l.LocalBytes(program.devices()[i])) {
-          std::lock_guard<std::mutex> lock(mu);
           ++report.mismatches;
           if (report.first_problem.empty())
             report.first_problem = fmt::format("after step {}: device {} holds {} bytes; its layout needs {}", step,

@@ -94,15 +94,6 @@ std::vector<PlanStep> PendingSteps(const DTensorOrder& order, const PlanContext&
                                    const Layout& target) {
   const PlanMesh& mesh = *ctx.plan_mesh;
   const ReduceOp op = source.reduction().op;
-  auto layout = [&](const AxisLists& s, const std::vector<int32_t>& pending) -> std::optional<Layout> {
-    if (pending.empty()) return StateLayout(mesh, s, source.shape(), source.dtype());
-    Result<Layout> l = StateLayout(mesh, s, source.shape(), source.dtype(), pending, op);
-    if (!l.ok()) return std::nullopt;
-    return std::move(l).value();
-  };
-  auto text = [&](const AxisLists& s, const std::vector<int32_t>& pending) {
-    return pending.empty() ? StateText(mesh, s) : StateText(mesh, s) + " unreduced " + AxesText(mesh, pending);
-  };
   PlanBuilder builder(source, target);
   builder.SetMesh(mesh.mesh);
   std::vector<PlanStep> steps;
@@ -110,7 +101,8 @@ std::vector<PlanStep> PendingSteps(const DTensorOrder& order, const PlanContext&
     const auto& [from, e] = order.path[i];
     const std::vector<int32_t>& before = order.pending[i];
     const std::vector<int32_t> after = i + 1 < order.path.size() ? order.pending[i + 1] : std::vector<int32_t>{};
-    std::optional<Layout> in = layout(from, before), out = layout(e.to, after);
+    Result<Layout> in = StateLayout(mesh, from, source.shape(), source.dtype(), before, op);
+    Result<Layout> out = StateLayout(mesh, e.to, source.shape(), source.dtype(), after, op);
     std::vector<int32_t> reduced;
     for (int32_t a : before)
       if (std::find(after.begin(), after.end(), a) == after.end()) reduced.push_back(a);
@@ -119,10 +111,11 @@ std::vector<PlanStep> PendingSteps(const DTensorOrder& order, const PlanContext&
     // An all-reduce runs as a ring (reduced pieces, then gathered) only into
     // a layout with no pending reduction; before that it would receive
     // every other part whole, more than priced.
-    if (!in || !out || !d || d->op != e.draft.op || (d->op == StepOp::kAllReduce && !after.empty())) return {};
-    PlanStep step{d->op, std::move(*in), std::move(*out)};
-    step.input_spec = text(from, before);
-    step.output_spec = text(e.to, after);
+    if (!in.ok() || !out.ok() || !d || d->op != e.draft.op || (d->op == StepOp::kAllReduce && !after.empty()))
+      return {};
+    PlanStep step{d->op, std::move(in).value(), std::move(out).value()};
+    step.input_spec = StateText(mesh, from, before);
+    step.output_spec = StateText(mesh, e.to, after);
     step.input_shard = ctx.ShardShape(from);
     step.output_shard = ctx.ShardShape(e.to);
     NamedPlanner::FillStructured(step, *d, ctx, builder);
@@ -234,7 +227,7 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
       const PlanStep& last = first->plan.steps().back();
       if (last.op != StepOp::kExchange || !last.input_spec.empty()) {
         route->input_spec = StateText(mesh, m);
-        route->output_spec = StateText(mesh, mesh.target) + " unreduced " + AxesText(mesh, axes);
+        route->output_spec = StateText(mesh, mesh.target, axes);
         route->input_shard = ctx.ShardShape(m);
         route->output_shard = ctx.ShardShape(mesh.target);
         for (ProgramOp& op : route->program) op.shape = route->output_shard;
@@ -346,7 +339,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   if (group.empty() || !stated.ok() || !(*stated == source))
     return exchange_only("the pending reduction is not over whole mesh axes of the plan mesh " + mesh.mesh.ToString());
   const PlanContext ctx(mesh, options.topology, shape, source.element_bytes());
-  auto partial_text = [&](const AxisLists& s) { return StateText(mesh, s) + " unreduced " + AxesText(mesh, group); };
+  auto partial_text = [&](const AxisLists& s) { return StateText(mesh, s, group); };
 
   // The reduced states: all-reduce in place, or slice over B then reduce-scatter onto d.
   const AxisLists& s0 = mesh.source;
@@ -420,18 +413,29 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   // placements: a baseline, and a candidate beside those above, which
   // reduce every axis in their first step (it keeps the reduction pending
   // over the axes it has not reached).
+  // Its steps are built (and their exchanges priced) only where it could
+  // win: when nothing else fits a cap, or when it is the cheapest.
   std::optional<DTensorOrder> dtensor = DTensorOrderPath(ctx, mesh, group, op);
-  std::vector<PlanStep> dtensor_steps;
+  Cost dtensor_cost;
   int64_t dtensor_peak = 0;
-  std::string dtensor_note = "priced";
   if (dtensor) {
+    dtensor_cost = PathCost(dtensor->path);
     for (const auto& [from, e] : dtensor->path) dtensor_peak = std::max(dtensor_peak, e.peak_bytes);
-    if (op == ReduceOp::kAvg)  // dividing axis by axis truncates at each step in integers
-      dtensor_note = "not taken: an average is not reduced one axis at a time";
-    else if ((dtensor_steps = PendingSteps(*dtensor, ctx, source, target)).empty())
-      dtensor_note = "not taken: a step from partial sums would not move the bytes priced";
   }
-  auto dtensor_fits = [&](int64_t c) { return !dtensor_steps.empty() && dtensor_peak <= c; };
+  std::optional<std::vector<PlanStep>> dtensor_steps;
+  std::string dtensor_note = "priced";
+  auto dtensor_runs = [&]() {
+    if (!dtensor) return false;
+    if (!dtensor_steps) {
+      dtensor_steps.emplace();
+      if (op == ReduceOp::kAvg)  // dividing axis by axis truncates at each step in integers
+        dtensor_note = "not taken: an average is not reduced one axis at a time";
+      else if ((*dtensor_steps = PendingSteps(*dtensor, ctx, source, target)).empty())
+        dtensor_note = "not taken: a step from partial sums would not move the bytes priced";
+    }
+    return !dtensor_steps->empty();
+  };
+  auto dtensor_fits = [&](int64_t c) { return dtensor && dtensor_peak <= c && dtensor_runs(); };
   std::deque<Candidate> candidates;
   int64_t used_cap = cap;
   for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
@@ -457,7 +461,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     }
     if (!candidates.empty() || dtensor_fits(try_cap) || options.memory_cap_bytes > 0) break;
   }
-  const bool dtensor_ok = dtensor_fits(used_cap);
+  const bool dtensor_ok = candidates.empty() && dtensor_fits(used_cap);
   if (candidates.empty() && !dtensor_ok && options.memory_cap_bytes > 0)
     return Status::InvalidArgument(fmt::format(
         "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})", cap,
@@ -472,23 +476,23 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   size_t best = 0;
   for (size_t i = 1; i < candidates.size(); ++i)
     if (candidates[i].cost < candidates[best].cost) best = i;
-  const bool dtensor_cheaper =
-      dtensor_ok && (candidates.empty() || PathCost(dtensor->path) < candidates[best].cost);
-  const Cost structured_cost = dtensor_cheaper ? PathCost(dtensor->path) : candidates[best].cost;
+  const bool dtensor_cheaper = dtensor_ok || (!candidates.empty() && dtensor && dtensor_cost < candidates[best].cost &&
+                                               dtensor_fits(used_cap));
+  const Cost structured_cost = dtensor_cheaper ? dtensor_cost : candidates[best].cost;
   // The reducing exchange, where it fits the cap the structured plans were found under and costs less.
   const bool exchange_wins = exchange && exchange->peak_bytes.Max() <= used_cap &&
                              StepCost(*exchange) < structured_cost;
   const bool dtensor_wins = dtensor_cheaper && !exchange_wins;
   if (dtensor) {
-    const Cost cost = PathCost(dtensor->path);
-    PlanCandidate c{{"DTensor's order, one mesh axis at a time"}, static_cast<double>(cost.time_ps) / 1e6, cost.bytes,
-                    dtensor_peak,
-                    dtensor_wins                                        ? "chosen"
-                    : !dtensor_steps.empty() && dtensor_peak > used_cap ? "over the memory cap"
-                                                                        : dtensor_note};
-    for (const PlanStep& s : dtensor_steps)
-      c.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(s.op), s.input_spec, s.output_spec));
-    if (dtensor_steps.empty())
+    PlanCandidate c{{"DTensor's order, one mesh axis at a time"}, static_cast<double>(dtensor_cost.time_ps) / 1e6,
+                    dtensor_cost.bytes, dtensor_peak,
+                    dtensor_wins                   ? "chosen"
+                    : dtensor_peak > used_cap      ? "over the memory cap"
+                                                   : dtensor_note};
+    if (dtensor_steps && !dtensor_steps->empty())
+      for (const PlanStep& s : *dtensor_steps)
+        c.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(s.op), s.input_spec, s.output_spec));
+    else
       for (const auto& [from, e] : dtensor->path) c.steps.push_back(EdgeText(mesh, from, e));
     result.candidates.push_back(std::move(c));
   }
@@ -529,7 +533,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   if (dtensor_wins) {
     PlanBuilder builder(source, target);
     builder.SetMesh(mesh.mesh);
-    for (PlanStep& step : dtensor_steps) builder.Add(std::move(step));
+    for (PlanStep& step : *dtensor_steps) builder.Add(std::move(step));
     result.plan = builder.Finish();
     return result;
   }

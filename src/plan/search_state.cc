@@ -15,6 +15,10 @@ std::string StateText(const PlanMesh& pm, const AxisLists& s) {
 
 std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes) { return "{" + pm.AxesText(axes, ",") + "}"; }
 
+std::string StateText(const PlanMesh& pm, const AxisLists& s, const std::vector<int32_t>& unreduced) {
+  return unreduced.empty() ? StateText(pm, s) : StateText(pm, s) + " unreduced " + AxesText(pm, unreduced);
+}
+
 Result<Layout> StateLayout(const PlanMesh& pm, const AxisLists& s, const std::vector<int64_t>& shape, DType dtype,
                            const std::vector<int32_t>& unreduced, ReduceOp op) {
   std::vector<std::vector<AxisRef>> dims;

@@ -58,6 +58,9 @@ inline int64_t Picoseconds(double us) {
 
 // A state as its dims' axis lists: "[{x}, {}, {y, z}]".
 std::string StateText(const PlanMesh& pm, const AxisLists& s);
+// The same with partial sums pending over `unreduced` (none: as above):
+// "[{x}, {}] unreduced {y}".
+std::string StateText(const PlanMesh& pm, const AxisLists& s, const std::vector<int32_t>& unreduced);
 
 // A group of axes: "{x,y}".
 std::string AxesText(const PlanMesh& pm, const std::vector<int32_t>& axes);
