@@ -52,17 +52,38 @@ void FixedRows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst
   Rows(dims, nd, src, dst, lo, hi, [](std::byte* t, const std::byte* s) { std::memcpy(t, s, K); });
 }
 
-#if defined(__SSE2__)
 // Copies `run` bytes (a multiple of 16, dst 16-byte aligned) with streaming
 // stores: a large strided copy then writes its lines without first reading
 // them into the cache (as glibc's memcpy does for large copies), which is
 // most of the gap between short runs and memcpy once the buffers outgrow
-// the caches.
+// the caches. Without SSE2, a plain copy (Streams is then always false).
 inline void StreamRun(std::byte* t, const std::byte* s, size_t run) {
+#if defined(__SSE2__)
   for (size_t b = 0; b < run; b += 16)
     _mm_stream_si128(reinterpret_cast<__m128i*>(t + b), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b)));
-}
+#else
+  std::memcpy(t, s, run);
 #endif
+}
+
+// Whether `op`, writing at `dst` (its destination offset applied), copies
+// with streaming stores. They pay off only where the data will not be read
+// again soon from the cache: copies well beyond the L2 cache, or passes of
+// many copies (`together_bytes`) well beyond the last-level cache.
+bool Streams(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes) {
+#if defined(__SSE2__)
+  constexpr int64_t kStreamBytes = int64_t{512} << 10, kStreamTogetherBytes = int64_t{8} << 20;
+  if (op.num_dims == 0 || op.run_bytes % 16 != 0 || op.run_bytes > 4096) return false;
+  if (p.OpBytes(op) < kStreamBytes && together_bytes < kStreamTogetherBytes) return false;
+  if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) return false;
+  for (int32_t d = 0; d < op.num_dims; ++d)
+    if (p.dims[static_cast<size_t>(op.first_dim + d)].dst_stride % 16 != 0) return false;
+  return true;
+#else
+  (void)p, (void)op, (void)dst, (void)together_bytes;
+  return false;
+#endif
+}
 
 }  // namespace
 
@@ -89,22 +110,11 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
   }
   const CopyDim* dims = p.dims.data() + op.first_dim;
   const int nd = op.num_dims;
-#if defined(__SSE2__)
-  // Streaming stores pay off only where the data will not be read again
-  // soon from the cache: copies well beyond the L2 cache, or passes of many
-  // copies well beyond the last-level cache.
-  constexpr int64_t kStreamBytes = int64_t{512} << 10, kStreamTogetherBytes = int64_t{8} << 20;
-  if (op.run_bytes % 16 == 0 && op.run_bytes <= 4096 &&
-      (p.OpBytes(op) >= kStreamBytes || together_bytes >= kStreamTogetherBytes)) {
-    bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0;
-    for (int d = 0; d < nd; ++d) aligned = aligned && dims[d].dst_stride % 16 == 0;
-    if (aligned) {
-      const size_t run = static_cast<size_t>(op.run_bytes);
-      Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { StreamRun(t, s, run); });
-      return true;
-    }
+  if (Streams(p, op, dst, together_bytes)) {
+    const size_t run = static_cast<size_t>(op.run_bytes);
+    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { StreamRun(t, s, run); });
+    return true;
   }
-#endif
   switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
     case 1: FixedRows<1>(dims, nd, src, dst, lo, hi); return false;
     case 2: FixedRows<2>(dims, nd, src, dst, lo, hi); return false;
@@ -143,24 +153,72 @@ void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::
 }
 
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes) {
-  // Rows of each copy per turn: about 4 KiB, so a turn's call and index
-  // arithmetic stay small against its bytes, while the copies still advance
-  // through the destination's rows together.
-  constexpr int64_t kTurnBytes = 4096;
+  // Rows of each copy per turn. A copy of one strided dim (a box's rows)
+  // takes one row per turn where its rows are short: the copies of a group
+  // are sorted by destination, so the group then writes each destination
+  // row whole, in address order, before the next, and reads each source row
+  // in order; several rows of one copy per turn would write as many
+  // interleaved streams (128-byte rows of 16x16 f64 boxes: one row a turn
+  // ran at memcpy speed, 16 rows a turn at a third of it; docs/benchmarks.md,
+  // "Block-cyclic in one process"). Such a turn is a pointer step (Cursor),
+  // with no index arithmetic. Other copies take about 4 KiB a turn, so a
+  // turn's call and index arithmetic stay small against its bytes.
+  constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 128;
+  struct Cursor {
+    const std::byte* src = nullptr;
+    std::byte* dst = nullptr;
+    int64_t src_stride = 0, dst_stride = 0;
+    int64_t rows_per_turn = 0;
+    size_t run = 0;
+    enum class Kind : uint8_t { kStream, kBlocks, kMemcpy } kind = Kind::kMemcpy;
+  };
   thread_local std::vector<int64_t> next, end;
+  thread_local std::vector<Cursor> cursor;  // num_dims == 1 copies only (rows_per_turn > 0)
   next.resize(copies.size());
   end.resize(copies.size());
+  cursor.assign(copies.size(), Cursor{});
   for (size_t k = 0; k < copies.size(); ++k) {
     const CopyRange& c = copies[k];
     const int64_t n = c.hi - c.lo;
     next[k] = c.lo + n * part / parts;
     end[k] = c.lo + n * (part + 1) / parts;
+    const CopyOp& op = *c.op;
+    if (op.num_dims != 1 || op.run_bytes > kTurnBytes) continue;
+    const CopyDim& dim = c.program->dims[static_cast<size_t>(op.first_dim)];
+    Cursor& cur = cursor[k];
+    cur.src_stride = dim.src_stride;
+    cur.dst_stride = dim.dst_stride;
+    cur.src = c.src + op.src_offset + next[k] * dim.src_stride;
+    cur.dst = c.dst + op.dst_offset + next[k] * dim.dst_stride;
+    cur.run = static_cast<size_t>(op.run_bytes);
+    cur.rows_per_turn = std::max<int64_t>(1, kShortTurnBytes / op.run_bytes);
+    if (Streams(*c.program, op, c.dst + op.dst_offset, together_bytes)) {
+      cur.kind = Cursor::Kind::kStream;
+      continue;
+    }
+    if (op.run_bytes % 32 == 0) cur.kind = Cursor::Kind::kBlocks;
   }
   bool streamed = false;
   for (bool more = true; more;) {
     more = false;
     for (size_t k = 0; k < copies.size(); ++k) {
       if (next[k] >= end[k]) continue;
+      Cursor& cur = cursor[k];
+      if (cur.rows_per_turn > 0) {
+        const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
+        for (int64_t row = next[k]; row < hi; ++row, cur.src += cur.src_stride, cur.dst += cur.dst_stride) {
+          switch (cur.kind) {
+            case Cursor::Kind::kStream: StreamRun(cur.dst, cur.src, cur.run); streamed = true; break;
+            case Cursor::Kind::kBlocks:
+              for (size_t b = 0; b < cur.run; b += 32) std::memcpy(cur.dst + b, cur.src + b, 32);
+              break;
+            case Cursor::Kind::kMemcpy: std::memcpy(cur.dst, cur.src, cur.run); break;
+          }
+        }
+        next[k] = hi;
+        more = more || hi < end[k];
+        continue;
+      }
       const CopyRange& c = copies[k];
       const int64_t rows = std::max<int64_t>(1, kTurnBytes / UnitBytes(*c.program, *c.op));
       const int64_t hi = std::min(end[k], next[k] + rows);

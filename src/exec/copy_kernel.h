@@ -39,10 +39,13 @@ struct CopyRange {
 // of each copy in turn: copies whose rows interleave in the destination (the
 // boxes of a block-cyclic exchange, each a column strip of the same rows)
 // then fill it in address order and read each source row in order, where
-// copying them one after another would walk every row once per copy.
-// Example: two copies of 64 rows of 512 B, writing alternate 512 B of the
-// same 64 rows of 1 KiB: rows 0..7 of the first, rows 0..7 of the second,
-// rows 8..15 of the first, and so on. `together_bytes` as for RunCopy.
+// copying them one after another would walk every row once per copy. A copy
+// of one strided dim takes one row a turn (rows under 128 bytes: as many as
+// make 128), others about 4 KiB a turn. Example: two copies of 64 rows of
+// 512 B, writing alternate 512 B of the same 64 rows of 1 KiB: row 0 of the
+// first, row 0 of the second, row 1 of the first, and so on. For the
+// fastest order, sort the copies by the first byte they write.
+// `together_bytes` as for RunCopy.
 // REQUIRES: 0 <= part < parts; every range as RunCopy requires.
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes);
 

@@ -69,11 +69,12 @@ TEST(CopyKernel, SplitRowsEqualWhole) {
 }
 
 // RunInterleaved over any number of parts equals each copy run whole, with
-// and without streaming stores: four copies writing alternate 32-byte (and
-// 16-byte) column strips of the same 6 rows, the way block-cyclic boxes
-// fill a target's rows.
+// and without streaming stores: four copies writing alternate column strips
+// of the same 6 rows, the way block-cyclic boxes fill a target's rows: runs
+// of 32 bytes (streamed, or in 32-byte blocks) and of 24 (by memcpy), the
+// three ways a row a turn is copied.
 TEST(CopyKernel, InterleavedPartsEqualWhole) {
-  for (int64_t eb : {4, 16}) {
+  for (int64_t eb : {4, 16, 12}) {
     CopyProgram p;
     const std::vector<int64_t> extent = {6, 8 / (eb / 4)}, src_strides = {64, 1}, dst_strides = {4 * extent[1], 1};
     for (int64_t c = 0; c < 4; ++c) p.AddBox(extent, (c * 7 + 3) * eb, src_strides, c * extent[1] * eb, dst_strides, eb);
