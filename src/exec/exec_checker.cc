@@ -344,27 +344,25 @@ Status CheckCoverage(const PlanProgram& program) {
   return Status::Ok();
 }
 
-TagScheme TagSchemeFor(const CollectivePlan& plan) {
-  return TagSchemeFor(plan.source(), plan.target(), plan.steps().empty() ? plan.source() : plan.steps().back().input);
+const Layout& RoutesFrom(const CollectivePlan& plan) {
+  return plan.steps().empty() ? plan.source() : plan.steps().back().input;
 }
 
-namespace {
-
-// The program's last step's input: where a partial target's values are routed from.
-const Layout& LastInput(const PlanProgram& program) {
+const Layout& RoutesFrom(const PlanProgram& program) {
   const size_t steps = program.steps().size();
   return program.layouts()[steps > 0 ? steps - 1 : 0];
 }
 
-TagScheme SchemeOf(const PlanProgram& program) {
-  return TagSchemeFor(program.source(), program.target(), LastInput(program));
+bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from) {
+  return !target.partial() || routes_from == source || !routes_from.partial();
 }
 
-// Whether the checker can state the program's target values: a partial
-// target is routed from the source or from a plain layout.
-bool TargetStated(const PlanProgram& program) {
-  const Layout& via = LastInput(program);
-  return !program.target().partial() || via == program.source() || !via.partial();
+TagScheme TagSchemeFor(const CollectivePlan& plan) { return TagSchemeFor(plan.source(), plan.target(), RoutesFrom(plan)); }
+
+namespace {
+
+TagScheme SchemeOf(const PlanProgram& program) {
+  return TagSchemeFor(program.source(), program.target(), RoutesFrom(program));
 }
 
 }  // namespace
@@ -394,7 +392,7 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport, RankChoice ranks) {
   if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
-  if (!TargetStated(program))
+  if (!TargetValuesStated(program.source(), program.target(), RoutesFrom(program)))
     return Status::InvalidArgument("the checker states a partial target's values by the routes of the last step, "
                                    "from the source or from a layout without a pending reduction");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));

@@ -62,9 +62,16 @@ struct TagScheme {
 // layout (a plan that reduces, then routes).
 TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from);
 inline TagScheme TagSchemeFor(const Layout& source, const Layout& target) { return TagSchemeFor(source, target, source); }
-// The scheme of a plan: routes from its last step's input. REQUIRES: where
-// the target is partial, that input is the source or not partial (as the
-// planner makes them; RunChecked and the simulator refuse other plans).
+// The layout a plan's (or a compiled program's) partial target is routed
+// from: its last step's input, the source where it has no steps.
+const Layout& RoutesFrom(const CollectivePlan& plan);
+const Layout& RoutesFrom(const PlanProgram& program);
+// Whether the oracles can state the target's values: it is not partial, or
+// its routes start at the source or at a layout with no pending reduction
+// (as the planner makes them). RunChecked and the simulator refuse others.
+bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from);
+// The scheme of a plan: routes from RoutesFrom(plan).
+// REQUIRES: TargetValuesStated for them.
 TagScheme TagSchemeFor(const CollectivePlan& plan);
 
 // Writes device's local buffer of `source` with every element's tag (a

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"
+#include "exec/exec_checker.h"
 #include "exec/reduce_kernel.h"
 #include "exec/simulator.h"
 
@@ -140,7 +141,7 @@ class PlanRun {
   PlanRun(const CollectivePlan& plan, SimulationReport& report)
       : plan_(plan),
         report_(report),
-        via_(plan.steps().empty() ? plan.source() : plan.steps().back().input),
+        via_(RoutesFrom(plan)),
         routes_(Exchange::RouteParts(via_, plan.target())) {
     if (plan.mesh()) positions_.emplace(*plan.mesh());
   }
@@ -434,7 +435,7 @@ class PlanRun {
   static bool Padded(const PlanStep& s) { return s.op != StepOp::kExchange || !s.input_spec.empty(); }
 
   void Execute() {
-    if (plan_.target().partial() && !(via_ == plan_.source()) && via_.partial()) {
+    if (!TargetValuesStated(plan_.source(), plan_.target(), via_)) {
       ++report_.mismatches;
       Problem("a partial target's values are stated by the routes of the plan's last step, from the source or from a "
               "layout without a pending reduction");

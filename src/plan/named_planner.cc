@@ -229,21 +229,31 @@ PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edg
   const Layout in = StateLayout(pm_, from, source_.shape(), source_.dtype());
   const Layout out = StateLayout(pm_, e.to, source_.shape(), source_.dtype());
   PlanStep step{StepOp::kExchange, in, out};
+  if (e.exchange) {
+    FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
+    OnPaddedShards(step, ctx_, from, e.to);
+    return step;
+  }
   step.input_spec = StateText(pm_, from);
   step.output_spec = StateText(pm_, e.to);
   step.input_shard = ctx_.ShardShape(from);
   step.output_shard = ctx_.ShardShape(e.to);
-  const size_t n = b.num_devices();
-  if (e.exchange) {
-    const std::vector<int64_t> staged = FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
-    // Buffers are padded shards here: the peak counts them so.
-    std::vector<int64_t> peak(n);
-    for (size_t i = 0; i < n; ++i) peak[i] = ctx_.ShardBytes(from) + ctx_.ShardBytes(e.to) + staged[i] + step.recv_bytes[i];
-    step.peak_bytes = DeviceValues::Each(std::move(peak));
-    return step;
-  }
   FillStructured(step, *DraftStep(ctx_, from, e.to, /*detailed=*/true), ctx_, b);
   return step;
+}
+
+void NamedPlanner::OnPaddedShards(PlanStep& step, const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
+                                  const std::vector<int32_t>& pending) {
+  step.input_spec = StateText(*ctx.plan_mesh, from);
+  step.output_spec = StateText(*ctx.plan_mesh, to, pending);
+  step.input_shard = ctx.ShardShape(from);
+  step.output_shard = ctx.ShardShape(to);
+  for (ProgramOp& op : step.program) op.shape = step.output_shard;
+  const int64_t padded_in = ctx.ShardBytes(from), padded_out = ctx.ShardBytes(to);
+  const std::vector<int64_t>& devices = step.output.devices();
+  for (size_t i = 0; i < devices.size(); ++i)
+    step.peak_bytes.Set(i, step.peak_bytes[i] + padded_in - step.input.LocalBytes(devices[i]) + padded_out -
+                               step.output.LocalBytes(devices[i]));
 }
 
 void NamedPlanner::FillStructured(PlanStep& step, const StepDraft& d, const PlanContext& ctx, const PlanBuilder& b) {

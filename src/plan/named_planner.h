@@ -79,6 +79,15 @@ class NamedPlanner {
   // Returns each device's staged bytes (each distinct box it sends, once).
   static std::vector<int64_t> FillExchange(PlanStep& step, const Exchange& ex, const Topology& topo);
 
+  // An exchange step (plain or reducing) between states of ctx's plan mesh
+  // works on their padded shards, as the structured steps beside it: sets
+  // its specs and shard shapes (the output's `pending` axes in its spec) and
+  // raises each device's peak from the exact buffers the exchange's figures
+  // count to the padded shards of `from` and `to`. REQUIRES: the step's
+  // figures indexed as its output layout's devices.
+  static void OnPaddedShards(PlanStep& step, const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
+                             const std::vector<int32_t>& pending = {});
+
   // A path as --explain lists it, priced as the search priced it.
   PlanCandidate Price(const std::vector<std::pair<AxisLists, Edge>>& path, std::string note) const;
 

@@ -225,18 +225,8 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
       // exchange step does (NamedPlanner::Finalize); after one reducing
       // exchange the buffers are exact, as the route's own.
       const PlanStep& last = first->plan.steps().back();
-      if (last.op != StepOp::kExchange || !last.input_spec.empty()) {
-        route->input_spec = StateText(mesh, m);
-        route->output_spec = StateText(mesh, mesh.target, axes);
-        route->input_shard = ctx.ShardShape(m);
-        route->output_shard = ctx.ShardShape(mesh.target);
-        for (ProgramOp& op : route->program) op.shape = route->output_shard;
-        for (size_t i = 0; i < target.devices().size(); ++i) {
-          const int64_t dev = target.devices()[i];
-          route->peak_bytes.Set(i, route->peak_bytes[i] + ctx.ShardBytes(m) - reduced.LocalBytes(dev) +
-                                       ctx.ShardBytes(mesh.target) - target.LocalBytes(dev));
-        }
-      }
+      if (last.op != StepOp::kExchange || !last.input_spec.empty())
+        NamedPlanner::OnPaddedShards(*route, ctx, m, mesh.target, axes);
       if (route->peak_bytes.Max() > cap || first->plan.totals().peak_bytes > cap) continue;
       const Cost cost = PlanCost(first->plan) + StepCost(*route);
       if (!best || cost < best->cost) best = TwoLeg{std::move(*first), std::move(*route), cost};
