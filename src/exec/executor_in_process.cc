@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -140,6 +141,7 @@ class InProcessExecutor final : public Executor {
     const size_t n = program.devices().size();
     ExecStats stats;
     stats.peak_per_device.assign(n, 0);
+    phase_ = 0;
     // Send buffers: one per device, the largest any step needs, kept across runs.
     send_.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -303,7 +305,28 @@ class InProcessExecutor final : public Executor {
     const int64_t slices = std::max<int64_t>(pool_.size(), (strided_bytes + kSliceBytes - 1) / kSliceBytes);
     const bool slice = !strided_.empty() && strided_units >= slices * static_cast<int64_t>(strided_.size()) &&
                        Spans(/*dst=*/false) <= Spans(/*dst=*/true);
-    if (!slice) Group();
+    const size_t phase = phase_++;
+    if (!slice) {
+      // The order and tasks depend only on the copies and their buffers: a
+      // run that repeats the last run's phase (Run again on one program and
+      // the same buffers) takes them from it instead of sorting again. Any
+      // order and tasks cover every copy once, so a stale match (a hash
+      // collision, or another program at the same addresses) costs speed,
+      // never data.
+      if (phase >= groupings_.size()) groupings_.resize(phase + 1);
+      Grouping& g = groupings_[phase];
+      const uint64_t hash = HashCopies(strided_);
+      if (g.hash == hash && g.order.size() == strided_.size()) {
+        sorted_.clear();
+        for (uint32_t k : g.order) sorted_.push_back(strided_[k]);
+        strided_.swap(sorted_);
+        tasks_ = g.tasks;
+      } else {
+        Group(g.order);
+        g.hash = hash;
+        g.tasks = tasks_;
+      }
+    }
     for (const Work& w : work_) {
       if (w.op->num_dims > 0) continue;
       const int64_t per = std::max<int64_t>(1, kChunk / UnitBytes(*w.program, *w.op));
@@ -365,12 +388,18 @@ class InProcessExecutor final : public Executor {
   // rows in address order. A group of more than kMaxGroup copies would cost
   // each part a pass over all of them: it runs as consecutive copies of about
   // kSliceBytes instead.
-  void Group() {
+  // `order`: where each copy of the sorted list was in the list given.
+  void Group(std::vector<uint32_t>& order) {
     constexpr size_t kMaxGroup = 1024;
     // Addresses as integers: copies into different buffers compare too.
     auto first_byte = [](const Work& w) { return reinterpret_cast<uintptr_t>(w.dst + w.op->dst_offset); };
-    std::sort(strided_.begin(), strided_.end(),
-              [&](const Work& a, const Work& b) { return first_byte(a) < first_byte(b); });
+    order.resize(strided_.size());
+    std::iota(order.begin(), order.end(), uint32_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return first_byte(strided_[a]) < first_byte(strided_[b]); });
+    sorted_.clear();
+    for (uint32_t k : order) sorted_.push_back(strided_[k]);
+    strided_.swap(sorted_);
     auto add = [&](size_t begin, size_t end, int64_t bytes) {
       const int64_t parts = std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
       for (int64_t k = 0; k < parts; ++k) tasks_.push_back({begin, end, k, parts});
@@ -399,12 +428,34 @@ class InProcessExecutor final : public Executor {
     }
   }
 
+  static uint64_t HashCopies(const std::vector<Work>& copies) {
+    uint64_t h = copies.size();
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+    for (const Work& w : copies) {
+      mix(reinterpret_cast<uintptr_t>(w.op));
+      mix(reinterpret_cast<uintptr_t>(w.src));
+      mix(reinterpret_cast<uintptr_t>(w.dst));
+      mix(static_cast<uint64_t>(w.hi));
+    }
+    return h;
+  }
+
   static constexpr int64_t kSliceBytes = int64_t{512} << 10;
   ExecOptions options_;
   ThreadPool pool_;
   std::vector<HostBuffer> send_;
-  std::vector<Work> work_, strided_, chunks_;
+  std::vector<Work> work_, strided_, chunks_, sorted_;
   std::vector<Task> tasks_;
+  // Group's result for each phase (RunWork call) of the last run, 4 bytes a
+  // copy: sorting every box by destination cost 4 ms of an 18 ms run of
+  // 65536 boxes.
+  struct Grouping {
+    uint64_t hash = 0;  // of the copies as given (HashCopies)
+    std::vector<uint32_t> order;
+    std::vector<Task> tasks;
+  };
+  std::vector<Grouping> groupings_;
+  size_t phase_ = 0;
   std::vector<std::pair<uintptr_t, uintptr_t>> spans_;
 };
 
