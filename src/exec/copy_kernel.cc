@@ -198,6 +198,40 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     }
     if (op.run_bytes % 32 == 0) cur.kind = Cursor::Kind::kBlocks;
   }
+  // The common case of a block-cyclic group: boxes of one shape and strides
+  // (rows of one length, one row a turn, as many rows each). Then a turn is
+  // one row of every box, with the copy chosen once for the group.
+  if (!copies.empty() && cursor[0].rows_per_turn == 1) {
+    const Cursor& c0 = cursor[0];
+    const int64_t rows = end[0] - next[0];
+    bool same = true;
+    for (size_t k = 1; k < copies.size() && same; ++k) {
+      const Cursor& c = cursor[k];
+      same = c.rows_per_turn == 1 && c.run == c0.run && c.kind == c0.kind && c.src_stride == c0.src_stride &&
+             c.dst_stride == c0.dst_stride && end[k] - next[k] == rows;
+    }
+    if (same) {
+      auto turns = [&](auto copy) {
+        for (int64_t r = 0; r < rows; ++r)
+          for (size_t k = 0; k < copies.size(); ++k) copy(cursor[k].dst + r * c0.dst_stride, cursor[k].src + r * c0.src_stride);
+      };
+      const size_t run = c0.run;
+      switch (c0.kind) {
+        case Cursor::Kind::kStream:
+          turns([run](std::byte* t, const std::byte* f) { StreamRun(t, f, run); });
+          Fence();
+          return;
+        case Cursor::Kind::kBlocks:
+          turns([run](std::byte* t, const std::byte* f) {
+            for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, f + b, 32);
+          });
+          return;
+        case Cursor::Kind::kMemcpy:
+          turns([run](std::byte* t, const std::byte* f) { std::memcpy(t, f, run); });
+          return;
+      }
+    }
+  }
   bool streamed = false;
   for (bool more = true; more;) {
     more = false;

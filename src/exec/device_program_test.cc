@@ -96,6 +96,38 @@ TEST(CopyKernel, InterleavedPartsEqualWhole) {
   }
 }
 
+// A group of boxes of one shape (128-byte rows, one a turn) runs as one loop
+// over rows; a group with one box shorter takes the general turns. Both
+// equal each copy run whole, streamed or not, in any number of parts.
+TEST(CopyKernel, UniformBoxesEqualWhole) {
+  for (bool ragged : {false, true}) {
+    CopyProgram p;
+    const int64_t boxes = 5, rows = 7, cols = 32;  // f32: 128-byte rows
+    const std::vector<int64_t> src_strides = {cols * boxes + 3, 1}, dst_strides = {cols * boxes, 1};
+    for (int64_t c = 0; c < boxes; ++c) {
+      const std::vector<int64_t> extent = {ragged && c == 2 ? rows - 2 : rows, cols};
+      p.AddBox(extent, c * cols * 4, src_strides, c * cols * 4, dst_strides, 4);
+    }
+    std::vector<std::byte> src(static_cast<size_t>(rows * (cols * boxes + 3) * 4));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 11 + 3);
+    std::vector<std::byte> want(static_cast<size_t>(rows * cols * boxes * 4));
+    std::vector<CopyRange> copies;
+    for (const CopyOp& op : p.ops) {
+      ASSERT_EQ(op.num_dims, 1);
+      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+    }
+    for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
+      for (int64_t parts : {1, 2, 3, 7}) {
+        alignas(64) std::byte got[rows * cols * boxes * 4] = {};
+        for (CopyRange& c : copies) c.dst = got;
+        for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together);
+        EXPECT_EQ(std::memcmp(got, want.data(), want.size()), 0) << ragged << " " << together << " " << parts;
+      }
+    }
+  }
+}
+
 // Boxes that share destination rows run in groups (RunInterleaved), not in
 // slices of every copy: block-cyclic pairs, with 2 threads (the boxes share
 // target rows) and 16 (fewer rows per box than the executor has slices),
