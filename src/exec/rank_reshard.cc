@@ -75,6 +75,19 @@ void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte
   }
 }
 
+// Unpacks ops [begin, end) of `p` (one message's boxes) a row of each box in
+// turn (RunInterleaved): a block-cyclic message's boxes are column strips of
+// the same output rows, which box after box would walk once per box.
+void Unpack(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst, int64_t together) {
+  thread_local std::vector<CopyRange> copies;
+  copies.clear();
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    copies.push_back({&p, &op, src, dst, 0, CopyUnits(p, op)});
+  }
+  RunInterleaved(copies, 0, 1, together);
+}
+
 void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst) {
   RunCopies(p, 0, static_cast<int32_t>(p.ops.size()), src, dst, p.bytes);
 }
@@ -457,7 +470,7 @@ Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std
   stats.step_bytes_sent.back() += p.input_bytes * (s.group_size - 1);
   stats.step_bytes_received.back() += Sum(s.recv_counts) - p.input_bytes;
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
-    RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out,
+    Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out,
               p.unpack.bytes);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
@@ -529,7 +542,7 @@ Status RankReshard::State::RunPointToPoint(const StepRun& s, const std::byte* in
       const size_t m = static_cast<size_t>(k);
       const size_t b = earlier_begin[m];
       RESHARD_RETURN_IF_ERROR(comm->WaitAll(std::span<int64_t>(earlier.data() + b, earlier_begin[m + 1] - b)));
-      if (!s.reduces()) RunCopies(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out, p.unpack.bytes);
+      if (!s.reduces()) Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data(), out, p.unpack.bytes);
       ++unpacked;
     }
     done.clear();
