@@ -160,7 +160,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // in order; several rows of one copy per turn would write as many
   // interleaved streams (128-byte rows of 16x16 f64 boxes: one row a turn
   // ran at memcpy speed, 16 rows a turn at a third of it; docs/benchmarks.md,
-  // "Block-cyclic in one process"). Such a turn is a pointer step (Cursor),
+  // "Short rows"). Such a turn is a pointer step (Cursor),
   // with no index arithmetic. Other copies take about 4 KiB a turn, so a
   // turn's call and index arithmetic stay small against its bytes.
   constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 128;
