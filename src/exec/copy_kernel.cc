@@ -160,10 +160,13 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // in order; several rows of one copy per turn would write as many
   // interleaved streams (128-byte rows of 16x16 f64 boxes: one row a turn
   // ran at memcpy speed, 16 rows a turn at a third of it; docs/benchmarks.md,
-  // "Short rows"). Such a turn is a pointer step (Cursor),
-  // with no index arithmetic. Other copies take about 4 KiB a turn, so a
-  // turn's call and index arithmetic stay small against its bytes.
+  // "Short rows"). Such a turn is a row's address, base plus row times
+  // stride (Cursor), not a call's index set-up. Other strided copies take about 4 KiB a turn,
+  // so a turn's call and index arithmetic stay small against its bytes; a
+  // contiguous one, its whole part.
   constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 128;
+  // Row r of a cursor's copy is at src + r * src_stride (dst likewise):
+  // pointers are formed for rows copied only.
   struct Cursor {
     const std::byte* src = nullptr;
     std::byte* dst = nullptr;
@@ -188,8 +191,8 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     Cursor& cur = cursor[k];
     cur.src_stride = dim.src_stride;
     cur.dst_stride = dim.dst_stride;
-    cur.src = c.src + op.src_offset + next[k] * dim.src_stride;
-    cur.dst = c.dst + op.dst_offset + next[k] * dim.dst_stride;
+    cur.src = c.src + op.src_offset;
+    cur.dst = c.dst + op.dst_offset;
     cur.run = static_cast<size_t>(op.run_bytes);
     cur.rows_per_turn = std::max<int64_t>(1, kShortTurnBytes / op.run_bytes);
     if (Streams(*c.program, op, c.dst + op.dst_offset, together_bytes)) {
@@ -203,16 +206,16 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // one row of every box, with the copy chosen once for the group.
   if (!copies.empty() && cursor[0].rows_per_turn == 1) {
     const Cursor& c0 = cursor[0];
-    const int64_t rows = end[0] - next[0];
+    const int64_t first = next[0], last = end[0];
     bool same = true;
     for (size_t k = 1; k < copies.size() && same; ++k) {
       const Cursor& c = cursor[k];
       same = c.rows_per_turn == 1 && c.run == c0.run && c.kind == c0.kind && c.src_stride == c0.src_stride &&
-             c.dst_stride == c0.dst_stride && end[k] - next[k] == rows;
+             c.dst_stride == c0.dst_stride && next[k] == first && end[k] == last;
     }
     if (same) {
       auto turns = [&](auto copy) {
-        for (int64_t r = 0; r < rows; ++r)
+        for (int64_t r = first; r < last; ++r)
           for (size_t k = 0; k < copies.size(); ++k) copy(cursor[k].dst + r * c0.dst_stride, cursor[k].src + r * c0.src_stride);
       };
       const size_t run = c0.run;
@@ -240,13 +243,15 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       Cursor& cur = cursor[k];
       if (cur.rows_per_turn > 0) {
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
-        for (int64_t row = next[k]; row < hi; ++row, cur.src += cur.src_stride, cur.dst += cur.dst_stride) {
+        for (int64_t row = next[k]; row < hi; ++row) {
+          std::byte* t = cur.dst + row * cur.dst_stride;
+          const std::byte* f = cur.src + row * cur.src_stride;
           switch (cur.kind) {
-            case Cursor::Kind::kStream: StreamRun(cur.dst, cur.src, cur.run); streamed = true; break;
+            case Cursor::Kind::kStream: StreamRun(t, f, cur.run); streamed = true; break;
             case Cursor::Kind::kBlocks:
-              for (size_t b = 0; b < cur.run; b += 32) std::memcpy(cur.dst + b, cur.src + b, 32);
+              for (size_t b = 0; b < cur.run; b += 32) std::memcpy(t + b, f + b, 32);
               break;
-            case Cursor::Kind::kMemcpy: std::memcpy(cur.dst, cur.src, cur.run); break;
+            case Cursor::Kind::kMemcpy: std::memcpy(t, f, cur.run); break;
           }
         }
         next[k] = hi;
@@ -254,7 +259,9 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
         continue;
       }
       const CopyRange& c = copies[k];
-      const int64_t rows = std::max<int64_t>(1, kTurnBytes / UnitBytes(*c.program, *c.op));
+      // A contiguous copy (no dims) shares no rows with the others: its part
+      // in one turn, one memcpy.
+      const int64_t rows = c.op->num_dims == 0 ? end[k] - next[k] : std::max<int64_t>(1, kTurnBytes / UnitBytes(*c.program, *c.op));
       const int64_t hi = std::min(end[k], next[k] + rows);
       streamed = CopyUnfenced(*c.program, *c.op, c.src, c.dst, next[k], hi, together_bytes) || streamed;
       next[k] = hi;

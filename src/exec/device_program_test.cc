@@ -72,7 +72,7 @@ TEST(CopyKernel, SplitRowsEqualWhole) {
 // and without streaming stores: four copies writing alternate column strips
 // of the same 6 rows, the way block-cyclic boxes fill a target's rows: runs
 // of 32 bytes (streamed, or in 32-byte blocks) and of 24 (by memcpy), the
-// three ways a row a turn is copied.
+// three ways a short row is copied, several rows a turn (4 and 5).
 TEST(CopyKernel, InterleavedPartsEqualWhole) {
   for (int64_t eb : {4, 16, 12}) {
     CopyProgram p;
@@ -96,33 +96,55 @@ TEST(CopyKernel, InterleavedPartsEqualWhole) {
   }
 }
 
-// A group of boxes of one shape (128-byte rows, one a turn) runs as one loop
-// over rows; a group with one box shorter takes the general turns. Both
-// equal each copy run whole, streamed or not, in any number of parts.
+// A group of boxes of one shape (rows over 64 bytes, one a turn) runs as one
+// loop over rows; a group where one box differs (fewer rows, another source
+// stride, or mixed with a two-dim copy and a contiguous one) takes the
+// general turns. Every variant equals each copy run whole, streamed or not,
+// in any number of parts. Rows of 128 bytes (streamed or in 32-byte blocks)
+// and of 80 (memcpy).
 TEST(CopyKernel, UniformBoxesEqualWhole) {
-  for (bool ragged : {false, true}) {
-    CopyProgram p;
-    const int64_t boxes = 5, rows = 7, cols = 32;  // f32: 128-byte rows
-    const std::vector<int64_t> src_strides = {cols * boxes + 3, 1}, dst_strides = {cols * boxes, 1};
-    for (int64_t c = 0; c < boxes; ++c) {
-      const std::vector<int64_t> extent = {ragged && c == 2 ? rows - 2 : rows, cols};
-      p.AddBox(extent, c * cols * 4, src_strides, c * cols * 4, dst_strides, 4);
-    }
-    std::vector<std::byte> src(static_cast<size_t>(rows * (cols * boxes + 3) * 4));
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 11 + 3);
-    std::vector<std::byte> want(static_cast<size_t>(rows * cols * boxes * 4));
-    std::vector<CopyRange> copies;
-    for (const CopyOp& op : p.ops) {
-      ASSERT_EQ(op.num_dims, 1);
-      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
-      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
-    }
-    for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
-      for (int64_t parts : {1, 2, 3, 7}) {
-        alignas(64) std::byte got[rows * cols * boxes * 4] = {};
-        for (CopyRange& c : copies) c.dst = got;
-        for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together);
-        EXPECT_EQ(std::memcmp(got, want.data(), want.size()), 0) << ragged << " " << together << " " << parts;
+  enum class Variant { kUniform, kFewerRows, kOtherStride, kMixed };
+  for (int64_t cols : {32, 20}) {  // f32: 128-byte and 80-byte rows
+    for (Variant v : {Variant::kUniform, Variant::kFewerRows, Variant::kOtherStride, Variant::kMixed}) {
+      CopyProgram p;
+      const int64_t boxes = 5, rows = 7, width = cols * boxes + 3;
+      const std::vector<int64_t> src_strides = {width, 1}, dst_strides = {cols * boxes, 1};
+      const std::vector<int64_t> wide = {2 * width, 1};  // every other source row
+      for (int64_t c = 0; c < boxes; ++c) {
+        const std::vector<int64_t> extent = {v == Variant::kFewerRows && c == 2 ? rows - 2 : rows, cols};
+        const bool other = v == Variant::kOtherStride && c == 3;
+        p.AddBox(extent, c * cols * 4, other ? wide : src_strides, c * cols * 4, dst_strides, 4);
+      }
+      std::vector<std::byte> src(static_cast<size_t>(2 * rows * width * 4));
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 11 + 3);
+      const int64_t out_bytes = rows * cols * boxes * 4;
+      const int64_t extra_at = out_bytes;  // the mixed variant's copies write past the boxes
+      if (v == Variant::kMixed) {
+        // A [2,3,cols] copy (two dims: a source row skipped after each 3) and a contiguous one.
+        const std::vector<int64_t> e3 = {2, 3, cols}, s3 = {4 * width, width, 1}, d3 = {3 * cols, cols, 1};
+        p.AddBox(e3, 0, s3, extra_at, d3, 4);
+        const std::vector<int64_t> e1 = {50}, s1 = {1};
+        p.AddBox(e1, 8, s1, extra_at + 6 * cols * 4, s1, 4);
+        ASSERT_EQ(p.ops.size(), static_cast<size_t>(boxes + 2));
+        EXPECT_EQ(p.ops[boxes].num_dims, 2);
+        EXPECT_EQ(p.ops[boxes + 1].num_dims, 0);
+      }
+      const int64_t total = out_bytes + 6 * cols * 4 + 200;
+      std::vector<std::byte> want(static_cast<size_t>(total));
+      std::vector<CopyRange> copies;
+      for (const CopyOp& op : p.ops) {
+        RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+        copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+      }
+      for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
+        for (int64_t parts : {1, 2, 3, 7}) {
+          std::vector<std::byte> got(static_cast<size_t>(total) + 64);
+          std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+          for (CopyRange& c : copies) c.dst = at;
+          for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together);
+          EXPECT_EQ(std::memcmp(at, want.data(), want.size()), 0)
+              << cols << " " << static_cast<int>(v) << " " << together << " " << parts;
+        }
       }
     }
   }
@@ -180,9 +202,18 @@ TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
     std::vector<std::span<std::byte>> s_w(in.begin(), in.end()), t(out.begin(), out.end());
     std::vector<std::span<const std::byte>> s(in.begin(), in.end());
     FillSources(pa, s_w, 1);
+    const PlanProgram* last = nullptr;
     for (const PlanProgram* p : {&pa, &pa, &pb, &pb, &pa}) {
       for (auto& o : out) std::fill(o.begin(), o.end(), std::byte{0});
-      ASSERT_TRUE(ex->Run(*p, s, t).ok());
+      Result<ExecStats> r = ex->Run(*p, s, t);
+      ASSERT_TRUE(r.ok()) << r.status();
+      // The boxes run in groups; a run of the program the last run ran
+      // takes their order from it, another program sorts afresh.
+      if (p == last)
+        EXPECT_GT(r->orders_reused, 0);
+      else
+        EXPECT_EQ(r->orders_reused, 0);
+      last = p;
       std::vector<std::span<const std::byte>> got(out.begin(), out.end());
       const TagCheck c = CheckTargets(*p, got, 1);
       EXPECT_EQ(c.mismatches, 0) << c.first_problem;
