@@ -6,21 +6,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
+# Each phase's header says when it began (bash's SECONDS: since the script
+# started), so a slow run shows which phase grew.
+phase() { echo "== [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
 
-echo "== release build and tests"
+phase "release build and tests"
 scripts/build.sh release
 (cd build && ctest --output-on-failure -j "$jobs")
 
-echo "== real JAX 0.10.2 (8 CPU devices): emitted JAX and HLO over the corpus"
+phase "real JAX 0.10.2 (8 CPU devices): emitted JAX and HLO over the corpus"
 tests/jax/run_jax_tests.sh
 
-echo "== Python package (pip install .) and reshard.jax in real JAX (8 CPU devices), the canonical example"
+phase "Python package (pip install .) and reshard.jax in real JAX (8 CPU devices), the canonical example"
 tests/python/run_python_tests.sh
 
-echo "== reshard.torch on 8 gloo processes (installs torch once), against DTensor.redistribute"
+phase "reshard.torch on 8 gloo processes (installs torch once), against DTensor.redistribute"
 tests/torch/run_torch_tests.sh
 
-echo "== fuzzers (${FUZZ_SECONDS:-20} s each)"
+phase "fuzzers (${FUZZ_SECONDS:-20} s each)"
 scripts/build.sh fuzz
 for f in build-fuzz/tests/fuzz/fuzz_*; do
   work=$(mktemp -d)
@@ -34,8 +37,9 @@ for f in build-fuzz/tests/fuzz/fuzz_*; do
   rm -rf "$work"
 done
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+phase "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # The consumer builds (packaging, compiled without sanitizers) ran in the release pass.
 scripts/build.sh asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
    ctest --output-on-failure -j "$jobs" -E '^consumer\.')
+phase "done"
