@@ -175,6 +175,16 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     size_t run = 0;
     enum class Kind : uint8_t { kStream, kBlocks, kMemcpy } kind = Kind::kMemcpy;
   };
+  // One row of a cursor's copy, by its kind: the one place the three ways are written.
+  auto CopyRow = [](Cursor::Kind kind, std::byte* t, const std::byte* f, size_t run) {
+    switch (kind) {
+      case Cursor::Kind::kStream: StreamRun(t, f, run); break;
+      case Cursor::Kind::kBlocks:
+        for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, f + b, 32);
+        break;
+      case Cursor::Kind::kMemcpy: std::memcpy(t, f, run); break;
+    }
+  };
   thread_local std::vector<int64_t> next, end;
   thread_local std::vector<Cursor> cursor;  // num_dims == 1 copies only (rows_per_turn > 0)
   next.resize(copies.size());
@@ -219,18 +229,17 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
           for (size_t k = 0; k < copies.size(); ++k) copy(cursor[k].dst + r * c0.dst_stride, cursor[k].src + r * c0.src_stride);
       };
       const size_t run = c0.run;
+      // The kind a constant in each loop, so the compiler folds CopyRow's switch.
       switch (c0.kind) {
         case Cursor::Kind::kStream:
-          turns([run](std::byte* t, const std::byte* f) { StreamRun(t, f, run); });
+          turns([run, &CopyRow](std::byte* t, const std::byte* f) { CopyRow(Cursor::Kind::kStream, t, f, run); });
           Fence();
           return;
         case Cursor::Kind::kBlocks:
-          turns([run](std::byte* t, const std::byte* f) {
-            for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, f + b, 32);
-          });
+          turns([run, &CopyRow](std::byte* t, const std::byte* f) { CopyRow(Cursor::Kind::kBlocks, t, f, run); });
           return;
         case Cursor::Kind::kMemcpy:
-          turns([run](std::byte* t, const std::byte* f) { std::memcpy(t, f, run); });
+          turns([run, &CopyRow](std::byte* t, const std::byte* f) { CopyRow(Cursor::Kind::kMemcpy, t, f, run); });
           return;
       }
     }
@@ -244,15 +253,8 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       if (cur.rows_per_turn > 0) {
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
         for (int64_t row = next[k]; row < hi; ++row) {
-          std::byte* t = cur.dst + row * cur.dst_stride;
-          const std::byte* f = cur.src + row * cur.src_stride;
-          switch (cur.kind) {
-            case Cursor::Kind::kStream: StreamRun(t, f, cur.run); streamed = true; break;
-            case Cursor::Kind::kBlocks:
-              for (size_t b = 0; b < cur.run; b += 32) std::memcpy(t + b, f + b, 32);
-              break;
-            case Cursor::Kind::kMemcpy: std::memcpy(t, f, cur.run); break;
-          }
+          CopyRow(cur.kind, cur.dst + row * cur.dst_stride, cur.src + row * cur.src_stride, cur.run);
+          streamed = streamed || cur.kind == Cursor::Kind::kStream;
         }
         next[k] = hi;
         more = more || hi < end[k];
