@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates the Python virtual environment for the real-JAX tests at .venv in the
-# repository root, installing jax/jaxlib 0.10.2, pytest and numpy only when
+# repository root, installing jax/jaxlib 0.10.2, pytest, pytest-xdist and numpy only when
 # they are missing. Idempotent. Prints the venv's python path on stdout.
 #   scripts/setup_python.sh            -> /path/to/repo/.venv/bin/python
 set -euo pipefail
@@ -27,7 +27,7 @@ fi
 missing=$("$py" - "$jax_version" <<'PY'
 import sys
 from importlib import metadata
-want = {"jax": sys.argv[1], "jaxlib": sys.argv[1], "pytest": None, "numpy": None}
+want = {"jax": sys.argv[1], "jaxlib": sys.argv[1], "pytest": None, "pytest-xdist": None, "numpy": None}
 out = []
 for name, version in want.items():
     try:

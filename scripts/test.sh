@@ -23,19 +23,30 @@ tests/python/run_python_tests.sh
 phase "reshard.torch on 8 gloo processes (installs torch once), against DTensor.redistribute"
 tests/torch/run_torch_tests.sh
 
-phase "fuzzers (${FUZZ_SECONDS:-20} s each)"
+phase "fuzzers (${FUZZ_SECONDS:-20} s each, $jobs at a time)"
 scripts/build.sh fuzz
-for f in build-fuzz/tests/fuzz/fuzz_*; do
+# One fuzzer per core: each is single-threaded and runs for a fixed time.
+fuzz_one() {
+  local f=$1 work
   work=$(mktemp -d)
   if ! "$f" -max_total_time="${FUZZ_SECONDS:-20}" -max_len=256 -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$work/" "$work" tests/fuzz/corpus >"$work/log" 2>&1; then
-    tail -40 "$work/log"
-    echo "fuzzer $(basename "$f") found a problem" >&2
-    exit 1
+    { tail -40 "$work/log"; echo "fuzzer $(basename "$f") found a problem; its input is kept in $work"; } >&2
+    return 1
   fi
   echo "$(basename "$f"): $(grep -E 'DONE' "$work/log" | tail -1)"
   rm -rf "$work"
+}
+running=() fuzz_failed=0
+for f in build-fuzz/tests/fuzz/fuzz_*; do
+  fuzz_one "$f" & running+=($!)
+  if [ ${#running[@]} -ge "$jobs" ]; then
+    wait "${running[0]}" || fuzz_failed=1
+    running=("${running[@]:1}")
+  fi
 done
+for p in "${running[@]}"; do wait "$p" || fuzz_failed=1; done
+[ "$fuzz_failed" = 0 ] || exit 1
 
 phase "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # The consumer builds (packaging, compiled without sanitizers) ran in the release pass.

@@ -3,6 +3,8 @@ import json
 import os
 import sys
 
+import pytest
+
 # XLA reads this once, when jax first initializes its backend.
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
@@ -13,12 +15,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get("RESHARD_JAX_SUMMARY")
-    if not path:
-        return
     try:
         import harness
     except ImportError:
+        return
+    # Under pytest-xdist (tests/run_pytest_cpu.sh) each worker ran some of the cases: it hands
+    # their summaries to the controller, which writes the file.
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["reshard_summary"] = json.dumps(harness.SUMMARY, default=str)
+        return
+    path = os.environ.get("RESHARD_JAX_SUMMARY")
+    if not path:
         return
     cases = list(harness.SUMMARY.values())
     out = {"cases": cases,
@@ -26,3 +34,9 @@ def pytest_sessionfinish(session, exitstatus):
            "failed": sum(1 for c in cases if not c.get("ok"))}
     with open(path, "w") as f:
         json.dump(out, f, indent=1, default=str)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    import harness
+    harness.SUMMARY.update(json.loads(getattr(node, "workeroutput", {}).get("reshard_summary", "{}")))

@@ -281,6 +281,16 @@ def run_pair(pair: Pair) -> dict:
     return result
 
 
+def results() -> dict:
+    """This process's comparisons, by case name."""
+    return dict(_RESULTS)
+
+
+def add_results(more: dict) -> None:
+    """Adds comparisons made in another process (a pytest-xdist worker)."""
+    _RESULTS.update(more)
+
+
 def summary() -> dict:
     rs = list(_RESULTS.values())
     choices: dict[str, int] = {}

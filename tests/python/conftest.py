@@ -7,12 +7,29 @@ import json
 import os
 import sys
 
+import pytest
+
 # XLA reads this once, when jax first initializes its backend.
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Under pytest-xdist (tests/run_pytest_cpu.sh) each worker ran some of the cases: it hands
+    # their results to the controller, which prints the summary.
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        import cases
+        out["reshard_results"] = json.dumps(cases.results(), default=str)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    import cases
+    cases.add_results(json.loads(getattr(node, "workeroutput", {}).get("reshard_results", "{}")))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
