@@ -57,10 +57,10 @@ struct ExecStats {
   std::vector<int64_t> peak_per_device = {};  // indexed like PlanProgram::devices()
   std::vector<StepTraffic> steps = {};        // per plan step (StepProgram::plan_step: an all-reduce's two program steps add up)
   double seconds = 0;
-  // In-process, staged or direct: copy phases run in groups by destination
-  // whose order came from the executor's previous run of the same copies
-  // (not sorted again).
-  int64_t orders_reused = 0;
+  // In-process, staged or direct: copy phases whose way of running (sliced,
+  // or grouped by destination and in which order) came from the executor's
+  // previous run of the same copies, not decided and sorted again.
+  int64_t phases_reused = 0;
 };
 
 // How the in-process executor moves a message: kStaged packs it into the

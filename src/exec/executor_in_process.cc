@@ -142,7 +142,7 @@ class InProcessExecutor final : public Executor {
     ExecStats stats;
     stats.peak_per_device.assign(n, 0);
     phase_ = 0;
-    orders_reused_ = 0;
+    phases_reused_ = 0;
     // Send buffers: one per device, the largest any step needs, kept across runs.
     send_.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -259,7 +259,7 @@ class InProcessExecutor final : public Executor {
       }
     }
     for (int64_t p : stats.peak_per_device) stats.peak_bytes = std::max(stats.peak_bytes, p);
-    stats.orders_reused = orders_reused_;
+    stats.phases_reused = phases_reused_;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
   }
@@ -305,36 +305,44 @@ class InProcessExecutor final : public Executor {
       }
     }
     const int64_t slices = std::max<int64_t>(pool_.size(), (strided_bytes + kSliceBytes - 1) / kSliceBytes);
-    const bool slice = !strided_.empty() && strided_units >= slices * static_cast<int64_t>(strided_.size()) &&
-                       Spans(/*dst=*/false) <= Spans(/*dst=*/true);
+    // How the strided copies run (sliced, or grouped by destination: the
+    // order and tasks) depends only on the copies and their buffers: a run
+    // that repeats the last run's phase (Run again on one program and the
+    // same buffers) takes it from that run instead of deciding and sorting
+    // again (Spans sorts every copy twice, Group once). Any choice, order and
+    // tasks cover every copy once, so a stale match (a hash collision, or
+    // another program at the same addresses) costs speed, never data.
     const size_t phase = phase_++;
-    if (!slice) {
-      // The order and tasks depend only on the copies and their buffers: a
-      // run that repeats the last run's phase (Run again on one program and
-      // the same buffers) takes them from it instead of sorting again. Any
-      // order and tasks cover every copy once, so a stale match (a hash
-      // collision, or another program at the same addresses) costs speed,
-      // never data.
-      if (phase >= groupings_.size()) groupings_.resize(phase + 1);
-      Grouping& g = groupings_[phase];
-      const uint64_t hash = HashCopies(strided_);
-      if (g.hash == hash && g.order.size() == strided_.size() && !g.tasks.empty() &&
-          g.tasks.back().end == strided_.size()) {
+    if (phase >= plans_.size()) plans_.resize(phase + 1);
+    PhasePlan& plan = plans_[phase];
+    const uint64_t hash = HashCopies(strided_);
+    const bool known = plan.hash == hash && plan.copies == strided_.size() &&
+                       (plan.slice || (!plan.tasks.empty() && plan.tasks.back().end == strided_.size()));
+    bool slice = false;
+    if (known) {
+      slice = plan.slice;
+      if (!slice) {
         sorted_.clear();
-        for (uint32_t k : g.order) sorted_.push_back(strided_[k]);
+        for (uint32_t k : plan.order) sorted_.push_back(strided_[k]);
         strided_.swap(sorted_);
-        tasks_ = g.tasks;
-        ++orders_reused_;
-      } else {
-        // Emptied first, filled whole, the hash last: an entry a failed
-        // allocation interrupts matches nothing.
-        g = Grouping{};
+        tasks_ = plan.tasks;
+      }
+      ++phases_reused_;
+    } else {
+      slice = !strided_.empty() && strided_units >= slices * static_cast<int64_t>(strided_.size()) &&
+              Spans(/*dst=*/false) <= Spans(/*dst=*/true);
+      // Emptied first, filled whole, the hash last: an entry a failed
+      // allocation interrupts matches nothing.
+      plan = PhasePlan{};
+      if (!slice) {
         std::vector<uint32_t> order;
         Group(order);
-        g.tasks = tasks_;
-        g.order = std::move(order);
-        g.hash = hash;
+        plan.tasks = tasks_;
+        plan.order = std::move(order);
       }
+      plan.slice = slice;
+      plan.copies = strided_.size();
+      plan.hash = hash;
     }
     for (const Work& w : work_) {
       if (w.op->num_dims > 0) continue;
@@ -455,17 +463,20 @@ class InProcessExecutor final : public Executor {
   std::vector<HostBuffer> send_;
   std::vector<Work> work_, strided_, chunks_, sorted_;
   std::vector<Task> tasks_;
-  // Group's result for each phase (RunWork call) of the last run, 4 bytes a
-  // copy and its tasks (about one per group): sorting every box by
-  // destination cost 4 ms of an 18 ms run of 65536 boxes.
-  struct Grouping {
+  // How each phase (RunWork call) of the last run ran its strided copies:
+  // sliced, or grouped (4 bytes a copy for the order, and its tasks, about
+  // one per group). Deciding and sorting every box by destination cost 4 ms
+  // of an 18 ms run of 65536 boxes.
+  struct PhasePlan {
     uint64_t hash = 0;  // of the copies as given (HashCopies)
+    size_t copies = 0;
+    bool slice = false;
     std::vector<uint32_t> order;
     std::vector<Task> tasks;
   };
-  std::vector<Grouping> groupings_;
+  std::vector<PhasePlan> plans_;
   size_t phase_ = 0;
-  int64_t orders_reused_ = 0;  // this run's phases that took their order from groupings_
+  int64_t phases_reused_ = 0;  // this run's phases that took their plan from plans_
   std::vector<std::pair<uintptr_t, uintptr_t>> spans_;
 };
 
