@@ -98,6 +98,32 @@ int64_t UnitBytes(const CopyProgram&, const CopyOp& op) { return op.num_dims == 
 
 namespace {
 
+// How one row (a run) is copied: streaming stores, inline 32-byte blocks,
+// or memcpy. The kind is a template argument so that each
+// of the one-loop path's loops has its copy inlined with no dispatch per
+// row (a lambda taking the kind as an argument cost 32x32 and 64x64 f64
+// blocks a fifth more time).
+enum class RowCopy : uint8_t { kStream, kBlocks, kMemcpy };
+template <RowCopy kKind>
+inline void CopyRowAs(std::byte* t, const std::byte* f, size_t run) {
+  if constexpr (kKind == RowCopy::kStream) {
+    StreamRun(t, f, run);
+  } else if constexpr (kKind == RowCopy::kBlocks) {
+    for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, f + b, 32);
+  } else {
+    std::memcpy(t, f, run);
+  }
+}
+
+// The copy a run of `op` takes, in RunCopy and RunInterleaved alike:
+// streaming stores where Streams says so; mid-size runs in inline 32-byte
+// blocks, no memcpy call per run; others memcpy.
+RowCopy RowCopyFor(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes) {
+  if (Streams(p, op, dst, together_bytes)) return RowCopy::kStream;
+  if (op.run_bytes % 32 == 0 && op.run_bytes <= 2048) return RowCopy::kBlocks;
+  return RowCopy::kMemcpy;
+}
+
 // RunCopy, leaving the fence after streaming stores to the caller: true when
 // it streamed.
 bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
@@ -110,9 +136,10 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
   }
   const CopyDim* dims = p.dims.data() + op.first_dim;
   const int nd = op.num_dims;
-  if (Streams(p, op, dst, together_bytes)) {
-    const size_t run = static_cast<size_t>(op.run_bytes);
-    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { StreamRun(t, s, run); });
+  const RowCopy kind = RowCopyFor(p, op, dst, together_bytes);
+  const size_t run = static_cast<size_t>(op.run_bytes);
+  if (kind == RowCopy::kStream) {
+    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kStream>(t, s, run); });
     return true;
   }
   switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
@@ -126,14 +153,11 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
     case 64: FixedRows<64>(dims, nd, src, dst, lo, hi); return false;
     default: break;
   }
-  const size_t run = static_cast<size_t>(op.run_bytes);
-  if (run % 32 == 0 && run <= 2048) {  // mid-size runs: inline 32-byte blocks, no memcpy call per run
-    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) {
-      for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, s + b, 32);
-    });
+  if (kind == RowCopy::kBlocks) {
+    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kBlocks>(t, s, run); });
     return false;
   }
-  Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { std::memcpy(t, s, run); });
+  Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kMemcpy>(t, s, run); });
   return false;
 }
 
@@ -162,12 +186,14 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // ran at memcpy speed, 16 rows a turn at a third of it; docs/benchmarks.md,
   // "Short rows"); rows under 64 B take as many as make 64 B, a cache line.
   // Such a turn is a row's address, base plus row times stride (Cursor), not
-  // a call's index set-up, and it prefetches the copy's next row: a box's
-  // rows lie a source row apart (kilobytes), a pattern the hardware's stream
-  // prefetchers do not follow (8x8 f64 boxes: a fifth less time). Other
+  // a call's index set-up, and, for rows up to 256 B, it prefetches the
+  // copy's next row: a box's rows lie a source row apart (kilobytes), a
+  // pattern the hardware's stream prefetchers do not follow for a line or
+  // two (8x8 f64 boxes: a fifth less time). Other
   // strided copies take about 4 KiB a turn, so a turn's call and index
   // arithmetic stay small against its bytes; a contiguous one, its whole part.
   constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 64;
+  constexpr size_t kPrefetchRunBytes = 256;  // longer rows the stream prefetchers follow on their own
   // Row r of a cursor's copy is at src + r * src_stride (dst likewise):
   // pointers are formed for rows copied only.
   struct Cursor {
@@ -176,17 +202,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     int64_t src_stride = 0, dst_stride = 0;
     int64_t rows_per_turn = 0;
     size_t run = 0;
-    enum class Kind : uint8_t { kStream, kBlocks, kMemcpy } kind = Kind::kMemcpy;
-  };
-  // One row of a cursor's copy, by its kind: the one place the three ways are written.
-  auto CopyRow = [](Cursor::Kind kind, std::byte* t, const std::byte* f, size_t run) {
-    switch (kind) {
-      case Cursor::Kind::kStream: StreamRun(t, f, run); break;
-      case Cursor::Kind::kBlocks:
-        for (size_t b = 0; b < run; b += 32) std::memcpy(t + b, f + b, 32);
-        break;
-      case Cursor::Kind::kMemcpy: std::memcpy(t, f, run); break;
-    }
+    RowCopy kind = RowCopy::kMemcpy;
   };
   thread_local std::vector<int64_t> next, end;
   thread_local std::vector<Cursor> cursor;  // num_dims == 1 copies only (rows_per_turn > 0)
@@ -208,11 +224,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     cur.dst = c.dst + op.dst_offset;
     cur.run = static_cast<size_t>(op.run_bytes);
     cur.rows_per_turn = std::max<int64_t>(1, kShortTurnBytes / op.run_bytes);
-    if (Streams(*c.program, op, c.dst + op.dst_offset, together_bytes)) {
-      cur.kind = Cursor::Kind::kStream;
-      continue;
-    }
-    if (op.run_bytes % 32 == 0) cur.kind = Cursor::Kind::kBlocks;
+    cur.kind = RowCopyFor(*c.program, op, cur.dst, together_bytes);
   }
   // The common case of a block-cyclic group: boxes of one shape and strides
   // (rows of one length, one row a turn, as many rows each). Then a turn is
@@ -227,27 +239,27 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
              c.dst_stride == c0.dst_stride && next[k] == first && end[k] == last;
     }
     if (same) {
+      const bool prefetch = c0.run <= kPrefetchRunBytes;
       auto turns = [&](auto copy) {
         for (int64_t r = first; r < last; ++r)
           for (size_t k = 0; k < copies.size(); ++k) {
             const std::byte* f = cursor[k].src + r * c0.src_stride;
-            if (r + 1 < last)
+            if (prefetch && r + 1 < last)
               for (size_t b = 0; b < c0.run; b += 64) __builtin_prefetch(f + c0.src_stride + b);
             copy(cursor[k].dst + r * c0.dst_stride, f);
           }
       };
       const size_t run = c0.run;
-      // The kind a constant in each loop, so the compiler folds CopyRow's switch.
       switch (c0.kind) {
-        case Cursor::Kind::kStream:
-          turns([run, &CopyRow](std::byte* t, const std::byte* f) { CopyRow(Cursor::Kind::kStream, t, f, run); });
+        case RowCopy::kStream:
+          turns([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kStream>(t, f, run); });
           Fence();
           return;
-        case Cursor::Kind::kBlocks:
-          turns([run, &CopyRow](std::byte* t, const std::byte* f) { CopyRow(Cursor::Kind::kBlocks, t, f, run); });
+        case RowCopy::kBlocks:
+          turns([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
           return;
-        case Cursor::Kind::kMemcpy:
-          turns([run, &CopyRow](std::byte* t, const std::byte* f) { CopyRow(Cursor::Kind::kMemcpy, t, f, run); });
+        case RowCopy::kMemcpy:
+          turns([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
           return;
       }
     }
@@ -261,10 +273,15 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       if (cur.rows_per_turn > 0) {
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
         for (int64_t row = next[k]; row < hi; ++row) {
-          if (row + 1 < end[k])
+          if (cur.run <= kPrefetchRunBytes && row + 1 < end[k])
             for (size_t b = 0; b < cur.run; b += 64) __builtin_prefetch(cur.src + (row + 1) * cur.src_stride + b);
-          CopyRow(cur.kind, cur.dst + row * cur.dst_stride, cur.src + row * cur.src_stride, cur.run);
-          streamed = streamed || cur.kind == Cursor::Kind::kStream;
+          std::byte* t = cur.dst + row * cur.dst_stride;
+          const std::byte* f = cur.src + row * cur.src_stride;
+          switch (cur.kind) {
+            case RowCopy::kStream: CopyRowAs<RowCopy::kStream>(t, f, cur.run); streamed = true; break;
+            case RowCopy::kBlocks: CopyRowAs<RowCopy::kBlocks>(t, f, cur.run); break;
+            case RowCopy::kMemcpy: CopyRowAs<RowCopy::kMemcpy>(t, f, cur.run); break;
+          }
         }
         next[k] = hi;
         more = more || hi < end[k];
