@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds one flavour of reshard: release (default) or asan.
-#   scripts/build.sh [release|asan]   -> build/ or build-asan/
+# Configures and builds one flavour of reshard: release (default), asan or fuzz.
+#   scripts/build.sh [release|asan|fuzz]   -> build/, build-asan/ or build-fuzz/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}

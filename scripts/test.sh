@@ -38,6 +38,7 @@ fuzz_one() {
   rm -rf "$work"
 }
 running=() fuzz_failed=0
+trap '[ ${#running[@]} -eq 0 ] || kill "${running[@]}" 2>/dev/null || true' EXIT   # none outlives an interrupted run
 for f in build-fuzz/tests/fuzz/fuzz_*; do
   fuzz_one "$f" & running+=($!)
   if [ ${#running[@]} -ge "$jobs" ]; then
@@ -46,6 +47,7 @@ for f in build-fuzz/tests/fuzz/fuzz_*; do
   fi
 done
 for p in "${running[@]}"; do wait "$p" || fuzz_failed=1; done
+running=()
 [ "$fuzz_failed" = 0 ] || exit 1
 
 phase "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"

@@ -21,6 +21,13 @@ for a in "$@"; do
   if [ -e "${a%%::*}" ]; then targets=(); break; fi   # the caller named test files
 done
 workers=${PYTEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
+case "$workers" in
+  '' | *[!0-9]*) echo "run_pytest_cpu: PYTEST_WORKERS must be a whole number, not '$workers'" >&2; exit 2 ;;
+esac
+# One process where the caller debugs (--pdb, --trace), wants output (-s) or chose workers (-n).
+for a in "$@"; do
+  case "$a" in --pdb | --trace | -s | --capture=no | -n | -n* | --numprocesses*) workers=1 ;; esac
+done
 parallel=()
 if [ "$workers" -gt 1 ] && "$py" -c "import xdist" 2>/dev/null; then parallel=(-n "$workers" --dist loadfile); fi
 exec "$py" -m pytest "${parallel[@]}" -q -rfEs -p no:cacheprovider "${targets[@]}" "$@"

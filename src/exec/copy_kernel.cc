@@ -115,13 +115,22 @@ inline void CopyRowAs(std::byte* t, const std::byte* f, size_t run) {
   }
 }
 
-// The copy a run of `op` takes, in RunCopy and RunInterleaved alike:
-// streaming stores where Streams says so; mid-size runs in inline 32-byte
-// blocks, no memcpy call per run; others memcpy.
+// The copy a run of `op` takes, in RunCopy (its fixed small sizes aside)
+// and RunInterleaved alike: streaming stores where Streams says so;
+// mid-size runs in inline 32-byte blocks, no memcpy call per run; others
+// memcpy.
 RowCopy RowCopyFor(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes) {
   if (Streams(p, op, dst, together_bytes)) return RowCopy::kStream;
   if (op.run_bytes % 32 == 0 && op.run_bytes <= 2048) return RowCopy::kBlocks;
   return RowCopy::kMemcpy;
+}
+
+// Asks for the cache lines of the `run` bytes at `p` ahead of their use
+// (every line the bytes touch, however they are aligned).
+inline void PrefetchRun(const std::byte* p, size_t run) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + run;
+  for (uintptr_t line = first; line < end; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
 }
 
 // RunCopy, leaving the fence after streaming stores to the caller: true when
@@ -244,8 +253,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
         for (int64_t r = first; r < last; ++r)
           for (size_t k = 0; k < copies.size(); ++k) {
             const std::byte* f = cursor[k].src + r * c0.src_stride;
-            if (prefetch && r + 1 < last)
-              for (size_t b = 0; b < c0.run; b += 64) __builtin_prefetch(f + c0.src_stride + b);
+            if (prefetch && r + 1 < last) PrefetchRun(f + c0.src_stride, c0.run);
             copy(cursor[k].dst + r * c0.dst_stride, f);
           }
       };
@@ -272,9 +280,9 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       Cursor& cur = cursor[k];
       if (cur.rows_per_turn > 0) {
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
+        // The row the next turn starts with; this turn's own rows come at once.
+        if (cur.run <= kPrefetchRunBytes && hi < end[k]) PrefetchRun(cur.src + hi * cur.src_stride, cur.run);
         for (int64_t row = next[k]; row < hi; ++row) {
-          if (cur.run <= kPrefetchRunBytes && row + 1 < end[k])
-            for (size_t b = 0; b < cur.run; b += 64) __builtin_prefetch(cur.src + (row + 1) * cur.src_stride + b);
           std::byte* t = cur.dst + row * cur.dst_stride;
           const std::byte* f = cur.src + row * cur.src_stride;
           switch (cur.kind) {

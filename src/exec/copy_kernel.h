@@ -40,8 +40,8 @@ struct CopyRange {
 // boxes of a block-cyclic exchange, each a column strip of the same rows)
 // then fill it in address order and read each source row in order, where
 // copying them one after another would walk every row once per copy. A copy
-// of one strided dim takes one row a turn (rows under 128 bytes: as many as
-// make 128), other strided copies about 4 KiB a turn, a contiguous copy its
+// of one strided dim takes one row a turn (rows under 64 bytes: as many as
+// make 64), other strided copies about 4 KiB a turn, a contiguous copy its
 // whole part. Example: two copies of 64 rows of
 // 512 B, writing alternate 512 B of the same 64 rows of 1 KiB: row 0 of the
 // first, row 0 of the second, row 1 of the first, and so on. For the

@@ -96,7 +96,7 @@ TEST(CopyKernel, InterleavedPartsEqualWhole) {
   }
 }
 
-// A group of boxes of one shape (rows over 64 bytes, one a turn) runs as one
+// A group of boxes of one shape (rows of 64 bytes and over, one a turn) runs as one
 // loop over rows; a group where one box differs (fewer rows, another source
 // stride, or mixed with a two-dim copy and a contiguous one) takes the
 // general turns. Every variant equals each copy run whole, streamed or not,
@@ -224,7 +224,9 @@ TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
 
 // Phases whose copies run sliced (rows to columns: every source row feeds
 // every receiver) are kept too: the second run of one program reuses how
-// each phase ran, decided in the first, and both runs are exact.
+// each phase ran, decided in the first, and both runs are exact. The direct
+// transport's one phase is the sliced one (the staged transport adds a
+// grouped unpack phase).
 TEST(InProcessExecutor, RepeatedRunsReuseSlicedPhasesExactly) {
   const std::vector<int64_t> shape = {1024, 1024};
   const Layout src = Parse("{devices=[8,1]<=[8]}", shape, DType::kF32);

@@ -259,6 +259,7 @@ class InProcessExecutor final : public Executor {
       }
     }
     for (int64_t p : stats.peak_per_device) stats.peak_bytes = std::max(stats.peak_bytes, p);
+    plans_.resize(phase_);  // plans_ describes this run (the next compares against it), not an older, longer one
     stats.phases_reused = phases_reused_;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;

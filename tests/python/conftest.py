@@ -33,6 +33,8 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller prints the whole summary
+        return
     import cases
     s = cases.summary()
     if not s["cases"]:
