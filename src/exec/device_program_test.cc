@@ -181,6 +181,35 @@ TEST(InProcessExecutor, ShortBoxesRunExactInGroups) {
   }
 }
 
+// Each device's source (filled with tags for `program`) and target buffer.
+struct TaggedBuffers {
+  std::vector<std::vector<std::byte>> in, out;
+  std::vector<std::span<const std::byte>> sources;
+  std::vector<std::span<std::byte>> targets;
+};
+
+TaggedBuffers MakeTaggedBuffers(const PlanProgram& program) {
+  TaggedBuffers b;
+  for (int64_t dev : program.devices()) {
+    b.in.emplace_back(static_cast<size_t>(program.source().LocalBytes(dev)));
+    b.out.emplace_back(static_cast<size_t>(program.target().LocalBytes(dev)));
+  }
+  std::vector<std::span<std::byte>> fill(b.in.begin(), b.in.end());
+  FillSources(program, fill, 1);
+  b.sources.assign(b.in.begin(), b.in.end());
+  b.targets.assign(b.out.begin(), b.out.end());
+  return b;
+}
+
+// Runs `program` into zeroed targets and checks every element; the run's stats.
+Result<ExecStats> RunIntoZeroed(Executor& ex, const PlanProgram& program, TaggedBuffers& b, TagCheck& check) {
+  for (auto& o : b.out) std::fill(o.begin(), o.end(), std::byte{0});
+  Result<ExecStats> r = ex.Run(program, b.sources, b.targets);
+  std::vector<std::span<const std::byte>> got(b.out.begin(), b.out.end());
+  if (r.ok()) check = CheckTargets(program, got, 1);
+  return r;
+}
+
 // One executor runs grouped phases again from the order it kept (Run again
 // on one program and the same buffers), and after another program of the
 // same sizes into the same buffers (a different grouping): every run exact.
@@ -193,19 +222,13 @@ TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
   const PlanProgram pb = PlanProgram::Compile(Exchange::Create(src, b).value()).value();
   for (Transport transport : {Transport::kStaged, Transport::kDirect}) {
     std::unique_ptr<Executor> ex = MakeInProcessExecutor(ExecOptions{.threads = 2, .transport = transport});
-    std::vector<std::vector<std::byte>> in(8), out(8);
-    for (size_t i = 0; i < 8; ++i) {
-      in[i].resize(static_cast<size_t>(src.LocalBytes(static_cast<int64_t>(i))));
-      out[i].resize(static_cast<size_t>(a.LocalBytes(static_cast<int64_t>(i))));
-      ASSERT_EQ(out[i].size(), static_cast<size_t>(b.LocalBytes(static_cast<int64_t>(i))));
-    }
-    std::vector<std::span<std::byte>> s_w(in.begin(), in.end()), t(out.begin(), out.end());
-    std::vector<std::span<const std::byte>> s(in.begin(), in.end());
-    FillSources(pa, s_w, 1);
+    TaggedBuffers buffers = MakeTaggedBuffers(pa);
+    for (size_t i = 0; i < 8; ++i)
+      ASSERT_EQ(buffers.out[i].size(), static_cast<size_t>(b.LocalBytes(static_cast<int64_t>(i))));
     const PlanProgram* last = nullptr;
     for (const PlanProgram* p : {&pa, &pa, &pb, &pb, &pa}) {
-      for (auto& o : out) std::fill(o.begin(), o.end(), std::byte{0});
-      Result<ExecStats> r = ex->Run(*p, s, t);
+      TagCheck c;
+      Result<ExecStats> r = RunIntoZeroed(*ex, *p, buffers, c);
       ASSERT_TRUE(r.ok()) << r.status();
       // The boxes run in groups; a run of the program the last run ran
       // takes their order from it, another program sorts afresh.
@@ -214,8 +237,6 @@ TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
       else
         EXPECT_EQ(r->phases_reused, 0);
       last = p;
-      std::vector<std::span<const std::byte>> got(out.begin(), out.end());
-      const TagCheck c = CheckTargets(*p, got, 1);
       EXPECT_EQ(c.mismatches, 0) << c.first_problem;
       EXPECT_EQ(c.checked, shape[0] * shape[1]);
     }
@@ -234,24 +255,15 @@ TEST(InProcessExecutor, RepeatedRunsReuseSlicedPhasesExactly) {
   const PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value()).value();
   for (Transport transport : {Transport::kStaged, Transport::kDirect}) {
     std::unique_ptr<Executor> ex = MakeInProcessExecutor(ExecOptions{.threads = 2, .transport = transport});
-    std::vector<std::vector<std::byte>> in(8), out(8);
-    for (size_t i = 0; i < 8; ++i) {
-      in[i].resize(static_cast<size_t>(src.LocalBytes(static_cast<int64_t>(i))));
-      out[i].resize(static_cast<size_t>(dst.LocalBytes(static_cast<int64_t>(i))));
-    }
-    std::vector<std::span<std::byte>> s_w(in.begin(), in.end()), t(out.begin(), out.end());
-    std::vector<std::span<const std::byte>> s(in.begin(), in.end());
-    FillSources(p, s_w, 1);
+    TaggedBuffers buffers = MakeTaggedBuffers(p);
     for (int run = 0; run < 2; ++run) {
-      for (auto& o : out) std::fill(o.begin(), o.end(), std::byte{0});
-      Result<ExecStats> r = ex->Run(p, s, t);
+      TagCheck c;
+      Result<ExecStats> r = RunIntoZeroed(*ex, p, buffers, c);
       ASSERT_TRUE(r.ok()) << r.status();
       if (run == 0)
         EXPECT_EQ(r->phases_reused, 0);
       else
         EXPECT_GT(r->phases_reused, 0);
-      std::vector<std::span<const std::byte>> got(out.begin(), out.end());
-      const TagCheck c = CheckTargets(p, got, 1);
       EXPECT_EQ(c.mismatches, 0) << c.first_problem;
       EXPECT_EQ(c.checked, shape[0] * shape[1]);
     }
