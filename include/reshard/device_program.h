@@ -215,6 +215,9 @@ struct StepProgram {
   // (PartRoutes::combine) and the input's part count. Otherwise parts == 1
   // and by_parts is false.
   Reduction reduction = {};
+  // A step into an avg target not routed one to one (PartRoutes::scale):
+  // what each receiver multiplies its combined elements by, last. 1 elsewhere.
+  int64_t scale = 1;
   bool by_parts = false;
   bool reduces() const { return by_parts; }
   // The index of the plan step this program step runs: its own, except that

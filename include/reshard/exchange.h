@@ -155,6 +155,11 @@ struct PartRoutes {
   // How a receiver combines the parts it gets, in part order; avg sums them
   // and divides by the source's part count (only where it gets them all).
   ReduceOp combine = ReduceOp::kSum;
+  // What a receiver multiplies its combined value by, last: an avg target
+  // of Q parts not routed one to one from an avg of Q holds Q times its
+  // share, so that its average (the sum of its parts over Q) is the
+  // source's value; 1 elsewhere. Integers wrap, as avg's own sum does.
+  int64_t scale = 1;
   // The op whose identity fills target parts no part is routed to (a partial
   // target's op); unused where every target device receives.
   ReduceOp fill = ReduceOp::kSum;

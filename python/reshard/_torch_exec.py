@@ -389,6 +389,8 @@ class PlanRun:
             written |= landed
         if part["reduce"] == "avg":
             out = torch.where(written, _divide(out, int(part["parts"])), out)
+        if part["scale"] != 1:  # an avg target's part holds its share times the target's part count
+            out = torch.where(written, out * int(part["scale"]), out)
         if part["fill"] is not None:
             out = torch.where(written, out, _identity(part["fill"], shape, x))
         return out

@@ -115,6 +115,7 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
     const PartRoutes routes = Exchange::RouteParts(s.step.input, s.step.output);
     d["parts"] = s.step.input.reduction().parts;
     d["reduce"] = std::string(ReduceOpName(routes.combine));
+    d["scale"] = routes.scale;  // an avg target's parts: what they multiply their combined value by
     d["recv_parts"] = recv_parts;
     d["local_part"] = s.step.input.PartOf(device);
     // A partial target's device no part is routed to holds the identity of the target's op.
@@ -206,7 +207,8 @@ void BindPlan(nb::module_& m) {
       .def("exchange", &DeviceExchange, nb::arg("device"),
            "one device's part of the minimal exchange from this step's input to its output layout (what an "
            "'exchange' program op moves; from or into partial sums, each part's, with 'parts', 'reduce' (how a "
-           "receiver combines), 'local_part', 'fill' (the op whose identity a partial target's device holds "
+           "receiver combines), 'scale' (what a receiver then multiplies what it combined by: an avg target's "
+           "part count where its parts are not routed one to one, else 1), 'local_part', 'fill' (the op whose identity a partial target's device holds "
            "where nothing routed to it lands: everywhere if it receives nothing, else outside its received and "
            "local runs; None where it holds none) and 'recv_parts', the part of each received message, added: combine "
            "element by element in part order, the first part landing on an element written, later ones combined "

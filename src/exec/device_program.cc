@@ -383,6 +383,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       routes = Exchange::RouteParts(in, out);
       step.by_parts = true;
       step.reduction = Reduction{routes->combine, in.reduction().parts};
+      step.scale = routes->scale;
       RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
     } else if (exchange == nullptr && plan != nullptr && ps != nullptr && ps->input == in) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, static_cast<size_t>(step.plan_step)));

@@ -135,14 +135,16 @@ void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int6
   if (!layout.partial()) return ExpectSource(layout, 0, g, scheme, eb, out);  // the reduced value
   if (routed.empty()) return StoreIdentity(scheme.routes.fill, layout.dtype(), out);
   if (scheme.modulus == 0) return Tag(g, eb, out);  // the source had no reduction: its one part, copied
-  if (scheme.routed_reduced) return StoreNumber(NumberOf(Reduction{}, layout.dtype(), 0, g, scheme), layout.dtype(), out);
+  const int64_t scale = scheme.routes.scale;  // an avg target's parts hold their share times its part count
+  if (scheme.routed_reduced)
+    return StoreNumber(NumberOf(Reduction{}, layout.dtype(), 0, g, scheme) * scale, layout.dtype(), out);
   int64_t v = 0;
   for (size_t i = 0; i < routed.size(); ++i) {
     const int64_t x = NumberOf(scheme.source, layout.dtype(), routed[i], g, scheme);
     v = i == 0 ? x : CombineNumbers(v, x, scheme.routes.combine);
   }
   if (scheme.routes.combine == ReduceOp::kAvg) v /= scheme.source.parts;
-  StoreNumber(v, layout.dtype(), out);
+  StoreNumber(v * scale, layout.dtype(), out);
 }
 
 }  // namespace
@@ -153,16 +155,19 @@ TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout&
   scheme.routes = Exchange::RouteParts(routes_from, target);
   if (scheme.routes.tile_to) scheme.tiles = routes_from;
   scheme.routed_reduced = !(routes_from == source);
-  if (!source.partial()) return scheme;
+  // Numbers where values combine: from partial sums, or into an avg target
+  // whose parts scale what they hold (bit tags would not survive it).
+  const int64_t scale = scheme.routes.scale;
+  if (!source.partial() && scale == 1) return scheme;
   const int64_t exact = ExactIntegers(source.dtype()), parts = source.reduction().parts;
   int64_t m = exact - 1;
-  switch (source.reduction().op) {
+  switch (source.partial() ? source.reduction().op : ReduceOp::kMax) {
     case ReduceOp::kSum: m = SumWobbles(source.dtype(), parts) ? exact / 2 : exact; break;
     case ReduceOp::kAvg: m = exact / parts; break;  // parts * n stays exact
     case ReduceOp::kMax:
     case ReduceOp::kMin: break;
   }
-  scheme.modulus = std::max<int64_t>(1, m);
+  scheme.modulus = std::max<int64_t>(1, m / scale);  // scale * n stays exact too
   return scheme;
 }
 

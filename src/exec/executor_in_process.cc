@@ -228,7 +228,7 @@ class InProcessExecutor final : public Executor {
           const CopyProgram& received = direct ? dp.direct : dp.unpack;
           const std::vector<int32_t>& begin = direct ? dp.direct_begin : dp.unpack_begin;
           RunReducingCopies(
-              dp, step.reduction, dtype, in[i].data(), received, begin,
+              dp, step.reduction, step.scale, dtype, in[i].data(), received, begin,
               [&](size_t m) -> const std::byte* {
                 const size_t peer = static_cast<size_t>(dp.recv_peer[m]);
                 return direct ? in[peer].data() : send_[peer].data() + dp.recv_peer_offset[m] - dp.recv_offset[m];

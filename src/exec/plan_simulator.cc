@@ -170,7 +170,8 @@ class PlanRun {
       const Tag p = r.parts > 1 ? PartValue(t, parts[i], r.parts, r.op) : t;
       v = i == 0 ? p : CombineNumbers(v, p, routes_.combine);
     }
-    return routes_.combine == ReduceOp::kAvg ? v / static_cast<Tag>(r.parts) : v;
+    if (routes_.combine == ReduceOp::kAvg) v /= static_cast<Tag>(r.parts);
+    return v * static_cast<Tag>(routes_.scale);
   }
 
   void Problem(const std::string& what) {
@@ -422,6 +423,10 @@ class PlanRun {
           for (auto& [dev, w] : written)
             for (size_t e = 0; e < w.size(); ++e)
               if (w[e]) next.at(dev).data[e] /= static_cast<Tag>(exchanges.size());
+        if (reducing && routes.scale != 1)  // an avg target's parts hold their share times its part count
+          for (auto& [dev, w] : written)
+            for (size_t e = 0; e < w.size(); ++e)
+              if (w[e]) next.at(dev).data[e] *= static_cast<Tag>(routes.scale);
         for (auto& [dev, s] : staged) peak[dev] += s;
         buffers_ = std::move(next);
         return true;

@@ -168,6 +168,7 @@ struct StepRun {
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
   Reduction reduction = {};
+  int64_t scale = 1;  // StepProgram::scale
   DType dtype = DType::kF32;
   bool by_parts = false;  // StepProgram::by_parts
   bool reduces() const { return by_parts; }
@@ -247,7 +248,7 @@ struct RankReshard::State {
   // A reducing step's local and received copies, in part order, once every message is in `recv`.
   void Reduce(const StepRun& s, const std::byte* in, std::byte* out) {
     const std::byte* base = recv.data();
-    RunReducingCopies(*s.program, s.reduction, s.dtype, in, s.program->unpack, s.program->unpack_begin,
+    RunReducingCopies(*s.program, s.reduction, s.scale, s.dtype, in, s.program->unpack, s.program->unpack_begin,
                       [base](size_t) { return base; }, out);
   }
   Result<RankRunStats> Run(std::span<const std::byte> source, std::span<std::byte> target, const AfterStep& after_step);
@@ -309,6 +310,7 @@ Status RankReshard::State::Prepare() {
     s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
     const DeviceProgram& p = *s.program;
     s.reduction = sp.reduction;
+    s.scale = sp.scale;
     s.by_parts = sp.by_parts;
     s.plan_step = sp.plan_step;
     s.dtype = pp.layouts()[i].dtype();

@@ -146,6 +146,20 @@ void Divide(std::byte* data, int64_t elements, int64_t parts, int64_t width) {
   }
 }
 
+template <typename E>
+void Scale(std::byte* data, int64_t elements, int64_t factor, int64_t width) {
+  using V = typename E::Value;
+  for (int64_t i = 0; i < elements; ++i, data += width) {
+    const V v = E::Load(data);
+    if constexpr (std::is_integral_v<V>) {
+      using U = std::make_unsigned_t<V>;  // wraps, as the sum of `factor` copies would
+      E::Store(static_cast<V>(static_cast<U>(static_cast<U>(v) * static_cast<U>(factor))), data);
+    } else {
+      E::Store(static_cast<V>(v * static_cast<V>(factor)), data);
+    }
+  }
+}
+
 // Calls f.template operator()<E>(width) with the element type of `dtype`
 // (complex types as their components: every op they allow is component-wise).
 template <typename F>
@@ -181,7 +195,12 @@ void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t part
   Dispatch(dtype, [&]<typename E>(int64_t width) { Divide<E>(data, elements * components, parts, width); });
 }
 
-void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType dtype, const std::byte* in,
+void ScaleElements(std::byte* data, int64_t elements, DType dtype, int64_t factor) {
+  const int64_t components = dtype == DType::kC64 || dtype == DType::kC128 ? 2 : 1;
+  Dispatch(dtype, [&]<typename E>(int64_t width) { Scale<E>(data, elements * components, factor, width); });
+}
+
+void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, int64_t scale, DType dtype, const std::byte* in,
                        const CopyProgram& received, const std::vector<int32_t>& begin,
                        const std::function<const std::byte*(size_t m)>& received_base, std::byte* out) {
   const int64_t eb = ByteSize(dtype);
@@ -206,19 +225,23 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType
     for (size_t m = 0; m < p.recv_part.size(); ++m)
       if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), p.recv_writes[m] != 0);
   }
-  if (reduction.op != ReduceOp::kAvg) return;
-  // Divide what the copies wrote, run by run: a target with a leading
-  // dimension has bytes between its columns that are the caller's.
-  auto divide = [&](const CopyProgram& copies, int32_t lo, int32_t hi) {
+  // Divide (avg) and scale (an avg target) what the copies wrote, run by
+  // run: a target with a leading dimension has bytes between its columns
+  // that are the caller's.
+  auto finish = [&](const CopyProgram& copies, int32_t lo, int32_t hi) {
     for (int32_t k = lo; k < hi; ++k) {
       const CopyOp& op = copies.ops[static_cast<size_t>(k)];
-      ForEachRun(copies, op, [&](int64_t dof, int64_t) { DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts); });
+      ForEachRun(copies, op, [&](int64_t dof, int64_t) {
+        if (reduction.op == ReduceOp::kAvg) DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts);
+        if (scale != 1) ScaleElements(out + dof, op.run_bytes / eb, dtype, scale);
+      });
     }
   };
+  if (reduction.op != ReduceOp::kAvg && scale == 1) return;
   // The writing copies cover every reached element once.
-  if (p.local_writes) divide(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
+  if (p.local_writes) finish(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
   for (size_t m = 0; m < p.recv_part.size(); ++m)
-    if (p.recv_writes[m]) divide(received, begin[m], begin[m + 1]);
+    if (p.recv_writes[m]) finish(received, begin[m], begin[m + 1]);
 }
 
 void StoreIdentity(ReduceOp op, DType dtype, std::byte* out) {

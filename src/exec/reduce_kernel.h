@@ -35,16 +35,21 @@ void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, st
 
 // Divides each of `elements` elements at `data` by `parts` (avg's last step).
 void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts);
+// Multiplies each of `elements` elements at `data` by `factor` (an avg
+// target's scale, PartRoutes::scale): integers wrap, floats round once
+// (f16 and bf16 from f32), complex values scale both components.
+void ScaleElements(std::byte* data, int64_t elements, DType dtype, int64_t factor);
 
 // A reducing step's local and received copies on one device, in part order
 // (copies marked as writing, DeviceProgram::recv_writes and local_writes,
-// write; the others combine; avg then divides what the writers wrote),
+// write; the others combine; avg then divides what the writers wrote, and
+// `scale` other than 1 multiplies it: StepProgram::scale),
 // after the device's identity fill
 // (DeviceProgram::fill, a partial target's device no part is routed to):
 // `received` and `begin` are the copies of each received message (the
 // unpack or direct copies), message m's read from received_base(m).
 // REQUIRES: the step reduces (p.recv_part filled); every message received.
-void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, DType dtype, const std::byte* in,
+void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, int64_t scale, DType dtype, const std::byte* in,
                        const CopyProgram& received, const std::vector<int32_t>& begin,
                        const std::function<const std::byte*(size_t m)>& received_base, std::byte* out);
 

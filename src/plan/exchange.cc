@@ -458,19 +458,22 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
     return b;
   };
   const std::vector<bool> none(static_cast<size_t>(Q), false);
-  const bool same_op = P == 1 || sop == top;
-  if (same_op && top != ReduceOp::kAvg) {
-    for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, none))];
-    RouteTiles(source, target, /*together=*/false, r);
-    return r;
-  }
-  if (same_op && P == Q) {  // avg into avg: one to one, each receiver copies its part
+  if (top == ReduceOp::kAvg && P > 1 && sop == ReduceOp::kAvg && P == Q) {
+    // avg into avg of as many parts: one to one, each receiver copies its part.
     std::vector<bool> taken(static_cast<size_t>(Q), false);
     for (int64_t p = 0; p < P; ++p) taken[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, taken))] = true;
     r.combine = ReduceOp::kSum;
     return r;
   }
-  if (top == ReduceOp::kAvg) return r;  // the whole reduction into every target part
+  // Any other avg target is routed as a sum target would be, each target
+  // part scaled by Q: (Q s_1 + ... + Q s_Q) / Q is s_1 + ... + s_Q, the value.
+  if (top == ReduceOp::kAvg) r.scale = Q;
+  const ReduceOp as = top == ReduceOp::kAvg ? ReduceOp::kSum : top;
+  if (P == 1 || sop == as) {  // parts split the reduction as they are
+    for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, none))];
+    RouteTiles(source, target, /*together=*/false, r);
+    return r;
+  }
   int64_t into = 0, most = -1;  // the target part sharing most devices with the source's parts
   for (int64_t q = 0; q < Q; ++q) {
     int64_t s = 0;

@@ -345,8 +345,8 @@ TEST(Exchange, RoutedPartsReduceToTheSourcesReduction) {
     std::vector<double> held;  // what each target part holds
     for (int64_t q = 0; q < Q; ++q) {
       const std::vector<int64_t> in = routes.PartsInto(q);
-      if (in.empty()) {
-        ASSERT_NE(routes.fill, ReduceOp::kAvg) << "avg has no identity";
+      if (in.empty()) {  // the identity (avg's is 0: its parts scale what they hold)
+        ASSERT_TRUE(routes.fill != ReduceOp::kAvg || routes.scale == Q) << "case " << c;
         held.push_back(routes.fill == ReduceOp::kMax ? -1e300 : routes.fill == ReduceOp::kMin ? 1e300 : 0);
         continue;
       }
@@ -357,8 +357,11 @@ TEST(Exchange, RoutedPartsReduceToTheSourcesReduction) {
       if (routes.combine == ReduceOp::kAvg) {
         ASSERT_EQ(static_cast<int64_t>(in.size()), P);
       }
-      held.push_back(combined);
+      held.push_back(combined * static_cast<double>(routes.scale));
     }
+    // Only an avg target scales, by its part count, unless avg parts go one to one.
+    const bool one_to_one = src->partial() && src->reduction().op == ReduceOp::kAvg && P == Q;
+    EXPECT_EQ(routes.scale, dst->reduction().op == ReduceOp::kAvg && !one_to_one ? Q : 1) << "case " << c;
     EXPECT_DOUBLE_EQ(reduce(held, dst->reduction().op), reduce(parts, src->partial() ? src->reduction().op : ReduceOp::kSum))
         << "case " << c << ": " << P << " " << ReduceOpName(src->reduction().op) << " parts into " << Q << " "
         << ReduceOpName(dst->reduction().op);

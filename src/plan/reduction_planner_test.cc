@@ -187,7 +187,15 @@ TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
       {"[Partial('sum'), Replicate()]", "[Replicate(), Partial('max')]", -1},
       {"[Partial('avg'), Replicate()]", "[Replicate(), Partial('avg')]", -1},
       {"[Replicate(), Shard(1)]", "[Partial('min'), Shard(1)]", 0},
-      {"[Shard(0), Replicate()]", "[Partial('avg'), Shard(1)]", -1},
+      // An avg target's parts each hold their share times the part count
+      // (PartRoutes::scale), the identity elsewhere: (4v + 0 + 0 + 0) / 4
+      // is v, so every device keeps what it holds. Each part holding the
+      // whole value would gather the array (768 B on the first row).
+      {"[Shard(1), Replicate()]", "[Partial('avg'), Replicate()]", 0},
+      {"[Shard(0), Replicate()]", "[Partial('avg'), Shard(1)]", 0},
+      {"[Partial(), Replicate()]", "[Partial('avg'), Replicate()]", 0},
+      // Max parts reduce first (384 B, the bound), then stay, scaled by 4.
+      {"[Partial('max'), Shard(0)]", "[Partial('avg'), Partial('avg')]", 384},
   };
   for (const Row& r : rows) {
     PlannerOptions o;
