@@ -125,8 +125,11 @@ class ExchangePlan {
 //   other ops into a sum, max or min target: every part of a tile into one
 //     target part (tile by tile, below), else every part into one target
 //     part, which holds the whole reduction;
-//   into an avg target otherwise: every part into every target part.
-// Tile by tile: each tile of each source part joins the target part whose
+//   into an avg target otherwise: as into a sum target, each target part
+//     multiplying what it combined by the target's part count (scale).
+// Tile by tile: each tile of each source part joins, in each target tile
+// it overlaps (parts are numbered per tile, so a part number may stand for
+// other devices in another tile), the target part whose
 // devices receive fewest of its elements (devices holding that tile of that
 // part keep it; then the target part whose busiest device has received
 // least with it, then the lowest), so an element stays where a target device
@@ -144,11 +147,12 @@ struct PartRoutes {
   // Per source part: the target part it joins, or -1: every target device
   // (with tile routes: -1, each tile routed on its own).
   std::vector<int64_t> to;
-  // Tile by tile (above): per part and tile of the source, at
-  // [part * tiles + tile], the target part it joins; shared by copies.
-  // Null: parts are routed whole.
+  // Tile by tile (above): per part and tile of the source and tile of the
+  // target, at [(part * tiles + tile) * target_tiles + target_tile], the
+  // target part it joins there (-1 where the two tiles do not overlap);
+  // shared by copies. Null: parts are routed whole.
   std::shared_ptr<const std::vector<int64_t>> tile_to = nullptr;
-  int64_t tiles = 0;  // the source's tiles, with tile routes
+  int64_t tiles = 0, target_tiles = 0;  // the source's and the target's tiles, with tile routes
   // With tile routes, the target devices holding the identity somewhere
   // (their part's tiles do not cover their own), ascending.
   std::vector<int64_t> partly_filled = {};
@@ -167,32 +171,35 @@ struct PartRoutes {
   // with no reduction), ascending.
   // With tile routes: those with some tile routed to `part`.
   std::vector<int64_t> PartsInto(int64_t part) const;
-  // The source parts routed to a device of target part `part` at the element
-  // of global row-major index `element` of `source` (the layout the routes
-  // were made from): PartsInto(part), or with tile routes the parts whose
-  // tile of the element is routed to `part` (none: the identity).
-  std::vector<int64_t> PartsAt(const Layout& source, int64_t part, int64_t element) const;
+  // The source parts routed to a device of target part `part` holding target
+  // tile `target_tile`, at the element of global row-major index `element`
+  // of `source` (the layout the routes were made from): PartsInto(part), or
+  // with tile routes the parts whose tile of the element is routed to `part`
+  // in that target tile (none: the identity).
+  std::vector<int64_t> PartsAt(const Layout& source, int64_t part, int64_t target_tile, int64_t element) const;
   // Whether `device` of the partial `target` holds the identity somewhere:
   // it keeps a tile and no part is routed to its part, or with tile routes
   // its part's tiles do not cover its own. False for a target with no
   // reduction.
   bool Fills(const Layout& target, int64_t device) const;
-  // With tile routes: the target part tile `tile` of source part `part` joins.
-  int64_t TileTo(int64_t part, int64_t tile) const { return (*tile_to)[static_cast<size_t>(part * tiles + tile)]; }
-  // With tile routes: whether tile `tile` of source part `part` is routed to
-  // the part of the partial `target` that `receiver` belongs to (the filter
-  // of the part's routed exchange).
-  bool RoutesTileTo(const Layout& target, int64_t part, int64_t tile, int64_t receiver) const {
-    return TileTo(part, tile) == target.PartOf(receiver);
+  // With tile routes: the target part that tile `tile` of source part
+  // `part` joins in target tile `target_tile` (-1: they do not overlap).
+  int64_t TileTo(int64_t part, int64_t tile, int64_t target_tile) const {
+    return (*tile_to)[static_cast<size_t>((part * tiles + tile) * target_tiles + target_tile)];
   }
+  // With tile routes: whether tile `tile` of source part `part` is routed to
+  // the part of the partial `target` that `receiver` belongs to, in the
+  // receiver's tile (the filter of the part's routed exchange).
+  bool RoutesTileTo(const Layout& target, int64_t part, int64_t tile, int64_t receiver) const;
   // With tile routes: whether some part's tile `tile` is routed to the part
-  // of `target` that `receiver` belongs to (the complement is where the
-  // identity goes).
+  // of `target` that `receiver` belongs to, in the receiver's tile (the
+  // complement is where the identity goes).
   bool ReachesTile(const Layout& target, int64_t tile, int64_t receiver) const;
   // With tile routes: whether `part` is the lowest source part whose tile
-  // `tile` joins target part `target_part`: a receiver's copies of it write
-  // those elements, later parts' combine with them (RunReducingCopies).
-  bool FirstInto(int64_t part, int64_t tile, int64_t target_part) const;
+  // `tile` joins target part `target_part` in target tile `target_tile`: a
+  // receiver's copies of it write those elements, later parts' combine with
+  // them (RunReducingCopies).
+  bool FirstInto(int64_t part, int64_t tile, int64_t target_tile, int64_t target_part) const;
 };
 
 class Exchange {

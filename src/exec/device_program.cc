@@ -519,13 +519,13 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.recv_bytes += bytes;
       if (step.reduces()) {
         r.recv_part.push_back(in.PartOf(t->from));
-        r.recv_writes.push_back(routes->tile_to && routes->FirstInto(in.PartOf(t->from), in.TileOf(t->from), out.PartOf(t->to)));
+        r.recv_writes.push_back(routes->tile_to && routes->FirstInto(in.PartOf(t->from), in.TileOf(t->from), out.TileOf(t->to), out.PartOf(t->to)));
       }
     }
     for (DeviceProgram& dp : step.devices) {
       if (step.reduces() && routes->tile_to) {
         const int64_t tile = in.TileOf(dp.device);
-        dp.local_writes = tile >= 0 && out.TileOf(dp.device) >= 0 && routes->FirstInto(dp.local_part, tile, out.PartOf(dp.device));
+        dp.local_writes = tile >= 0 && out.TileOf(dp.device) >= 0 && routes->FirstInto(dp.local_part, tile, out.TileOf(dp.device), out.PartOf(dp.device));
       } else if (step.reduces()) {
         // Parts routed whole: the device's lowest part writes every element.
         int64_t first = dp.local.ops.empty() ? step.reduction.parts : dp.local_part;

@@ -191,7 +191,7 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
   std::vector<int64_t> routed = layout.partial() && !per_element ? scheme.routes.PartsInto(part) : std::vector<int64_t>{};
   ForEachLocal(layout, device, [&](int64_t i, int64_t g) {
     ++r.checked;
-    if (per_element) routed = scheme.routes.PartsAt(*scheme.tiles, part, g);
+    if (per_element) routed = scheme.routes.PartsAt(*scheme.tiles, part, layout.TileOf(device), g);
     ExpectTarget(layout, routed, g, scheme, eb, want);
     if (std::memcmp(want, buffer.data() + i * eb, static_cast<size_t>(eb)) != 0) {
       if (r.mismatches++ == 0)
@@ -267,7 +267,7 @@ Status CheckCoverage(const PlanProgram& program) {
           std::vector<std::vector<int64_t>> routed;  // per local element, the parts routed to it
           if (tight)
             ForEachLocal(out, dp.device, [&](int64_t, int64_t g) {
-              routed.push_back(routes.PartsAt(program.layouts()[si], out.PartOf(dp.device), g));
+              routed.push_back(routes.PartsAt(program.layouts()[si], out.PartOf(dp.device), out.TileOf(dp.device), g));
             });
           std::vector<int32_t> first(writes.size(), 0);
           for (int64_t part = 0; part < parts; ++part) {

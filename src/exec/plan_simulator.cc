@@ -160,7 +160,7 @@ class PlanRun {
     const Reduction& r = via_.reduction();
     const int64_t q = l.PartOf(device);
     std::vector<int64_t> at;  // with tile routes, this element's
-    if (routes_.tile_to) at = routes_.PartsAt(via_, q, static_cast<int64_t>(t - 1));
+    if (routes_.tile_to) at = routes_.PartsAt(via_, q, l.TileOf(device), static_cast<int64_t>(t - 1));
     auto it = into_.find(q);
     if (!routes_.tile_to && it == into_.end()) it = into_.emplace(q, routes_.PartsInto(q)).first;
     const std::vector<int64_t>& parts = routes_.tile_to ? at : it->second;

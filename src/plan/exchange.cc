@@ -237,14 +237,15 @@ std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
     bool routed = to[p] < 0 || to[p] == part;
     if (tile_to) {
       routed = false;
-      for (int64_t s = 0; s < tiles && !routed; ++s) routed = TileTo(pp, s) == part;
+      for (int64_t s = 0; s < tiles && !routed; ++s)
+        for (int64_t t = 0; t < target_tiles && !routed; ++t) routed = TileTo(pp, s, t) == part;
     }
     if (routed) parts.push_back(pp);
   }
   return parts;
 }
 
-std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int64_t element) const {
+std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int64_t target_tile, int64_t element) const {
   if (!tile_to) return PartsInto(part);
   std::vector<int32_t> coords(static_cast<size_t>(source.rank()));
   for (int64_t d = source.rank() - 1; d >= 0; --d) {
@@ -257,7 +258,7 @@ std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int
   const int64_t tile = source.TileIndex(coords);
   std::vector<int64_t> parts;
   for (size_t p = 0; p < to.size(); ++p)
-    if (TileTo(static_cast<int64_t>(p), tile) == part) parts.push_back(static_cast<int64_t>(p));
+    if (TileTo(static_cast<int64_t>(p), tile, target_tile) == part) parts.push_back(static_cast<int64_t>(p));
   return parts;
 }
 
@@ -269,16 +270,22 @@ bool PartRoutes::Fills(const Layout& target, int64_t device) const {
 }
 
 bool PartRoutes::ReachesTile(const Layout& target, int64_t tile, int64_t receiver) const {
-  const int64_t q = target.PartOf(receiver);
+  const int64_t q = target.PartOf(receiver), t = target.TileOf(receiver);
+  if (t < 0) return false;
   for (size_t p = 0; p < to.size(); ++p)
-    if (TileTo(static_cast<int64_t>(p), tile) == q) return true;
+    if (TileTo(static_cast<int64_t>(p), tile, t) == q) return true;
   return false;
 }
 
-bool PartRoutes::FirstInto(int64_t part, int64_t tile, int64_t target_part) const {
+bool PartRoutes::RoutesTileTo(const Layout& target, int64_t part, int64_t tile, int64_t receiver) const {
+  const int64_t t = target.TileOf(receiver);
+  return t >= 0 && TileTo(part, tile, t) == target.PartOf(receiver);
+}
+
+bool PartRoutes::FirstInto(int64_t part, int64_t tile, int64_t target_tile, int64_t target_part) const {
   for (int64_t p = 0; p < part; ++p)
-    if (TileTo(p, tile) == target_part) return false;
-  return TileTo(part, tile) == target_part;
+    if (TileTo(p, tile, target_tile) == target_part) return false;
+  return TileTo(part, tile, target_tile) == target_part;
 }
 
 namespace {
@@ -323,7 +330,7 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     return std::lower_bound(target.devices().begin(), target.devices().end(), dev) - target.devices().begin();
   };
   std::vector<int64_t> recv(static_cast<size_t>(devices), 0), covered(static_cast<size_t>(devices), 0);
-  std::vector<int64_t> tile_to(static_cast<size_t>(P * S), 0);
+  std::vector<int64_t> tile_to(static_cast<size_t>(P * S * T), -1);
   struct Reach {
     int64_t device, part, elements;
     int64_t held;  // the source part whose tile the device holds (it keeps these elements of it), or -1
@@ -331,48 +338,52 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
   std::vector<Reach> reach;
   std::vector<int64_t> cost(static_cast<size_t>(Q)), worst(static_cast<size_t>(Q));
   std::vector<bool> into(static_cast<size_t>(Q));
+  // Each (source tile, target tile) pair that overlaps on its own: parts
+  // are numbered per target tile, so one target part number may hold other
+  // devices in another tile.
   for (int64_t s = 0; s < S; ++s) {
     std::span<const int64_t> holders = source.Holders(s);
     const std::vector<int32_t> sc = source.TileCoords(s);
-    reach.clear();
     for (int64_t t = 0; t < T; ++t) {
       int64_t v = 1;
       for (int64_t d = 0; d < rank && v > 0; ++d)
         v *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
       if (v == 0) continue;
+      reach.clear();
       for (int64_t h : target.Holders(t))
         reach.push_back({h, target.PartOf(h), v,
                          std::binary_search(holders.begin(), holders.end(), h) ? source.PartOf(h) : int64_t{-1}});
-    }
-    // Elements of part p's tile s that x receives (none where it holds them).
-    auto gets = [&](const Reach& x, int64_t p) {
-      if (!together) return x.held == p ? int64_t{0} : x.elements;
-      return x.elements * (P - (x.held >= 0 ? 1 : 0));
-    };
-    // For each part (all at once, together): the target part receiving the
-    // fewest elements, then the least busiest device after, then the lowest.
-    std::fill(into.begin(), into.end(), false);
-    for (int64_t p = 0; p < (together ? 1 : P); ++p) {
-      std::fill(cost.begin(), cost.end(), 0);
-      std::fill(worst.begin(), worst.end(), 0);
+      // Elements of part p's tile s that x receives (none where it holds them).
+      auto gets = [&](const Reach& x, int64_t p) {
+        if (!together) return x.held == p ? int64_t{0} : x.elements;
+        return x.elements * (P - (x.held >= 0 ? 1 : 0));
+      };
+      // For each part (all at once, together): the target part receiving the
+      // fewest elements, then the least busiest device after, then the lowest.
+      std::fill(into.begin(), into.end(), false);
+      for (int64_t p = 0; p < (together ? 1 : P); ++p) {
+        std::fill(cost.begin(), cost.end(), 0);
+        std::fill(worst.begin(), worst.end(), 0);
+        for (const Reach& x : reach)
+          if (const int64_t n = gets(x, p); n > 0) {
+            cost[static_cast<size_t>(x.part)] += n;
+            worst[static_cast<size_t>(x.part)] =
+                std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + n);
+          }
+        int64_t q = 0;
+        for (int64_t c = 1; c < Q; ++c)
+          if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
+              std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
+            q = c;
+        for (int64_t pp = together ? 0 : p; pp < (together ? P : p + 1); ++pp)
+          tile_to[static_cast<size_t>((pp * S + s) * T + t)] = q;
+        into[static_cast<size_t>(q)] = true;
+        for (const Reach& x : reach)
+          if (x.part == q) recv[static_cast<size_t>(index(x.device))] += gets(x, p);
+      }
       for (const Reach& x : reach)
-        if (const int64_t n = gets(x, p); n > 0) {
-          cost[static_cast<size_t>(x.part)] += n;
-          worst[static_cast<size_t>(x.part)] =
-              std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + n);
-        }
-      int64_t q = 0;
-      for (int64_t c = 1; c < Q; ++c)
-        if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
-            std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
-          q = c;
-      for (int64_t pp = together ? 0 : p; pp < (together ? P : p + 1); ++pp) tile_to[static_cast<size_t>(pp * S + s)] = q;
-      into[static_cast<size_t>(q)] = true;
-      for (const Reach& x : reach)
-        if (x.part == q) recv[static_cast<size_t>(index(x.device))] += gets(x, p);
+        if (into[static_cast<size_t>(x.part)]) covered[static_cast<size_t>(index(x.device))] += x.elements;
     }
-    for (const Reach& x : reach)
-      if (into[static_cast<size_t>(x.part)]) covered[static_cast<size_t>(index(x.device))] += x.elements;
   }
   // Against parts routed whole (r.to): each device of a part's target part
   // receives its tile but what it holds of that part. For a source with no
@@ -421,6 +432,7 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
   std::fill(r.to.begin(), r.to.end(), -1);
   r.tile_to = std::make_shared<const std::vector<int64_t>>(std::move(tile_to));
   r.tiles = S;
+  r.target_tiles = T;
   for (size_t i = 0; i < covered.size(); ++i) {
     const int64_t dev = target.devices()[i], t = target.TileOf(dev);
     if (t >= 0 && covered[i] < target.TileElements(t)) r.partly_filled.push_back(dev);

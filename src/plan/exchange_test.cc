@@ -403,6 +403,22 @@ TEST(Exchange, TilesStayWhereTheTargetKeepsThem) {
   }
 }
 
+// Parts are numbered per target tile (by lowest holder): with the devices
+// permuted, the devices of mesh row x are part 3 in one y column and part 2
+// in the other, so each source tile is routed per target tile. Every
+// device keeps its rows, in its columns (0 B; one target part per source
+// tile received 4096 B here).
+TEST(Exchange, TilesAreRoutedPerTargetTile) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}, {0, 1, 7, 3, 5, 2, 6, 4}).value();
+  const Layout src = Parse("[Shard(0), Replicate()]", {16, 16, 16}, m);
+  const Layout dst = Parse("#sdy.sharding<@mesh, [{}, {\"y\"}, {}], unreduced={\"x\"}>", {16, 16, 16}, m);
+  ASSERT_NE(dst.PartOf(7), dst.PartOf(3));  // mesh row 1, columns 0 and 1
+  const PartRoutes r = Exchange::RouteParts(src, dst);
+  ASSERT_TRUE(r.tile_to != nullptr);
+  std::vector<Exchange> ex = Exchange::CreateReducing(src, dst).value();
+  EXPECT_EQ(ComputeStats(ex[0]).max_recv_bytes, 0);
+}
+
 // On random sources of several tiles, plain or partial, into partial
 // targets: every element of every source part is routed to exactly one
 // target part, and where the ops differ all parts of an element to the same
@@ -428,7 +444,7 @@ TEST(Exchange, TileRoutesRouteEveryElementOnce) {
     std::shuffle(perm.begin(), perm.end(), rng);
     std::vector<DeviceTile> sp;
     for (int64_t i = 0; i < n; ++i) sp.push_back({perm[static_cast<size_t>(i)], (i / P) % st, i % P});
-    const ReduceOp top = ops[rng() % 3], sop = rng() % 2 ? top : ops[rng() % 4];
+    const ReduceOp top = ops[rng() % 4], sop = rng() % 2 ? top : ops[rng() % 4];
     Result<Layout> src = Layout::Create({6, 5}, DType::kF32, sd, sp, P > 1 ? Reduction{sop, P} : Reduction{});
     ASSERT_TRUE(src.ok()) << src.status();
     // Target: Q parts, each holding every tile of its own grid.
@@ -443,16 +459,32 @@ TEST(Exchange, TileRoutesRouteEveryElementOnce) {
     ASSERT_TRUE(dst.ok()) << dst.status();
     if (*src == *dst) continue;
     const PartRoutes r = Exchange::RouteParts(*src, *dst);
-    const bool together = P > 1 && sop != top;
+    // An avg target is routed as a sum target (scaled), but avg parts into
+    // as many avg parts go one to one.
+    const ReduceOp as = top == ReduceOp::kAvg ? ReduceOp::kSum : top;
+    const bool one_to_one = P > 1 && sop == ReduceOp::kAvg && top == ReduceOp::kAvg && P == Q;
+    const bool together = P > 1 && sop != as && !one_to_one;
     if (r.tile_to) {
       ++tiled;
       tiled_partial += P > 1;
       tiled_other_op += together;
     }
+    // The target tile element g lies in (parts are numbered per tile).
+    auto target_tile = [&](int64_t g) {
+      std::vector<int32_t> coords(2);
+      for (int64_t d = 1, rest = g; d >= 0; --d) {
+        const int64_t i = rest % dst->shape()[d];
+        rest /= dst->shape()[d];
+        const DimGrid& grid = dst->dim(d);
+        const auto cell = std::upper_bound(grid.cuts.begin(), grid.cuts.end(), i) - grid.cuts.begin() - 1;
+        coords[static_cast<size_t>(d)] = grid.cell_tile[static_cast<size_t>(cell)];
+      }
+      return dst->TileIndex(coords);
+    };
     for (int64_t g = 0; g < 30; ++g) {
       std::vector<int64_t> into(static_cast<size_t>(P), 0);
       for (int64_t q = 0; q < Q; ++q) {
-        const std::vector<int64_t> at = r.PartsAt(*src, q, g);
+        const std::vector<int64_t> at = r.PartsAt(*src, q, target_tile(g), g);
         if (together) {
           ASSERT_TRUE(at.empty() || static_cast<int64_t>(at.size()) == P) << "case " << c << " element " << g;
         }
@@ -470,7 +502,7 @@ TEST(Exchange, TileRoutesRouteEveryElementOnce) {
         for (int64_t i = b.dims[0].lo; i < b.dims[0].hi; ++i)
           for (int64_t j = b.dims[1].lo; j < b.dims[1].hi; ++j) {
             ++box;
-            const int64_t k = static_cast<int64_t>(r.PartsAt(*src, dst->PartOf(d), i * 5 + j).size());
+            const int64_t k = static_cast<int64_t>(r.PartsAt(*src, dst->PartOf(d), dst->TileOf(d), i * 5 + j).size());
             routed += k;
             bare += k == 0;
           }
