@@ -18,8 +18,8 @@
 // lowered part by part (Exchange::CreateReducing): for each part, the
 // minimal exchange from the devices that hold it to the devices it is
 // routed to (every device of a target with no reduction, one part of a
-// partial target, or with tile routes each tile of the part to its own
-// target part). A device sends only its own part, so each pair of
+// partial target, or with tile routes each tile of the part, within each
+// target tile, to its own target part). A device sends only its own part, so each pair of
 // devices still exchanges at most one message, and every output element
 // receives one contribution of each part routed to it, combined at the
 // device that keeps it (a reduce-scatter, an all-reduce or a reducing

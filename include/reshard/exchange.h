@@ -110,11 +110,11 @@ class ExchangePlan {
 // Where a reducing step sends each part of its source (Exchange::RouteParts).
 // Into a target with no reduction every part goes to every device, which
 // combines them all. Into a partial target (ops as in layout.h), each part
-// (or, tile by tile below, each tile of each part) joins one part of the
-// target, chosen among the target parts whose devices hold it most (ties
-// to the target part with fewest source parts so far);
-// target parts that get none hold the identity (0 for sum, the lowest value
-// for max, the highest for min). The target's reduction of its parts is then
+// (or, tile by tile below, each tile of each part within each target tile)
+// joins one part of the target, chosen among the target parts whose
+// devices hold it most (ties to the target part with fewest source parts
+// so far); target parts that get none hold the identity (0 for sum and
+// avg, the lowest value for max, the highest for min). The target's reduction of its parts is then
 // the source's reduction of its parts:
 //   same op, sum, max or min: each target part reduces the source parts
 //     routed to it;
@@ -126,7 +126,9 @@ class ExchangePlan {
 //     target part (tile by tile, below), else every part into one target
 //     part, which holds the whole reduction;
 //   into an avg target otherwise: as into a sum target, each target part
-//     multiplying what it combined by the target's part count (scale).
+//     multiplying what it combined by the target's part count (scale);
+//     in f16, whose range Q times a share could leave, every part into every
+//     target part.
 // Tile by tile: each tile of each source part joins, in each target tile
 // it overlaps (parts are numbered per tile, so a part number may stand for
 // other devices in another tile), the target part whose
@@ -160,9 +162,9 @@ struct PartRoutes {
   // and divides by the source's part count (only where it gets them all).
   ReduceOp combine = ReduceOp::kSum;
   // What a receiver multiplies its combined value by, last: an avg target
-  // of Q parts not routed one to one from an avg of Q holds Q times its
-  // share, so that its average (the sum of its parts over Q) is the
-  // source's value; 1 elsewhere. Integers wrap, as avg's own sum does.
+  // of Q parts not routed one to one from an avg of Q (nor of f16) holds Q
+  // times its share, so that its average (the sum of its parts over Q) is
+  // the source's value; 1 elsewhere. Integers wrap, as avg's own sum does.
   int64_t scale = 1;
   // The op whose identity fills target parts no part is routed to (a partial
   // target's op); unused where every target device receives.

@@ -20,8 +20,9 @@ the plan's reduce-scatter or all-reduce over their mesh dims (reduce_scatter_ten
 whose replicas share the reduction where there are some (docs/cost_model.md#partial-sums); their
 gradient comes back replicated over those dims, as DTensor's does. Partial targets (from any
 placements, Partial or not) are one reducing exchange (from a Partial source, where it moves less,
-a reduction first): each part (each tile of a part) routed into one part of the target, combined
-there, the rest the identity (0 for sum;
+a reduction first): each part (each tile of a part, within each target tile) routed into one part
+of the target, combined there, into Partial("avg") of k parts times k (float16: the value in every
+part), the rest the identity (0 for sum and avg;
 docs/cost_model.md#partial-targets): local values differ from DTensor's (which divides a
 Replicate by the mesh size to make Partial()), their reduction is the same array. Where reshard
 has no plan (uneven splits that are not XLA's), DTensor.redistribute moves them. Moving between

@@ -34,21 +34,25 @@
 namespace reshard {
 
 // How tags are written. Without a reduction they are bit patterns (above),
-// never added. A plan from partial sums combines values, so its tags are
-// numbers in the array's type, chosen so that every sum, average, max or min
-// on the way is exact in any order: element g is n = (g mod modulus) + 1, and
+// never added. A plan from partial sums combines values, and one into an avg
+// target whose parts scale what they hold (PartRoutes::scale) multiplies
+// them, so its tags are numbers in the array's type, chosen so that every
+// sum, average, max, min or scaling on the way is exact in any order (the
+// modulus divided by the scale; a scale above the exact range floors it at
+// 1, and the executors and this checker then wrap or round alike): element
+// g is n = (g mod modulus) + 1, and
 // a partial layout's part values reduce to n (sum: parts of 0 or 1 and a last
 // part making up the rest; avg: n in every part; max: n - 0 or 1 and n; min:
 // n + 0 or 1 and n), so a part lost, doubled or taken from another element of
 // a different n changes the result. A partial target's device holds the
 // source's parts routed to its part (Exchange::RouteParts) combined in part
-// order, or the identity where none is: checked exactly. That these reduce,
+// order (and scaled), or the identity where none is: checked exactly. That these reduce,
 // over the target's parts, to n again is the routes' own rule, tested on its
-// own (Exchange.RoutedPartsReduceToTheSourcesReduction), not here. A plan
-// into a partial target is one step (RunChecked refuses others: routes are
-// stated from the program's source to its target).
+// own (Exchange.RoutedPartsReduceToTheSourcesReduction), not here. The
+// routes of a plan into a partial target start at its last step's input:
+// the source, or a plain layout it reduced the source onto (RoutesFrom).
 struct TagScheme {
-  int64_t modulus = 0;      // 0: bit tags (the source is not partial)
+  int64_t modulus = 0;      // 0: bit tags (nothing combines or scales values)
   Reduction source = {};    // the source's reduction
   PartRoutes routes = {};   // where a partial target's values come from
   std::optional<Layout> tiles = {};  // with tile routes, the layout they route
@@ -57,7 +61,7 @@ struct TagScheme {
   bool routed_reduced = false;
 };
 // The scheme for a reshard from `source` to `target`: numbers where the
-// source is partial. A partial target's values are routed from
+// source is partial or the routes scale. A partial target's values are routed from
 // `routes_from`, the input of the plan's last step: the source, or a plain
 // layout (a plan that reduces, then routes).
 TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from);

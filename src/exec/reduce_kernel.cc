@@ -152,8 +152,10 @@ void Scale(std::byte* data, int64_t elements, int64_t factor, int64_t width) {
   for (int64_t i = 0; i < elements; ++i, data += width) {
     const V v = E::Load(data);
     if constexpr (std::is_integral_v<V>) {
-      using U = std::make_unsigned_t<V>;  // wraps, as the sum of `factor` copies would
-      E::Store(static_cast<V>(static_cast<U>(static_cast<U>(v) * static_cast<U>(factor))), data);
+      // Wraps, as the sum of `factor` copies would; in 64 bits, since a
+      // narrower unsigned type would be promoted to int and could overflow.
+      const uint64_t product = static_cast<uint64_t>(static_cast<std::make_unsigned_t<V>>(v)) * static_cast<uint64_t>(factor);
+      E::Store(static_cast<V>(static_cast<std::make_unsigned_t<V>>(product)), data);
     } else {
       E::Store(static_cast<V>(v * static_cast<V>(factor)), data);
     }

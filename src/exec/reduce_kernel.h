@@ -7,7 +7,9 @@
 // RunReducingCopies applies a device's contributions in part order: the
 // first part's copies at an element write, each later part's combine with
 // what is there (sum, max, min; avg sums and then divides by the number of
-// parts), so the result does not depend on the order messages arrive in: every
+// parts; into an avg target not routed one to one, the result is then
+// multiplied by its part count, StepProgram::scale), so the result does not
+// depend on the order messages arrive in: every
 // executor and transport gives the same bits. Integers wrap (two's
 // complement, as XLA and torch do); avg of integers truncates toward zero;
 // f16 and bf16 are combined in f32 and rounded to nearest even after each

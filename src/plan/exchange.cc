@@ -236,7 +236,8 @@ std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
     const int64_t pp = static_cast<int64_t>(p);
     bool routed = to[p] < 0 || to[p] == part;
     if (tile_to) {
-      routed = false;
+      routed = false;  // -1 in tile_to marks tiles that do not overlap, never a part
+      if (part < 0) continue;
       for (int64_t s = 0; s < tiles && !routed; ++s)
         for (int64_t t = 0; t < target_tiles && !routed; ++t) routed = TileTo(pp, s, t) == part;
     }
@@ -247,6 +248,7 @@ std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
 
 std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int64_t target_tile, int64_t element) const {
   if (!tile_to) return PartsInto(part);
+  if (part < 0) return {};  // -1 in tile_to marks tiles that do not overlap
   std::vector<int32_t> coords(static_cast<size_t>(source.rank()));
   for (int64_t d = source.rank() - 1; d >= 0; --d) {
     const int64_t g = element % source.shape()[d];
@@ -477,6 +479,10 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
     r.combine = ReduceOp::kSum;
     return r;
   }
+  // f16's range ends at 65504: Q times a part's share could overflow where
+  // the value does not (NCCL's avg scales each part by 1 / Q first, for that
+  // reason), so an f16 avg target takes the whole reduction in every part.
+  if (top == ReduceOp::kAvg && target.dtype() == DType::kF16) return r;
   // Any other avg target is routed as a sum target would be, each target
   // part scaled by Q: (Q s_1 + ... + Q s_Q) / Q is s_1 + ... + s_Q, the value.
   if (top == ReduceOp::kAvg) r.scale = Q;

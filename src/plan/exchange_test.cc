@@ -403,6 +403,21 @@ TEST(Exchange, TilesStayWhereTheTargetKeepsThem) {
   }
 }
 
+// An avg target's parts hold their share times the part count, so rows
+// into [Partial("avg")] stay where they are; but not in f16, whose range
+// ends at 65504: there every part holds the whole value (gathered).
+TEST(Exchange, AvgTargetsScaleTheirPartsButNotInF16) {
+  const Mesh m = Mesh::Create({{"x", 4}}).value();
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kS32, DType::kF16}) {
+    const Layout src = Parse("[Shard(0)]", {16, 16}, m, dt), dst = Parse("[Partial(\"avg\")]", {16, 16}, m, dt);
+    const PartRoutes r = Exchange::RouteParts(src, dst);
+    const bool f16 = dt == DType::kF16;
+    EXPECT_EQ(r.scale, f16 ? 1 : 4) << DTypeName(dt);
+    std::vector<Exchange> ex = Exchange::CreateReducing(src, dst).value();
+    EXPECT_EQ(ComputeStats(ex[0]).max_recv_bytes, f16 ? 12 * 16 * 2 : 0) << DTypeName(dt);
+  }
+}
+
 // Parts are numbered per target tile (by lowest holder): with the devices
 // permuted, the devices of mesh row x are part 3 in one y column and part 2
 // in the other, so each source tile is routed per target tile. Every

@@ -53,7 +53,8 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
 // strategy allow a ragged exchange (NotSupported with the lower bound
 // otherwise). Candidates, the cheaper under the cost model is the plan:
 //   one reducing exchange (Exchange::CreateReducing), each source part (or
-//   each tile of each part) routed into one part of the target (PartRoutes);
+//   each tile of each part, within each target tile) routed into one part
+//   of the target (PartRoutes), an avg target's parts scaled (PartRoutes::scale);
 //   from partial sums, where both layouts are named over one plan mesh and
 //   the exchange strategy is not asked for: reduce, then route. The source
 //   reduced (PlanReduction) onto the target's state with the target's

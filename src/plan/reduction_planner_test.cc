@@ -150,7 +150,7 @@ TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {
 }
 
 // Targets with a pending reduction: one reducing exchange, each source part
-// (or each tile of each part) routed into one part of the target (PartRoutes), exact in every executor
+// (or each tile of each part, within each target tile) routed into one part of the target (PartRoutes), exact in every executor
 // and in every reducible dtype, the bytes as planned.
 TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
   const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
@@ -194,7 +194,8 @@ TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
       {"[Shard(1), Replicate()]", "[Partial('avg'), Replicate()]", 0},
       {"[Shard(0), Replicate()]", "[Partial('avg'), Shard(1)]", 0},
       {"[Partial(), Replicate()]", "[Partial('avg'), Replicate()]", 0},
-      // Max parts reduce first (384 B, the bound), then stay, scaled by 4.
+      // Max parts reduce first (384 B, the bound), then stay, scaled by the
+      // target's 8 parts.
       {"[Partial('max'), Shard(0)]", "[Partial('avg'), Partial('avg')]", 384},
   };
   for (const Row& r : rows) {
