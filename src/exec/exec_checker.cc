@@ -160,12 +160,10 @@ TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout&
   const int64_t scale = scheme.routes.scale;
   if (!source.partial() && scale == 1) return scheme;
   const int64_t exact = ExactIntegers(source.dtype()), parts = source.reduction().parts;
-  int64_t m = exact - 1;
-  switch (source.partial() ? source.reduction().op : ReduceOp::kMax) {
-    case ReduceOp::kSum: m = SumWobbles(source.dtype(), parts) ? exact / 2 : exact; break;
-    case ReduceOp::kAvg: m = exact / parts; break;  // parts * n stays exact
-    case ReduceOp::kMax:
-    case ReduceOp::kMin: break;
+  int64_t m = exact - 1;  // a plain source's, and max's and min's
+  if (source.partial()) {
+    if (source.reduction().op == ReduceOp::kSum) m = SumWobbles(source.dtype(), parts) ? exact / 2 : exact;
+    if (source.reduction().op == ReduceOp::kAvg) m = exact / parts;  // parts * n stays exact
   }
   scheme.modulus = std::max<int64_t>(1, m / scale);  // scale * n stays exact too
   return scheme;

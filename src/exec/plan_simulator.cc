@@ -419,14 +419,17 @@ class PlanRun {
             }
           }
         }
-        if (reducing && routes.combine == ReduceOp::kAvg)
+        // avg divides what the parts wrote; an avg target's parts then hold
+        // their share times its part count.
+        const bool divides = reducing && routes.combine == ReduceOp::kAvg;
+        if (divides || (reducing && routes.scale != 1))
           for (auto& [dev, w] : written)
-            for (size_t e = 0; e < w.size(); ++e)
-              if (w[e]) next.at(dev).data[e] /= static_cast<Tag>(exchanges.size());
-        if (reducing && routes.scale != 1)  // an avg target's parts hold their share times its part count
-          for (auto& [dev, w] : written)
-            for (size_t e = 0; e < w.size(); ++e)
-              if (w[e]) next.at(dev).data[e] *= static_cast<Tag>(routes.scale);
+            for (size_t e = 0; e < w.size(); ++e) {
+              if (!w[e]) continue;
+              Tag& v = next.at(dev).data[e];
+              if (divides) v /= static_cast<Tag>(exchanges.size());
+              v *= static_cast<Tag>(routes.scale);
+            }
         for (auto& [dev, s] : staged) peak[dev] += s;
         buffers_ = std::move(next);
         return true;
