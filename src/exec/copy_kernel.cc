@@ -12,9 +12,34 @@
 namespace reshard {
 namespace {
 
-// Rows [lo, hi) of an op with nd >= 1 dims, each row `run` bytes moved by `copy`.
+// Asks for the cache lines of the `run` bytes at `p` ahead of their use
+// (every line the bytes touch, however they are aligned).
+inline void PrefetchRun(const std::byte* p, size_t run) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + run;
+  for (uintptr_t line = first; line < end; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
+}
+
+// How many rows ahead Rows prefetches the source of an op whose rows are
+// `run` bytes `src_stride` apart: 0 (none) where the rows are adjacent or
+// long, which the hardware's stream prefetchers follow on their own; else
+// about 1 KiB of rows ahead. Rows kilobytes apart (a box's rows in a large
+// buffer) are a pattern those prefetchers do not follow, so an inline copy
+// of each waits for memory line by line: 512-byte rows 32 KiB apart packed
+// with streaming stores took twice as long without it.
+int PrefetchAhead(int64_t run, int64_t src_stride) {
+  constexpr int64_t kLongRun = 4096, kAheadBytes = 1024, kMaxAhead = 8;
+  if (run > kLongRun || (src_stride >= 0 && src_stride <= run + 64) || (src_stride < 0 && -src_stride <= run + 64))
+    return 0;
+  return static_cast<int>(std::clamp<int64_t>(kAheadBytes / run, 1, kMaxAhead));
+}
+
+// Rows [lo, hi) of an op with nd >= 1 dims, each row `run` bytes moved by
+// `copy`; the source of the row `ahead` rows on in the innermost dim is
+// prefetched `run` bytes at a time (ahead 0: none).
 template <typename Copy>
-void Rows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi, Copy copy) {
+void Rows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi, Copy copy,
+          int ahead = 0, size_t run = 0) {
   int64_t idx[kMaxRank + 1];
   int64_t so = 0, dof = 0, rem = lo;
   for (int d = nd - 1; d >= 0; --d) {
@@ -29,7 +54,17 @@ void Rows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int
     const int64_t n = std::min(in.count - idx[nd - 1], hi - row);
     const std::byte* s = src + so;
     std::byte* t = dst + dof;
-    for (int64_t i = 0; i < n; ++i, s += in.src_stride, t += in.dst_stride) copy(t, s);
+    if (ahead > 0) {
+      // Within the innermost dim only: its first rows after a carry come unasked.
+      const int64_t stop = in.count - idx[nd - 1] - ahead;  // rows i < stop have a row `ahead` on
+      const int64_t step = ahead * in.src_stride;
+      for (int64_t i = 0; i < n; ++i, s += in.src_stride, t += in.dst_stride) {
+        if (i < stop) PrefetchRun(s + step, run);
+        copy(t, s);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i, s += in.src_stride, t += in.dst_stride) copy(t, s);
+    }
     row += n;
     if (row >= hi) return;
     // Carry: the innermost dim wraps to 0, the next dims count up.
@@ -48,8 +83,8 @@ void Rows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int
 }
 
 template <int64_t K>
-void FixedRows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi) {
-  Rows(dims, nd, src, dst, lo, hi, [](std::byte* t, const std::byte* s) { std::memcpy(t, s, K); });
+void FixedRows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi, int ahead) {
+  Rows(dims, nd, src, dst, lo, hi, [](std::byte* t, const std::byte* s) { std::memcpy(t, s, K); }, ahead, K);
 }
 
 // Copies `run` bytes (a multiple of 16, dst 16-byte aligned) with streaming
@@ -125,14 +160,6 @@ RowCopy RowCopyFor(const CopyProgram& p, const CopyOp& op, const std::byte* dst,
   return RowCopy::kMemcpy;
 }
 
-// Asks for the cache lines of the `run` bytes at `p` ahead of their use
-// (every line the bytes touch, however they are aligned).
-inline void PrefetchRun(const std::byte* p, size_t run) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + run;
-  for (uintptr_t line = first; line < end; line += 64) __builtin_prefetch(reinterpret_cast<const void*>(line));
-}
-
 // RunCopy, leaving the fence after streaming stores to the caller: true when
 // it streamed.
 bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
@@ -147,26 +174,33 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
   const int nd = op.num_dims;
   const RowCopy kind = RowCopyFor(p, op, dst, together_bytes);
   const size_t run = static_cast<size_t>(op.run_bytes);
+  const int ahead = PrefetchAhead(op.run_bytes, dims[nd - 1].src_stride);
   if (kind == RowCopy::kStream) {
-    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kStream>(t, s, run); });
+    Rows(
+        dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kStream>(t, s, run); },
+        ahead, run);
     return true;
   }
   switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
-    case 1: FixedRows<1>(dims, nd, src, dst, lo, hi); return false;
-    case 2: FixedRows<2>(dims, nd, src, dst, lo, hi); return false;
-    case 4: FixedRows<4>(dims, nd, src, dst, lo, hi); return false;
-    case 8: FixedRows<8>(dims, nd, src, dst, lo, hi); return false;
-    case 12: FixedRows<12>(dims, nd, src, dst, lo, hi); return false;
-    case 16: FixedRows<16>(dims, nd, src, dst, lo, hi); return false;
-    case 32: FixedRows<32>(dims, nd, src, dst, lo, hi); return false;
-    case 64: FixedRows<64>(dims, nd, src, dst, lo, hi); return false;
+    case 1: FixedRows<1>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 2: FixedRows<2>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 4: FixedRows<4>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 8: FixedRows<8>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 12: FixedRows<12>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 16: FixedRows<16>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 32: FixedRows<32>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 64: FixedRows<64>(dims, nd, src, dst, lo, hi, ahead); return false;
     default: break;
   }
   if (kind == RowCopy::kBlocks) {
-    Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kBlocks>(t, s, run); });
+    Rows(
+        dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kBlocks>(t, s, run); },
+        ahead, run);
     return false;
   }
-  Rows(dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kMemcpy>(t, s, run); });
+  Rows(
+      dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kMemcpy>(t, s, run); },
+      ahead, run);
   return false;
 }
 
@@ -195,14 +229,14 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // ran at memcpy speed, 16 rows a turn at a third of it; docs/benchmarks.md,
   // "Short rows"); rows under 64 B take as many as make 64 B, a cache line.
   // Such a turn is a row's address, base plus row times stride (Cursor), not
-  // a call's index set-up, and, for rows up to 256 B, it prefetches the
-  // copy's next row: a box's rows lie a source row apart (kilobytes), a
-  // pattern the hardware's stream prefetchers do not follow for a line or
-  // two (8x8 f64 boxes: a fifth less time). Other
+  // a call's index set-up, and, where PrefetchAhead asks for it (rows up
+  // to 4 KiB, not adjacent), it prefetches the copy's next row: a box's rows
+  // lie a source row apart (kilobytes), a pattern the hardware's stream
+  // prefetchers do not follow (8x8 f64 boxes: a fifth less time; rows of
+  // 512 B up were left out at first, and took a tenth more time). Other
   // strided copies take about 4 KiB a turn, so a turn's call and index
   // arithmetic stay small against its bytes; a contiguous one, its whole part.
   constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 64;
-  constexpr size_t kPrefetchRunBytes = 256;  // longer rows the stream prefetchers follow on their own
   // Row r of a cursor's copy is at src + r * src_stride (dst likewise):
   // pointers are formed for rows copied only.
   struct Cursor {
@@ -248,7 +282,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
              c.dst_stride == c0.dst_stride && next[k] == first && end[k] == last;
     }
     if (same) {
-      const bool prefetch = c0.run <= kPrefetchRunBytes;
+      const bool prefetch = PrefetchAhead(static_cast<int64_t>(c0.run), c0.src_stride) > 0;
       auto turns = [&](auto copy) {
         for (int64_t r = first; r < last; ++r)
           for (size_t k = 0; k < copies.size(); ++k) {
@@ -281,7 +315,8 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       if (cur.rows_per_turn > 0) {
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
         // The row the next turn starts with; this turn's own rows come at once.
-        if (cur.run <= kPrefetchRunBytes && hi < end[k]) PrefetchRun(cur.src + hi * cur.src_stride, cur.run);
+        if (hi < end[k] && PrefetchAhead(static_cast<int64_t>(cur.run), cur.src_stride) > 0)
+          PrefetchRun(cur.src + hi * cur.src_stride, cur.run);
         for (int64_t row = next[k]; row < hi; ++row) {
           std::byte* t = cur.dst + row * cur.dst_stride;
           const std::byte* f = cur.src + row * cur.src_stride;
