@@ -43,8 +43,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -82,10 +82,20 @@ class StagedBoxes {
   // True when t's box is new for its sender (it is staged), false when the
   // sender staged it already. Local copies (from == to) are never staged.
   bool Add(const Transfer& t);
+  // The same rule, naming who stages: `message` when t's box is new for its
+  // sender (recorded as its stager), else the message recorded first for
+  // it; -1 for a local copy. Example: messages 0, 1, 2 of one box give 0,
+  // 0, 0.
+  int64_t Stager(const Transfer& t, int64_t message);
   void Clear() { seen_.clear(); }
 
  private:
-  std::set<std::pair<int64_t, std::vector<int32_t>>> seen_;
+  // Hashed, not ordered: a compiled step asks once per message, and a
+  // sender of an all-gather over thousands of devices sends thousands.
+  struct BoxHash {
+    size_t operator()(const std::pair<int64_t, std::vector<int32_t>>& box) const;
+  };
+  std::unordered_map<std::pair<int64_t, std::vector<int32_t>>, int64_t, BoxHash> seen_;
 };
 
 class ExchangeTables;  // per-dim overlaps of source and target cells (internal)

@@ -3,7 +3,6 @@
 #include "reshard/device_program.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <fmt/format.h>
 
@@ -361,8 +360,26 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     auto out_format = [&](int64_t device) {
       return last && (only_device < 0 || device == only_device) ? options.target_format : BufferFormat{};
     };
-    auto in_strides_of = [&](int64_t device) { return in_format(device).Strides(in.LocalShape(device)); };
-    auto out_strides_of = [&](int64_t device) { return out_format(device).Strides(out.LocalShape(device)); };
+    // Each device's buffer strides, computed once per step: every message
+    // asks for its sender's and receiver's (an all-gather over thousands of
+    // devices has millions of messages and thousands of buffers).
+    std::vector<std::vector<int64_t>> in_strides_cache(n), out_strides_cache(n);
+    std::vector<uint8_t> in_known(n, 0), out_known(n, 0);
+    auto strides_of = [&](int64_t device, const Layout& l, const BufferFormat& format, auto& cache,
+                          std::vector<uint8_t>& known) -> const std::vector<int64_t>& {
+      const size_t i = static_cast<size_t>(p.IndexOf(device));
+      if (!known[i]) {
+        cache[i] = format.Strides(l.LocalShape(device));
+        known[i] = 1;
+      }
+      return cache[i];
+    };
+    auto in_strides_of = [&](int64_t device) -> const std::vector<int64_t>& {
+      return strides_of(device, in, in_format(device), in_strides_cache, in_known);
+    };
+    auto out_strides_of = [&](int64_t device) -> const std::vector<int64_t>& {
+      return strides_of(device, out, out_format(device), out_strides_cache, out_known);
+    };
     // Messages are staged in the source buffers' order, so that packing a
     // column-major source copies whole columns; every device must then hold
     // its source in the same order (MpiReshard checks that ranks agree).
@@ -461,30 +478,27 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         StoreIdentity(routes->fill, out.dtype(), dp.fill_element.data());
       }
     }
-    StagedBoxes staged;                       // one sender's boxes: restarts with each sender
-    std::map<std::vector<int32_t>, int32_t> box_message;  // a staged box -> the message that stages it
+    StagedBoxes staged;  // one sender's boxes and the messages that stage them: restarts with each sender
     int64_t sender = -1;
     for (const Item& item : by_sender) {
       const ExchangePlan& xp = *item.xp;
       const Transfer* t = item.t;
       if (t->from != sender) {
         staged.Clear();
-        box_message.clear();
         sender = t->from;
       }
       const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
       if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
       DeviceProgram& s = step.devices[fi];
-      const std::vector<int64_t> in_strides = in_strides_of(t->from);
+      const std::vector<int64_t>& in_strides = in_strides_of(t->from);
       if (t->from == t->to) {
         AddRuns(s.local, Runs(xp, *t, Side::kLocal), 0, in_strides, 0, out_strides_of(t->to), eb);
         continue;
       }
       const int64_t bytes = t->elements * eb;
       const int32_t m = static_cast<int32_t>(s.send_peer.size());
-      const bool fresh = staged.Add(*t);
-      if (fresh) box_message[t->overlaps] = m;
-      const int32_t owner = fresh ? m : box_message.at(t->overlaps);
+      const int32_t owner = static_cast<int32_t>(staged.Stager(*t, m));
+      const bool fresh = owner == m;
       const int64_t offset = fresh ? s.send_bytes : s.send_offset[static_cast<size_t>(owner)];
       s.send_peer.push_back(ti);
       s.send_count.push_back(bytes);
@@ -511,7 +525,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.recv_offset.push_back(r.recv_bytes);
       r.recv_peer_offset.push_back(peer_offset);
       r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
-      const std::vector<int64_t> out_strides = out_strides_of(t->to);
+      const std::vector<int64_t>& out_strides = out_strides_of(t->to);
       AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides,
               eb);
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));

@@ -599,9 +599,20 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
   return e;
 }
 
+size_t StagedBoxes::BoxHash::operator()(const std::pair<int64_t, std::vector<int32_t>>& box) const {
+  uint64_t h = static_cast<uint64_t>(box.first) * 0x9e3779b97f4a7c15ull;
+  for (int32_t o : box.second) h = (h ^ static_cast<uint32_t>(o)) * 0x100000001b3ull;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
 bool StagedBoxes::Add(const Transfer& t) {
   if (t.from == t.to) return false;
-  return seen_.emplace(t.from, t.overlaps).second;
+  return seen_.try_emplace({t.from, t.overlaps}, 0).second;
+}
+
+int64_t StagedBoxes::Stager(const Transfer& t, int64_t message) {
+  if (t.from == t.to) return -1;
+  return seen_.try_emplace({t.from, t.overlaps}, message).first->second;
 }
 
 const Layout& Exchange::source() const { return tables_->source; }

@@ -307,6 +307,15 @@ TEST(Exchange, ABoxSentToReplicasIsStagedOnce) {
   StagedBoxes staged;
   const ExchangePlan plan = ex.Plan();
   for (const Transfer& t : plan.transfers()) EXPECT_EQ(staged.Add(t), t.from != t.to && t.to == 1) << t.to;
+  // Stager names the first message of a box, whatever it is numbered, for
+  // every later message of that box; a local copy stages nothing.
+  StagedBoxes stagers;
+  int64_t message = 10;
+  for (const Transfer& t : plan.transfers()) {
+    const int64_t want = t.from == t.to ? -1 : 11;  // transfers ascend by receiver: 0 (local), then 1, 2, 3
+    EXPECT_EQ(stagers.Stager(t, message++), want) << t.to;
+    EXPECT_EQ(stagers.Add(t), false) << t.to;  // the box is recorded already
+  }
 }
 
 // Whatever the layouts, a partial target's reduction of what the routes
