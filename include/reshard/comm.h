@@ -107,8 +107,10 @@ class Comm {
   // Optional: one step's messages as in-place box messages (has_boxes();
   // NotSupported where the backend has none). `program` is this rank's part of the step;
   // send_rank / recv_rank the peer rank of each of its messages.
-  // REQUIRES: each message's copies list its bytes in order (the staged
-  // side contiguous, op after op).
+  // Each message's bytes are in staged order (a pack's destination, an
+  // unpack's source): op after op where the copies are in order
+  // (StagedInOrder, device_program.h), else run by run sorted by their
+  // staged offsets.
   virtual bool has_boxes() const { return false; }
   virtual Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& program, std::span<const int> send_rank,
                                                             std::span<const int> recv_rank);

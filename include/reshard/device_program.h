@@ -144,6 +144,18 @@ struct DeviceProgram {
   std::vector<std::byte> fill_element;
 };
 
+// Whether ops [begin, end) of `p` (one message) fill its staged bytes in
+// order, each op one contiguous span of them, so that the ops' elements
+// listed op after op are the message's bytes in order. The staged side is
+// the destination of a pack (staged_is_dst), the source of an unpack. True
+// of a message that is one box (tiled layouts); a block-cyclic message's
+// boxes interleave there (its staged form is row-major over the union of
+// its boxes).
+bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst);
+// The runs (contiguous byte spans, before merging) ops [begin, end) of `p`
+// copy: the product of each op's dim counts, summed.
+int64_t CopyRuns(const CopyProgram& p, int32_t begin, int32_t end);
+
 // How a device's local buffer is laid out in memory. The layouts' local
 // buffers are row-major and tight; an HPC code may hold its own arrays
 // column-major (Fortran order, as ScaLAPACK holds a local matrix) and with a

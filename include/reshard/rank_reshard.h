@@ -26,7 +26,10 @@
 //   kDatatypes      no staging: where the backend has box messages
 //                   (Comm::has_boxes: MPI derived datatypes and
 //                   MPI_Ialltoallw) and every message's copies are its bytes
-//                   in order; other steps run the all-to-all-v;
+//                   in order, or its boxes interleave in staged order with
+//                   runs of 64 bytes or more on average (block-cyclic
+//                   layouts: the backend lists the runs); other steps run
+//                   the all-to-all-v;
 //   kAuto           a structured step over its groups (below); else box
 //                   messages wherever they apply; else point-to-point where
 //                   the step is sparse (the busiest rank talks to at most

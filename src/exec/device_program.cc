@@ -155,6 +155,34 @@ int64_t CopyProgram::DstEnd(const CopyOp& op) const {
   return e;
 }
 
+bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst) {
+  int64_t next = -1;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    const int64_t offset = staged_is_dst ? op.dst_offset : op.src_offset;
+    if (next >= 0 && offset != next) return false;
+    int64_t span = op.run_bytes;
+    for (int32_t d = op.num_dims; d-- > 0;) {
+      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
+      if ((staged_is_dst ? c.dst_stride : c.src_stride) != span) return false;
+      span *= c.count;
+    }
+    next = offset + span;
+  }
+  return true;
+}
+
+int64_t CopyRuns(const CopyProgram& p, int32_t begin, int32_t end) {
+  int64_t runs = 0;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    int64_t n = 1;
+    for (int32_t d = 0; d < op.num_dims; ++d) n *= p.dims[static_cast<size_t>(op.first_dim + d)].count;
+    runs += n;
+  }
+  return runs;
+}
+
 int64_t PlanProgram::IndexOf(int64_t device) const {
   auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
   return it != devices_.end() && *it == device ? it - devices_.begin() : -1;

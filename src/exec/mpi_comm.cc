@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,96 @@ Status ToInts(std::span<const int64_t> values, std::vector<int>& out) {
   return Status::Ok();
 }
 
+// Ops [begin, end) of `p` as one MPI datatype whose type map lists every
+// run (a copy's contiguous bytes) in the order of the staged side (a pack's
+// destination, an unpack's source), whatever the order of the ops: the
+// message's bytes in order where its boxes interleave in the staged buffer
+// (a block-cyclic message). Adjacent runs on both sides merge.
+Result<MPI_Datatype> RunsType(const CopyProgram& p, int32_t begin, int32_t end, bool sending) {
+  struct Run {
+    int64_t staged, buffer, bytes;
+  };
+  std::vector<Run> runs;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    const CopyDim* dims = p.dims.data() + op.first_dim;
+    const int nd = op.num_dims;
+    int64_t idx[kMaxRank + 1] = {};
+    int64_t rows = 1;
+    for (int d = 0; d < nd; ++d) rows *= dims[d].count;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t src = op.src_offset, dst = op.dst_offset;
+      for (int d = 0; d < nd; ++d) {
+        src += idx[d] * dims[d].src_stride;
+        dst += idx[d] * dims[d].dst_stride;
+      }
+      runs.push_back(sending ? Run{dst, src, op.run_bytes} : Run{src, dst, op.run_bytes});
+      for (int d = nd - 1; d >= 0; --d) {
+        if (++idx[d] < dims[d].count) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  // Into staged order. Runs tile the message's staged bytes; where they are
+  // all one length and aligned to it (a block-cyclic message's are), each
+  // goes straight to its slot, else they are sorted.
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  bool slotted = !runs.empty();
+  for (const Run& r : runs) {
+    first = std::min(first, r.staged);
+    last = std::max(last, r.staged + r.bytes);
+    slotted = slotted && r.bytes == runs[0].bytes;
+  }
+  if (slotted && last - first == runs[0].bytes * static_cast<int64_t>(runs.size())) {
+    std::vector<Run> placed(runs.size(), Run{-1, 0, 0});
+    for (const Run& r : runs) {
+      const int64_t at = r.staged - first;
+      const size_t slot = static_cast<size_t>(at / r.bytes);
+      if (at % r.bytes != 0 || placed[slot].staged >= 0) {
+        slotted = false;
+        break;
+      }
+      placed[slot] = r;
+    }
+    if (slotted) runs.swap(placed);
+  } else {
+    slotted = false;
+  }
+  if (!slotted) std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.staged < b.staged; });
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> displs;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const Run& r = runs[k];
+    if (k > 0) {
+      const Run& q = runs[k - 1];
+      if (q.staged + q.bytes == r.staged && displs.back() + lengths.back() == r.buffer &&
+          static_cast<int64_t>(lengths.back()) + r.bytes <= INT_MAX) {
+        lengths.back() += static_cast<int>(r.bytes);
+        continue;
+      }
+    }
+    if (r.bytes > INT_MAX) return Status::Internal("a copy run exceeds 2^31 bytes");
+    lengths.push_back(static_cast<int>(r.bytes));
+    displs.push_back(static_cast<MPI_Aint>(r.buffer));
+  }
+  if (lengths.size() > static_cast<size_t>(INT_MAX)) return Status::Internal("a message has more than 2^31 runs");
+  MPI_Datatype message;
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(),
+                                                           displs.data(), MPI_BYTE, &message),
+                                  "MPI_Type_create_hindexed"));
+  RESHARD_RETURN_IF_ERROR(MpiCall(MPI_Type_commit(&message), "MPI_Type_commit"));
+  return message;
+}
+
 // Ops [begin, end) of `p` (one message) as one MPI datatype over the buffer
 // the ops address on the `sending` side (pack: their source; unpack: their
 // destination). Its type map must list the bytes in the order the message
-// carries them. REQUIRES: the staged side in order (Comm::PrepareBoxes), so
-// op after op, each op's dims in the staged side's memory order (a pack op's
-// are; an unpack op's are re-sorted by their source strides), is that order.
+// carries them. Where the staged side is in order (StagedInOrder), op after
+// op, each op's dims in the staged side's memory order (a pack op's are; an
+// unpack op's are re-sorted by their source strides), is that order: one
+// nested vector type per box. Elsewhere the runs, sorted (RunsType).
 Result<MPI_Datatype> MessageType(const CopyProgram& p, int32_t begin, int32_t end, bool sending) {
+  if (!StagedInOrder(p, begin, end, /*staged_is_dst=*/sending)) return RunsType(p, begin, end, sending);
   std::vector<MPI_Datatype> parts;
   std::vector<MPI_Aint> displs;
   auto free_parts = [&]() {

@@ -99,26 +99,19 @@ void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
 }
 
 
-// Whether ops [begin, end) of `p` (one message) fill its staged bytes in
-// order, each op one contiguous span of them, so that the ops' elements
-// listed op after op are the message's bytes in order. The staged side is
-// the destination of a pack, the source of an unpack. True of a message that
-// is one box (tiled layouts); a block-cyclic message's boxes interleave.
-bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst) {
-  int64_t next = -1;
-  for (int32_t k = begin; k < end; ++k) {
-    const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    const int64_t offset = staged_is_dst ? op.dst_offset : op.src_offset;
-    if (next >= 0 && offset != next) return false;
-    int64_t span = op.run_bytes;
-    for (int32_t d = op.num_dims; d-- > 0;) {
-      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
-      if ((staged_is_dst ? c.dst_stride : c.src_stride) != span) return false;
-      span *= c.count;
-    }
-    next = offset + span;
-  }
-  return true;
+// Whether one message (ops [begin, end) of `p`, `bytes` long) can be a box
+// message: its copies list its bytes in order (one box, or boxes one after
+// another), or, where its boxes interleave in the staged buffer (block-cyclic
+// layouts), its runs average at least kBoxRunBytes, since the backend then
+// describes it run by run (MPI: an hindexed type of 16 bytes a run, and
+// more inside MPI) and a message of element-sized runs would cost more to
+// describe than to pack. Over MPI on this 2-core machine, box messages beat
+// packing at every run size measured, 64-byte runs (8x8 f64 blocks) up:
+// docs/benchmarks.md, "Against COSTA".
+bool BoxableMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t bytes, bool staged_is_dst) {
+  constexpr int64_t kBoxRunBytes = 64;
+  if (StagedInOrder(p, begin, end, staged_is_dst)) return true;
+  return bytes >= kBoxRunBytes * CopyRuns(p, begin, end);
 }
 
 const DeviceProgram& EmptyProgram() {
@@ -236,9 +229,8 @@ struct RankReshard::State {
   // Moves a structured step onto its groups' sub-groups where its messages
   // allow (the same choice on every rank).
   Status UseGroups(StepRun& s, const StepProgram& step);
-  // Whether every rank's messages are their bytes in order (StagedInOrder),
-  // so each can be one box message.
-  Result<bool> AllInOrder(const StepRun& s);
+  // Whether every rank's messages can be box messages (BoxableMessage).
+  Result<bool> AllBoxable(const StepRun& s);
   int64_t Chunk() const { return std::min(options.max_message_bytes, comm->max_count()); }
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // Over `over`: the whole Comm, or the step's group (the counts are then by member).
@@ -346,7 +338,7 @@ Status RankReshard::State::Prepare() {
       bool boxes = false;
       // Box messages write the output as they land: a reducing step combines after.
       if (!s.grouped && !s.reduces() && asked != StepTransport::kAlltoallv && comm->has_boxes()) {
-        RESHARD_ASSIGN_OR_RETURN(boxes, AllInOrder(s));
+        RESHARD_ASSIGN_OR_RETURN(boxes, AllBoxable(s));
       }
       if (boxes) {
         Result<std::unique_ptr<BoxExchange>> made = comm->PrepareBoxes(p, s.send_rank, s.recv_rank);
@@ -370,14 +362,14 @@ Status RankReshard::State::Prepare() {
   return AgreeStatus(*comm, allocated);
 }
 
-Result<bool> RankReshard::State::AllInOrder(const StepRun& s) {
+Result<bool> RankReshard::State::AllBoxable(const StepRun& s) {
   const DeviceProgram& p = *s.program;
-  bool in_order = true;
-  for (size_t m = 0; m < s.send_rank.size() && in_order; ++m)
-    in_order = StagedInOrder(p.pack, p.pack_begin[m], p.pack_begin[m + 1], true);
-  for (size_t m = 0; m < s.recv_rank.size() && in_order; ++m)
-    in_order = StagedInOrder(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], false);
-  int64_t all = in_order ? 1 : 0;
+  bool boxable = true;
+  for (size_t m = 0; m < s.send_rank.size() && boxable; ++m)
+    boxable = BoxableMessage(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_count[m], true);
+  for (size_t m = 0; m < s.recv_rank.size() && boxable; ++m)
+    boxable = BoxableMessage(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_count[m], false);
+  int64_t all = boxable ? 1 : 0;
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(std::span<int64_t>(&all, 1), Comm::ReduceOp::kMin));
   return all == 1;
 }

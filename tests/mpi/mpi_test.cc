@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "exec/exec_checker.h"
+#include "reshard/device_program.h"
+#include "reshard/exchange.h"
 #include "reshard/mpi.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
@@ -325,6 +327,46 @@ TEST(Mpi, ColumnMajorBuffersWithALeadingDimension) {
     EXPECT_TRUE(AllOk(check.mismatches == 0 ? ::testing::AssertionSuccess()
                                             : ::testing::AssertionFailure() << check.first_problem))
         << from << " -> " << to << ": " << check.first_problem;
+  }
+}
+
+// Block-cyclic messages, whose boxes interleave in the staged buffer, run
+// as box messages (MPI datatypes listing their runs in staged order) where
+// their runs are long enough, exact and with the planned bytes; runs shorter
+// than that fall back to staging.
+TEST(Mpi, InterleavedBoxesRunAsBoxMessages) {
+  const std::string n = std::to_string(Size());
+  for (const auto& [block, boxed] : {std::pair{8, true}, std::pair{16, true}, std::pair{2, false}}) {
+    const std::string b = std::to_string(block), b2 = std::to_string(2 * block);
+    // Each rank's column blocks of b go to the ranks holding their block of
+    // 2b: a message takes every other one, each a column strip of the rows.
+    // Blocks of 16 end in a short one (runs of two lengths: sorted, not slotted).
+    const std::vector<int64_t> shape = {24, 8 * block * Size() + (block == 16 ? 5 : 0)};
+    Result<ParsedLayout> a = ParseLayout("blockcyclic(block=[" + b + "," + b + "], grid=[1," + n + "])", shape,
+                                         DType::kF64, std::nullopt);
+    Result<ParsedLayout> t = ParseLayout("blockcyclic(block=[" + b2 + "," + b2 + "], grid=[1," + n + "])", shape,
+                                         DType::kF64, std::nullopt);
+    ASSERT_TRUE(a.ok() && t.ok()) << a.status() << " " << t.status();
+    const Case c{a->layout, t->layout, std::nullopt, "block " + b};
+    // Some message interleaves (so the runs' datatype is what runs).
+    const PlanProgram program = PlanProgram::Compile(Exchange::Create(c.source, c.target).value()).value();
+    bool interleaved = false;
+    for (const DeviceProgram& d : program.steps()[0].devices)
+      for (size_t m = 0; m < d.send_peer.size(); ++m)
+        interleaved = interleaved || !StagedInOrder(d.pack, d.pack_begin[m], d.pack_begin[m + 1], true);
+    EXPECT_EQ(interleaved, Size() >= 2) << c.what;
+    for (MpiTransport transport : {MpiTransport::kAuto, MpiTransport::kDatatypes}) {
+      MpiOptions o;
+      o.transport = transport;
+      const ::testing::AssertionResult ok = RunCase(c, o);
+      EXPECT_TRUE(AllOk(ok)) << ok.message();
+      Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, c.source, c.target, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (Size() >= 2) {
+        EXPECT_EQ(r->step_transports().front() == "alltoallw", boxed)
+            << c.what << ": " << ::testing::PrintToString(r->step_transports());
+      }
+    }
   }
 }
 
