@@ -229,14 +229,17 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // ran at memcpy speed, 16 rows a turn at a third of it; docs/benchmarks.md,
   // "Short rows"); rows under 64 B take as many as make 64 B, a cache line.
   // Such a turn is a row's address, base plus row times stride (Cursor), not
-  // a call's index set-up, and, where PrefetchAhead asks for it (rows up
-  // to 4 KiB, not adjacent), it prefetches the copy's next row: a box's rows
-  // lie a source row apart (kilobytes), a pattern the hardware's stream
-  // prefetchers do not follow (8x8 f64 boxes: a fifth less time; rows of
-  // 512 B up were left out at first, and took a tenth more time). Other
+  // a call's index set-up, and, for rows up to 512 B that are not adjacent
+  // (PrefetchAhead), it prefetches the copy's next row: a box's rows lie a
+  // source row apart (kilobytes), a pattern the hardware's stream
+  // prefetchers do not follow (8x8 f64 boxes: a fifth less time). Other
   // strided copies take about 4 KiB a turn, so a turn's call and index
   // arithmetic stay small against its bytes; a contiguous one, its whole part.
   constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 64;
+  // Rows a turn prefetches the next of: up to 512 B (512-byte rows: a tenth
+  // less time with it; 2 KiB rows, interleaved a row of each box in turn,
+  // measured about a tenth slower with it, the prefetchers keeping up).
+  constexpr size_t kPrefetchRunBytes = 512;
   // Row r of a cursor's copy is at src + r * src_stride (dst likewise):
   // pointers are formed for rows copied only.
   struct Cursor {
@@ -282,7 +285,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
              c.dst_stride == c0.dst_stride && next[k] == first && end[k] == last;
     }
     if (same) {
-      const bool prefetch = PrefetchAhead(static_cast<int64_t>(c0.run), c0.src_stride) > 0;
+      const bool prefetch = c0.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(c0.run), c0.src_stride) > 0;
       auto turns = [&](auto copy) {
         for (int64_t r = first; r < last; ++r)
           for (size_t k = 0; k < copies.size(); ++k) {
@@ -315,7 +318,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       if (cur.rows_per_turn > 0) {
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
         // The row the next turn starts with; this turn's own rows come at once.
-        if (hi < end[k] && PrefetchAhead(static_cast<int64_t>(cur.run), cur.src_stride) > 0)
+        if (hi < end[k] && cur.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(cur.run), cur.src_stride) > 0)
           PrefetchRun(cur.src + hi * cur.src_stride, cur.run);
         for (int64_t row = next[k]; row < hi; ++row) {
           std::byte* t = cur.dst + row * cur.dst_stride;
