@@ -293,12 +293,21 @@ TEST(Mpi, ManyChunksStayFast) {
 // them): tags are written and read through the same strides.
 TEST(Mpi, ColumnMajorBuffersWithALeadingDimension) {
   const int size = Size();
-  const std::vector<int64_t> shape = {13, 11};
-  for (int trial = 0; trial < 4; ++trial) {
-    const std::string from = trial % 2 ? "blockcyclic(block=[2,3], grid=[1," + std::to_string(size) + "])"
-                                       : "{devices=[" + std::to_string(size) + ",1]<=[" + std::to_string(size) + "]}";
-    const std::string to = trial < 2 ? "blockcyclic(block=[3,2], grid=[" + std::to_string(size) + ",1])"
-                                     : "{devices=[1," + std::to_string(size) + "]<=[" + std::to_string(size) + "]}";
+  const std::string n = std::to_string(size);
+  // Trials 4 and 5: row blocks of `rows` into row blocks twice as tall, so
+  // that each message takes every other row block, its boxes interleaving
+  // down every column: box messages that list their runs (8 rows: 64-byte
+  // runs; 16 with a short last block: runs of two lengths).
+  for (int trial = 0; trial < 6; ++trial) {
+    const int64_t rows = trial == 4 ? 8 : 16;  // trials 4, 5: the row block
+    const std::vector<int64_t> shape =
+        trial < 4 ? std::vector<int64_t>{13, 11} : std::vector<int64_t>{4 * rows * size + (trial == 5 ? 5 : 0), 7};
+    std::string from = trial % 2 ? "blockcyclic(block=[2,3], grid=[1," + n + "])" : "{devices=[" + n + ",1]<=[" + n + "]}";
+    std::string to = trial < 2 ? "blockcyclic(block=[3,2], grid=[" + n + ",1])" : "{devices=[1," + n + "]<=[" + n + "]}";
+    if (trial >= 4) {
+      from = "blockcyclic(block=[" + std::to_string(rows) + ",8], grid=[" + n + ",1])";
+      to = "blockcyclic(block=[" + std::to_string(2 * rows) + ",8], grid=[" + n + ",1])";
+    }
     Result<ParsedLayout> a = ParseLayout(from, shape, DType::kF64, std::nullopt);
     Result<ParsedLayout> b = ParseLayout(to, shape, DType::kF64, std::nullopt);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
@@ -309,6 +318,9 @@ TEST(Mpi, ColumnMajorBuffersWithALeadingDimension) {
     o.target_format = BufferFormat::ColumnMajor(trial % 2 ? 0 : dst_shape[0] + 1);
     Result<MpiReshard> r = MpiReshard::Create(MPI_COMM_WORLD, a->layout, b->layout, o);
     ASSERT_TRUE(r.ok()) << r.status();
+    if (trial >= 4 && size >= 2) {
+      EXPECT_EQ(r->step_transports().front(), "alltoallw") << from << " -> " << to;
+    }
     // Row-major tags, scattered into the column-major buffer.
     std::vector<std::byte> row(static_cast<size_t>(a->layout.LocalBytes(Rank())));
     FillTags(a->layout, Rank(), row);
