@@ -164,7 +164,7 @@ struct Row {
   int64_t bytes = 0;
   std::string auto_transport;
   double ours[4] = {};  // auto, alltoallv, p2p, alltoallw (derived datatypes)
-  std::string alltoallw_ran;  // what the alltoallw request ran (block-cyclic steps fall back)
+  std::string alltoallw_ran;  // what the alltoallw request ran (steps whose runs average under 64 B fall back)
   double floor = 0;
   std::optional<double> remat;                // unset: skipped, it does not fit
   int64_t ours_volume = 0, remat_volume = 0;  // bytes received, all ranks

@@ -103,7 +103,7 @@ void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
 // message: its copies list its bytes in order (one box, or boxes one after
 // another), or, where its boxes interleave in the staged buffer (block-cyclic
 // layouts), its runs average at least kBoxRunBytes, since the backend then
-// describes it run by run (MPI: an hindexed type of 16 bytes a run, and
+// describes it run by run (MPI: an hindexed type of 12 bytes a run, and
 // more inside MPI) and a message of element-sized runs would cost more to
 // describe than to pack. Over MPI on this 2-core machine, box messages beat
 // packing at every run size measured, 64-byte runs (8x8 f64 blocks) up:
