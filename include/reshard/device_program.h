@@ -154,7 +154,7 @@ struct DeviceProgram {
 bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst);
 // The runs (contiguous byte spans, before merging) ops [begin, end) of `p`
 // copy: the product of each op's dim counts, summed.
-int64_t CopyRuns(const CopyProgram& p, int32_t begin, int32_t end);
+int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end);
 
 // How a device's local buffer is laid out in memory. The layouts' local
 // buffers are row-major and tight; an HPC code may hold its own arrays

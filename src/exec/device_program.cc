@@ -172,7 +172,7 @@ bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged
   return true;
 }
 
-int64_t CopyRuns(const CopyProgram& p, int32_t begin, int32_t end) {
+int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end) {
   int64_t runs = 0;
   for (int32_t k = begin; k < end; ++k) {
     const CopyOp& op = p.ops[static_cast<size_t>(k)];

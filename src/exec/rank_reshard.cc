@@ -111,7 +111,7 @@ void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
 bool BoxableMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t bytes, bool staged_is_dst) {
   constexpr int64_t kBoxRunBytes = 64;
   if (StagedInOrder(p, begin, end, staged_is_dst)) return true;
-  return bytes >= kBoxRunBytes * CopyRuns(p, begin, end);
+  return bytes >= kBoxRunBytes * RunCount(p, begin, end);
 }
 
 const DeviceProgram& EmptyProgram() {
