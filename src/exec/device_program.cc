@@ -391,22 +391,19 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // Each device's buffer strides, computed once per step: every message
     // asks for its sender's and receiver's (an all-gather over thousands of
     // devices has millions of messages and thousands of buffers).
+    // (Empty until asked; a rank-0 array's are empty and recomputed, at no cost.)
     std::vector<std::vector<int64_t>> in_strides_cache(n), out_strides_cache(n);
-    std::vector<uint8_t> in_known(n, 0), out_known(n, 0);
-    auto strides_of = [&](int64_t device, const Layout& l, const BufferFormat& format, auto& cache,
-                          std::vector<uint8_t>& known) -> const std::vector<int64_t>& {
-      const size_t i = static_cast<size_t>(p.IndexOf(device));
-      if (!known[i]) {
-        cache[i] = format.Strides(l.LocalShape(device));
-        known[i] = 1;
-      }
-      return cache[i];
+    auto strides_of = [&](int64_t device, const Layout& l, const BufferFormat& format,
+                          std::vector<std::vector<int64_t>>& cache) -> const std::vector<int64_t>& {
+      std::vector<int64_t>& strides = cache[static_cast<size_t>(p.IndexOf(device))];
+      if (strides.empty()) strides = format.Strides(l.LocalShape(device));
+      return strides;
     };
     auto in_strides_of = [&](int64_t device) -> const std::vector<int64_t>& {
-      return strides_of(device, in, in_format(device), in_strides_cache, in_known);
+      return strides_of(device, in, in_format(device), in_strides_cache);
     };
     auto out_strides_of = [&](int64_t device) -> const std::vector<int64_t>& {
-      return strides_of(device, out, out_format(device), out_strides_cache, out_known);
+      return strides_of(device, out, out_format(device), out_strides_cache);
     };
     // Messages are staged in the source buffers' order, so that packing a
     // column-major source copies whole columns; every device must then hold
