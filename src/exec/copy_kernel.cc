@@ -7,6 +7,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "exec/row_walk.h"
 #include "reshard/layout.h"
 
 namespace reshard {
@@ -40,46 +41,21 @@ int PrefetchAhead(int64_t run, int64_t src_stride) {
 template <typename Copy>
 void Rows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi, Copy copy,
           int ahead = 0, size_t run = 0) {
-  int64_t idx[kMaxRank + 1];
-  int64_t so = 0, dof = 0, rem = lo;
-  for (int d = nd - 1; d >= 0; --d) {
-    idx[d] = rem % dims[d].count;
-    rem /= dims[d].count;
-    so += idx[d] * dims[d].src_stride;
-    dof += idx[d] * dims[d].dst_stride;
-  }
   const CopyDim& in = dims[nd - 1];
-  int64_t row = lo;
-  while (row < hi) {
-    const int64_t n = std::min(in.count - idx[nd - 1], hi - row);
-    const std::byte* s = src + so;
-    std::byte* t = dst + dof;
+  // Offsets, not pointers, step along the rows: a pointer stepped past the
+  // last row would point outside the buffer (undefined even unread).
+  ForEachStretch(dims, nd, lo, hi, [&](int64_t so, int64_t dof, int64_t n, int64_t first) {
     if (ahead > 0) {
       // Within the innermost dim only: its first rows after a carry come unasked.
-      const int64_t stop = in.count - idx[nd - 1] - ahead;  // rows i < stop have a row `ahead` on
-      const int64_t step = ahead * in.src_stride;
-      for (int64_t i = 0; i < n; ++i, s += in.src_stride, t += in.dst_stride) {
-        if (i < stop) PrefetchRun(s + step, run);
-        copy(t, s);
+      const int64_t stop = in.count - first - ahead;  // rows i < stop have a row `ahead` on
+      for (int64_t i = 0; i < n; ++i) {
+        if (i < stop) PrefetchRun(src + so + (i + ahead) * in.src_stride, run);
+        copy(dst + dof + i * in.dst_stride, src + so + i * in.src_stride);
       }
     } else {
-      for (int64_t i = 0; i < n; ++i, s += in.src_stride, t += in.dst_stride) copy(t, s);
+      for (int64_t i = 0; i < n; ++i) copy(dst + dof + i * in.dst_stride, src + so + i * in.src_stride);
     }
-    row += n;
-    if (row >= hi) return;
-    // Carry: the innermost dim wraps to 0, the next dims count up.
-    so -= idx[nd - 1] * in.src_stride;
-    dof -= idx[nd - 1] * in.dst_stride;
-    idx[nd - 1] = 0;
-    for (int d = nd - 2; d >= 0; --d) {
-      so += dims[d].src_stride;
-      dof += dims[d].dst_stride;
-      if (++idx[d] < dims[d].count) break;
-      so -= idx[d] * dims[d].src_stride;
-      dof -= idx[d] * dims[d].dst_stride;
-      idx[d] = 0;
-    }
-  }
+  });
 }
 
 template <int64_t K>

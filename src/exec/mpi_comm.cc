@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "exec/row_walk.h"
+
 namespace reshard {
 namespace {
 
@@ -48,25 +50,12 @@ Result<MPI_Datatype> RunsType(const CopyProgram& p, int32_t begin, int32_t end, 
     int64_t staged, buffer, bytes;
   };
   std::vector<Run> runs;
+  runs.reserve(static_cast<size_t>(RunCount(p, begin, end)));
   for (int32_t k = begin; k < end; ++k) {
     const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    const CopyDim* dims = p.dims.data() + op.first_dim;
-    const int nd = op.num_dims;
-    int64_t idx[kMaxRank + 1] = {};
-    int64_t rows = 1;
-    for (int d = 0; d < nd; ++d) rows *= dims[d].count;
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t src = op.src_offset, dst = op.dst_offset;
-      for (int d = 0; d < nd; ++d) {
-        src += idx[d] * dims[d].src_stride;
-        dst += idx[d] * dims[d].dst_stride;
-      }
+    ForEachRun(p, op, [&](int64_t src, int64_t dst) {
       runs.push_back(sending ? Run{dst, src, op.run_bytes} : Run{src, dst, op.run_bytes});
-      for (int d = nd - 1; d >= 0; --d) {
-        if (++idx[d] < dims[d].count) break;
-        idx[d] = 0;
-      }
-    }
+    });
   }
   // Into staged order. Runs tile the message's staged bytes; where they are
   // all one length and aligned to it (a block-cyclic message's are), each

@@ -1,6 +1,7 @@
 #include "exec/reduce_kernel.h"
 
 #include "exec/copy_kernel.h"
+#include "exec/row_walk.h"
 
 #include <algorithm>
 #include <bit>
@@ -95,37 +96,11 @@ V Apply(V a, V b, ReduceOp op) {
   return a;
 }
 
-// Calls f(dst_offset, src_offset) for every contiguous run of the copy.
-template <typename F>
-void ForEachRun(const CopyProgram& p, const CopyOp& op, F&& f) {
-  const int nd = op.num_dims;
-  if (nd == 0) {
-    f(op.dst_offset, op.src_offset);
-    return;
-  }
-  const CopyDim* dims = p.dims.data() + op.first_dim;
-  int64_t idx[kMaxRank + 1] = {};
-  while (true) {
-    int64_t so = op.src_offset, dof = op.dst_offset;
-    for (int d = 0; d < nd; ++d) {
-      so += idx[d] * dims[d].src_stride;
-      dof += idx[d] * dims[d].dst_stride;
-    }
-    f(dof, so);
-    int d = nd - 1;
-    for (; d >= 0; --d) {
-      if (++idx[d] < dims[d].count) break;
-      idx[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
 template <typename E>
 void CombineRuns(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, ReduceOp reduce,
                  int64_t width) {
   const int64_t n = op.run_bytes / width;
-  ForEachRun(p, op, [&](int64_t dof, int64_t so) {
+  ForEachRun(p, op, [&](int64_t so, int64_t dof) {
     std::byte* t = dst + dof;
     const std::byte* s = src + so;
     for (int64_t i = 0; i < n; ++i, t += width, s += width) E::Store(Apply(E::Load(t), E::Load(s), reduce), t);
@@ -208,7 +183,7 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, int64
   const int64_t eb = ByteSize(dtype);
   // A device of a partial target no part is routed to holds the identity.
   for (const CopyOp& op : p.fill.ops)
-    ForEachRun(p.fill, op, [&](int64_t dof, int64_t) {
+    ForEachRun(p.fill, op, [&](int64_t, int64_t dof) {
       for (int64_t b = 0; b < op.run_bytes; b += eb) std::memcpy(out + dof + b, p.fill_element.data(), static_cast<size_t>(eb));
     });
   // In part order: the copies of the first part routed to an element write
@@ -233,7 +208,7 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, int64
   auto finish = [&](const CopyProgram& copies, int32_t lo, int32_t hi) {
     for (int32_t k = lo; k < hi; ++k) {
       const CopyOp& op = copies.ops[static_cast<size_t>(k)];
-      ForEachRun(copies, op, [&](int64_t dof, int64_t) {
+      ForEachRun(copies, op, [&](int64_t, int64_t dof) {
         if (reduction.op == ReduceOp::kAvg) DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts);
         if (scale != 1) ScaleElements(out + dof, op.run_bytes / eb, dtype, scale);
       });
