@@ -3,6 +3,7 @@
 #include "reshard/device_program.h"
 
 #include <algorithm>
+#include <climits>
 #include <optional>
 #include <fmt/format.h>
 
@@ -23,9 +24,14 @@ enum class Side { kPack, kUnpack, kLocal };
 // source offset and writes staging positions; unpack reads staging and writes
 // the output buffer; local copies input to output. Runs adjacent on both
 // sides merge (block-cyclic tiles give many segments that merge here).
-std::vector<std::vector<DimRun>> Runs(const ExchangePlan& plan, const Transfer& t, Side side) {
-  std::vector<std::vector<DimRun>> runs(plan.source().rank());
+// Written into `runs`, whose vectors are reused from call to call: an
+// all-gather over thousands of devices compiles millions of messages, and
+// allocating per message was a fifth of the compile time.
+void Runs(const ExchangePlan& plan, const Transfer& t, Side side, std::vector<std::vector<DimRun>>& runs) {
+  runs.resize(static_cast<size_t>(plan.source().rank()));
   for (int64_t d = 0; d < plan.source().rank(); ++d) {
+    auto& v = runs[static_cast<size_t>(d)];
+    v.clear();
     int64_t staged = 0;
     for (const Segment& s : plan.Segments(t, d)) {
       DimRun r;
@@ -33,25 +39,22 @@ std::vector<std::vector<DimRun>> Runs(const ExchangePlan& plan, const Transfer& 
       r.src = side == Side::kUnpack ? staged : s.src_offset;
       r.dst = side == Side::kPack ? staged : s.dst_offset;
       staged += s.length;
-      auto& v = runs[d];
       if (!v.empty() && v.back().src + v.back().length == r.src && v.back().dst + v.back().length == r.dst)
         v.back().length += r.length;
       else
         v.push_back(r);
     }
   }
-  return runs;
 }
 
 // Adds the cross product of `runs` as boxes.
 void AddRuns(CopyProgram& p, const std::vector<std::vector<DimRun>>& runs, int64_t src_base,
-             const std::vector<int64_t>& src_strides, int64_t dst_base, const std::vector<int64_t>& dst_strides,
-             int64_t eb) {
+             std::span<const int64_t> src_strides, int64_t dst_base, std::span<const int64_t> dst_strides, int64_t eb) {
   const size_t rank = runs.size();
   for (const auto& r : runs)
     if (r.empty()) return;
-  std::vector<size_t> idx(rank, 0);
-  std::vector<int64_t> extent(rank);
+  size_t idx[kMaxRank + 1] = {};
+  int64_t extent[kMaxRank + 1];
   while (true) {
     int64_t so = src_base, dof = dst_base;
     for (size_t d = 0; d < rank; ++d) {
@@ -60,7 +63,7 @@ void AddRuns(CopyProgram& p, const std::vector<std::vector<DimRun>>& runs, int64
       so += r.src * src_strides[d] * eb;
       dof += r.dst * dst_strides[d] * eb;
     }
-    p.AddBox(extent, so, src_strides, dof, dst_strides, eb);
+    p.AddBox(std::span<const int64_t>(extent, rank), so, src_strides, dof, dst_strides, eb);
     size_t d = rank;
     while (d > 0) {
       --d;
@@ -104,35 +107,44 @@ Status CheckMessages(std::span<const int64_t> count, std::span<const int64_t> of
 
 void CopyProgram::AddBox(std::span<const int64_t> extent, int64_t src_offset, std::span<const int64_t> src_strides,
                          int64_t dst_offset, std::span<const int64_t> dst_strides, int64_t elem_bytes) {
-  std::vector<CopyDim> d;
+  // (A fixed array, not a vector, for any layout's rank: a compile adds a
+  // box per message and side.)
+  CopyDim local[kMaxRank + 1];
+  std::vector<CopyDim> more;
+  CopyDim* d = local;
+  if (extent.size() > kMaxRank + 1) {
+    more.resize(extent.size());
+    d = more.data();
+  }
+  size_t nd = 0;
   for (size_t i = 0; i < extent.size(); ++i) {
     if (extent[i] == 0) return;
-    if (extent[i] > 1) d.push_back({extent[i], src_strides[i] * elem_bytes, dst_strides[i] * elem_bytes});
+    if (extent[i] > 1) d[nd++] = {extent[i], src_strides[i] * elem_bytes, dst_strides[i] * elem_bytes};
   }
   // Walk the destination in memory order (its smallest stride innermost):
   // row-major buffers keep the box's own dim order, and a copy between
   // column-major buffers runs down their contiguous columns instead of
   // element by element.
-  std::stable_sort(d.begin(), d.end(), [](const CopyDim& a, const CopyDim& b) { return a.dst_stride > b.dst_stride; });
+  std::stable_sort(d, d + nd, [](const CopyDim& a, const CopyDim& b) { return a.dst_stride > b.dst_stride; });
   int64_t run = elem_bytes;
-  while (!d.empty() && d.back().src_stride == run && d.back().dst_stride == run) {
-    run *= d.back().count;
-    d.pop_back();
+  while (nd > 0 && d[nd - 1].src_stride == run && d[nd - 1].dst_stride == run) {
+    run *= d[nd - 1].count;
+    --nd;
   }
   // Merge an outer dim into the inner one where both sides are contiguous.
-  std::vector<CopyDim> merged;
-  for (const CopyDim& c : d) {
-    if (!merged.empty()) {
-      CopyDim& o = merged.back();
+  const size_t first = dims.size();
+  for (size_t i = 0; i < nd; ++i) {
+    const CopyDim& c = d[i];
+    if (dims.size() > first) {
+      CopyDim& o = dims.back();
       if (o.src_stride == c.count * c.src_stride && o.dst_stride == c.count * c.dst_stride) {
         o = {o.count * c.count, c.src_stride, c.dst_stride};
         continue;
       }
     }
-    merged.push_back(c);
+    dims.push_back(c);
   }
-  CopyOp op{src_offset, dst_offset, run, static_cast<int32_t>(dims.size()), static_cast<int32_t>(merged.size())};
-  dims.insert(dims.end(), merged.begin(), merged.end());
+  CopyOp op{src_offset, dst_offset, run, static_cast<int32_t>(first), static_cast<int32_t>(dims.size() - first)};
   ops.push_back(op);
   bytes += OpBytes(op);
 }
@@ -184,6 +196,9 @@ int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end) {
 }
 
 int64_t PlanProgram::IndexOf(int64_t device) const {
+  // Devices 0..n-1, the common case: the index is the id.
+  if (!devices_.empty() && devices_.back() == static_cast<int64_t>(devices_.size()) - 1)
+    return device >= 0 && device < static_cast<int64_t>(devices_.size()) ? device : -1;
   auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
   return it != devices_.end() && *it == device ? it - devices_.begin() : -1;
 }
@@ -376,6 +391,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   if (plan != nullptr) p.mesh_ = plan->mesh();
   const int64_t eb = p.layouts_.front().element_bytes();
   const size_t n = p.devices_.size();
+  if (n > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("a program over 2^31 devices or more");
   for (size_t si = 0; si + 1 < p.layouts_.size(); ++si) {
     const Layout& in = p.layouts_[si];
     const Layout& out = p.layouts_[si + 1];
@@ -440,10 +456,26 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     struct Item {
       const ExchangePlan* xp;
       const Transfer* t;
+      int32_t from, to;  // the devices' indices (fewer than 2^31, checked above)
     };
     std::vector<Item> items;
     for (const ExchangePlan& xp : plans)
-      for (const Transfer& t : xp.transfers()) items.push_back({&xp, &t});
+      for (const Transfer& t : xp.transfers()) {
+        const int64_t fi = p.IndexOf(t.from), ti = p.IndexOf(t.to);
+        if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
+        items.push_back({&xp, &t, static_cast<int32_t>(fi), static_cast<int32_t>(ti)});
+      }
+    // `from` stably ordered by a device index: a counting sort, linear in
+    // transfers and devices (an all-gather over thousands of devices has
+    // millions of transfers).
+    auto ordered_by = [n](const std::vector<Item>& from, int32_t Item::*key) {
+      std::vector<size_t> start(n + 1, 0);
+      for (const Item& it : from) ++start[static_cast<size_t>(it.*key) + 1];
+      for (size_t i = 0; i < n; ++i) start[i + 1] += start[i];
+      std::vector<Item> to(from.size());
+      for (const Item& it : from) to[start[static_cast<size_t>(it.*key)]++] = it;
+      return to;
+    };
     step.devices.resize(n);
     if (exchange == nullptr && ps != nullptr) {
       step.op = ps->op;
@@ -462,12 +494,34 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     }
     // Transfers by (from, to) for the senders, by (to, from) for the receivers
     // (a sender holds one part, so parts never share a pair).
-    std::vector<Item> by_sender = items, by_receiver;
-    std::sort(by_sender.begin(), by_sender.end(),
-              [](const Item& a, const Item& b) { return std::pair(a.t->from, a.t->to) < std::pair(b.t->from, b.t->to); });
-    by_receiver = by_sender;
-    std::stable_sort(by_receiver.begin(), by_receiver.end(),
-                     [](const Item& a, const Item& b) { return std::pair(a.t->to, a.t->from) < std::pair(b.t->to, b.t->from); });
+    // (Indices ascend with ids: sorting by either is the same. Exchange
+    // plans list transfers by sender, so the first sort is mostly skipped.)
+    const bool sender_order = std::is_sorted(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return std::pair(a.from, a.to) < std::pair(b.from, b.to);
+    });
+    const std::vector<Item> by_sender =
+        sender_order ? std::move(items) : ordered_by(ordered_by(items, &Item::to), &Item::from);
+    items = {};
+    const std::vector<Item> by_receiver = ordered_by(by_sender, &Item::to);
+    // Each device's message arrays sized once: no growth, and no slack left
+    // in them (a third of a program's memory where they grew by doubling);
+    // its copy lists at least one copy a message.
+    {
+      std::vector<size_t> sends(n, 0), recvs(n, 0);
+      for (const Item& it : by_sender)
+        if (it.from != it.to) ++sends[static_cast<size_t>(it.from)], ++recvs[static_cast<size_t>(it.to)];
+      for (size_t i = 0; i < n; ++i) {
+        DeviceProgram& dp = step.devices[i];
+        for (auto* v : {&dp.send_peer, &dp.send_count, &dp.send_offset}) v->reserve(sends[i]);
+        dp.pack_owner.reserve(sends[i]);
+        dp.pack_begin.reserve(sends[i] + 1);
+        dp.pack.ops.reserve(sends[i]);
+        for (auto* v : {&dp.recv_peer, &dp.recv_count, &dp.recv_offset, &dp.recv_peer_offset}) v->reserve(recvs[i]);
+        for (auto* v : {&dp.unpack_begin, &dp.direct_begin}) v->reserve(recvs[i] + 1);
+        dp.unpack.ops.reserve(recvs[i]);
+        dp.direct.ops.reserve(recvs[i]);
+      }
+    }
     if (step.reduces()) {
       // With tile routes, the identity goes exactly where no part's tile is
       // routed to the device's target part: the transfers of an exchange
@@ -491,7 +545,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         } else if (elsewhere) {
           const ExchangePlan xp = elsewhere->ReceivePlan(dp.device);
           for (const Transfer& t : xp.transfers()) {
-            std::vector<std::vector<DimRun>> runs = Runs(xp, t, Side::kLocal);
+            std::vector<std::vector<DimRun>> runs;
+            Runs(xp, t, Side::kLocal, runs);
             for (auto& dim : runs)
               for (DimRun& r : dim) r.src = r.dst;  // the fill reads its one element, not a source
             AddRuns(dp.fill, runs, 0, strides, 0, strides, eb);
@@ -503,6 +558,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         StoreIdentity(routes->fill, out.dtype(), dp.fill_element.data());
       }
     }
+    std::vector<std::vector<DimRun>> runs;  // Runs' output, reused
     StagedBoxes staged;  // one sender's boxes and the messages that stage them: restarts with each sender
     int64_t sender = -1;
     for (const Item& item : by_sender) {
@@ -512,12 +568,12 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         staged.Clear();
         sender = t->from;
       }
-      const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
-      if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
+      const int64_t fi = item.from, ti = item.to;
       DeviceProgram& s = step.devices[fi];
       const std::vector<int64_t>& in_strides = in_strides_of(t->from);
       if (t->from == t->to) {
-        AddRuns(s.local, Runs(xp, *t, Side::kLocal), 0, in_strides, 0, out_strides_of(t->to), eb);
+        Runs(xp, *t, Side::kLocal, runs);
+        AddRuns(s.local, runs, 0, in_strides, 0, out_strides_of(t->to), eb);
         continue;
       }
       const int64_t bytes = t->elements * eb;
@@ -530,14 +586,15 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       s.send_offset.push_back(offset);
       s.pack_owner.push_back(owner);
       s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
-      AddRuns(s.pack, Runs(xp, *t, Side::kPack), 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
+      Runs(xp, *t, Side::kPack, runs);
+      AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
       if (fresh) s.send_bytes += bytes;
     }
     for (const Item& item : by_receiver) {
       const ExchangePlan& xp = *item.xp;
       const Transfer* t = item.t;
       if (t->from == t->to) continue;
-      const int64_t fi = p.IndexOf(t->from), ti = p.IndexOf(t->to);
+      const int64_t fi = item.from, ti = item.to;
       DeviceProgram& r = step.devices[ti];
       const DeviceProgram& s = step.devices[fi];
       const int64_t bytes = t->elements * eb;
@@ -551,10 +608,11 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.recv_peer_offset.push_back(peer_offset);
       r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
       const std::vector<int64_t>& out_strides = out_strides_of(t->to);
-      AddRuns(r.unpack, Runs(xp, *t, Side::kUnpack), r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides,
-              eb);
+      Runs(xp, *t, Side::kUnpack, runs);
+      AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides, eb);
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
-      AddRuns(r.direct, Runs(xp, *t, Side::kLocal), 0, in_strides_of(t->from), 0, out_strides, eb);
+      Runs(xp, *t, Side::kLocal, runs);
+      AddRuns(r.direct, runs, 0, in_strides_of(t->from), 0, out_strides, eb);
       r.recv_bytes += bytes;
       if (step.reduces()) {
         r.recv_part.push_back(in.PartOf(t->from));

@@ -345,10 +345,24 @@ class InProcessExecutor final : public Executor {
       plan.copies = strided_.size();
       plan.hash = hash;
     }
-    for (const Work& w : work_) {
-      if (w.op->num_dims > 0) continue;
-      const int64_t per = std::max<int64_t>(1, kChunk / UnitBytes(*w.program, *w.op));
-      for (int64_t lo = 0; lo < w.hi; lo += per) chunks_.push_back({w.program, w.op, w.src, w.dst, lo, std::min(w.hi, lo + per)});
+    // Contiguous copies: a large one cut into chunks, consecutive small ones
+    // run together, about a chunk a task (an all-gather of small shards over
+    // thousands of devices has millions of them: a task and a Work entry each
+    // was most of its run's memory).
+    for (size_t k = 0; k < work_.size(); ++k) {
+      const Work& w = work_[k];
+      if (w.op->num_dims > 0) continue;  // (units are bytes, from 0: Add)
+      if (w.hi >= kChunk) {
+        for (int64_t lo = 0; lo < w.hi; lo += kChunk) chunks_.push_back({k, k + 1, lo, std::min(w.hi, lo + kChunk)});
+        continue;
+      }
+      ChunkTask* open = chunks_.empty() || chunks_.back().lo >= 0 ? nullptr : &chunks_.back();
+      if (open != nullptr && open->hi + w.hi <= kChunk) {
+        open->end = k + 1;
+        open->hi += w.hi;
+      } else {
+        chunks_.push_back({k, k + 1, -1, w.hi});
+      }
     }
     const int64_t first = slice ? slices : static_cast<int64_t>(tasks_.size());
     const int64_t parts = first + static_cast<int64_t>(chunks_.size());
@@ -365,8 +379,16 @@ class InProcessExecutor final : public Executor {
         RunInterleaved(std::span<const Work>(strided_).subspan(t.begin, t.end - t.begin), t.part, t.parts, strided_bytes);
         return;
       }
-      const Work& w = chunks_[static_cast<size_t>(k - first)];
-      RunCopy(*w.program, *w.op, w.src, w.dst, w.lo, w.hi);
+      const ChunkTask& c = chunks_[static_cast<size_t>(k - first)];
+      if (c.lo >= 0) {
+        const Work& w = work_[c.begin];
+        RunCopy(*w.program, *w.op, w.src, w.dst, c.lo, c.hi);
+        return;
+      }
+      for (size_t i = c.begin; i < c.end; ++i) {
+        const Work& w = work_[i];
+        if (w.op->num_dims == 0) RunCopy(*w.program, *w.op, w.src, w.dst, 0, w.hi);
+      }
     });
   }
 
@@ -462,7 +484,15 @@ class InProcessExecutor final : public Executor {
   ExecOptions options_;
   ThreadPool pool_;
   std::vector<HostBuffer> send_;
-  std::vector<Work> work_, strided_, chunks_, sorted_;
+  std::vector<Work> work_, strided_, sorted_;
+  // Contiguous copies of work_ a task runs: bytes [lo, hi) of work_[begin]
+  // (lo >= 0), or every contiguous copy of work_[begin, end) whole, hi bytes
+  // in all (lo < 0).
+  struct ChunkTask {
+    size_t begin, end;
+    int64_t lo, hi;
+  };
+  std::vector<ChunkTask> chunks_;
   std::vector<Task> tasks_;
   // How each phase (RunWork call) of the last run ran its strided copies:
   // sliced, or grouped (4 bytes a copy for the order, and its tasks, about
