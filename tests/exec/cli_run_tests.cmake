@@ -69,6 +69,9 @@ if(RESHARD_HAVE_MPI)
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P(None, None, unreduced={'y'})" --dtype f16 --repeat 1)
   cli_test(run_mpi_block_cyclic "\"verified\":true"
            ${MPIRUN} 4 --oversubscribe ${R} run --backend mpi --shape 13,7 --from "blockcyclic(grid=[2,2], block=[3,2])" --to "{devices=[1,4]<=[4]}" --repeat 1 --json)
+  # Issue 15: --max-memory counts the datatypes listing a block-cyclic message's runs.
+  cli_error_test(run_mpi_block_cyclic_run_lists 1 "(^|\n)reshard: error: one rank needs about [0-9]+ B .*MPI datatypes' run lists"
+                 ${MPIRUN} 2 --oversubscribe ${R} run --backend mpi --shape 64,64 --dtype f64 --from "blockcyclic(grid=[1,2], block=[8,8])" --to "blockcyclic(grid=[2,1], block=[4,4])" --max-memory 1)
   # Two devices on one rank: refused on every rank, before anything moves.
   cli_test(run_mpi_too_few_ranks "^reshard: error: the layouts name device 1, but the communicator has 1 rank \\(device d runs on rank d\\)\n"
            ${MPIRUN} 1 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --backend mpi)
@@ -119,7 +122,7 @@ if(RESHARD_HAVE_MPI)
     set_tests_properties(memory.run_mpi_under_address_limit PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}"
                          RUN_SERIAL TRUE TIMEOUT 300)
   endif()
-  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_too_few_ranks
+  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
                        cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
                        cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
                        cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once

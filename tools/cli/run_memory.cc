@@ -40,6 +40,58 @@ void Add(MemoryEstimate& e, int64_t bytes, const char* part) {
 // Bytes of one device's (per_rank) or every device's buffer of `l`.
 int64_t Bytes(const Layout& l, bool per_rank) { return per_rank ? MaxLocalBytes(l) : TotalLocalBytes(l); }
 
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+// MPI datatypes' run lists, one rank's bound for one step from `in` to
+// `out` (rank_reshard.cc's box messages), the rank sending and receiving at
+// most `sent` and `received` bytes (every message counted: a box sent to
+// several receivers is one type per message). Where the tiles of either
+// layout hold several cells (block cyclic), a message may run as one
+// hindexed type listing every contiguous run. No run is shorter than the
+// shortest piece the two grids cut the last dim into, and BoxableMessage
+// takes no message whose runs average under 64 bytes: runs are at most the
+// bytes over the longer of the two. Zero for layouts of one cell per tile:
+// their messages are one box each, a nested vector type per copy.
+int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t received) {
+  if (in.rank() == 0) return 0;
+  bool cells = false;
+  for (const Layout* l : {&in, &out})
+    for (int64_t d = 0; d < l->rank(); ++d)
+      cells = cells || static_cast<int64_t>(l->dim(d).cuts.size()) - 1 > l->dim(d).tiles;
+  if (!cells) return 0;
+  const int64_t last = in.rank() - 1;
+  std::vector<int64_t> cuts = in.dim(last).cuts;
+  cuts.insert(cuts.end(), out.dim(last).cuts.begin(), out.dim(last).cuts.end());
+  std::sort(cuts.begin(), cuts.end());
+  int64_t piece = std::numeric_limits<int64_t>::max();
+  for (size_t k = 1; k < cuts.size(); ++k)
+    if (cuts[k] > cuts[k - 1]) piece = std::min(piece, cuts[k] - cuts[k - 1]);
+  if (piece == std::numeric_limits<int64_t>::max()) return 0;  // an empty last dim
+  const int64_t run_bytes = std::max<int64_t>(64, SaturatingMul(piece, in.element_bytes()));
+  const int64_t runs = sent / run_bytes + received / run_bytes + 2;
+  return SaturatingMul(runs, kRunListBytesPerRun);
+}
+
+// The most devices holding one tile of `l` (its replication).
+int64_t MaxHolders(const Layout& l) {
+  int64_t most = 1;
+  for (int64_t t = 0; t < l.num_tiles(); ++t) most = std::max(most, static_cast<int64_t>(l.Holders(t).size()));
+  return most;
+}
+
+// Before planning: a rank sends each element it holds at most once to each
+// holder of the element's target tile, and receives at most its target.
+int64_t RunListBytes(const Layout& source, const Layout& target) {
+  return RunListBytes(source, target, SaturatingMul(MaxLocalBytes(source), MaxHolders(target)), MaxLocalBytes(target));
+}
+
 }  // namespace
 
 MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
@@ -54,6 +106,7 @@ MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target
     Add(e, 2 * (src + dst), "source, target and staging buffers");
   else
     Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
+  if (per_rank) Add(e, RunListBytes(source, target), "MPI datatypes' run lists");
   Add(e, 2 * std::min(dst, kMemcpyBufferBytes), "the memcpy measurement");
   Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : Concurrency(threads)), "the checker");
   return e;
@@ -93,6 +146,15 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   Add(e, programs, "copy programs");
+  // A rank keeps every step's types for as long as its plan lives; each
+  // step's bytes bounded by its busiest device's (the estimate before
+  // planning counted a bound for one step, source to target).
+  if (per_rank) {
+    int64_t lists = 0;
+    for (const PlanStep& s : steps)
+      lists = SaturatingAdd(lists, RunListBytes(s.input, s.output, s.send_bytes.Max(), s.recv_bytes.Max()));
+    Add(e, lists - RunListBytes(plan.source(), plan.target()), "more MPI datatypes' run lists");
+  }
   return e;
 }
 
