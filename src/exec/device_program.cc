@@ -457,6 +457,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       const ExchangePlan* xp;
       const Transfer* t;
       int32_t from, to;  // the devices' indices (fewer than 2^31, checked above)
+      int64_t sent_at = -1;  // where the sender stages it, once its program has it
     };
     std::vector<Item> items;
     for (const ExchangePlan& xp : plans)
@@ -499,10 +500,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     const bool sender_order = std::is_sorted(items.begin(), items.end(), [](const Item& a, const Item& b) {
       return std::pair(a.from, a.to) < std::pair(b.from, b.to);
     });
-    const std::vector<Item> by_sender =
+    std::vector<Item> by_sender =
         sender_order ? std::move(items) : ordered_by(ordered_by(items, &Item::to), &Item::from);
     items = {};
-    const std::vector<Item> by_receiver = ordered_by(by_sender, &Item::to);
+    // (by_receiver, below, once the senders' programs say where each message is.)
     // Each device's message arrays sized once: no growth, and no slack left
     // in them (a third of a program's memory where they grew by doubling);
     // its copy lists at least one copy a message.
@@ -561,7 +562,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     std::vector<std::vector<DimRun>> runs;  // Runs' output, reused
     StagedBoxes staged;  // one sender's boxes and the messages that stage them: restarts with each sender
     int64_t sender = -1;
-    for (const Item& item : by_sender) {
+    for (Item& item : by_sender) {
       const ExchangePlan& xp = *item.xp;
       const Transfer* t = item.t;
       if (t->from != sender) {
@@ -586,21 +587,29 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       s.send_offset.push_back(offset);
       s.pack_owner.push_back(owner);
       s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
+      item.sent_at = offset;
       Runs(xp, *t, Side::kPack, runs);
       AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
       if (fresh) s.send_bytes += bytes;
     }
-    for (const Item& item : by_receiver) {
+    // By receiver: indices into by_sender (8 bytes a transfer, not a copy of each).
+    std::vector<size_t> by_receiver(by_sender.size());
+    {
+      std::vector<size_t> start(n + 1, 0);
+      for (const Item& it : by_sender) ++start[static_cast<size_t>(it.to) + 1];
+      for (size_t i = 0; i < n; ++i) start[i + 1] += start[i];
+      for (size_t k = 0; k < by_sender.size(); ++k) by_receiver[start[static_cast<size_t>(by_sender[k].to)]++] = k;
+    }
+    for (size_t k : by_receiver) {
+      const Item& item = by_sender[k];
       const ExchangePlan& xp = *item.xp;
       const Transfer* t = item.t;
       if (t->from == t->to) continue;
       const int64_t fi = item.from, ti = item.to;
       DeviceProgram& r = step.devices[ti];
-      const DeviceProgram& s = step.devices[fi];
       const int64_t bytes = t->elements * eb;
-      int64_t peer_offset = -1;  // a sender has at most one message per receiver, ascending
-      auto it = std::lower_bound(s.send_peer.begin(), s.send_peer.end(), ti);
-      if (it != s.send_peer.end() && *it == ti) peer_offset = s.send_offset[it - s.send_peer.begin()];
+      // (-1 where the sender's program is not compiled: only_device.)
+      const int64_t peer_offset = item.sent_at;
       if (only_device < 0 && peer_offset < 0) return Status::Internal("a received message was never sent");
       r.recv_peer.push_back(fi);
       r.recv_count.push_back(bytes);
