@@ -45,15 +45,23 @@ void Rows(const CopyDim* dims, int nd, const std::byte* src, std::byte* dst, int
   // Offsets, not pointers, step along the rows: a pointer stepped past the
   // last row would point outside the buffer (undefined even unread).
   ForEachStretch(dims, nd, lo, hi, [&](int64_t so, int64_t dof, int64_t n, int64_t first) {
+    // Locals, so that the compiler keeps them in registers: the copy's
+    // stores may alias anything reached through a reference.
+    const std::byte* const s = src + so;
+    std::byte* const t = dst + dof;
+    const int64_t ss = in.src_stride, ts = in.dst_stride;
+    const Copy row = copy;
     if (ahead > 0) {
       // Within the innermost dim only: its first rows after a carry come unasked.
       const int64_t stop = in.count - first - ahead;  // rows i < stop have a row `ahead` on
+      const int64_t step = ahead * ss;
+      const size_t bytes = run;
       for (int64_t i = 0; i < n; ++i) {
-        if (i < stop) PrefetchRun(src + so + (i + ahead) * in.src_stride, run);
-        copy(dst + dof + i * in.dst_stride, src + so + i * in.src_stride);
+        if (i < stop) PrefetchRun(s + i * ss + step, bytes);
+        row(t + i * ts, s + i * ss);
       }
     } else {
-      for (int64_t i = 0; i < n; ++i) copy(dst + dof + i * in.dst_stride, src + so + i * in.src_stride);
+      for (int64_t i = 0; i < n; ++i) row(t + i * ts, s + i * ss);
     }
   });
 }
