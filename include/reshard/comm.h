@@ -95,6 +95,10 @@ class Comm {
   virtual Status StartAllgatherv(const std::byte* send, int64_t bytes, std::byte* recv,
                                  std::span<const int64_t> recv_counts, std::span<const int64_t> recv_displs,
                                  int64_t& request) = 0;
+  // All-gather of equal chunks: every rank passes the same `bytes`; rank
+  // k's land at recv + k * bytes (this rank's own slot included). What a
+  // structured all-gather of even shards is (MPI_Allgather, ncclAllGather).
+  virtual Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) = 0;
   virtual Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   virtual Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   // Completes at least one of `requests` when `block` (none needed when all

@@ -14,7 +14,8 @@
 // step; transports per step (kAuto, kAlltoallv = MPI_Ialltoallv,
 // kPointToPoint = staggered MPI_Isend/MPI_Irecv, kDatatypes = derived
 // datatypes and one MPI_Ialltoallw, no staging); structured steps over one
-// sub-communicator per mesh group (MPI_Ialltoallv or MPI_Iallgatherv);
+// sub-communicator per mesh group (MPI_Ialltoallv, MPI_Iallgather for even
+// shards, MPI_Iallgatherv);
 // messages above max_message_bytes (default 2^31 - 1, the most an MPI int
 // count says) sent as point-to-point chunks.
 //
@@ -64,7 +65,8 @@ class MpiReshard {
   int64_t source_bytes() const { return runner_.source_bytes(); }
   int64_t target_bytes() const { return runner_.target_bytes(); }
   // The transport each step runs with, the same on every rank: "alltoallv",
-  // "p2p", "alltoallw", "alltoallv over groups" or "allgatherv over groups".
+  // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (even
+  // shards: equal chunks) or "allgatherv over groups".
   std::vector<std::string> step_transports() const { return runner_.step_transports(); }
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const { return runner_.step_ops(); }

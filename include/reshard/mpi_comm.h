@@ -1,6 +1,6 @@
 // The MPI backend of the per-rank interface (comm.h): a Comm over a
 // duplicate of an MPI communicator, so its messages never match the
-// caller's. Collectives are MPI's (MPI_Ialltoallv, MPI_Iallgatherv,
+// caller's. Collectives are MPI's (MPI_Ialltoallv, MPI_Iallgather(v),
 // MPI_Allreduce, ...), sub-groups MPI_Comm_split, point-to-point
 // MPI_Isend/MPI_Irecv on one tag, and box messages derived datatypes moved
 // by one MPI_Ialltoallw (no staging). Counts are MPI ints: max_count() is

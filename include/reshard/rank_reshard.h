@@ -147,7 +147,8 @@ class RankReshard {
   int64_t target_bytes() const;
   // The transport each program step runs with (an all-reduce runs as two,
   // device_program.h), the same on every rank: "alltoallv",
-  // "p2p", "alltoallw", "alltoallv over groups" or "allgatherv over groups".
+  // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (even
+  // shards: equal chunks) or "allgatherv over groups".
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;

@@ -157,6 +157,10 @@ struct StepRun {
   std::unique_ptr<Comm> group;
   int group_size = 0;
   bool allgather = false;
+  // An all-gather whose members' inputs are all one size (even shards): the
+  // equal-chunk collective (Comm::StartAllgather). Every member of a group
+  // sees every member's size, so a group decides alike.
+  bool equal_chunks = false;
   std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
@@ -436,6 +440,7 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
       at += s.recv_counts[k];
     }
     for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_base.push_back(s.recv_displs[member_of(s.recv_rank[m])]);
+    s.equal_chunks = std::all_of(s.recv_counts.begin(), s.recv_counts.end(), [&](int64_t c) { return c == p.input_bytes; });
     Grow(recv, at);
     return Status::Ok();
   }
@@ -457,7 +462,10 @@ Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std
   // The input is the message: no packing. Each received message is then
   // unpacked from its member's slot of the gathered buffer.
   int64_t request = kNoRequest;
-  RESHARD_RETURN_IF_ERROR(s.group->StartAllgatherv(in, p.input_bytes, recv.data(), s.recv_counts, s.recv_displs, request));
+  if (s.equal_chunks)  // (the displacements are then k * input_bytes)
+    RESHARD_RETURN_IF_ERROR(s.group->StartAllgather(in, p.input_bytes, recv.data(), request));
+  else
+    RESHARD_RETURN_IF_ERROR(s.group->StartAllgatherv(in, p.input_bytes, recv.data(), s.recv_counts, s.recv_displs, request));
   RunAll(p.local, in, out);
   RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
   // Its input went to every other member; its own slot is not a message.
@@ -669,7 +677,7 @@ std::vector<std::string> RankReshard::step_transports() const {
     else if (s.boxes)
       t.emplace_back("alltoallw");
     else if (s.grouped)
-      t.push_back(fmt::format("{} over groups", s.allgather ? "allgatherv" : "alltoallv"));
+      t.push_back(fmt::format("{} over groups", s.equal_chunks ? "allgather" : s.allgather ? "allgatherv" : "alltoallv"));
     else
       t.emplace_back("alltoallv");
   }

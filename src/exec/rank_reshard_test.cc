@@ -83,6 +83,14 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
          return RunTagged(rank, std::move(c), source, gathered, o, &transports);
        }))
     EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"allgather over groups"});  // even shards: equal chunks
+  // Uneven shards (15 rows over x=4: 4, 4, 4, 3): the all-gather-v.
+  const Layout uneven = ParseLayout("P('x', 'y')", {15, 6}, DType::kF32, XY()).value().layout;
+  const Layout uneven_gathered = ParseLayout("P(None, 'y')", {15, 6}, DType::kF32, XY()).value().layout;
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), uneven, uneven_gathered, o, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(transports, std::vector<std::string>{"allgatherv over groups"});
 }
 
@@ -107,6 +115,9 @@ class Limited : public Comm {
   Status StartAllgatherv(const std::byte* send, int64_t bytes, std::byte* recv, std::span<const int64_t> rc,
                          std::span<const int64_t> rd, int64_t& request) override {
     return inner_->StartAllgatherv(send, bytes, recv, rc, rd, request);
+  }
+  Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) override {
+    return inner_->StartAllgather(send, bytes, recv, request);
   }
   Status StartSend(const std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartSend(d, b, peer, r); }
   Status StartRecv(std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartRecv(d, b, peer, r); }

@@ -266,6 +266,20 @@ class ThreadComm final : public Comm {
     });
   }
 
+  Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) override {
+    request = kNoRequest;
+    Post mine{.valid = true, .data = send, .count = bytes};
+    return Collective(mine, "Allgather", [&](const std::vector<Post>& posts) {
+      for (int k = 0; k < size(); ++k) {
+        const Post& p = posts[static_cast<size_t>(k)];
+        if (p.count != bytes)
+          return Status::Internal(fmt::format("Allgather: rank {} passed {} bytes, rank {} {}", rank_, bytes, k, p.count));
+        Copy(recv + static_cast<int64_t>(k) * bytes, p.data, p.count);
+      }
+      return Status::Ok();
+    });
+  }
+
   // Unbuffered, as strict as MPI allows: the send only records the
   // sender's pointer; its bytes are copied when a receive matches it.
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
