@@ -466,15 +466,19 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
         items.push_back({&xp, &t, static_cast<int32_t>(fi), static_cast<int32_t>(ti)});
       }
-    // `from` stably ordered by a device index: a counting sort, linear in
-    // transfers and devices (an all-gather over thousands of devices has
-    // millions of transfers).
-    auto ordered_by = [n](const std::vector<Item>& from, int32_t Item::*key) {
+    // The indices of `of`, visited in `order` (empty: 0, 1, ...), stably
+    // reordered by a device index: a counting sort, linear in transfers and
+    // devices (an all-gather over thousands of devices has millions of
+    // transfers).
+    auto ordered_by = [n](const std::vector<Item>& of, const std::vector<size_t>& order, int32_t Item::*key) {
       std::vector<size_t> start(n + 1, 0);
-      for (const Item& it : from) ++start[static_cast<size_t>(it.*key) + 1];
+      for (const Item& it : of) ++start[static_cast<size_t>(it.*key) + 1];
       for (size_t i = 0; i < n; ++i) start[i + 1] += start[i];
-      std::vector<Item> to(from.size());
-      for (const Item& it : from) to[start[static_cast<size_t>(it.*key)]++] = it;
+      std::vector<size_t> to(of.size());
+      for (size_t j = 0; j < of.size(); ++j) {
+        const size_t k = order.empty() ? j : order[j];
+        to[start[static_cast<size_t>(of[k].*key)]++] = k;
+      }
       return to;
     };
     step.devices.resize(n);
@@ -500,8 +504,12 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     const bool sender_order = std::is_sorted(items.begin(), items.end(), [](const Item& a, const Item& b) {
       return std::pair(a.from, a.to) < std::pair(b.from, b.to);
     });
-    std::vector<Item> by_sender =
-        sender_order ? std::move(items) : ordered_by(ordered_by(items, &Item::to), &Item::from);
+    std::vector<Item> by_sender;
+    if (sender_order) {
+      by_sender = std::move(items);
+    } else {
+      for (size_t k : ordered_by(items, ordered_by(items, {}, &Item::to), &Item::from)) by_sender.push_back(items[k]);
+    }
     items = {};
     // (by_receiver, below, once the senders' programs say where each message is.)
     // Each device's message arrays sized once: no growth, and no slack left
@@ -593,13 +601,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       if (fresh) s.send_bytes += bytes;
     }
     // By receiver: indices into by_sender (8 bytes a transfer, not a copy of each).
-    std::vector<size_t> by_receiver(by_sender.size());
-    {
-      std::vector<size_t> start(n + 1, 0);
-      for (const Item& it : by_sender) ++start[static_cast<size_t>(it.to) + 1];
-      for (size_t i = 0; i < n; ++i) start[i + 1] += start[i];
-      for (size_t k = 0; k < by_sender.size(); ++k) by_receiver[start[static_cast<size_t>(by_sender[k].to)]++] = k;
-    }
+    const std::vector<size_t> by_receiver = ordered_by(by_sender, {}, &Item::to);
     for (size_t k : by_receiver) {
       const Item& item = by_sender[k];
       const ExchangePlan& xp = *item.xp;

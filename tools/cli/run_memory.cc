@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common.h"
+#include "layout/checked_math.h"
 #include "reshard/device_program.h"
 
 namespace reshard::cli {
@@ -40,13 +41,14 @@ void Add(MemoryEstimate& e, int64_t bytes, const char* part) {
 // Bytes of one device's (per_rank) or every device's buffer of `l`.
 int64_t Bytes(const Layout& l, bool per_rank) { return per_rank ? MaxLocalBytes(l) : TotalLocalBytes(l); }
 
+// The layout library's checked arithmetic, clamped where it overflows.
 int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+  return CheckedAdd(a, b, &r) ? r : std::numeric_limits<int64_t>::max();
 }
 int64_t SaturatingMul(int64_t a, int64_t b) {
   int64_t r;
-  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+  return CheckedMul(a, b, &r) ? r : std::numeric_limits<int64_t>::max();
 }
 
 // MPI datatypes' run lists, one rank's bound for one step from `in` to
