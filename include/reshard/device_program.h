@@ -280,8 +280,37 @@ class PlanProgram {
   // The formats the source and target buffers were compiled for.
   const BufferFormat& source_format() const { return source_format_; }
   const BufferFormat& target_format() const { return target_format_; }
+  // Names this object's compiled arrays: no other program's in this process
+  // (a copy gets a new id; a move carries it, since the arrays move along;
+  // ids are never reused; 0 after being moved from). What an executor
+  // derives from a program (the order of its copies, their tasks) it may
+  // keep under this id and reuse on the next run of it.
+  uint64_t id() const { return id_.value(); }
 
  private:
+  class InstanceId {
+   public:
+    InstanceId() : value_(Next()) {}
+    InstanceId(const InstanceId&) : value_(Next()) {}
+    InstanceId(InstanceId&& o) noexcept : value_(o.value_) { o.value_ = 0; }
+    InstanceId& operator=(const InstanceId& o) {
+      if (this != &o) value_ = Next();
+      return *this;
+    }
+    InstanceId& operator=(InstanceId&& o) noexcept {
+      if (this != &o) {
+        value_ = o.value_;
+        o.value_ = 0;
+      }
+      return *this;
+    }
+    uint64_t value() const { return value_; }
+
+   private:
+    static uint64_t Next();
+    uint64_t value_;
+  };
+
   // `exchange`, when given, is the one step's exchange (layouts has two entries).
   // `exchange`: the one exchange of a single-step program; null: each step's
   // (StepExchange of `plan`, or between its layouts without a plan).
@@ -293,6 +322,7 @@ class PlanProgram {
   std::vector<StepProgram> steps_;
   std::optional<Mesh> mesh_;
   BufferFormat source_format_, target_format_;
+  InstanceId id_;
 };
 
 }  // namespace reshard

@@ -3,6 +3,7 @@
 #include "reshard/device_program.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <optional>
 #include <fmt/format.h>
@@ -193,6 +194,11 @@ int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end) {
     runs += n;
   }
   return runs;
+}
+
+uint64_t PlanProgram::InstanceId::Next() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 int64_t PlanProgram::IndexOf(int64_t device) const {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "exec/copy_kernel.h"
 #include "exec/exec_checker.h"
@@ -211,8 +212,8 @@ Result<ExecStats> RunIntoZeroed(Executor& ex, const PlanProgram& program, Tagged
 }
 
 // One executor runs grouped phases again from the order it kept (Run again
-// on one program and the same buffers), and after another program of the
-// same sizes into the same buffers (a different grouping): every run exact.
+// on one program), and after another program of the same sizes into the
+// same buffers (a different grouping): every run exact.
 TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
   const std::vector<int64_t> shape = {256, 256};
   const Layout src = Parse("blockcyclic(block=[8,8], grid=[2,4])", shape, DType::kF32);
@@ -239,6 +240,65 @@ TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
       last = p;
       EXPECT_EQ(c.mismatches, 0) << c.first_problem;
       EXPECT_EQ(c.checked, shape[0] * shape[1]);
+    }
+  }
+}
+
+// What an executor keeps of a program is keyed on its id: a copy (new
+// arrays) gets a new id, a move carries it with the arrays, and a program
+// compiled where a destroyed one lived never takes the old one's.
+TEST(PlanProgram, IdNamesOneObjectsArrays) {
+  const std::vector<int64_t> shape = {64, 64};
+  const Layout src = Parse("blockcyclic(block=[8,8], grid=[2,4])", shape, DType::kF32);
+  const Layout dst = Parse("blockcyclic(block=[16,16], grid=[4,2])", shape, DType::kF32);
+  const Exchange exchange = Exchange::Create(src, dst).value();
+  PlanProgram a = PlanProgram::Compile(exchange).value();
+  const uint64_t id = a.id();
+  EXPECT_NE(id, 0u);
+  const PlanProgram copy = a;
+  EXPECT_NE(copy.id(), id);
+  const std::byte* ops = reinterpret_cast<const std::byte*>(a.steps()[0].devices[0].direct.ops.data());
+  PlanProgram moved = std::move(a);
+  EXPECT_EQ(moved.id(), id);
+  EXPECT_EQ(reinterpret_cast<const std::byte*>(moved.steps()[0].devices[0].direct.ops.data()), ops);
+  EXPECT_EQ(a.id(), 0u);  // NOLINT(bugprone-use-after-move): moved from
+  std::optional<PlanProgram> slot;
+  uint64_t previous = 0;
+  for (int k = 0; k < 3; ++k) {
+    slot.reset();
+    slot.emplace(PlanProgram::Compile(exchange).value());
+    EXPECT_NE(slot->id(), previous);
+    EXPECT_NE(slot->id(), id);
+    previous = slot->id();
+  }
+}
+
+// A program's schedule does not depend on where its buffers are: a run of
+// the same program into other buffers reuses it and is exact; a program
+// compiled in place of the one last run (same address) decides afresh.
+TEST(InProcessExecutor, ReusedSchedulesFollowTheProgramNotTheBuffers) {
+  const std::vector<int64_t> shape = {256, 256};
+  const Layout src = Parse("blockcyclic(block=[8,8], grid=[2,4])", shape, DType::kF32);
+  const Layout dst = Parse("blockcyclic(block=[16,16], grid=[4,2])", shape, DType::kF32);
+  const Exchange exchange = Exchange::Create(src, dst).value();
+  for (Transport transport : {Transport::kStaged, Transport::kDirect}) {
+    std::unique_ptr<Executor> ex = MakeInProcessExecutor(ExecOptions{.threads = 2, .transport = transport});
+    std::optional<PlanProgram> slot;
+    for (int compiled = 0; compiled < 2; ++compiled) {
+      slot.reset();
+      slot.emplace(PlanProgram::Compile(exchange).value());
+      for (int run = 0; run < 3; ++run) {
+        TaggedBuffers buffers = MakeTaggedBuffers(*slot);  // fresh buffers every run
+        TagCheck c;
+        Result<ExecStats> r = RunIntoZeroed(*ex, *slot, buffers, c);
+        ASSERT_TRUE(r.ok()) << r.status();
+        if (run == 0)
+          EXPECT_EQ(r->phases_reused, 0) << "compiled " << compiled;
+        else
+          EXPECT_GT(r->phases_reused, 0) << "compiled " << compiled << ", run " << run;
+        EXPECT_EQ(c.mismatches, 0) << c.first_problem;
+        EXPECT_EQ(c.checked, shape[0] * shape[1]);
+      }
     }
   }
 }

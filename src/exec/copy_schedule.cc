@@ -1,0 +1,186 @@
+#include "exec/copy_schedule.h"
+
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+#include <utility>
+
+#include "exec/copy_kernel.h"
+
+namespace reshard {
+namespace {
+
+constexpr int64_t kSliceBytes = int64_t{512} << 10;
+constexpr int64_t kChunkBytes = int64_t{1} << 18;
+
+// Where a copy's bytes begin and end in the buffer it reads (or writes), as
+// offsets into that buffer: spans of different buffers never overlap.
+struct Span {
+  int32_t buffer;
+  int64_t begin, end;
+  friend bool operator<(const Span& a, const Span& b) {
+    return std::tie(a.buffer, a.begin, a.end) < std::tie(b.buffer, b.begin, b.end);
+  }
+};
+
+Span SourceSpan(const ScheduledCopy& c) {
+  return {c.src, c.src_delta + c.op->src_offset, c.src_delta + c.program->SrcEnd(*c.op)};
+}
+Span DestinationSpan(const ScheduledCopy& c) { return {c.dst, c.op->dst_offset, c.program->DstEnd(*c.op)}; }
+
+}  // namespace
+
+CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> copies, int threads) {
+  CopySchedule s;
+  int64_t strided_units = 0;
+  for (ScheduledCopy& c : copies) {
+    if (c.op->num_dims > 0) {
+      s.strided_bytes_ += c.program->OpBytes(*c.op);
+      strided_units += c.units;
+      s.strided_.push_back(c);
+    } else {
+      s.contiguous_.push_back(c);
+    }
+  }
+  copies = {};
+  s.slices_ = std::max<int64_t>(threads, (s.strided_bytes_ + kSliceBytes - 1) / kSliceBytes);
+  s.slice_ = !s.strided_.empty() && strided_units >= s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
+             s.Spans(/*dst=*/false) <= s.Spans(/*dst=*/true);
+  if (!s.slice_) s.Group();
+  // Contiguous copies: a large one cut into chunks, consecutive small ones
+  // run together, about a chunk a task (an all-gather of small shards over
+  // thousands of devices has millions of them: a task each was most of its
+  // run's memory).
+  for (size_t k = 0; k < s.contiguous_.size(); ++k) {
+    const int64_t bytes = s.contiguous_[k].units;  // units of a copy with no dims are bytes
+    if (bytes >= kChunkBytes) {
+      for (int64_t lo = 0; lo < bytes; lo += kChunkBytes) s.chunks_.push_back({k, k + 1, lo, std::min(bytes, lo + kChunkBytes)});
+      continue;
+    }
+    ChunkTask* open = s.chunks_.empty() || s.chunks_.back().lo >= 0 ? nullptr : &s.chunks_.back();
+    if (open != nullptr && open->hi + bytes <= kChunkBytes) {
+      open->end = k + 1;
+      open->hi += bytes;
+    } else {
+      s.chunks_.push_back({k, k + 1, -1, bytes});
+    }
+  }
+  return s;
+}
+
+// How many disjoint spans the strided copies cover in their sources (or
+// destinations): copies whose spans overlap share rows. Where copies share
+// destination rows more than source rows (fewer spans: block-cyclic boxes,
+// each a strip of the same target rows, each source row read by one or two
+// boxes), filling each target block in turn reads the sources in order
+// too; where they share source rows (each source row feeds every receiver,
+// as in the canonical case and rows to columns), slices of every copy
+// read each source row once, in order, while grouping by destination would
+// read it in scattered pieces (measured: docs/benchmarks.md, "Block-cyclic
+// in one process").
+size_t CopySchedule::Spans(bool dst) const {
+  std::vector<Span> spans;
+  spans.reserve(strided_.size());
+  for (const ScheduledCopy& c : strided_) spans.push_back(dst ? DestinationSpan(c) : SourceSpan(c));
+  std::sort(spans.begin(), spans.end());
+  size_t count = 0;
+  int32_t buffer = -1;
+  int64_t reach = 0;
+  for (const Span& s : spans) {
+    if (count == 0 || s.buffer != buffer || s.begin >= reach) {
+      ++count;
+      buffer = s.buffer;
+      reach = s.end;
+    }
+    reach = std::max(reach, s.end);
+  }
+  return count;
+}
+
+// Splits the strided copies into tasks by destination: sorted by the first
+// byte they write, copies whose destination spans overlap form a group (in
+// a block-cyclic exchange, the boxes that fill the same rows of a target,
+// from every sender), and a group runs interleaved (RunInterleaved), in
+// parts of about kSliceBytes, so each part fills a block of the target's
+// rows in address order. A group of more than kMaxGroup copies would cost
+// each part a pass over all of them: it runs as consecutive copies of about
+// kSliceBytes instead.
+void CopySchedule::Group() {
+  constexpr size_t kMaxGroup = 1024;
+  std::vector<uint32_t> order(strided_.size());
+  std::iota(order.begin(), order.end(), uint32_t{0});
+  auto first_byte = [](const ScheduledCopy& c) { return std::pair(c.dst, c.op->dst_offset); };
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return first_byte(strided_[a]) < first_byte(strided_[b]); });
+  std::vector<ScheduledCopy> sorted;
+  sorted.reserve(strided_.size());
+  for (uint32_t k : order) sorted.push_back(strided_[k]);
+  strided_.swap(sorted);
+  auto add = [&](size_t begin, size_t end, int64_t bytes) {
+    const int64_t parts = std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
+    for (int64_t k = 0; k < parts; ++k) tasks_.push_back({begin, end, k, parts});
+  };
+  for (size_t begin = 0; begin < strided_.size();) {
+    const int32_t buffer = strided_[begin].dst;
+    int64_t span_end = 0, bytes = 0;
+    size_t end = begin;
+    for (; end < strided_.size() &&
+           (end == begin || (strided_[end].dst == buffer && strided_[end].op->dst_offset < span_end));
+         ++end) {
+      const ScheduledCopy& c = strided_[end];
+      span_end = std::max(span_end, c.program->DstEnd(*c.op));
+      bytes += c.program->OpBytes(*c.op);
+    }
+    if (end - begin <= kMaxGroup) {
+      add(begin, end, bytes);
+    } else {
+      for (size_t b = begin; b < end;) {
+        int64_t run = 0;
+        size_t e = b;
+        while (e < end && (e == b || run < kSliceBytes)) run += strided_[e].program->OpBytes(*strided_[e].op), ++e;
+        add(b, e, run);
+        b = e;
+      }
+    }
+    begin = end;
+  }
+}
+
+void CopySchedule::Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const {
+  auto src_of = [&](const ScheduledCopy& c) { return srcs[static_cast<size_t>(c.src)] + c.src_delta; };
+  auto dst_of = [&](const ScheduledCopy& c) { return dsts[static_cast<size_t>(c.dst)]; };
+  const int64_t first = slice_ ? slices_ : static_cast<int64_t>(tasks_.size());
+  const int64_t parts = first + static_cast<int64_t>(chunks_.size());
+  pool.ParallelFor(parts, [&](int64_t k) {
+    if (slice_ && k < slices_) {
+      for (const ScheduledCopy& c : strided_) {
+        const int64_t lo = c.units * k / slices_, hi = c.units * (k + 1) / slices_;
+        if (hi > lo) RunCopy(*c.program, *c.op, src_of(c), dst_of(c), lo, hi);
+      }
+      return;
+    }
+    if (k < first) {
+      const Task& t = tasks_[static_cast<size_t>(k)];
+      thread_local std::vector<CopyRange> ranges;
+      ranges.clear();
+      for (size_t i = t.begin; i < t.end; ++i) {
+        const ScheduledCopy& c = strided_[i];
+        ranges.push_back({c.program, c.op, src_of(c), dst_of(c), 0, c.units});
+      }
+      RunInterleaved(ranges, t.part, t.parts, strided_bytes_);
+      return;
+    }
+    const ChunkTask& t = chunks_[static_cast<size_t>(k - first)];
+    if (t.lo >= 0) {
+      const ScheduledCopy& c = contiguous_[t.begin];
+      RunCopy(*c.program, *c.op, src_of(c), dst_of(c), t.lo, t.hi);
+      return;
+    }
+    for (size_t i = t.begin; i < t.end; ++i) {
+      const ScheduledCopy& c = contiguous_[i];
+      RunCopy(*c.program, *c.op, src_of(c), dst_of(c), 0, c.units);
+    }
+  });
+}
+
+}  // namespace reshard

@@ -1,0 +1,80 @@
+// CopySchedule: how the in-process executor runs one phase of a step's
+// copies over its thread pool: which copies run in slices and which in
+// groups by destination, in what order, in which tasks. It depends only on
+// the copies and on which buffer each reads and writes, never on where the
+// buffers are, so the executor builds it once per compiled program (keyed
+// by PlanProgram::id) and every later run of that program takes it as it
+// is, whatever buffers the run is given. Deciding, hashing and sorting
+// every copy on every run had cost as long as the copies themselves on
+// small boxes (262144 boxes of 8x8 f64: 8 ms of a 19 ms run).
+//
+// Immutable after Build; Run is safe to call from one thread at a time.
+#ifndef RESHARD_SRC_EXEC_COPY_SCHEDULE_H_
+#define RESHARD_SRC_EXEC_COPY_SCHEDULE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "exec/thread_pool.h"
+#include "reshard/device_program.h"
+
+namespace reshard {
+
+// One copy of a compiled program, its buffers named by their index in the
+// tables a run passes: it reads from srcs[src] + src_delta (the delta: where
+// a received message lies in its sender's send buffer, relative to the
+// receive-buffer offsets its ops hold) and writes into dsts[dst].
+struct ScheduledCopy {
+  const CopyProgram* program = nullptr;
+  const CopyOp* op = nullptr;
+  int32_t src = 0, dst = 0;
+  int64_t src_delta = 0;
+  int64_t units = 0;  // CopyUnits(*program, *op)
+};
+
+class CopySchedule {
+ public:
+  // Decides how `copies` run on a pool of `threads` threads. Copies with
+  // dims (strided) that share destination rows more than source rows, or are
+  // too short to slice (the many small boxes of a block-cyclic exchange),
+  // run in groups by destination, each group interleaved (RunInterleaved);
+  // strided copies that share source rows run in slices (slice k: the k-th
+  // part of every copy), so a block of rows of every buffer stays cached
+  // until all its copies are done (docs/benchmarks.md, "Execution");
+  // contiguous copies run in chunks of about 256 KiB.
+  static CopySchedule Build(std::vector<ScheduledCopy> copies, int threads);
+
+  // Runs every copy once over `pool`. REQUIRES: every copy's buffer indices
+  // within the tables, and the buffers large enough for its ops.
+  void Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
+
+  size_t size() const { return strided_.size() + contiguous_.size(); }
+  bool sliced() const { return slice_; }
+
+ private:
+  // Part `part` of `parts` of strided_[begin, end), run interleaved.
+  struct Task {
+    size_t begin, end;
+    int64_t part, parts;
+  };
+  // Bytes [lo, hi) of contiguous_[begin] (lo >= 0), or every copy of
+  // contiguous_[begin, end) whole, hi bytes in all (lo < 0).
+  struct ChunkTask {
+    size_t begin, end;
+    int64_t lo, hi;
+  };
+  size_t Spans(bool dst) const;
+  void Group();
+
+  std::vector<ScheduledCopy> strided_, contiguous_;
+  int64_t strided_bytes_ = 0, slices_ = 0;
+  bool slice_ = false;
+  std::vector<Task> tasks_;
+  std::vector<ChunkTask> chunks_;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_EXEC_COPY_SCHEDULE_H_
