@@ -256,10 +256,11 @@ TEST(Mpi, MessagesAboveTheChunkLimitAreSplit) {
   }
 }
 
-// Many chunks cost time linear in their number (issue 15: 80K chunks took
-// 7 s, each MPI_Waitsome scanning every chunk's request). Each rank sends
-// 80000 one-byte chunks at 2 ranks.
-TEST(Mpi, ManyChunksStayFast) {
+// Tens of thousands of one-byte chunks over MPI arrive exactly (80000 a
+// rank at 2 ranks). That the runner's work stays linear in the chunks is
+// counted, not timed, by RankReshard.ManyChunksCostLinearWork (80K chunks
+// had taken 7 s, each MPI_Waitsome scanning every chunk's request).
+TEST(Mpi, ManyChunksArriveExactly) {
   const int size = Size();
   if (size < 2) GTEST_SKIP() << "needs two ranks";
   const std::string n = std::to_string(size);
@@ -272,22 +273,12 @@ TEST(Mpi, ManyChunksStayFast) {
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<std::byte> src(static_cast<size_t>(r->source_bytes())), dst(static_cast<size_t>(r->target_bytes()));
   FillTags(rows, Rank(), src);
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double start = MPI_Wtime();
   Result<MpiRunStats> s = r->Execute(src, dst);
-  const double seconds = MPI_Wtime() - start;
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->messages_sent, s->bytes_sent);
   const TagCheck check = CheckTags(cols, Rank(), dst);
   EXPECT_TRUE(AllOk(check.mismatches == 0 ? ::testing::AssertionSuccess()
                                           : ::testing::AssertionFailure() << check.first_problem));
-  double slowest = seconds;
-  MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  if (Rank() == 0) std::cerr << s->messages_sent << " chunks sent by rank 0; slowest rank " << slowest << " s\n";
-  // Oversubscribed ranks share 2 cores: the bound holds at 2 ranks.
-  if (size == 2) {
-    EXPECT_LT(slowest, 2.0) << s->messages_sent << " chunks";
-  }
 }
 
 // Column-major local buffers with a leading dimension (as ScaLAPACK holds
