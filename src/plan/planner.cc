@@ -12,6 +12,7 @@
 #include "plan/named_planner.h"
 #include "plan/plan_builder.h"
 #include "plan/plan_mesh.h"
+#include "plan/partial_target_planner.h"
 #include "plan/reduction_planner.h"
 #include "plan/search_state.h"
 #include "reshard/exchange.h"

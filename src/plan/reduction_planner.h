@@ -37,7 +37,15 @@
 #include <cstdint>
 #include <string>
 
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "plan/search_state.h"
+#include "plan/structured_step.h"
+#include "reshard/collective_plan.h"
 #include "reshard/layout.h"
+#include "reshard/plan_stats.h"
 #include "reshard/planner.h"
 #include "reshard/status.h"
 
@@ -48,24 +56,34 @@ namespace reshard {
 Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, const PlannerOptions& options,
                                  int64_t default_cap);
 
-// Plans into a layout with a pending reduction (`target.partial()`), from any
-// layout of its shape and dtype other than itself, where the target and
-// strategy allow a ragged exchange (NotSupported with the lower bound
-// otherwise). Candidates, the cheaper under the cost model is the plan:
-//   one reducing exchange (Exchange::CreateReducing), each source part (or
-//   each tile of each part, within each target tile) routed into one part
-//   of the target (PartRoutes), an avg target's parts scaled (PartRoutes::scale);
-//   from partial sums, where both layouts are named over one plan mesh and
-//   the exchange strategy is not asked for: reduce, then route. The source
-//   reduced (PlanReduction) onto the target's state with the target's
-//   partial axes added to one dim (each dim tried), then one reducing
-//   exchange into the target: the reduction is done once, by all devices,
-//   instead of each target part receiving the parts it combines.
-Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,
-                                     int64_t default_cap);
-
 // NotSupported(`why`), with the bytes any plan must receive (the lower bound).
 Status RefuseWithBound(const Layout& source, const Layout& target, const std::string& why);
+
+// What the planners from and into partial sums (partial_target_planner.h) share.
+
+// The reducing exchange (Exchange::CreateReducing) as the one step from
+// `source` to `target`, priced over `topology`.
+Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology);
+// How the search orders a priced step, and a path of drafted edges.
+Cost StepCost(const PlanStep& s);
+Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path);
+// The plan of the reducing exchange alone (`exchange`, where the target and
+// strategy allow one) under `cap`, soft unless the caller set it; else
+// NotSupported with the bound, saying `why`. `bound`: the layouts' lower bound.
+Result<PlanResult> ReducingExchangeOnly(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                        int64_t cap, const LowerBound& bound, std::optional<PlanStep> exchange,
+                                        const std::string& why);
+// The steps along `path` (states of ctx's plan mesh), each between layouts
+// partial (reduced by the source's op) over the plan-mesh axes still
+// pending: pending[i] before step i, pending[i + 1] after it, and
+// `target_pending` after the last; priced exactly. Empty where a step has
+// no structured form after all, is an all-reduce that leaves an axis
+// pending, would not run as priced (from partial sums a step runs as the
+// reducing exchange of its parts), or the last does not reach `target`.
+std::vector<PlanStep> PendingSteps(const std::vector<std::pair<AxisLists, Edge>>& path,
+                                   const std::vector<std::vector<int32_t>>& pending, const PlanContext& ctx,
+                                   const Layout& source, const Layout& target,
+                                   const std::vector<int32_t>& target_pending = {});
 
 }  // namespace reshard
 
