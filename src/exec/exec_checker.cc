@@ -154,7 +154,7 @@ TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout&
   scheme.source = source.reduction();
   scheme.routes = Exchange::RouteParts(routes_from, target);
   if (scheme.routes.tile_to) scheme.tiles = routes_from;
-  scheme.routed_reduced = !(routes_from == source);
+  scheme.routed_reduced = !(routes_from == source) && !routes_from.partial();
   // Numbers where values combine: from partial sums, or into an avg target
   // whose parts scale what they hold (bit tags would not survive it).
   const int64_t scale = scheme.routes.scale;
@@ -357,7 +357,13 @@ const Layout& RoutesFrom(const PlanProgram& program) {
 }
 
 bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from) {
-  return !target.partial() || routes_from == source || !routes_from.partial();
+  if (!target.partial() || routes_from == source || !routes_from.partial()) return true;
+  // Parts moved alike: every device holds the part it held in the source.
+  if (!source.partial() || !(routes_from.reduction() == source.reduction()) || routes_from.devices() != source.devices())
+    return false;
+  for (int64_t d : source.devices())
+    if (routes_from.TileOf(d) >= 0 && routes_from.PartOf(d) != source.PartOf(d)) return false;
+  return true;
 }
 
 TagScheme TagSchemeFor(const CollectivePlan& plan) { return TagSchemeFor(plan.source(), plan.target(), RoutesFrom(plan)); }

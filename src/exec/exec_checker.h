@@ -62,8 +62,10 @@ struct TagScheme {
 };
 // The scheme for a reshard from `source` to `target`: numbers where the
 // source is partial or the routes scale. A partial target's values are routed from
-// `routes_from`, the input of the plan's last step: the source, or a plain
-// layout (a plan that reduces, then routes).
+// `routes_from`, the input of the plan's last step: the source, a plain
+// layout (a plan that reduces, then routes), or a layout partial as the
+// source is, each device holding the part it held there (parts moved alike:
+// each holds its part's source values).
 TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from);
 inline TagScheme TagSchemeFor(const Layout& source, const Layout& target) { return TagSchemeFor(source, target, source); }
 // The layout a plan's (or a compiled program's) partial target is routed
@@ -71,8 +73,11 @@ inline TagScheme TagSchemeFor(const Layout& source, const Layout& target) { retu
 const Layout& RoutesFrom(const CollectivePlan& plan);
 const Layout& RoutesFrom(const PlanProgram& program);
 // Whether the oracles can state the target's values: it is not partial, or
-// its routes start at the source or at a layout with no pending reduction
-// (as the planner makes them). RunChecked and the simulator refuse others.
+// its routes start at the source, at a layout with no pending reduction, or
+// at one whose devices hold the parts they held in the source (as the
+// planner makes them). RunChecked and the simulator refuse others; a plan
+// whose earlier steps moved a part into another part runs to other values,
+// which they report as mismatches.
 bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from);
 // The scheme of a plan: routes from RoutesFrom(plan).
 // REQUIRES: TargetValuesStated for them.

@@ -87,6 +87,108 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
   return best;
 }
 
+// The parts moved alike: from partial sums over the same plan-mesh axes and
+// op as the target's, each part moves as the array without its reduction
+// would. The named search plans the two layouts without their reduction,
+// with no ragged exchange; it adds only target axes to a state, so no state
+// it passes through uses a partial axis, and each step, between layouts
+// partial over those axes (PendingSteps), moves every part within itself
+// (taken where each step's parts move as priced and its routes keep every
+// part in itself, and no collective-permute pairs devices of different
+// parts). The cheapest path under `cap`, as
+// steps, with its cost and the states the search explored; nullopt where
+// the layouts are not so named or no path fits.
+// Whether `r` keeps every part in itself: part p (each of its tiles, with
+// tile routes) into target part p, nothing scaled.
+bool KeepsParts(const PartRoutes& r) {
+  if (r.scale != 1) return false;
+  for (size_t p = 0; p < r.to.size(); ++p) {
+    const int64_t part = static_cast<int64_t>(p);
+    if (!r.tile_to) {
+      if (r.to[p] != part) return false;
+      continue;
+    }
+    for (int64_t tile = 0; tile < r.tiles; ++tile)
+      for (int64_t t = 0; t < r.target_tiles; ++t)
+        if (const int64_t to = r.TileTo(part, tile, t); to != -1 && to != part) return false;
+  }
+  return true;
+}
+
+struct SameParts {
+  std::vector<PlanStep> steps;
+  Mesh mesh;
+  Cost cost;
+  int64_t peak = 0, explored = 0;
+};
+
+std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                        int64_t cap) {
+  if (!source.partial() || !(source.reduction() == target.reduction())) return std::nullopt;
+  const Layout plain_source = source.WithoutReduction(), plain_target = target.WithoutReduction();
+  const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
+  std::optional<PlanMeshes> pm = FindPlanMesh(plain_source, plain_target, options.meshes, node);
+  if (!pm || source.devices() != target.devices()) return std::nullopt;
+  const PlanMesh& mesh = pm->coarse;
+  std::vector<int32_t> group;
+  for (int64_t a : PartialMeshAxes(source, mesh.mesh)) group.push_back(static_cast<int32_t>(a));
+  std::vector<int32_t> target_group;
+  for (int64_t a : PartialMeshAxes(target, mesh.mesh)) target_group.push_back(static_cast<int32_t>(a));
+  if (group.empty() || group != target_group) return std::nullopt;
+  // The parts must be numbered as the plan mesh numbers them on both sides,
+  // so that a device's part is the same before and after every step.
+  const ReduceOp op = source.reduction().op;
+  for (const auto& [state, layout] : {std::pair(&mesh.source, &source), std::pair(&mesh.target, &target)}) {
+    Result<Layout> stated = StateLayout(mesh, *state, source.shape(), source.dtype(), group, op);
+    if (!stated.ok() || !(*stated == *layout)) return std::nullopt;
+  }
+  PlannerOptions structured = options;
+  structured.strategy = Strategy::kCollectives;
+  NamedPlanner planner(mesh, plain_source, plain_target, structured, cap);
+  std::vector<PlanCandidate> priced;
+  SameParts r{{}, mesh.mesh, {}, 0, 0};
+  std::optional<std::vector<std::pair<AxisLists, Edge>>> path = planner.Search(priced, r.explored);
+  if (!path || path->empty()) return std::nullopt;
+  const PlanContext& ctx = planner.context();
+  for (const auto& [from, e] : *path)
+    for (int32_t a : group)
+      for (const auto& l : e.to)
+        if (std::find(l.begin(), l.end(), a) != l.end()) return std::nullopt;  // (the search adds no such axis)
+  r.steps = PendingSteps(*path, std::vector<std::vector<int32_t>>(path->size(), group), ctx, source, target, group);
+  if (r.steps.empty()) return std::nullopt;
+  // A layout numbers its parts tile by tile (in the order of each tile's
+  // lowest holder), and a step runs as the reducing exchange of its parts,
+  // routed by those numbers: the parts move as the collectives move them
+  // only where every layout of the path gives one number to all devices of
+  // one coordinate along the partial axes (not so on most meshes whose
+  // device order is permuted).
+  std::vector<int64_t> part_at(static_cast<size_t>(mesh.mesh.GroupSize(group)), -1);
+  auto numbered_alike = [&](const Layout& l) {
+    for (int64_t pos = 0; pos < mesh.mesh.num_devices(); ++pos) {
+      const int64_t device = mesh.mesh.device(pos);
+      if (l.TileOf(device) < 0) continue;
+      int64_t& part = part_at[static_cast<size_t>(mesh.mesh.MemberIndex(pos, group))];
+      if (part == -1) part = l.PartOf(device);
+      if (part != l.PartOf(device)) return false;
+    }
+    return true;
+  };
+  if (!numbered_alike(source)) return std::nullopt;
+  for (const PlanStep& step : r.steps) {
+    if (!numbered_alike(step.output)) return std::nullopt;
+    // Each step runs as the reducing exchange of its parts (device_program.h),
+    // routed by part numbers: taken where every part stays itself.
+    if (!KeepsParts(Exchange::RouteParts(step.input, step.output))) return std::nullopt;
+    for (const ProgramOp& op_ : step.program)
+      for (const auto& [from, to] : op_.pairs)
+        for (int32_t a : group)
+          if (ctx.Coordinate(from, a) != ctx.Coordinate(to, a)) return std::nullopt;
+    r.peak = std::max(r.peak, step.peak_bytes.Max());
+  }
+  r.cost = PathCost(*path);
+  return r;
+}
+
 }  // namespace
 
 Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target, const PlannerOptions& options,
@@ -102,10 +204,42 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
     exchange = std::move(step);
   }
+  const LowerBound bound = ComputeLowerBound(source, target);
+  // The parts moved alike, where the layouts allow it: taken where no
+  // ragged exchange is allowed, or where it costs less than the exchange.
+  if (options.strategy != Strategy::kExchange && source.partial()) {
+    std::optional<SameParts> alike = MovePartsAlike(source, target, options, cap);
+    bool lifted = false;
+    if (!alike && !exchange && options.memory_cap_bytes <= 0) {
+      alike = MovePartsAlike(source, target, options, INT64_MAX);
+      lifted = alike.has_value();
+    }
+    if (alike && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
+      PlanResult r{CollectivePlan{}, bound};
+      r.memory_cap_bytes = lifted ? 0 : cap;
+      r.memory_cap_lifted = lifted;
+      r.states_explored = alike->explored;
+      if (lifted)
+        r.candidates.push_back(PlanCandidate{
+            {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+      if (exchange)
+        r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
+                                             exchange->peak_bytes.Max(),
+                                             exchange->peak_bytes.Max() > cap ? "over the memory cap" : "priced"});
+      PlanCandidate chosen{{}, static_cast<double>(alike->cost.time_ps) / 1e6, alike->cost.bytes, alike->peak, "chosen"};
+      for (const PlanStep& step : alike->steps)
+        chosen.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(step.op), step.input_spec, step.output_spec));
+      r.candidates.push_back(std::move(chosen));
+      PlanBuilder builder(source, target);
+      builder.SetMesh(alike->mesh);
+      for (PlanStep& step : alike->steps) builder.Add(std::move(step));
+      r.plan = builder.Finish();
+      return r;
+    }
+  }
   // From partial sums: reducing first may move less than sending parts
   // (not tried where the one exchange already receives the bound). Under
   // the default cap, where neither fits it, both are priced without it.
-  const LowerBound bound = ComputeLowerBound(source, target);
   if (exchange && source.partial() && options.strategy != Strategy::kExchange &&
       exchange->recv_bytes.Max() > bound.max_recv_bytes) {
     const bool over = exchange->peak_bytes.Max() > cap;
@@ -140,7 +274,8 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     }
   }
   return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange),
-                              "a target with a pending reduction is reached by the reducing exchange alone");
+                              "a target with a pending reduction is reached by the reducing exchange alone, or, from "
+                              "partial sums over the same mesh axes, by moving the parts alike");
 }
 
 }  // namespace reshard

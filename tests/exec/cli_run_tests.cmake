@@ -20,7 +20,13 @@ cli_test(run_partial_uneven_bf16 "^verified: .* 1 step \\(exchange\\)"
 # Partial targets: each source part routed into one target part, the others the identity; checked exactly.
 # From partial sums into another op, or other axes, the plan may reduce first, then route (checked the same).
 cli_test(run_partial_target "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(exchange\\)"
+         ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --strategy exchange --repeat 1)
+# The same pair by default: the parts moved alike, an all-gather over y within each part (as priced: a tie with the
+# exchange in time and bytes, and no ragged exchange); with no ragged exchange at all (--for jax-cpu), an all-to-all.
+cli_test(run_partial_target_alike "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(all-gather\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --repeat 1)
+cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all\\)"
+         ${R} run --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})" --for jax-cpu --transport ranks --repeat 1)
 cli_test(run_partial_target_other_op "^verified: .* 2 steps \\(exchange, exchange\\)"
          ${R} run --shape 13,5 --mesh x=4,y=2 --from "[Partial(\"sum\"), Shard(1)]" --to "[Shard(0), Partial(\"max\")]" --dtype s8 --transport ranks --repeat 1)
 cli_exit_test(run_too_large 1 ${R} run --shape 1024,1024,1024 --from ${CANON_FROM} --to ${CANON_TO} --max-memory 1G)

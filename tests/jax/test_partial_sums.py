@@ -138,3 +138,36 @@ def test_emitted_reductions_parse(op, target):
     ops = [c["op"] for c in hlo_bytes.collectives(r.stdout)]
     assert any(o in ("reduce-scatter", "all-reduce") for o in ops), ops
 
+
+
+def test_parts_moved_alike_run_in_jax(tmp_path):
+    """Unreduced into unreduced over the same axes, with no ragged exchange (--for jax-cpu): the
+    parts moved alike, one all-to-all over y within each x part. The emitted module's result,
+    reduced, equals numpy's and jax.sharding.reshard's; it compiles to the plan's bytes, at the
+    bound, and to no more than XLA's reshard between the two unreduced shardings."""
+    source, target = "P('y', None, unreduced={'x'})", "P(None, 'y', unreduced={'x'})"
+    j = _plan_json(source, target, model=())
+    assert [s["op"] for s in j["steps"]] == ["all-to-all"], j["steps"]
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
+    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
+    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
+    mod = _module(source, target, tmp_path, model=())
+    with jax.set_mesh(mesh):
+        A = jax.device_put(a, NamedSharding(mesh, P("y", "x")))
+        B = jax.device_put(b, NamedSharding(mesh, P("x", None)))
+
+        def partial(A, B):
+            return jnp.dot(A, B, out_sharding=_spec(source))
+
+        ours = jax.jit(lambda A, B: mod.reshard(partial(A, B), mesh))
+        theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), _spec(target)))
+        reduced = P(None, "y")
+        got = jax.jit(lambda A, B: jax.sharding.reshard(mod.reshard(partial(A, B), mesh), reduced))(A, B)
+        want = jax.jit(lambda A, B: jax.sharding.reshard(theirs(A, B), reduced))(A, B)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        np.testing.assert_array_equal(np.asarray(got), a @ b)
+        ours_bytes = _ring_bytes(ours.lower(A, B).compile().as_text())
+        xla_bytes = _ring_bytes(theirs.lower(A, B).compile().as_text())
+    assert ours_bytes == j["stats"]["max_recv_bytes"] == j["lower_bound"]["max_recv_bytes"] == 256, (ours_bytes, j["stats"])
+    assert xla_bytes >= ours_bytes, (xla_bytes, ours_bytes)
+    print("%s -> %s: reshard %d B, XLA %d B" % (source, target, ours_bytes, xla_bytes))

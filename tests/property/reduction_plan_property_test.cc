@@ -166,6 +166,62 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
             << " of " << even_planned << " at the bound, largest gap " << worst_even_gap << "x (" << worst_even << ")\n";
 }
 
+// Partial sums into partial sums over the same mesh axes and op (issue 17:
+// structured plans into partial targets): under Strategy::kCollectives, with
+// no ragged exchange, each part moves as the array without its reduction
+// would. Every such plan is structured (no exchange step), simulated,
+// executed in-process and checked element by element and byte by byte;
+// priced by bytes it receives what the plain pair's plan receives (the parts
+// move alike) and never less than the bound.
+TEST(ReductionPlanProperty, SamePartsMoveAlikeAsCollectives) {
+  std::mt19937_64 rng(2026120401);
+  int pairs = 0, planned = 0, even = 0, even_planned = 0, at_bound = 0, refused_permuted = 0, refused_permute = 0;
+  for (int iter = 0; pairs < 800 && iter < 20000; ++iter) {
+    const std::optional<testing::PartialPair> drawn = testing::DrawSamePartsPair(rng);
+    if (!drawn) continue;
+    ++pairs;
+    bool is_even = true;
+    for (int64_t e : drawn->shape) is_even = is_even && e % drawn->mesh.num_devices() == 0;
+    even += is_even;
+    const std::string text = "iter " + std::to_string(iter) + ": " + drawn->text;
+    PlannerOptions o;
+    o.meshes = {drawn->mesh};
+    o.strategy = Strategy::kCollectives;
+    o.topology = o.topology.BandwidthOnly();
+    Result<PlanResult> r = PlanReshard(drawn->source, drawn->target, o);
+    PlannerOptions plain = o;
+    Result<PlanResult> p = PlanReshard(drawn->source.WithoutReduction(), drawn->target.WithoutReduction(), plain);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Status::Code::kNotSupported) << text << ": " << r.status();
+      // Even pairs over meshes in device order that the plain search plans
+      // move alike; not so with the device order permuted (parts are
+      // numbered tile by tile in another order, partial_target_planner.cc),
+      // nor where the plain plan permutes (its pairs may take a replica of
+      // another part).
+      bool permutes = false;
+      if (p.ok())
+        for (const PlanStep& s : p->plan.steps()) permutes |= s.op == StepOp::kCollectivePermute;
+      EXPECT_FALSE(is_even && p.ok() && drawn->mesh.is_iota() && !permutes) << text << ": " << r.status();
+      refused_permuted += is_even && p.ok() && !drawn->mesh.is_iota();
+      refused_permute += is_even && p.ok() && drawn->mesh.is_iota() && permutes;
+      continue;
+    }
+    ++planned;
+    even_planned += is_even;
+    for (const PlanStep& s : r->plan.steps()) EXPECT_NE(s.op, StepOp::kExchange) << text;
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status();
+    EXPECT_EQ(r->plan.totals().max_recv_bytes, p->plan.totals().max_recv_bytes) << text;
+    EXPECT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
+    at_bound += r->plan.totals().max_recv_bytes == r->lower_bound.max_recv_bytes;
+    ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
+  }
+  EXPECT_EQ(pairs, 800);
+  std::cout << "same parts: " << planned << " of " << pairs << " pairs planned as collectives (" << even_planned << " of "
+            << even << " even; of the even ones, " << refused_permuted << " refused over permuted device orders, "
+            << refused_permute << " where the plain plan permutes), " << at_bound
+            << " at the lower bound by bytes\n";
+}
+
 // Partial layouts in every notation (random_layouts.h: DTensor Partial with
 // uneven splits, JAX, Shardy and HLO V3 unreduced axes, sub-axes) to random
 // layouts in every notation, on the same devices or others: every pair is
@@ -223,7 +279,8 @@ TEST(ReductionPlanProperty, PartialLayoutsInEveryNotationRun) {
 // every notation from random layouts, partial (two thirds) or not, on the
 // same devices or others. Each is planned as one reducing exchange (each
 // source part, or each tile of a source part, routed into one target part,
-// exchange.h's PartRoutes),
+// exchange.h's PartRoutes), after reducing first or not, or, from the same
+// partial axes and op, as the parts moved alike by structured steps,
 // simulated, executed in-process in one of nine element types and checked
 // exactly (each target device holds the source parts routed to its part,
 // combined, or the identity; Exchange.RoutedPartsReduceToTheSourcesReduction
@@ -237,6 +294,7 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   int plain_at_bound = 0, plain_zero_bound_moved = 0;  // the same, of plain sources
   int partial_tiled = 0;  // partial sources routed tile by tile
   int reduced_first = 0;  // plans that reduce, then route
+  int moved_alike = 0;    // plans that move the parts alike, structured
   int bytes_plan_differs = 0;  // the plan priced by bytes is another plan, and runs too
   int above_avg = 0, above_no_avg = 0;  // above the bound, with an avg on either side or not
   double worst_gap = 1.0, plain_worst_gap = 1.0, no_avg_gap = 1.0;
@@ -270,8 +328,13 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
     o.meshes = {mesh};
     Result<PlanResult> r = PlanReshard(src->layout, dst->layout, o);
     ASSERT_TRUE(r.ok()) << text << ": " << r.status();
-    ASSERT_EQ(r->plan.OpNames().back(), "exchange") << text;
-    reduced_first += r->plan.steps().size() > 1;
+    // One reducing exchange (after reducing first), or the parts moved alike.
+    const bool alike = r->plan.OpNames().back() != "exchange";
+    if (alike) {
+      ASSERT_TRUE(src->layout.partial() && src->layout.reduction() == dst->layout.reduction()) << text;
+      ++moved_alike;
+    }
+    reduced_first += !alike && r->plan.steps().size() > 1;
     ASSERT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
     moved_nothing += r->plan.totals().max_recv_bytes == 0;
     partial_tiled += src->layout.partial() && Exchange::RouteParts(src->layout, dst->layout).tile_to != nullptr;
@@ -316,7 +379,8 @@ TEST(ReductionPlanProperty, PartialTargetsInEveryNotationRun) {
   EXPECT_GT(partial_tiled, 20);
   std::cout << "partial targets in every notation: " << pairs << " pairs (" << from_partial
             << " from partial sources, " << partial_tiled << " of them routed tile by tile) planned, simulated and executed, " << reduced_first
-            << " reducing first, the rest as one reducing exchange; " << bytes_plan_differs
+            << " reducing first, " << moved_alike << " moving the parts alike, the rest as one reducing exchange; "
+            << bytes_plan_differs
             << " other plans when priced by bytes, also executed; " << moved_nothing
             << " moved nothing between devices; priced by bytes, " << at_bound << " at the lower bound, "
             << zero_bound_moved << " moving bytes where the bound is 0, largest gap where it is not " << worst_gap

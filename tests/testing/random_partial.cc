@@ -1,5 +1,7 @@
 #include "testing/random_partial.h"
 
+#include <algorithm>
+
 #include "reshard/named_sharding.h"
 #include "reshard/notation.h"
 #include "testing/random_named.h"
@@ -63,6 +65,37 @@ std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_ta
   const std::string text = "--shape " + shape_text + " --mesh '" + mesh.ToString() + "' --from '" +
                            Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
                            Text(PrintLayout(target, Notation::kJax, mesh)) + "'";
+  return PartialPair{mesh, shape, source, target, text};
+}
+
+std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng) {
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
+  const Mesh mesh = RandomNamedMesh(rng);
+  const size_t rank = 1 + rng() % 3;
+  std::vector<int64_t> shape;
+  const bool even_case = rng() % 2 == 0;
+  for (size_t d = 0; d < rank; ++d)
+    shape.push_back(even_case ? mesh.num_devices() * (1 + static_cast<int64_t>(rng() % 2))
+                              : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+  const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
+  const NamedSharding s = WithUnreducedAxes(rng, mesh, RandomSpec(rng, mesh, rank));
+  if (s.unreduced().empty()) return std::nullopt;
+  std::vector<NamedSharding::Dim> dims = RandomSpec(rng, mesh, rank).dims();
+  for (NamedSharding::Dim& d : dims)
+    std::erase_if(d.axes, [&](const AxisRef& r) {
+      return std::any_of(s.unreduced().begin(), s.unreduced().end(), [&](const AxisRef& u) { return u.axis == r.axis; });
+    });
+  Result<NamedSharding> t = NamedSharding::Create(mesh, dims, {}, s.unreduced());
+  if (!t.ok()) return std::nullopt;
+  const ReduceOp op = ops[rng() % 4];
+  Layout source = Retyped(s.ToLayout(shape, dtype).value(), dtype, op);
+  Layout target = Retyped(t->ToLayout(shape, dtype).value(), dtype, op);
+  if (!source.partial() || source == target) return std::nullopt;
+  std::string shape_text;
+  for (int64_t e : shape) shape_text += (shape_text.empty() ? "" : ",") + std::to_string(e);
+  const std::string text = "--shape " + shape_text + " --mesh '" + mesh.ToString() + "' --from '" +
+                           Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
+                           Text(PrintLayout(target, Notation::kDTensor, mesh)) + "'";
   return PartialPair{mesh, shape, source, target, text};
 }
 

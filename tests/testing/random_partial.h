@@ -31,6 +31,13 @@ struct PartialPair {
 // source.
 std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_target = false);
 
+// A pair from partial sums into partial sums over the same mesh axes and op
+// (the parts numbered alike): a random source spec with a random subset of
+// its unused axes unreduced, under a random op, and a random target spec
+// with those axes taken out of its dims and unreduced, under the same op.
+// nullopt where the source came out with no parts or the two are equal.
+std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng);
+
 // `l` with another element type (and op, where given): the same grid, devices and parts.
 Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op = std::nullopt);
 
