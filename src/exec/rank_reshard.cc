@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <limits>
 #include <mutex>
 
 #include "exec/copy_kernel.h"
@@ -160,14 +159,8 @@ struct StepRun {
   bool allgather = false;
   // An all-gather whose members' inputs are all one size (even shards): the
   // equal-chunk collective (Comm::StartAllgather). Every member of a group
-  // sees every member's size, so a group decides alike. An all-to-all whose
-  // messages are all `chunk` bytes, one to and one from every other member,
-  // on every rank: the equal-chunk all-to-all (Comm::StartAlltoall), each
-  // message staged at its member's slot (`send_slot`, `recv_slot`: member
-  // index times `chunk`).
+  // sees every member's size, so a group decides alike.
   bool equal_chunks = false;
-  int64_t chunk = 0;
-  std::vector<int64_t> send_slot, recv_slot;
   std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
@@ -244,7 +237,6 @@ struct RankReshard::State {
   Result<bool> AllBoxable(const StepRun& s);
   int64_t Chunk() const { return std::min(options.max_message_bytes, comm->max_count()); }
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
-  Status RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // Over `over`: the whole Comm, or the step's group (the counts are then by member).
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
@@ -423,20 +415,8 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   int64_t gathered = p.input_bytes;
   for (int64_t c : p.recv_count) gathered += c;
   whole = whole && gathered <= comm->max_count();
-  // An all-to-all of even shards: every message `chunk` bytes, one to and
-  // from every other member, each its own box (staged at its member's slot);
-  // ranks with no messages agree to any chunk. All ranks must see one chunk.
-  bool even = step.op == StepOp::kAllToAll && static_cast<int64_t>(s.send_rank.size()) == members - 1 &&
-              s.recv_rank.size() == s.send_rank.size();
-  const int64_t chunk = even && !s.send_rank.empty() ? p.send_count[0] : 0;
-  for (size_t m = 0; m < s.send_rank.size() && even; ++m)
-    even = p.send_count[m] == chunk && p.recv_count[m] == chunk && p.Packs(m);
-  even = even && chunk > 0 && chunk <= comm->max_count() / members;
-  const bool none = s.send_rank.empty() && s.recv_rank.empty();
-  constexpr int64_t kAny = std::numeric_limits<int64_t>::max();
-  int64_t all[5] = {inside ? 1 : 0, whole ? 1 : 0, even || none ? 1 : 0, none ? kAny : chunk, none ? kAny : -chunk};
+  int64_t all[2] = {inside ? 1 : 0, whole ? 1 : 0};
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(all, Comm::ReduceOp::kMin));
-  const bool equal_alltoall = all[2] == 1 && all[3] != kAny && all[3] == -all[4];
   if (all[0] == 0) return Status::Ok();  // some message crosses groups: the whole Comm it is
   s.grouped = true;
   const int my_color = me >= 0 ? static_cast<int>(color(me)) : -1;
@@ -472,22 +452,12 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
     s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
   }
-  if (equal_alltoall) {
-    s.equal_chunks = true;
-    s.chunk = all[3];
-    for (size_t m = 0; m < s.send_rank.size(); ++m) s.send_slot.push_back(static_cast<int64_t>(member_of(s.send_rank[m])) * s.chunk);
-    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_slot.push_back(static_cast<int64_t>(member_of(s.recv_rank[m])) * s.chunk);
-    // Every member's chunk, this rank's own slot too (it travels through the call unread).
-    Grow(send, s.chunk * s.group_size);
-    Grow(recv, s.chunk * s.group_size);
-  }
   return Status::Ok();
 }
 
 Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
   const DeviceProgram& p = *s.program;
   if (s.group == nullptr) return Status::Ok();
-  if (!s.allgather && s.equal_chunks) return RunAlltoall(s, in, out, stats);
   if (!s.allgather) return RunAlltoallv(s, in, out, stats, *s.group);
   // The input is the message: no packing. Each received message is then
   // unpacked from its member's slot of the gathered buffer.
@@ -504,28 +474,6 @@ Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
     Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out,
               p.unpack.bytes);
-  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
-  return Status::Ok();
-}
-
-Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
-  const DeviceProgram& p = *s.program;
-  // Each message staged at its member's slot: its pack ops address the
-  // send buffer as the program laid it out (message m at send_offset[m]).
-  for (size_t m = 0; m < s.send_rank.size(); ++m)
-    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data() + (s.send_slot[m] - p.send_offset[m]),
-              p.send_bytes);
-  int64_t request = kNoRequest;
-  RESHARD_RETURN_IF_ERROR(s.group->StartAlltoall(send.data(), s.chunk, recv.data(), request));
-  RunAll(p.local, in, out);  // while the messages travel
-  RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
-  // This rank's own chunk went through the call unused: not a message.
-  const int64_t moved = s.chunk * static_cast<int64_t>(s.send_rank.size());
-  stats.step_bytes_sent.back() += moved;
-  stats.step_bytes_received.back() += s.chunk * static_cast<int64_t>(s.recv_rank.size());
-  for (size_t m = 0; m < s.recv_rank.size(); ++m)
-    Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + (s.recv_slot[m] - p.recv_offset[m]), out,
-           p.unpack.bytes);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
@@ -729,8 +677,7 @@ std::vector<std::string> RankReshard::step_transports() const {
     else if (s.boxes)
       t.emplace_back("alltoallw");
     else if (s.grouped)
-      t.push_back(fmt::format("{} over groups", s.allgather ? (s.equal_chunks ? "allgather" : "allgatherv")
-                                                            : (s.equal_chunks ? "alltoall" : "alltoallv")));
+      t.push_back(fmt::format("{} over groups", s.equal_chunks ? "allgather" : s.allgather ? "allgatherv" : "alltoallv"));
     else
       t.emplace_back("alltoallv");
   }

@@ -239,33 +239,6 @@ TEST(ThreadComm, AllgatherOfEqualChunks) {
   });
 }
 
-TEST(ThreadComm, AlltoallOfEqualChunks) {
-  constexpr int kRanks = 4;
-  RunRanks(kRanks, [](Comm& comm) {
-    const int r = comm.rank();
-    std::vector<std::byte> mine;  // chunk k, for rank k: 3 bytes tagged with (r, k)
-    for (int k = 0; k < kRanks; ++k) {
-      const std::vector<std::byte> chunk = Bytes(3, 10 * r + k);
-      mine.insert(mine.end(), chunk.begin(), chunk.end());
-    }
-    std::vector<std::byte> recv(3 * kRanks);
-    int64_t request = 5;
-    ASSERT_TRUE(comm.StartAlltoall(mine.data(), 3, recv.data(), request).ok());
-    EXPECT_EQ(request, kNoRequest);
-    for (int k = 0; k < kRanks; ++k) {
-      const std::vector<std::byte> want = Bytes(3, 10 * k + r);
-      EXPECT_TRUE(std::equal(want.begin(), want.end(), recv.begin() + 3 * k)) << "from rank " << k;
-    }
-  });
-  // Unequal chunks are a caller's error, reported on every rank.
-  RunRanks(2, [](Comm& comm) {
-    const std::vector<std::byte> mine(8);
-    std::vector<std::byte> recv(8);
-    int64_t request = kNoRequest;
-    EXPECT_FALSE(comm.StartAlltoall(mine.data(), 2 + comm.rank(), recv.data(), request).ok());
-  });
-}
-
 TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
   for (const bool receives_first : {false, true}) {

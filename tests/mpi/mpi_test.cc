@@ -189,38 +189,11 @@ TEST(Mpi, RandomLayoutsThroughThePlanner) {
     const ::testing::AssertionResult ok = RunCase(c, o);
     EXPECT_TRUE(AllOk(ok)) << ok.message();
   }
-  // Structured steps ran over their groups' sub-communicators, both kinds
-  // (all-to-alls of even shards: Mpi.EvenAllToAllsAreTheEqualChunkCollective).
+  // Structured steps ran over their groups' sub-communicators, both kinds.
   if (Size() >= 4) {
-    EXPECT_GT(TransportsSeen()["alltoall over groups"] + TransportsSeen()["alltoallv over groups"], 0)
-        << ::testing::PrintToString(TransportsSeen());
+    EXPECT_GT(TransportsSeen()["alltoallv over groups"], 0) << ::testing::PrintToString(TransportsSeen());
     EXPECT_GT(TransportsSeen()["allgather over groups"] + TransportsSeen()["allgatherv over groups"], 0)
         << ::testing::PrintToString(TransportsSeen());
-  }
-}
-
-// A planned all-to-all of even shards runs as the equal-chunk collective
-// (MPI_Ialltoall over each group), one of uneven shards as the v-form; both
-// exact, with the bytes the plan priced (ExpectPlannedTraffic, in RunCase).
-TEST(Mpi, EvenAllToAllsAreTheEqualChunkCollective) {
-  const int size = Size();
-  if (size < 2) GTEST_SKIP() << "needs two ranks";
-  const Mesh mesh = Mesh::Create({{"x", size}}).value();
-  for (const int64_t rows : {int64_t{4} * size, int64_t{4} * size - 1}) {
-    const std::vector<int64_t> shape = {rows, int64_t{4} * size};
-    Case c{ParseLayout("P('x', None)", shape, DType::kF32, mesh)->layout,
-           ParseLayout("P(None, 'x')", shape, DType::kF32, mesh)->layout, mesh,
-           "rows " + std::to_string(rows) + ": P('x', None) -> P(None, 'x')"};
-    MpiOptions o;
-    o.planner = PlannerOptions{};
-    o.planner->meshes = {mesh};
-    o.planner->strategy = Strategy::kCollectives;
-    TransportsSeen().clear();
-    const ::testing::AssertionResult ok = RunCase(c, o);
-    EXPECT_TRUE(AllOk(ok)) << ok.message();
-    const bool even = rows % size == 0;
-    EXPECT_EQ(TransportsSeen()[even ? "alltoall over groups" : "alltoallv over groups"], 1)
-        << c.what << ": " << ::testing::PrintToString(TransportsSeen());
   }
 }
 
