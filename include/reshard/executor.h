@@ -59,7 +59,8 @@ struct ExecStats {
   double seconds = 0;
   // In-process, staged or direct: copy phases whose way of running (sliced,
   // or grouped by destination and in which order) came from the executor's
-  // previous run of the same copies, not decided and sorted again.
+  // previous run of the same program (PlanProgram::id), into any buffers,
+  // not decided and sorted again.
   int64_t phases_reused = 0;
 };
 
