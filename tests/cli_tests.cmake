@@ -68,6 +68,11 @@ cli_test(plan_emit_hlo "^HloModule reshard_plan.*all-to-all\\(%v[0-9]+\\), chann
          ${R} plan --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --emit hlo)
 cli_test(plan_emit_jax "jax.lax.all_to_all\\(x, \\('x', 'y'\\), 0, 0, tiled=True\\).*def reshard\\(x, mesh\\):"
          ${R} plan --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --emit jax)
+# Partial values moved alike into an unreduced target: JAX's specs name the unreduced axis; a pending max has no JAX form.
+cli_test(plan_emit_jax_parts_alike "x = jax.lax.all_to_all\\(x, \\('y',\\), 0, 0, tiled=True\\).*out_specs=TARGET"
+         ${R} plan --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})" --for jax-cpu --emit jax)
+cli_error_test(plan_emit_jax_partial_max 1 "the source holds partial values reduced by max, and JAX's unreduced axes are partial sums only"
+               ${R} plan --shape 16,16 --mesh x=4,y=2 --from "[Partial('max'), Shard(0)]" --to "[Partial('max'), Replicate()]" --for jax-cpu --emit jax)
 cli_test(plan_hierarchical "all-to-all over {x:\\(8\\)8}.*collective-permute.*all-to-all over {x:\\(8\\)8}"
          ${R} plan --shape 64,64 --mesh x=64 --from "P('x', None)" --to "P(None, 'x')" --topology nodes:8)
 cli_test(plan_65536_devices "all-to-all over {x} \\(1 group of 65536\\)"

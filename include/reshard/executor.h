@@ -60,7 +60,8 @@ struct ExecStats {
   // In-process, staged or direct: copy phases whose way of running (sliced,
   // or grouped by destination and in which order) came from the executor's
   // previous run of the same program (PlanProgram::id), into any buffers,
-  // not decided and sorted again.
+  // not decided and sorted again (phases of contiguous copies only count
+  // too: their chunking is kept likewise).
   int64_t phases_reused = 0;
 };
 

@@ -23,8 +23,9 @@
 //
 // Errors: InvalidArgument for mismatched layouts or a memory cap no plan fits
 // (the message names the least peak found); NotSupported when the target
-// lacks every collective that could move the data, and for layouts with a
-// pending reduction (not planned yet; the message gives their lower bound).
+// lacks every collective that could move the data, including layouts with a
+// pending reduction that no plan the target allows can reach (the message
+// gives their lower bound).
 #ifndef RESHARD_PLANNER_H_
 #define RESHARD_PLANNER_H_
 

@@ -57,6 +57,13 @@ Result<std::string> EmitJax(const CollectivePlan& plan) {
     return Status::NotSupported(
         "--emit jax needs both layouts to be named shardings over one mesh (jax.shard_map runs over one); these "
         "are not");
+  // JAX's unreduced axes hold partial sums: a pending max, min or avg has no
+  // JAX sharding to name it (the module's specs would say sum).
+  for (const Layout* l : {&plan.source(), &plan.target()})
+    if (l->partial() && l->reduction().op != ReduceOp::kSum)
+      return Status::NotSupported(fmt::format(
+          "--emit jax: the {} holds partial values reduced by {}, and JAX's unreduced axes are partial sums only",
+          l == &plan.source() ? "source" : "target", ReduceOpName(l->reduction().op)));
   const Mesh& mesh = *plan.mesh();
   const Layout& src = plan.source();
   std::vector<int64_t> sizes, ids = mesh.DeviceIds();

@@ -30,19 +30,15 @@ Span DestinationSpan(const ScheduledCopy& c) { return {c.dst, c.op->dst_offset, 
 
 }  // namespace
 
-CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> copies, int threads) {
+CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads) {
   CopySchedule s;
+  s.strided_ = std::move(strided);
+  s.contiguous_ = std::move(contiguous);
   int64_t strided_units = 0;
-  for (ScheduledCopy& c : copies) {
-    if (c.op->num_dims > 0) {
-      s.strided_bytes_ += c.program->OpBytes(*c.op);
-      strided_units += c.units;
-      s.strided_.push_back(c);
-    } else {
-      s.contiguous_.push_back(c);
-    }
+  for (const ScheduledCopy& c : s.strided_) {
+    s.strided_bytes_ += c.program->OpBytes(*c.op);
+    strided_units += c.units;
   }
-  copies = {};
   s.slices_ = std::max<int64_t>(threads, (s.strided_bytes_ + kSliceBytes - 1) / kSliceBytes);
   s.slice_ = !s.strided_.empty() && strided_units >= s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
              s.Spans(/*dst=*/false) <= s.Spans(/*dst=*/true);

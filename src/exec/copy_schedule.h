@@ -26,6 +26,7 @@ namespace reshard {
 // tables a run passes: it reads from srcs[src] + src_delta (the delta: where
 // a received message lies in its sender's send buffer, relative to the
 // receive-buffer offsets its ops hold) and writes into dsts[dst].
+// (Indices are below twice the executor's devices: fewer than 2^31.)
 struct ScheduledCopy {
   const CopyProgram* program = nullptr;
   const CopyOp* op = nullptr;
@@ -44,7 +45,8 @@ class CopySchedule {
   // part of every copy), so a block of rows of every buffer stays cached
   // until all its copies are done (docs/benchmarks.md, "Execution");
   // contiguous copies run in chunks of about 256 KiB.
-  static CopySchedule Build(std::vector<ScheduledCopy> copies, int threads);
+  // `strided`: the copies with dims; `contiguous`: those without.
+  static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
   // Runs every copy once over `pool`. REQUIRES: every copy's buffer indices
   // within the tables, and the buffers large enough for its ops.

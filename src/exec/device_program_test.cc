@@ -287,8 +287,11 @@ TEST(InProcessExecutor, ReusedSchedulesFollowTheProgramNotTheBuffers) {
     for (int compiled = 0; compiled < 2; ++compiled) {
       slot.reset();
       slot.emplace(PlanProgram::Compile(exchange).value());
+      std::vector<TaggedBuffers> kept;  // every run's buffers alive: each run's are at other addresses
       for (int run = 0; run < 3; ++run) {
-        TaggedBuffers buffers = MakeTaggedBuffers(*slot);  // fresh buffers every run
+        TaggedBuffers& buffers = kept.emplace_back(MakeTaggedBuffers(*slot));
+        for (size_t earlier = 0; earlier + 1 < kept.size(); ++earlier)
+          ASSERT_NE(kept[earlier].targets[0].data(), buffers.targets[0].data());
         TagCheck c;
         Result<ExecStats> r = RunIntoZeroed(*ex, *slot, buffers, c);
         ASSERT_TRUE(r.ok()) << r.status();

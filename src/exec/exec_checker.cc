@@ -403,7 +403,8 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
   if (!TargetValuesStated(program.source(), program.target(), RoutesFrom(program)))
     return Status::InvalidArgument("the checker states a partial target's values by the routes of the last step, "
-                                   "from the source or from a layout without a pending reduction");
+                                   "from the source, from a layout without a pending reduction, or from one whose "
+                                   "devices hold their source parts");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
   const size_t n = program.devices().size();
   std::vector<std::vector<std::byte>> src(n), dst(n);

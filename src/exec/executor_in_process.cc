@@ -130,6 +130,9 @@ class InProcessExecutor final : public Executor {
     RESHARD_RETURN_IF_ERROR(pool_.status());
     RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
     if (options_.transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets, options_);
+    if (program.devices().size() >= (size_t{1} << 30))  // (a schedule names buffers by 32-bit index, two per device)
+      return Status::InvalidArgument(fmt::format("the in-process executor runs at most 2^30 devices; this plan has {}",
+                                                 program.devices().size()));
     const auto start = std::chrono::steady_clock::now();
     const size_t n = program.devices().size();
     const bool direct = options_.transport == Transport::kDirect;
@@ -157,7 +160,7 @@ class InProcessExecutor final : public Executor {
     std::vector<std::span<const std::byte>> in(sources.begin(), sources.end());
     std::vector<HostBuffer> in_owned(n), out_owned(n);
     std::vector<std::span<std::byte>> out(n);
-    // The tables the schedules' buffer indices name (ScheduleFor): inputs or
+    // The tables the schedules' buffer indices name (ForEachCopy): inputs or
     // outputs first, then the send buffers.
     std::vector<const std::byte*> srcs(2 * n);
     std::vector<std::byte*> dsts(2 * n);
@@ -246,59 +249,76 @@ class InProcessExecutor final : public Executor {
 
   // Every step's schedules. Buffer indices: device i's step input (sources)
   // and output (destinations) are i, its send buffer n + i.
+  // Calls emit(copy) for every copy of phase 1 (`first`: packs, or direct
+  // copies, and local copies) or phase 2 (unpacks) of `step`, as Run runs
+  // them. Buffer indices: device i's step input (sources) and output
+  // (destinations) are i, its send buffer n + i.
+  template <typename Emit>
+  static void ForEachCopy(const StepProgram& step, bool direct, bool first, Emit&& emit) {
+    const size_t n = step.devices.size();
+    auto add = [&emit](const CopyProgram& p, size_t begin, size_t end, size_t src, size_t dst, int64_t delta = 0) {
+      for (size_t k = begin; k < end; ++k)
+        emit(ScheduledCopy{&p, &p.ops[k], static_cast<int32_t>(src), static_cast<int32_t>(dst), delta,
+                           CopyUnits(p, p.ops[k])});
+    };
+    for (size_t i = 0; i < n; ++i) {
+      const DeviceProgram& dp = step.devices[i];
+      if (!first) {
+        // unpack ops address the receive buffer; message m lives in its sender's send buffer.
+        for (size_t m = 0; m < dp.recv_peer.size() && !direct && !step.reduces(); ++m)
+          add(dp.unpack, dp.unpack_begin[m], dp.unpack_begin[m + 1], n + static_cast<size_t>(dp.recv_peer[m]), i,
+              dp.recv_peer_offset[m] - dp.recv_offset[m]);
+        continue;
+      }
+      if (direct) {
+        for (size_t m = 0; m < dp.recv_peer.size() && !step.reduces(); ++m)
+          add(dp.direct, dp.direct_begin[m], dp.direct_begin[m + 1], static_cast<size_t>(dp.recv_peer[m]), i);
+      } else {
+        for (size_t m = 0; m < dp.send_peer.size(); ++m)  // each staged box once
+          if (dp.Packs(m)) add(dp.pack, dp.pack_begin[m], dp.pack_begin[m + 1], i, n + i);
+      }
+      if (!step.reduces()) add(dp.local, 0, dp.local.ops.size(), i, i);
+    }
+  }
+
+  // One phase's schedule: its copies counted first, so that each list is
+  // allocated once at its size (a step can have millions of copies).
+  static CopySchedule PhaseSchedule(const StepProgram& step, bool direct, bool first, int threads) {
+    size_t strided = 0, contiguous = 0;
+    ForEachCopy(step, direct, first, [&](const ScheduledCopy& c) { ++(c.op->num_dims > 0 ? strided : contiguous); });
+    std::vector<ScheduledCopy> a, b;
+    a.reserve(strided);
+    b.reserve(contiguous);
+    ForEachCopy(step, direct, first, [&](const ScheduledCopy& c) { (c.op->num_dims > 0 ? a : b).push_back(c); });
+    return CopySchedule::Build(std::move(a), std::move(b), threads);
+  }
+
+  // Every step's schedules and traffic.
   static ProgramSchedule Schedule(const PlanProgram& program, bool direct, int threads) {
     const size_t n = program.devices().size();
-    const int32_t send = static_cast<int32_t>(n);
     ProgramSchedule out;
     out.program_id = program.id();
     for (const StepProgram& step : program.steps()) {
       StepSchedule& s = out.steps.emplace_back();
       s.traffic.sent.assign(n, 0);
       s.traffic.received.assign(n, 0);
-      std::vector<ScheduledCopy> copies;
-      auto add = [&copies](const CopyProgram& p, size_t begin, size_t end, size_t src, size_t dst, int64_t delta = 0) {
-        for (size_t k = begin; k < end; ++k)
-          copies.push_back({&p, &p.ops[k], static_cast<int32_t>(src), static_cast<int32_t>(dst), delta, CopyUnits(p, p.ops[k])});
-      };
       // Message m of receiver i carried the bytes its copies wrote (direct:
       // from the sender's input; staged: out of the sender's send buffer).
-      auto count = [&](size_t i, const CopyProgram& p, const std::vector<int32_t>& begin) {
+      for (size_t i = 0; i < n; ++i) {
         const DeviceProgram& dp = step.devices[i];
+        const CopyProgram& p = direct ? dp.direct : dp.unpack;
+        const std::vector<int32_t>& begin = direct ? dp.direct_begin : dp.unpack_begin;
         for (size_t m = 0; m < dp.recv_peer.size(); ++m) {
           int64_t bytes = 0;
           for (int32_t k = begin[m]; k < begin[m + 1]; ++k) bytes += p.OpBytes(p.ops[static_cast<size_t>(k)]);
           s.traffic.received[i] += bytes;
           s.traffic.sent[static_cast<size_t>(dp.recv_peer[m])] += bytes;
         }
-      };
-      for (size_t i = 0; i < n; ++i) {
-        const DeviceProgram& dp = step.devices[i];
-        s.bytes_moved += dp.local.bytes;
-        if (direct) {
-          for (size_t m = 0; m < dp.recv_peer.size() && !step.reduces(); ++m)
-            add(dp.direct, dp.direct_begin[m], dp.direct_begin[m + 1], static_cast<size_t>(dp.recv_peer[m]), i);
-          s.bytes_moved += dp.direct.bytes;
-          s.bytes_sent += dp.direct.bytes;
-          count(i, dp.direct, dp.direct_begin);
-        } else {
-          for (size_t m = 0; m < dp.send_peer.size(); ++m)  // each staged box once
-            if (dp.Packs(m)) add(dp.pack, dp.pack_begin[m], dp.pack_begin[m + 1], i, send + i);
-          s.bytes_moved += dp.unpack.bytes;
-          s.bytes_sent += dp.unpack.bytes;
-          count(i, dp.unpack, dp.unpack_begin);
-        }
-        if (!step.reduces()) add(dp.local, 0, dp.local.ops.size(), i, i);
+        s.bytes_moved += dp.local.bytes + p.bytes;
+        s.bytes_sent += p.bytes;
       }
-      s.first = CopySchedule::Build(std::move(copies), threads);
-      copies = {};
-      for (size_t i = 0; i < n && !direct && !step.reduces(); ++i) {
-        const DeviceProgram& dp = step.devices[i];
-        // unpack ops address the receive buffer; message m lives in its sender's send buffer.
-        for (size_t m = 0; m < dp.recv_peer.size(); ++m)
-          add(dp.unpack, dp.unpack_begin[m], dp.unpack_begin[m + 1], send + static_cast<size_t>(dp.recv_peer[m]), i,
-              dp.recv_peer_offset[m] - dp.recv_offset[m]);
-      }
-      s.second = CopySchedule::Build(std::move(copies), threads);
+      s.first = PhaseSchedule(step, direct, /*first=*/true, threads);
+      s.second = PhaseSchedule(step, direct, /*first=*/false, threads);
       out.phases += (s.first.size() > 0) + (s.second.size() > 0);
     }
     return out;

@@ -445,8 +445,8 @@ class PlanRun {
   void Execute() {
     if (!TargetValuesStated(plan_.source(), plan_.target(), via_)) {
       ++report_.mismatches;
-      Problem("a partial target's values are stated by the routes of the plan's last step, from the source or from a "
-              "layout without a pending reduction");
+      Problem("a partial target's values are stated by the routes of the plan's last step, from the source, from a "
+              "layout without a pending reduction, or from one whose devices hold their source parts");
       return;
     }
     const bool padded0 = !plan_.steps().empty() && Padded(plan_.steps()[0]);

@@ -2,7 +2,6 @@
 // Each test runs one body per rank on its own thread, as mpirun runs ranks.
 #include "reshard/rank_reshard.h"
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -243,11 +242,12 @@ TEST(RankReshard, ManyChunksCostLinearWork) {
          if (check.mismatches != 0) return Status::Internal(check.first_problem);
          const Counting& n = *counted[static_cast<size_t>(rank)];
          if (n.sends != 20000 || n.recvs != 20000 || stats.messages_sent != 20000)
-           return Status::Internal(fmt::format("{} sends, {} receives, {} chunks counted", n.sends, n.recvs,
-                                               stats.messages_sent));
+           return Status::Internal(std::to_string(n.sends) + " sends, " + std::to_string(n.recvs) + " receives, " +
+                                   std::to_string(stats.messages_sent) + " chunks counted");
          if (n.scanned > 2 * (n.sends + n.recvs) + 1000)
-           return Status::Internal(fmt::format("waits scanned {} requests for {} chunks", n.scanned, n.sends + n.recvs));
-         if (n.most_open_sends > 256) return Status::Internal(fmt::format("{} sends in flight", n.most_open_sends));
+           return Status::Internal("waits scanned " + std::to_string(n.scanned) + " requests for " +
+                                   std::to_string(n.sends + n.recvs) + " chunks");
+         if (n.most_open_sends > 256) return Status::Internal(std::to_string(n.most_open_sends) + " sends in flight");
          return Status::Ok();
        }))
     EXPECT_TRUE(s.ok()) << s;

@@ -87,17 +87,6 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
   return best;
 }
 
-// The parts moved alike: from partial sums over the same plan-mesh axes and
-// op as the target's, each part moves as the array without its reduction
-// would. The named search plans the two layouts without their reduction,
-// with no ragged exchange; it adds only target axes to a state, so no state
-// it passes through uses a partial axis, and each step, between layouts
-// partial over those axes (PendingSteps), moves every part within itself
-// (taken where each step's parts move as priced and its routes keep every
-// part in itself, and no collective-permute pairs devices of different
-// parts). The cheapest path under `cap`, as
-// steps, with its cost and the states the search explored; nullopt where
-// the layouts are not so named or no path fits.
 // Whether `r` keeps every part in itself: part p (each of its tiles, with
 // tile routes) into target part p, nothing scaled.
 bool KeepsParts(const PartRoutes& r) {
@@ -115,6 +104,18 @@ bool KeepsParts(const PartRoutes& r) {
   return true;
 }
 
+// The parts moved alike: from partial sums over the same plan-mesh axes and
+// op as the target's, each part moves as the array without its reduction
+// would. The named search plans the two layouts without their reduction,
+// with no ragged exchange; it adds only target axes to a state, so no state
+// it passes through uses a partial axis, and each step, between layouts
+// partial over those axes (PendingSteps), moves every part within itself
+// (taken where each step's parts move as priced and its routes keep every
+// part in itself, no collective-permute pairs devices of different parts,
+// and part numbers follow the mesh). The cheapest path under `cap`, as
+// steps, with its cost and the states the search explored; nullopt where
+// the layouts are not so named or no path qualifies. `no_path`: the search
+// found no path under `cap` (the one failure a higher cap could change).
 struct SameParts {
   std::vector<PlanStep> steps;
   Mesh mesh;
@@ -123,7 +124,8 @@ struct SameParts {
 };
 
 std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& target, const PlannerOptions& options,
-                                        int64_t cap) {
+                                        int64_t cap, bool& no_path) {
+  no_path = false;
   if (!source.partial() || !(source.reduction() == target.reduction())) return std::nullopt;
   const Layout plain_source = source.WithoutReduction(), plain_target = target.WithoutReduction();
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
@@ -148,6 +150,7 @@ std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& targ
   std::vector<PlanCandidate> priced;
   SameParts r{{}, mesh.mesh, {}, 0, 0};
   std::optional<std::vector<std::pair<AxisLists, Edge>>> path = planner.Search(priced, r.explored);
+  no_path = !path;  // (the one reason a higher cap could change)
   if (!path || path->empty()) return std::nullopt;
   const PlanContext& ctx = planner.context();
   for (const auto& [from, e] : *path)
@@ -208,10 +211,11 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   // The parts moved alike, where the layouts allow it: taken where no
   // ragged exchange is allowed, or where it costs less than the exchange.
   if (options.strategy != Strategy::kExchange && source.partial()) {
-    std::optional<SameParts> alike = MovePartsAlike(source, target, options, cap);
+    bool no_path = false;
+    std::optional<SameParts> alike = MovePartsAlike(source, target, options, cap, no_path);
     bool lifted = false;
-    if (!alike && !exchange && options.memory_cap_bytes <= 0) {
-      alike = MovePartsAlike(source, target, options, INT64_MAX);
+    if (!alike && no_path && !exchange && options.memory_cap_bytes <= 0) {
+      alike = MovePartsAlike(source, target, options, INT64_MAX, no_path);
       lifted = alike.has_value();
     }
     if (alike && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {

@@ -1,7 +1,9 @@
 // PlanPartialTarget: plans into a layout with a pending reduction (DTensor
 // Partial, JAX unreduced targets), from any layout of its shape and dtype
-// other than itself. Candidates, the cheapest under the cost model that
-// fits the memory cap is the plan:
+// other than itself. Candidates, priced under the cost model, the cheaper
+// of those compared that fits the memory cap the plan (the parts moved
+// alike, where they cost no more than the reducing exchange, are taken
+// before reducing first is tried):
 //   one reducing exchange (Exchange::CreateReducing), each source part (or
 //   each tile of each part, within each target tile) routed into one part
 //   of the target (PartRoutes), an avg target's parts scaled
