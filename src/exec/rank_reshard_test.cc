@@ -95,15 +95,14 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
   EXPECT_EQ(transports, std::vector<std::string>{"allgatherv over groups"});
 }
 
-// A backend whose calls carry at most `limit` bytes (as MPI's int counts),
-// over threads as ranks.
-class Limited : public Comm {
+// A backend that passes every call to another (threads as ranks); the
+// backends below change what they name.
+class Forwarding : public Comm {
  public:
-  Limited(std::unique_ptr<Comm> inner, int64_t limit) : inner_(std::move(inner)), limit_(limit) {}
-  std::string_view name() const override { return "limited"; }
+  explicit Forwarding(std::unique_ptr<Comm> inner) : inner_(std::move(inner)) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
-  int64_t max_count() const override { return limit_; }
+  int64_t max_count() const override { return inner_->max_count(); }
   Status AllReduce(std::span<int64_t> v, ReduceOp op) override { return inner_->AllReduce(v, op); }
   Status AllGather(std::span<const uint64_t> mine, std::span<uint64_t> all) override { return inner_->AllGather(mine, all); }
   Status Broadcast(std::span<std::byte> bytes, int root) override { return inner_->Broadcast(bytes, root); }
@@ -127,6 +126,16 @@ class Limited : public Comm {
 
  private:
   std::unique_ptr<Comm> inner_;
+};
+
+// A backend whose calls carry at most `limit` bytes (as MPI's int counts).
+class Limited : public Forwarding {
+ public:
+  Limited(std::unique_ptr<Comm> inner, int64_t limit) : Forwarding(std::move(inner)), limit_(limit) {}
+  std::string_view name() const override { return "limited"; }
+  int64_t max_count() const override { return limit_; }
+
+ private:
   int64_t limit_;
 };
 
@@ -162,30 +171,12 @@ TEST(RankReshard, MessagesAboveTheLimitGoAsChunks) {
 // A backend that counts what the runner asks of it, over threads as ranks:
 // the request handles its waits scan (a wait looks at every request it is
 // given) and the most sends started and not yet completed.
-class Counting : public Comm {
+class Counting : public Forwarding {
  public:
-  explicit Counting(std::unique_ptr<Comm> inner) : inner_(std::move(inner)) {}
+  explicit Counting(std::unique_ptr<Comm> inner) : Forwarding(std::move(inner)) {}
   std::string_view name() const override { return "counting"; }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  Status AllReduce(std::span<int64_t> v, ReduceOp op) override { return inner_->AllReduce(v, op); }
-  Status AllGather(std::span<const uint64_t> mine, std::span<uint64_t> all) override { return inner_->AllGather(mine, all); }
-  Status Broadcast(std::span<std::byte> bytes, int root) override { return inner_->Broadcast(bytes, root); }
-  Status Barrier() override { return inner_->Barrier(); }
-  Result<std::unique_ptr<Comm>> Split(int color, int key) override { return inner_->Split(color, key); }
-  Status StartAlltoallv(const std::byte* send, std::span<const int64_t> sc, std::span<const int64_t> sd, std::byte* recv,
-                        std::span<const int64_t> rc, std::span<const int64_t> rd, int64_t& request) override {
-    return inner_->StartAlltoallv(send, sc, sd, recv, rc, rd, request);
-  }
-  Status StartAllgatherv(const std::byte* send, int64_t bytes, std::byte* recv, std::span<const int64_t> rc,
-                         std::span<const int64_t> rd, int64_t& request) override {
-    return inner_->StartAllgatherv(send, bytes, recv, rc, rd, request);
-  }
-  Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) override {
-    return inner_->StartAllgather(send, bytes, recv, request);
-  }
   Status StartSend(const std::byte* d, int64_t b, int peer, int64_t& r) override {
-    RESHARD_RETURN_IF_ERROR(inner_->StartSend(d, b, peer, r));
+    RESHARD_RETURN_IF_ERROR(Forwarding::StartSend(d, b, peer, r));
     ++sends;
     if (r != kNoRequest) open_sends_.insert(r);
     most_open_sends = std::max(most_open_sends, open_sends_.size());
@@ -193,20 +184,20 @@ class Counting : public Comm {
   }
   Status StartRecv(std::byte* d, int64_t b, int peer, int64_t& r) override {
     ++recvs;
-    return inner_->StartRecv(d, b, peer, r);
+    return Forwarding::StartRecv(d, b, peer, r);
   }
   Status WaitSome(std::span<int64_t> r, bool block, std::vector<int>& done) override {
     scanned += r.size();
     const std::vector<int64_t> ids(r.begin(), r.end());
     const size_t before = done.size();
-    RESHARD_RETURN_IF_ERROR(inner_->WaitSome(r, block, done));
+    RESHARD_RETURN_IF_ERROR(Forwarding::WaitSome(r, block, done));
     for (size_t k = before; k < done.size(); ++k) open_sends_.erase(ids[static_cast<size_t>(done[k])]);
     return Status::Ok();
   }
   Status WaitAll(std::span<int64_t> r) override {
     scanned += r.size();
     const std::vector<int64_t> ids(r.begin(), r.end());
-    RESHARD_RETURN_IF_ERROR(inner_->WaitAll(r));
+    RESHARD_RETURN_IF_ERROR(Forwarding::WaitAll(r));
     for (int64_t id : ids) open_sends_.erase(id);
     return Status::Ok();
   }
@@ -214,7 +205,6 @@ class Counting : public Comm {
   size_t sends = 0, recvs = 0, scanned = 0, most_open_sends = 0;
 
  private:
-  std::unique_ptr<Comm> inner_;
   std::set<int64_t> open_sends_;
 };
 

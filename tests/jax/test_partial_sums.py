@@ -31,6 +31,25 @@ ROWS = [
 ]
 
 
+def _operands():
+    """The mesh (Explicit axes) and the numpy operands of every row's matmul."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
+    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
+    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
+    return mesh, a, b
+
+
+def _partial_product(mesh, a, b, a_spec, b_spec, source):
+    """The operands placed, and the matmul whose output is unreduced as `source` says (inside jax.set_mesh)."""
+    A = jax.device_put(a, NamedSharding(mesh, a_spec))
+    B = jax.device_put(b, NamedSharding(mesh, b_spec))
+
+    def partial(A, B):
+        return jnp.dot(A, B, out_sharding=_spec(source))
+
+    return A, B, partial
+
+
 def _ring_bytes(hlo_text):
     """Bytes into a device, an all-reduce counted as a ring moves it (2(k-1)/k of its input), as
     issue 17 and reshard's cost model price it."""
@@ -70,16 +89,10 @@ def _bound(source, target):
 @pytest.mark.parametrize("row", ROWS, ids=["%s->%s" % (r[0], r[3]) for r in ROWS])
 def test_unreduced_rows_match_jax_at_the_bound(row, tmp_path):
     source, a_spec, b_spec, target, bound = row
-    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
-    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
-    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
+    mesh, a, b = _operands()
     mod = _module(source, target, tmp_path)
     with jax.set_mesh(mesh):
-        A = jax.device_put(a, NamedSharding(mesh, a_spec))
-        B = jax.device_put(b, NamedSharding(mesh, b_spec))
-
-        def partial(A, B):
-            return jnp.dot(A, B, out_sharding=_spec(source))
+        A, B, partial = _partial_product(mesh, a, b, a_spec, b_spec, source)
 
         ours = jax.jit(lambda A, B: mod.reshard(partial(A, B), mesh))
         theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), _spec(target)))
@@ -103,16 +116,10 @@ def test_reduction_kept_pending_between_steps_runs_in_jax(tmp_path):
     source, target = "P('y', None, unreduced={'x'})", "P('x', None)"
     j = _plan_json(source, target, model=())
     assert [s["op"] for s in j["steps"]] == ["all-gather", "reduce-scatter"], j["steps"]
-    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
-    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
-    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
+    mesh, a, b = _operands()
     mod = _module(source, target, tmp_path, model=())
     with jax.set_mesh(mesh):
-        A = jax.device_put(a, NamedSharding(mesh, P("y", "x")))
-        B = jax.device_put(b, NamedSharding(mesh, P("x", None)))
-
-        def partial(A, B):
-            return jnp.dot(A, B, out_sharding=_spec(source))
+        A, B, partial = _partial_product(mesh, a, b, P("y", "x"), P("x", None), source)
 
         ours = jax.jit(lambda A, B: mod.reshard(partial(A, B), mesh))
         theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), _spec(target)))
@@ -148,16 +155,10 @@ def test_parts_moved_alike_run_in_jax(tmp_path):
     source, target = "P('y', None, unreduced={'x'})", "P(None, 'y', unreduced={'x'})"
     j = _plan_json(source, target, model=())
     assert [s["op"] for s in j["steps"]] == ["all-to-all"], j["steps"]
-    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
-    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) % 7
-    b = np.arange(32 * 16, dtype=np.float32).reshape(32, 16) % 5
+    mesh, a, b = _operands()
     mod = _module(source, target, tmp_path, model=())
     with jax.set_mesh(mesh):
-        A = jax.device_put(a, NamedSharding(mesh, P("y", "x")))
-        B = jax.device_put(b, NamedSharding(mesh, P("x", None)))
-
-        def partial(A, B):
-            return jnp.dot(A, B, out_sharding=_spec(source))
+        A, B, partial = _partial_product(mesh, a, b, P("y", "x"), P("x", None), source)
 
         ours = jax.jit(lambda A, B: mod.reshard(partial(A, B), mesh))
         theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), _spec(target)))

@@ -23,6 +23,23 @@ NamedSharding WithUnreducedAxes(std::mt19937_64& rng, const Mesh& mesh, const Na
   return NamedSharding::Create(mesh, spec.dims(), {}, unreduced).value();
 }
 
+// Rank 1 to 3; half the shapes even (extents multiples of the device count), half uneven.
+std::vector<int64_t> DrawShape(std::mt19937_64& rng, const Mesh& mesh) {
+  const size_t rank = 1 + rng() % 3;
+  std::vector<int64_t> shape;
+  const bool even_case = rng() % 2 == 0;
+  for (size_t d = 0; d < rank; ++d)
+    shape.push_back(even_case ? mesh.num_devices() * (1 + static_cast<int64_t>(rng() % 2))
+                              : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+  return shape;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t e : shape) text += (text.empty() ? "" : ",") + std::to_string(e);
+  return text;
+}
+
 }  // namespace
 
 Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op) {
@@ -38,12 +55,8 @@ Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op) {
 std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_target) {
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   const Mesh mesh = RandomNamedMesh(rng);
-  const size_t rank = 1 + rng() % 3;
-  std::vector<int64_t> shape;
-  const bool even_case = rng() % 2 == 0;
-  for (size_t d = 0; d < rank; ++d)
-    shape.push_back(even_case ? mesh.num_devices() * (1 + static_cast<int64_t>(rng() % 2))
-                              : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+  const std::vector<int64_t> shape = DrawShape(rng, mesh);
+  const size_t rank = shape.size();
   const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
   const NamedSharding s0 = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
   const NamedSharding s = WithUnreducedAxes(rng, mesh, s0);
@@ -60,9 +73,7 @@ std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_ta
     if (top != ReduceOp::kSum && target.partial()) target = Retyped(target, dtype, top);
     if (!target.partial() || target == source) return std::nullopt;
   }
-  std::string shape_text;
-  for (int64_t e : shape) shape_text += (shape_text.empty() ? "" : ",") + std::to_string(e);
-  const std::string text = "--shape " + shape_text + " --mesh '" + mesh.ToString() + "' --from '" +
+  const std::string text = "--shape " + ShapeText(shape) + " --mesh '" + mesh.ToString() + "' --from '" +
                            Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
                            Text(PrintLayout(target, Notation::kJax, mesh)) + "'";
   return PartialPair{mesh, shape, source, target, text};
@@ -71,12 +82,8 @@ std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_ta
 std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng) {
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   const Mesh mesh = RandomNamedMesh(rng);
-  const size_t rank = 1 + rng() % 3;
-  std::vector<int64_t> shape;
-  const bool even_case = rng() % 2 == 0;
-  for (size_t d = 0; d < rank; ++d)
-    shape.push_back(even_case ? mesh.num_devices() * (1 + static_cast<int64_t>(rng() % 2))
-                              : 1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+  const std::vector<int64_t> shape = DrawShape(rng, mesh);
+  const size_t rank = shape.size();
   const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
   const NamedSharding s = WithUnreducedAxes(rng, mesh, RandomSpec(rng, mesh, rank));
   if (s.unreduced().empty()) return std::nullopt;
@@ -91,9 +98,7 @@ std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng) {
   Layout source = Retyped(s.ToLayout(shape, dtype).value(), dtype, op);
   Layout target = Retyped(t->ToLayout(shape, dtype).value(), dtype, op);
   if (!source.partial() || source == target) return std::nullopt;
-  std::string shape_text;
-  for (int64_t e : shape) shape_text += (shape_text.empty() ? "" : ",") + std::to_string(e);
-  const std::string text = "--shape " + shape_text + " --mesh '" + mesh.ToString() + "' --from '" +
+  const std::string text = "--shape " + ShapeText(shape) + " --mesh '" + mesh.ToString() + "' --from '" +
                            Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
                            Text(PrintLayout(target, Notation::kDTensor, mesh)) + "'";
   return PartialPair{mesh, shape, source, target, text};
