@@ -123,15 +123,11 @@ struct SameParts {
   int64_t peak = 0, explored = 0;
 };
 
-std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& target, const PlannerOptions& options,
-                                        int64_t cap, bool& no_path) {
+// MovePartsAlike over one plan mesh.
+std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& source, const Layout& target,
+                                            const Layout& plain_source, const Layout& plain_target,
+                                            const PlannerOptions& options, int64_t cap, bool& no_path) {
   no_path = false;
-  if (!source.partial() || !(source.reduction() == target.reduction())) return std::nullopt;
-  const Layout plain_source = source.WithoutReduction(), plain_target = target.WithoutReduction();
-  const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
-  std::optional<PlanMeshes> pm = FindPlanMesh(plain_source, plain_target, options.meshes, node);
-  if (!pm || source.devices() != target.devices()) return std::nullopt;
-  const PlanMesh& mesh = pm->coarse;
   std::vector<int32_t> group;
   for (int64_t a : PartialMeshAxes(source, mesh.mesh)) group.push_back(static_cast<int32_t>(a));
   std::vector<int32_t> target_group;
@@ -190,6 +186,30 @@ std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& targ
   }
   r.cost = PathCost(*path);
   return r;
+}
+
+std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& target, const PlannerOptions& options,
+                                        int64_t cap, bool& no_path) {
+  no_path = false;
+  if (!source.partial() || !(source.reduction() == target.reduction())) return std::nullopt;
+  const Layout plain_source = source.WithoutReduction(), plain_target = target.WithoutReduction();
+  const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
+  std::optional<PlanMeshes> pm = FindPlanMesh(plain_source, plain_target, options.meshes, node);
+  if (!pm || source.devices() != target.devices()) return std::nullopt;
+  // The plan mesh, and the finer one where there is one (its sub-axes let
+  // the search move part of an axis), as the plain planner tries both: the
+  // cheaper path.
+  std::optional<SameParts> best;
+  for (const PlanMesh* mesh : {&pm->coarse, pm->fine ? &*pm->fine : nullptr}) {
+    if (mesh == nullptr) continue;
+    bool none = false;
+    std::optional<SameParts> r =
+        MovePartsAlikeOver(*mesh, source, target, plain_source, plain_target, options, cap, none);
+    no_path = no_path || none;
+    if (r && (!best || r->cost < best->cost)) best = std::move(r);
+  }
+  if (best) no_path = false;
+  return best;
 }
 
 }  // namespace
