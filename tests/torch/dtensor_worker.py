@@ -456,9 +456,13 @@ def partial_target_cases(meshes_by_name, rt, out, n, seed):
     rng = random.Random(seed + 29)
     # First, partial sources whose parts are routed tile by tile (same op, and other ops: every
     # part of a tile into one target part), then random pairs.
+    # Then the same Partial placements on both sides: the parts moved alike by collectives
+    # (docs/cost_model.md, "Parts moved alike"): an all-to-all, an all-gather.
     fixed = [((Partial(), Shard(0)), (Partial(), Partial()), "sum", "sum"),
              ((Partial("max"), Shard(0)), (Shard(1), Partial()), "max", "sum"),
-             ((Partial("max"), Shard(0)), (Partial("max"), Partial("max")), "max", "max")]
+             ((Partial("max"), Shard(0)), (Partial("max"), Partial("max")), "max", "max"),
+             ((Partial(), Shard(0)), (Partial(), Shard(1)), "sum", "sum"),
+             ((Partial("max"), Shard(0)), (Partial("max"), Replicate()), "max", "max")]
     for i in range(n + len(fixed)):
         m, mesh, rank, shape, op = _partial_draw(rng, i, meshes_by_name)
         top = op if rng.random() < 0.5 else rng.choice(["sum", "max", "avg"])
