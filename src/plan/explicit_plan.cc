@@ -143,8 +143,7 @@ Result<PlanResult> PlanExplicit(const Layout& source, const Layout& target, cons
     for (std::optional<PlanStep>* c : {&permute, &exchange})
       if (*c && (!chosen || price(**c) < price(*chosen))) chosen = **c;
     if (chosen) {
-      result.candidates.push_back(PlanCandidate{
-          {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+      result.candidates.push_back(CapLiftedCandidate(cap));
       result.memory_cap_bytes = 0;
       result.memory_cap_lifted = true;
     }

@@ -149,10 +149,8 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
   no_path = !path;  // (the one reason a higher cap could change)
   if (!path || path->empty()) return std::nullopt;
   const PlanContext& ctx = planner.context();
-  for (const auto& [from, e] : *path)
-    for (int32_t a : group)
-      for (const auto& l : e.to)
-        if (std::find(l.begin(), l.end(), a) != l.end()) return std::nullopt;  // (the search adds no such axis)
+  // (A state using a partial axis cannot hold the reduction pending over it:
+  // PendingSteps' layouts refuse an axis used twice.)
   r.steps = PendingSteps(*path, std::vector<std::vector<int32_t>>(path->size(), group), ctx, source, target, group);
   if (r.steps.empty()) return std::nullopt;
   // A layout numbers its parts tile by tile (in the order of each tile's
@@ -244,8 +242,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       r.memory_cap_lifted = lifted;
       r.states_explored = alike->explored;
       if (lifted)
-        r.candidates.push_back(PlanCandidate{
-            {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+        r.candidates.push_back(CapLiftedCandidate(cap));
       if (exchange)
         r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
                                              exchange->peak_bytes.Max(),
@@ -276,8 +273,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       r.memory_cap_lifted = lifted;
       r.states_explored = two->first.states_explored;
       if (lifted)
-        r.candidates.push_back(PlanCandidate{
-            {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+        r.candidates.push_back(CapLiftedCandidate(cap));
       r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
                                            exchange->peak_bytes.Max(),
                                            over && !lifted ? "over the memory cap" : "priced"});

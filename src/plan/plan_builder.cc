@@ -1,5 +1,7 @@
 #include "plan/plan_builder.h"
 
+#include <fmt/format.h>
+
 #include <iterator>
 
 namespace reshard {
@@ -42,6 +44,10 @@ CollectivePlan PlanBuilder::Finish() {
   if (plan_.steps_.empty())
     for (size_t i = 0; i < n; ++i) t.peak_bytes = std::max(t.peak_bytes, plan_.TotalsOf(i).peak_bytes);
   return std::move(plan_);
+}
+
+PlanCandidate CapLiftedCandidate(int64_t cap) {
+  return PlanCandidate{{}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)};
 }
 
 }  // namespace reshard

@@ -19,6 +19,7 @@
 #include "reshard/collective_plan.h"
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
+#include "reshard/planner.h"
 
 namespace reshard {
 
@@ -42,6 +43,11 @@ class PlanBuilder {
  private:
   CollectivePlan plan_;
 };
+
+// The line a plan result's candidates carry where no plan fit the default
+// memory cap of `cap` bytes and the plan was made without one (every
+// planner that lifts the soft default cap says so alike).
+PlanCandidate CapLiftedCandidate(int64_t cap);
 
 }  // namespace reshard
 

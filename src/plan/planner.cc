@@ -205,8 +205,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
         cap, floor, least == INT64_MAX ? std::string("more") : std::to_string(least)));
   }
   if (best_cap != cap)
-    result.candidates.push_back(PlanCandidate{
-        {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+    result.candidates.push_back(CapLiftedCandidate(cap));
   result.memory_cap_bytes = best_cap == INT64_MAX ? 0 : best_cap;
   result.memory_cap_lifted = best_cap != cap;
   NamedPlanner planner(meshes[best_mesh], source, target, options, INT64_MAX);

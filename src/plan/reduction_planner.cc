@@ -153,8 +153,7 @@ Result<PlanResult> ReducingExchangeOnly(const Layout& source, const Layout& targ
                                                  cap, exchange->peak_bytes.Max()));
     r.memory_cap_bytes = 0;
     r.memory_cap_lifted = true;
-    r.candidates.push_back(PlanCandidate{
-        {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+    r.candidates.push_back(CapLiftedCandidate(cap));
   }
   return ExchangePlanResult(source, target, std::move(*exchange), std::move(r));
 }
@@ -329,8 +328,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   result.memory_cap_bytes = used_cap == INT64_MAX ? 0 : used_cap;
   result.memory_cap_lifted = used_cap != cap;
   if (result.memory_cap_lifted)
-    result.candidates.push_back(PlanCandidate{
-        {}, 0, 0, 0, fmt::format("no plan fits the default memory cap of {} B; planned without a cap", cap)});
+    result.candidates.push_back(CapLiftedCandidate(cap));
   size_t best = 0;
   for (size_t i = 1; i < candidates.size(); ++i)
     if (candidates[i].cost < candidates[best].cost) best = i;
