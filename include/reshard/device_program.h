@@ -180,6 +180,11 @@ struct BufferFormat {
   friend bool operator==(const BufferFormat&, const BufferFormat&) = default;
 };
 
+// The copy programs a compiled step holds (DeviceProgram): pack and unpack
+// (kStaged: MPI, threads as ranks, the staged transport), the direct copies
+// (kDirect: the shared-memory direct transport), or both.
+enum class CopyForms { kBoth, kStaged, kDirect };
+
 struct CompileOptions {
   // >= 0: compile only this device's part (the other devices' programs are
   // empty), built from Exchange::DevicePlan, so its cost is proportional to
@@ -192,6 +197,13 @@ struct CompileOptions {
   // columns), so every device's source must be in the same order; leading
   // dimensions may differ.
   BufferFormat source_format = {}, target_format = {};
+  // Which copy programs to compile: a transport runs one form only (the
+  // staged pack and unpack, or the direct copies of a shared-memory
+  // transport), and each is a copy op or more per message (an all-gather
+  // over thousands of devices has millions). The forms left out are empty
+  // (their begin arrays still span every message, each range empty);
+  // running a transport whose form a program lacks is InvalidArgument.
+  CopyForms copies = CopyForms::kBoth;
 };
 
 // The layout an all-reduce of `partial` passes through: each tile cut into
@@ -280,6 +292,10 @@ class PlanProgram {
   // The formats the source and target buffers were compiled for.
   const BufferFormat& source_format() const { return source_format_; }
   const BufferFormat& target_format() const { return target_format_; }
+  // The copy programs compiled (CompileOptions::copies).
+  CopyForms copies() const { return copies_; }
+  bool has_staged_copies() const { return copies_ != CopyForms::kDirect; }
+  bool has_direct_copies() const { return copies_ != CopyForms::kStaged; }
   // Names this object's compiled arrays: no other program's in this process
   // (a copy gets a new id; a move carries it, since the arrays move along;
   // ids are never reused; 0 after being moved from). What an executor
@@ -322,6 +338,7 @@ class PlanProgram {
   std::vector<StepProgram> steps_;
   std::optional<Mesh> mesh_;
   BufferFormat source_format_, target_format_;
+  CopyForms copies_ = CopyForms::kBoth;
   InstanceId id_;
 };
 

@@ -40,6 +40,8 @@
 #ifndef RESHARD_EXCHANGE_H_
 #define RESHARD_EXCHANGE_H_
 
+#include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -61,13 +63,60 @@ struct Segment {
   friend bool operator==(const Segment&, const Segment&) = default;
 };
 
+// A transfer's box: per dim, an overlap id of an exchange's tables. Held
+// inline up to kInline dims and on the heap beyond, so that a transfer costs
+// no heap block of its own (an all-gather over thousands of devices lists
+// millions of transfers). Reads as a sequence of int32_t; compares and
+// converts as std::vector<int32_t> does.
+class OverlapIds {
+ public:
+  using value_type = int32_t;
+  using iterator = const int32_t*;
+  using const_iterator = const int32_t*;
+  static constexpr size_t kInline = 5;
+
+  OverlapIds() : inline_{} {}
+  OverlapIds(std::span<const int32_t> ids) : inline_{} { Assign(ids); }  // NOLINT: converts as a vector would
+  OverlapIds(const std::vector<int32_t>& ids) : OverlapIds(std::span<const int32_t>(ids)) {}  // NOLINT
+  OverlapIds(const OverlapIds& o) : OverlapIds(std::span<const int32_t>(o.begin(), o.end())) {}
+  OverlapIds(OverlapIds&& o) noexcept;
+  OverlapIds& operator=(const OverlapIds& o);
+  OverlapIds& operator=(OverlapIds&& o) noexcept;
+  OverlapIds& operator=(std::span<const int32_t> ids) {
+    Assign(ids);
+    return *this;
+  }
+  OverlapIds& operator=(const std::vector<int32_t>& ids) { return *this = std::span<const int32_t>(ids); }
+  ~OverlapIds() { Free(); }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const int32_t* data() const { return size_ > kInline ? heap_ : inline_; }
+  const int32_t* begin() const { return data(); }
+  const int32_t* end() const { return data() + size_; }
+  int32_t operator[](size_t d) const { return data()[d]; }
+  operator std::vector<int32_t>() const { return {begin(), end()}; }  // NOLINT
+
+  friend bool operator==(const OverlapIds& a, const OverlapIds& b);
+  friend std::strong_ordering operator<=>(const OverlapIds& a, const OverlapIds& b);
+
+ private:
+  void Assign(std::span<const int32_t> ids);
+  void Free();
+  uint32_t size_ = 0;
+  union {
+    int32_t inline_[kInline];
+    int32_t* heap_;
+  };
+};
+
 // Elements moving from `from`'s source buffer to `to`'s target buffer: the
 // cross product over dims of the segment lists of overlaps[d]. from == to is a
 // local copy.
 struct Transfer {
   int64_t from = 0, to = 0;
   int64_t elements = 0;
-  std::vector<int32_t> overlaps;  // per dim, an overlap id of the plan's tables
+  OverlapIds overlaps;  // per dim, an overlap id of the plan's tables
 };
 
 // Staging: a sender stages each distinct box it sends once, and the
@@ -93,9 +142,9 @@ class StagedBoxes {
   // Hashed, not ordered: a compiled step asks once per message, and a
   // sender of an all-gather over thousands of devices sends thousands.
   struct BoxHash {
-    size_t operator()(const std::pair<int64_t, std::vector<int32_t>>& box) const;
+    size_t operator()(const std::pair<int64_t, OverlapIds>& box) const;
   };
-  std::unordered_map<std::pair<int64_t, std::vector<int32_t>>, int64_t, BoxHash> seen_;
+  std::unordered_map<std::pair<int64_t, OverlapIds>, int64_t, BoxHash> seen_;
 };
 
 class ExchangeTables;  // per-dim overlaps of source and target cells (internal)

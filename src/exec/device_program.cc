@@ -390,6 +390,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   PlanProgram p;
   p.source_format_ = options.source_format;
   p.target_format_ = options.target_format;
+  p.copies_ = options.copies;
+  const bool staged_copies = p.has_staged_copies(), direct_copies = p.has_direct_copies();
   for (const Layout& l : layouts) p.devices_.insert(p.devices_.end(), l.devices().begin(), l.devices().end());
   std::sort(p.devices_.begin(), p.devices_.end());
   p.devices_.erase(std::unique(p.devices_.begin(), p.devices_.end()), p.devices_.end());
@@ -530,11 +532,11 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         for (auto* v : {&dp.send_peer, &dp.send_count, &dp.send_offset}) v->reserve(sends[i]);
         dp.pack_owner.reserve(sends[i]);
         dp.pack_begin.reserve(sends[i] + 1);
-        dp.pack.ops.reserve(sends[i]);
+        if (staged_copies) dp.pack.ops.reserve(sends[i]);
         for (auto* v : {&dp.recv_peer, &dp.recv_count, &dp.recv_offset, &dp.recv_peer_offset}) v->reserve(recvs[i]);
         for (auto* v : {&dp.unpack_begin, &dp.direct_begin}) v->reserve(recvs[i] + 1);
-        dp.unpack.ops.reserve(recvs[i]);
-        dp.direct.ops.reserve(recvs[i]);
+        if (staged_copies) dp.unpack.ops.reserve(recvs[i]);
+        if (direct_copies) dp.direct.ops.reserve(recvs[i]);
       }
     }
     if (step.reduces()) {
@@ -602,8 +604,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       s.pack_owner.push_back(owner);
       s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
       item.sent_at = offset;
-      Runs(xp, *t, Side::kPack, runs);
-      AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
+      if (staged_copies) {
+        Runs(xp, *t, Side::kPack, runs);
+        AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
+      }
       if (fresh) s.send_bytes += bytes;
     }
     // By receiver: indices into by_sender (8 bytes a transfer, not a copy of each).
@@ -625,11 +629,15 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.recv_peer_offset.push_back(peer_offset);
       r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
       const std::vector<int64_t>& out_strides = out_strides_of(t->to);
-      Runs(xp, *t, Side::kUnpack, runs);
-      AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides, eb);
+      if (staged_copies) {
+        Runs(xp, *t, Side::kUnpack, runs);
+        AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides, eb);
+      }
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
-      Runs(xp, *t, Side::kLocal, runs);
-      AddRuns(r.direct, runs, 0, in_strides_of(t->from), 0, out_strides, eb);
+      if (direct_copies) {
+        Runs(xp, *t, Side::kLocal, runs);
+        AddRuns(r.direct, runs, 0, in_strides_of(t->from), 0, out_strides, eb);
+      }
       r.recv_bytes += bytes;
       if (step.reduces()) {
         r.recv_part.push_back(in.PartOf(t->from));
@@ -672,10 +680,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       for (size_t m = 0; m < dp.send_peer.size(); ++m)
         if (dp.Packs(m))
           for (int32_t k = dp.pack_begin[m]; k < dp.pack_begin[m + 1]; ++k) packed += dp.pack.OpBytes(dp.pack.ops[k]);
-      if (packed != dp.send_bytes)
+      if (staged_copies && packed != dp.send_bytes)
         return Status::Internal(fmt::format("step {}: device {} packs {} bytes into a {}-byte send buffer", si, dp.device,
                                             packed, dp.send_bytes));
-      if (dp.unpack.bytes != dp.recv_bytes)
+      if (staged_copies && dp.unpack.bytes != dp.recv_bytes)
         return Status::Internal(fmt::format("step {}: device {} unpacks {} of {} received bytes", si, dp.device,
                                             dp.unpack.bytes, dp.recv_bytes));
     }

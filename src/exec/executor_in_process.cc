@@ -129,6 +129,11 @@ class InProcessExecutor final : public Executor {
                         std::span<const std::span<std::byte>> targets) override {
     RESHARD_RETURN_IF_ERROR(pool_.status());
     RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
+    // Each transport runs one form of the copies; a program may lack the other.
+    if (options_.transport == Transport::kDirect ? !program.has_direct_copies() : !program.has_staged_copies())
+      return Status::InvalidArgument(fmt::format(
+          "this program was compiled without the {} copies its transport runs (CompileOptions::copies)",
+          options_.transport == Transport::kDirect ? "direct" : "staged (pack and unpack)"));
     if (options_.transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets, options_);
     if (program.devices().size() >= (size_t{1} << 30))  // (a schedule names buffers by 32-bit index, two per device)
       return Status::InvalidArgument(fmt::format("the in-process executor runs at most 2^30 devices; this plan has {}",

@@ -594,6 +594,7 @@ Status RankReshard::State::CompileOwnPart(const Layout& source, const Layout& ta
           fmt::format("the layouts name device {}, but the communicator has {} ranks", l->devices().back(), size));
   CompileOptions co;
   co.only_device = rank;
+  co.copies = CopyForms::kStaged;  // a rank packs and unpacks; it never reads another rank's buffers
   co.source_format = options.source_format;
   co.target_format = options.target_format;
   Result<PlanProgram> compiled = compile(co);

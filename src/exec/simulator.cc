@@ -86,7 +86,7 @@ SimulationReport Simulate(const ExchangePlan& plan, const PlanStats& claimed) {
   // (StagedBoxes): a message of a box already staged reads that staging.
   std::vector<std::vector<Tag>> staging(plan.transfers().size());
   std::vector<size_t> staged_at(plan.transfers().size());
-  std::map<std::pair<int64_t, std::vector<int32_t>>, size_t> first_of_box;
+  std::map<std::pair<int64_t, OverlapIds>, size_t> first_of_box;
   for (size_t i = 0; i < plan.transfers().size(); ++i) {
     const Transfer& t = plan.transfers()[i];
     Device& from = devices[t.from];

@@ -599,7 +599,61 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
   return e;
 }
 
-size_t StagedBoxes::BoxHash::operator()(const std::pair<int64_t, std::vector<int32_t>>& box) const {
+OverlapIds::OverlapIds(OverlapIds&& o) noexcept : size_(o.size_), inline_{} {
+  if (size_ > kInline) {
+    heap_ = o.heap_;
+  } else {
+    std::copy(o.inline_, o.inline_ + size_, inline_);
+  }
+  o.size_ = 0;
+}
+
+OverlapIds& OverlapIds::operator=(const OverlapIds& o) {
+  if (this != &o) Assign(std::span<const int32_t>(o.begin(), o.end()));
+  return *this;
+}
+
+OverlapIds& OverlapIds::operator=(OverlapIds&& o) noexcept {
+  if (this == &o) return *this;
+  Free();
+  size_ = o.size_;
+  if (size_ > kInline) {
+    heap_ = o.heap_;
+  } else {
+    std::copy(o.inline_, o.inline_ + size_, inline_);
+  }
+  o.size_ = 0;
+  return *this;
+}
+
+void OverlapIds::Assign(std::span<const int32_t> ids) {
+  if (ids.size() > kInline) {
+    // (A copy of itself is copied out before the old storage is freed.)
+    int32_t* fresh = new int32_t[ids.size()];
+    std::copy(ids.begin(), ids.end(), fresh);
+    Free();
+    heap_ = fresh;
+  } else {
+    int32_t tmp[kInline];
+    std::copy(ids.begin(), ids.end(), tmp);
+    Free();
+    std::copy(tmp, tmp + ids.size(), inline_);
+  }
+  size_ = static_cast<uint32_t>(ids.size());
+}
+
+void OverlapIds::Free() {
+  if (size_ > kInline) delete[] heap_;
+  size_ = 0;
+}
+
+bool operator==(const OverlapIds& a, const OverlapIds& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+
+std::strong_ordering operator<=>(const OverlapIds& a, const OverlapIds& b) {
+  return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+}
+
+size_t StagedBoxes::BoxHash::operator()(const std::pair<int64_t, OverlapIds>& box) const {
   uint64_t h = static_cast<uint64_t>(box.first) * 0x9e3779b97f4a7c15ull;
   for (int32_t o : box.second) h = (h ^ static_cast<uint32_t>(o)) * 0x100000001b3ull;
   return static_cast<size_t>(h ^ (h >> 29));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <span>
 #include <tuple>
 
 #include "reshard/notation.h"
@@ -22,6 +23,45 @@ Layout Parse(const std::string& text, std::vector<int64_t> shape, std::optional<
 }
 
 // The canonical case: the numbers the README and the issue quote.
+// OverlapIds holds ids inline up to kInline and on the heap beyond; it reads,
+// copies, moves, compares and converts as the std::vector it replaces, at
+// every length either side of the inline limit.
+TEST(OverlapIds, BehavesAsAVector) {
+  std::mt19937_64 rng(15);
+  auto random_ids = [&rng]() {
+    std::vector<int32_t> v(rng() % (2 * OverlapIds::kInline + 2));
+    for (int32_t& x : v) x = static_cast<int32_t>(rng() % 4) - 1;
+    return v;
+  };
+  for (int iter = 0; iter < 2000; ++iter) {
+    const std::vector<int32_t> a = random_ids(), b = random_ids();
+    OverlapIds x = a, y(b);
+    ASSERT_EQ(std::vector<int32_t>(x), a);
+    ASSERT_EQ(x.size(), a.size());
+    ASSERT_EQ(x.empty(), a.empty());
+    for (size_t d = 0; d < a.size(); ++d) ASSERT_EQ(x[d], a[d]);
+    EXPECT_EQ(x == y, a == b);
+    EXPECT_EQ(x < y, a < b);
+    EXPECT_EQ(x > y, a > b);
+    OverlapIds copy = x;
+    EXPECT_EQ(copy, x);
+    OverlapIds moved = std::move(copy);
+    EXPECT_EQ(std::vector<int32_t>(moved), a);
+    EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    copy = y;  // reusable after a move
+    EXPECT_EQ(std::vector<int32_t>(copy), b);
+    moved = std::move(copy);
+    EXPECT_EQ(std::vector<int32_t>(moved), b);
+    const OverlapIds& self = x;
+    x = self;
+    EXPECT_EQ(std::vector<int32_t>(x), a);
+    x = b;
+    EXPECT_EQ(std::vector<int32_t>(x), b);
+    x = std::span<const int32_t>(a);
+    EXPECT_EQ(std::vector<int32_t>(x), a);
+  }
+}
+
 TEST(Exchange, CanonicalCaseIsOneAllToAllAtTheLowerBound) {
   Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
   Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});

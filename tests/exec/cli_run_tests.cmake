@@ -52,7 +52,7 @@ endif()
 # RESHARD_TEST_FAIL=RANK:POINT (test only, tools/cli/common.h) makes that process throw std::bad_alloc at POINT.
 cli_error_test(run_bad_alloc_is_an_error 1 "^reshard: error: out of memory \\(the system refused an allocation\\)\n$"
                env RESHARD_TEST_FAIL=0:fill ${R} ${RUN4})
-cli_error_test(run_counts_the_programs 1 "^reshard: error: running this needs about [0-9]+ B .5.7 GiB. \\(.*copy programs\\), more than the limit of 2147483648 B"
+cli_error_test(run_counts_the_programs 1 "^reshard: error: running this needs about [0-9]+ B .3.7 GiB. \\(.*copy programs\\), more than the limit of 2147483648 B"
                ${R} run --shape 16384 --dtype s8 --mesh x=4096 --from "P('x')" --to "P()" --max-memory 2G)
 find_program(PRLIMIT prlimit)
 if(PRLIMIT AND NOT RESHARD_SANITIZE)

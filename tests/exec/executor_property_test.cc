@@ -116,5 +116,62 @@ TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
   EXPECT_GT(seen[StepOp::kSlice], 50);
 }
 
+// A program compiled with one form of the copies (CompileOptions::copies)
+// runs exactly, at the planned bytes, under the transports of that form,
+// holds no copies of the other, and is refused (InvalidArgument) by the
+// transports of the other; its messages are the full program's.
+TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
+  std::mt19937_64 rng(20261204);
+  for (int iter = 0; iter < 300; ++iter) {
+    const Mesh mesh = RandomNamedMesh(rng);
+    const size_t rank = 1 + rng() % 3;
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+    const DType dtype = kDTypes[iter % 5];
+    const NamedSharding s = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
+    const Layout src = s.ToLayout(shape, dtype).value(), dst = t.ToLayout(shape, dtype).value();
+    PlannerOptions o;
+    o.meshes = {mesh};
+    Result<PlanResult> planned = PlanReshard(src, dst, o);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    const std::string what = "iter " + std::to_string(iter) + " over " + mesh.ToString();
+    const PlanProgram both = PlanProgram::Compile(planned->plan).value();
+    for (CopyForms form : {CopyForms::kDirect, CopyForms::kStaged}) {
+      CompileOptions co;
+      co.copies = form;
+      Result<PlanProgram> p = PlanProgram::Compile(planned->plan, co);
+      ASSERT_TRUE(p.ok()) << what << ": " << p.status();
+      const bool direct = form == CopyForms::kDirect;
+      EXPECT_EQ(p->has_direct_copies(), direct);
+      EXPECT_EQ(p->has_staged_copies(), !direct);
+      ASSERT_EQ(p->steps().size(), both.steps().size()) << what;
+      for (size_t si = 0; si < both.steps().size(); ++si)
+        for (size_t i = 0; i < both.devices().size(); ++i) {
+          const DeviceProgram &a = p->steps()[si].devices[i], &b = both.steps()[si].devices[i];
+          ASSERT_EQ(a.send_count, b.send_count) << what;
+          ASSERT_EQ(a.recv_peer, b.recv_peer) << what;
+          ASSERT_EQ(a.recv_count, b.recv_count) << what;
+          ASSERT_EQ(a.local.bytes, b.local.bytes) << what;
+          ASSERT_EQ(a.direct.ops.size(), direct ? b.direct.ops.size() : 0) << what;
+          ASSERT_EQ(a.pack.ops.size() + a.unpack.ops.size(), direct ? 0 : b.pack.ops.size() + b.unpack.ops.size())
+              << what;
+          ASSERT_EQ(a.direct_begin.size(), b.direct_begin.size()) << what;
+          ASSERT_EQ(a.unpack_begin.size(), b.unpack_begin.size()) << what;
+        }
+      for (Transport transport : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+        Result<CheckReport> r = RunChecked(*p, 2, transport, transport == Transport::kRanks ? NextRankChoice() : RankChoice{});
+        if ((transport == Transport::kDirect) != direct) {
+          ASSERT_FALSE(r.ok()) << what;
+          EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << what;
+          continue;
+        }
+        ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+        EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
+        testing::ExpectPlannedTraffic(planned->plan, p->devices(), r->stats.steps, what);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reshard

@@ -230,7 +230,7 @@ class TransferWriter {
   }
   void Int(int64_t v) { at_ = std::to_chars(at_, end_, v).ptr; }
 
-  void Append(const ExchangePlan& part, int64_t from, int64_t to, int64_t elements, const std::vector<int32_t>& overlaps) {
+  void Append(const ExchangePlan& part, int64_t from, int64_t to, int64_t elements, const OverlapIds& overlaps) {
     Room(128);
     if (!first_) *at_++ = ',';
     first_ = false;

@@ -107,17 +107,19 @@ void RunRun(const RunOptions& o) {
   // compiled (run_memory.h).
   const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads);
   CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads,
-                                     flags.transport == Transport::kRanks),
+                                     flags.transport),
               limit,
               /*per_rank=*/false);
   const PlannerOptions options = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
     ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads,
-                                     flags.transport == Transport::kRanks),
+  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, flags.transport),
               limit, /*per_rank=*/false);
-  Result<PlanProgram> program = PlanProgram::Compile(planned->plan);
+  // Only the copies the transport runs (a copy op or more per message each).
+  CompileOptions compile;
+  compile.copies = flags.transport == Transport::kDirect ? CopyForms::kDirect : CopyForms::kStaged;
+  Result<PlanProgram> program = PlanProgram::Compile(planned->plan, compile);
   ThrowIfError(program.status(), "compiling the plan", kExitInternal);
   const PlanProgram& p = *program;
 

@@ -97,7 +97,8 @@ int64_t RunListBytes(const Layout& source, const Layout& target) {
 }  // namespace
 
 MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
-                                      bool as_ranks) {
+                                      Transport transport) {
+  const bool as_ranks = transport == Transport::kRanks;
   MemoryEstimate e;
   const int64_t src = Bytes(source, per_rank), dst = Bytes(target, per_rank);
   // MPI stages both ways (send and receive buffers up to as much again); in
@@ -114,8 +115,9 @@ MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target
   return e;
 }
 
-MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, bool as_ranks) {
-  MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads, as_ranks);
+MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, Transport transport) {
+  const bool as_ranks = transport == Transport::kRanks;
+  MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads, transport);
   // Intermediate layouts: the outputs of every step but the last. In
   // process two are held at a time (a step's input and output); an MPI rank
   // keeps two buffers, each the largest of every other one.
@@ -139,12 +141,15 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
       per_device_alternate += alt[0] + alt[1];
     }
   Add(e, per_rank ? alternate[0] + alternate[1] : as_ranks ? per_device_alternate : between, "intermediate buffers");
-  // The compiled programs.
+  // The compiled programs: the direct copies alone in process under the
+  // direct transport, else the staged ones (run.cc compiles that form only).
+  const int64_t per_message =
+      !per_rank && transport == Transport::kDirect ? kDirectProgramBytesPerMessage : kStagedProgramBytesPerMessage;
   const int64_t devices = static_cast<int64_t>(plan.source().devices().size() + plan.target().devices().size());
   int64_t programs = 0;
   for (const PlanStep& s : steps) {
     const int64_t messages = per_rank ? std::max(s.sends.Max(), s.recvs.Max()) : s.sends.Sum();
-    programs += messages * kProgramBytesPerMessage + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
+    programs += messages * per_message + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   Add(e, programs, "copy programs");

@@ -3,7 +3,7 @@
 //
 // Counted: the source and target buffers, send buffers up to the source's
 // size, the buffers of a multi-step plan's intermediate layouts (two at a
-// time), the compiled copy programs (kProgramBytesPerMessage per message,
+// time), the compiled copy programs (k*ProgramBytesPerMessage per message,
 // kProgramBytesPerDevice per device and step), an MPI rank's datatype run
 // lists (kRunListBytesPerRun a run, runs bounded from the grids), the
 // checker's runs of cells (16 bytes per cell along each dim) and the two
@@ -19,14 +19,19 @@
 #include <string>
 
 #include "reshard/collective_plan.h"
+#include "reshard/executor.h"
 #include "reshard/layout.h"
 
 namespace reshard::cli {
 
-// Measured: an all-gather of 16 KiB per device over 512 and 1024 devices
-// (262K and 1.05M messages) grew the peak resident set by 309 bytes per
-// message; rounded up.
-inline constexpr int64_t kProgramBytesPerMessage = 352;
+// Measured: an all-gather of 16 KiB per device over 1024, 2048 and 4096
+// devices (1.05M, 4.2M and 16.8M messages) grew the peak resident set by
+// 196 to 200 bytes per message compiled with the direct copies alone (the
+// default in-process transport), 227 to 232 with the staged ones (pack and
+// unpack: the staged transport, threads as ranks, MPI); rounded up. (Both
+// forms at once, 288.)
+inline constexpr int64_t kDirectProgramBytesPerMessage = 224;
+inline constexpr int64_t kStagedProgramBytesPerMessage = 256;
 inline constexpr int64_t kProgramBytesPerDevice = 1024;
 // An MPI rank's box messages of block-cyclic layouts list every contiguous
 // run (an hindexed type): OpenMPI 4.1 keeps 44 bytes a run (measured: a
@@ -42,12 +47,13 @@ struct MemoryEstimate {
 // From the layouts alone, before planning. `per_rank`: one MPI rank's share
 // (the busiest rank's buffers, twice for staging); otherwise every device in
 // this process, `threads` (0: the hardware's count) checking at once.
-// `as_ranks`: in process with every device a thread running the per-rank
+// `transport`: in process, the transport run (kRanks: every device a thread running the per-rank
 // runner (--transport ranks), which stages as each MPI rank does.
 MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
-                                      bool as_ranks = false);
+                                      Transport transport = Transport::kStaged);
 // The same plus what the plan adds: intermediate buffers and the programs.
-MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, bool as_ranks = false);
+MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads,
+                                Transport transport = Transport::kStaged);
 
 struct MemoryLimit {
   int64_t bytes = 0;
