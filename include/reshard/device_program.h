@@ -106,9 +106,9 @@ struct DeviceProgram {
   // A box sent to several receivers (the replicas of a target tile) is
   // staged once (StagedBoxes, exchange.h): message m's bytes are those of
   // message pack_owner[m], at the same offset (pack_owner[m] == m for the
-  // first message of each box). Every message's pack ops still describe its
-  // own box in full; packing every message runs the owners' ops only
-  // (Packs). Send offsets may therefore repeat, as MPI_Alltoallv allows.
+  // first message of each box). Every message's pack ops (where compiled:
+  // CompileOptions::copies) still describe its own box in full; packing
+  // every message runs the owners' ops only (Packs). Send offsets may therefore repeat, as MPI_Alltoallv allows.
   std::vector<int32_t> pack_owner;
   bool Packs(size_t m) const { return pack_owner[m] == static_cast<int32_t>(m); }
   CopyProgram unpack;  // receive buffer -> output buffer

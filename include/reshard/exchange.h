@@ -73,7 +73,7 @@ class OverlapIds {
   using value_type = int32_t;
   using iterator = const int32_t*;
   using const_iterator = const int32_t*;
-  static constexpr size_t kInline = 5;
+  static constexpr size_t kInline = 6;  // (the union is 24 bytes with a pointer in it either way)
 
   OverlapIds() : inline_{} {}
   OverlapIds(std::span<const int32_t> ids) : inline_{} { Assign(ids); }  // NOLINT: converts as a vector would

@@ -74,7 +74,9 @@ struct ExecStats {
 // as ranks (thread_comm.h): transport choice, sub-groups, chunking and error
 // agreement as under MPI; one thread per device (ExecOptions::threads does
 // not apply, and plans over more than kMaxThreads devices are Unavailable),
-// so it is the path that checks, not the fast one.
+// so it is the path that checks, not the fast one. kStaged and kRanks run
+// a program's staged copies, kDirect its direct ones: a program compiled
+// without them (CompileOptions::copies) is InvalidArgument.
 enum class Transport { kStaged, kDirect, kRanks };
 
 // The most threads an executor or checker uses (ExecOptions::threads and the

@@ -133,7 +133,8 @@ class RankReshard {
                                     const RankOptions& options = {});
   // Runs rank k's part of a program compiled for every device (or for rank
   // k's device alone): rank k is program.devices()[k]; InvalidArgument
-  // unless comm->size() == program.devices().size(). REQUIRES: `program`
+  // unless comm->size() == program.devices().size(), or where `program`
+  // lacks the staged copies (CompileOptions::copies). REQUIRES: `program`
   // outlives the result.
   static Result<RankReshard> Create(std::unique_ptr<Comm> comm, const PlanProgram& program,
                                     const RankOptions& options = {});

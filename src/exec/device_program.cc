@@ -468,6 +468,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       int64_t sent_at = -1;  // where the sender stages it, once its program has it
     };
     std::vector<Item> items;
+    size_t transfers = 0;
+    for (const ExchangePlan& xp : plans) transfers += xp.transfers().size();
+    items.reserve(transfers);  // (grown by doubling, up to half of it would be slack)
     for (const ExchangePlan& xp : plans)
       for (const Transfer& t : xp.transfers()) {
         const int64_t fi = p.IndexOf(t.from), ti = p.IndexOf(t.to);

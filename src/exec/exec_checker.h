@@ -106,7 +106,8 @@ void FillSources(const PlanProgram& program, std::span<const std::span<std::byte
 TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<const std::byte>> targets, int threads = 0);
 
 // Every output element of every step written exactly once by the program's
-// unpack and local copies, and by its direct and local copies (a reducing
+// unpack and local copies, and by its direct and local copies (each form
+// where compiled: CompileOptions::copies) (a reducing
 // step's: once per part routed to the device, exactly the parts the routes
 // give it, and a device no part reaches filled once with the identity).
 // InvalidArgument names the first that is not.

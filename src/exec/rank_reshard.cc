@@ -44,9 +44,9 @@ uint64_t PlanHash(const CollectivePlan& plan) {
   return plan.mesh() ? MixText(h, plan.mesh()->ToString()) : h;
 }
 
-// The same of a compiled program: its layouts and each step's op and groups.
+// The same of a compiled program: its layouts, its copy forms and each step's op and groups.
 uint64_t ProgramHash(const PlanProgram& program) {
-  uint64_t h = 0;
+  uint64_t h = static_cast<uint64_t>(program.copies());
   for (const Layout& l : program.layouts()) h = Mix(h, l.Hash());
   for (const StepProgram& s : program.steps()) {
     h = Mix(h, static_cast<uint64_t>(s.op));
@@ -649,6 +649,12 @@ Result<RankReshard> RankReshard::Create(std::unique_ptr<Comm> comm, const PlanPr
                                         const RankOptions& options) {
   auto st = std::make_unique<State>();
   RESHARD_RETURN_IF_ERROR(st->Begin(std::move(comm), options, ProgramHash(program)));
+  // The runner packs and unpacks: without those copies it would send nothing.
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(
+      *st->comm, program.has_staged_copies()
+                     ? Status::Ok()
+                     : Status::InvalidArgument("this program was compiled without the staged copies (pack and "
+                                               "unpack) the step runner runs (CompileOptions::copies)")));
   if (static_cast<size_t>(st->size) != program.devices().size())
     return Status::InvalidArgument(fmt::format("the program has {} devices, but the communicator has {} ranks",
                                                program.devices().size(), st->size));

@@ -255,6 +255,38 @@ TEST(RankReshard, LayoutsThatDifferOnOneRankAreAnErrorOnEveryRank) {
   }
 }
 
+// The runner packs and unpacks: a program compiled with the direct copies
+// alone is refused on every rank, and one rank holding the other form is a
+// mismatch everywhere; the staged form alone runs.
+TEST(RankReshard, AProgramWithoutStagedCopiesIsRefusedOnEveryRank) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  const Exchange ex = Exchange::Create(source, target).value();
+  CompileOptions direct, staged;
+  direct.copies = CopyForms::kDirect;
+  staged.copies = CopyForms::kStaged;
+  const PlanProgram direct_only = PlanProgram::Compile(ex, direct).value();
+  const PlanProgram staged_only = PlanProgram::Compile(ex, staged).value();
+  for (const Status& s : OnRanks(8, [&](int, std::unique_ptr<Comm> c) {
+         return RankReshard::Create(std::move(c), direct_only).status();
+       })) {
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("without the staged copies"), std::string::npos) << s;
+  }
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RankReshard::Create(std::move(c), rank == 3 ? direct_only : staged_only).status();
+       }))
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s;
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
+         RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), staged_only));
+         std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
+         FillTags(source, rank, src);
+         RESHARD_RETURN_IF_ERROR(r.Execute(src, dst).status());
+         const TagCheck check = CheckTags(target, rank, dst);
+         return check.mismatches == 0 ? Status::Ok() : Status::Internal(check.first_problem);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(RankReshard, AWrongBufferOnOneRankIsAnErrorOnEveryRankAndNothingMoves) {
   const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
   std::vector<Status> out = OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {

@@ -22,7 +22,6 @@ Layout Parse(const std::string& text, std::vector<int64_t> shape, std::optional<
   return p->layout;
 }
 
-// The canonical case: the numbers the README and the issue quote.
 // OverlapIds holds ids inline up to kInline and on the heap beyond; it reads,
 // copies, moves, compares and converts as the std::vector it replaces, at
 // every length either side of the inline limit.
@@ -59,9 +58,17 @@ TEST(OverlapIds, BehavesAsAVector) {
     EXPECT_EQ(std::vector<int32_t>(x), b);
     x = std::span<const int32_t>(a);
     EXPECT_EQ(std::vector<int32_t>(x), a);
+    if (!a.empty()) {  // from a span into itself: copied out before its storage changes
+      x = std::span<const int32_t>(x.begin() + 1, x.end());
+      EXPECT_EQ(std::vector<int32_t>(x), std::vector<int32_t>(a.begin() + 1, a.end()));
+    }
+    OverlapIds& alias = x;
+    x = std::move(alias);  // a self-move keeps the value
+    EXPECT_EQ(x.size(), a.empty() ? 0 : a.size() - 1);
   }
 }
 
+// The canonical case: the numbers the README and the issue quote.
 TEST(Exchange, CanonicalCaseIsOneAllToAllAtTheLowerBound) {
   Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
   Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});
