@@ -110,20 +110,7 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
         const Cost c = cost + e.cost();
         relax(u, std::move(key), at, v, std::move(e), c);
       });
-    // The exchange (or the collective drafted in its place) from here can
-    // only tie the target's cost so far, never beat it, where that is no
-    // more than this state's cost plus the least any step straight to the
-    // target adds (NodeRemaining, and a step): then it is not drafted (a
-    // slice that reaches the target at no cost, say). Drafting builds the
-    // exchange's overlap tables, O(devices) in memory.
-    bool reachable_cheaper = true;
-    if (const int at = node_of(target_key); ragged && exchanges_left > 0 && at >= 0) {
-      Cost floor = cost;
-      floor.time_ps = SaturatingAdd(floor.time_ps, bound.NodeRemaining(s));
-      floor.steps += 1;
-      reachable_cheaper = floor < nodes[at].cost;
-    }
-    if (ragged && exchanges_left > 0 && reachable_cheaper) {
+    if (ragged && exchanges_left > 0) {
       --exchanges_left;
       Layout from = StateLayout(pm_, s, source_.shape(), source_.dtype());
       Exchange ex = Exchange::Create(from, target_).value();
@@ -239,8 +226,11 @@ int64_t NamedPlanner::Total(const StepDraft& d) const {
 }
 
 PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edge& e) {
-  const Layout in = StateLayout(pm_, from, source_.shape(), source_.dtype());
-  const Layout out = StateLayout(pm_, e.to, source_.shape(), source_.dtype());
+  // The caller's layouts where the step starts or ends at them (their
+  // states' layouts are equal; a copy shares their arrays, where building
+  // each again costs O(devices)).
+  const Layout in = from == pm_.source ? source_ : StateLayout(pm_, from, source_.shape(), source_.dtype());
+  const Layout out = e.to == pm_.target ? target_ : StateLayout(pm_, e.to, source_.shape(), source_.dtype());
   PlanStep step{StepOp::kExchange, in, out};
   if (e.exchange) {
     FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);
