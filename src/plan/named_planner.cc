@@ -112,7 +112,8 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       });
     if (ragged && exchanges_left > 0) {
       --exchanges_left;
-      Layout from = StateLayout(pm_, s, source_.shape(), source_.dtype());
+      // (The caller's source where s is its state: a copy shares its arrays.)
+      const Layout from = s == pm_.source ? source_ : StateLayout(pm_, s, source_.shape(), source_.dtype());
       Exchange ex = Exchange::Create(from, target_).value();
       ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
       // Padded shards on both sides, plus the staging the exchange needs.
