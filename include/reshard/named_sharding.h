@@ -64,6 +64,10 @@ class NamedSharding {
 
   // REQUIRES nothing; fails if shape's rank differs from dims().size().
   Result<Layout> ToLayout(const std::vector<int64_t>& shape, DType dtype) const;
+  // Whether ToLayout(layout.shape(), layout.dtype()) equals `layout`,
+  // decided without building it where the grids and every device's tile
+  // agree (no unreduced axes): O(cells + devices) time, O(cells) memory.
+  Result<bool> Gives(const Layout& layout) const;
   // The HLO sharding exactly as JAX prints it: iota lists for iota meshes,
   // explicit ids (replica groups ascending) otherwise; size-1 axes dropped;
   // {replicated} when nothing is split. NotSupported with unreduced axes:

@@ -122,16 +122,24 @@ Result<DimGrid> StridedChunkGrid(int64_t n, const std::vector<int64_t>& sizes, c
 
 }  // namespace
 
-Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& shape, DType dtype,
-                               const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
-                               const std::vector<std::vector<int64_t>>& split_factors,
-                               const std::vector<AxisRef>& partial_axes, ReduceOp op) {
+namespace {
+
+// BuildMeshLayout's grids, and per dim the renumbering of strided chunks
+// (empty where none).
+struct MeshGrids {
+  std::vector<DimGrid> grids;
+  std::vector<std::vector<int32_t>> renumber;
+};
+
+Result<MeshGrids> GridsOf(const Mesh& mesh, const std::vector<int64_t>& shape,
+                          const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
+                          const std::vector<std::vector<int64_t>>& split_factors) {
   if (dims.size() != shape.size())
     return Status::InvalidArgument("the sharding names " + std::to_string(dims.size()) +
                                    (dims.size() == 1 ? " dimension" : " dimensions") + " but the shape has rank " +
                                    std::to_string(shape.size()));
-  std::vector<DimGrid> grids;
-  std::vector<std::vector<int32_t>> renumber(dims.size());  // per dim: empty, or coordinate -> tile coordinate
+  MeshGrids g;
+  g.renumber.resize(dims.size());
   for (size_t d = 0; d < dims.size(); ++d) {
     std::vector<int64_t> sizes;
     int64_t k = 1;
@@ -142,29 +150,66 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
     const bool strided = rule == SplitRule::kNestedChunk && d < split_factors.size() &&
                          std::any_of(split_factors[d].begin(), split_factors[d].end(), [](int64_t s) { return s != 1; });
     if (strided) {
-      RESHARD_ASSIGN_OR_RETURN(DimGrid g, StridedChunkGrid(shape[d], sizes, split_factors[d], &renumber[d]));
-      grids.push_back(std::move(g));
+      RESHARD_ASSIGN_OR_RETURN(DimGrid grid, StridedChunkGrid(shape[d], sizes, split_factors[d], &g.renumber[d]));
+      g.grids.push_back(std::move(grid));
     } else {
-      grids.push_back(rule == SplitRule::kCeil ? DimGrid::Ceil(shape[d], k) : NestedChunkGrid(shape[d], sizes));
+      g.grids.push_back(rule == SplitRule::kCeil ? DimGrid::Ceil(shape[d], k) : NestedChunkGrid(shape[d], sizes));
     }
   }
+  return g;
+}
+
+// The tile of the device at mesh position f.
+int64_t TileAt(const Mesh& mesh, const MeshGrids& g, const std::vector<std::vector<AxisRef>>& dims, int64_t f) {
+  int64_t tile = 0;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    int64_t coord = 0;
+    for (const AxisRef& a : dims[d]) coord = coord * a.Size(mesh) + a.Coordinate(mesh, f);
+    if (!g.renumber[d].empty()) coord = g.renumber[d][coord];
+    tile = tile * g.grids[d].tiles + coord;
+  }
+  return tile;
+}
+
+}  // namespace
+
+Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& shape, DType dtype,
+                               const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
+                               const std::vector<std::vector<int64_t>>& split_factors,
+                               const std::vector<AxisRef>& partial_axes, ReduceOp op) {
+  RESHARD_ASSIGN_OR_RETURN(MeshGrids g, GridsOf(mesh, shape, dims, rule, split_factors));
   std::vector<DeviceTile> placement;
   placement.reserve(mesh.num_devices());
   for (int64_t f = 0; f < mesh.num_devices(); ++f) {
-    int64_t tile = 0;
-    for (size_t d = 0; d < dims.size(); ++d) {
-      int64_t coord = 0;
-      for (const AxisRef& a : dims[d]) coord = coord * a.Size(mesh) + a.Coordinate(mesh, f);
-      if (!renumber[d].empty()) coord = renumber[d][coord];
-      tile = tile * grids[d].tiles + coord;
-    }
     int64_t part = 0;
     for (const AxisRef& a : partial_axes) part = part * a.Size(mesh) + a.Coordinate(mesh, f);
-    placement.push_back({mesh.device(f), tile, part});
+    placement.push_back({mesh.device(f), TileAt(mesh, g, dims, f), part});
   }
   Reduction reduction{op, 1};
   for (const AxisRef& a : partial_axes) reduction.parts *= a.Size(mesh);  // within the mesh's device count
-  return Layout::Create(shape, dtype, std::move(grids), std::move(placement), reduction);
+  return Layout::Create(shape, dtype, std::move(g.grids), std::move(placement), reduction);
+}
+
+Result<bool> IsMeshLayout(const Layout& layout, const Mesh& mesh, const std::vector<std::vector<AxisRef>>& dims,
+                          SplitRule rule, const std::vector<std::vector<int64_t>>& split_factors,
+                          const std::vector<AxisRef>& partial_axes, ReduceOp op) {
+  // Without a pending reduction, the same grids and the same tile on every
+  // device are the same layout (Layout's operator== says so too): checked
+  // with the grids alone (O(cells)) and one pass over the devices, where
+  // building the layout to compare holds a second copy of its per-device
+  // and per-cell arrays.
+  if (partial_axes.empty() && !layout.partial() && static_cast<int64_t>(layout.devices().size()) == mesh.num_devices()) {
+    RESHARD_ASSIGN_OR_RETURN(MeshGrids g, GridsOf(mesh, layout.shape(), dims, rule, split_factors));
+    bool same = true;
+    for (size_t d = 0; d < g.grids.size() && same; ++d) same = g.grids[d] == layout.dim(static_cast<int64_t>(d));
+    for (int64_t f = 0; f < mesh.num_devices() && same; ++f) same = layout.TileOf(mesh.device(f)) == TileAt(mesh, g, dims, f);
+    if (same) return true;
+  }
+  // Otherwise (a tile index another grid numbers otherwise can hold the same
+  // boxes), built and compared.
+  RESHARD_ASSIGN_OR_RETURN(Layout built,
+                           BuildMeshLayout(mesh, layout.shape(), layout.dtype(), dims, rule, split_factors, partial_axes, op));
+  return built == layout;
 }
 
 std::vector<int64_t> PartialMeshAxes(const Layout& layout, const Mesh& mesh) {

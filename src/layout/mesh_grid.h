@@ -25,6 +25,12 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
                                const std::vector<std::vector<AxisRef>>& dims, SplitRule rule,
                                const std::vector<std::vector<int64_t>>& split_factors = {},
                                const std::vector<AxisRef>& partial_axes = {}, ReduceOp op = ReduceOp::kSum);
+// Whether BuildMeshLayout(mesh, layout.shape(), layout.dtype(), ...) equals
+// `layout`, without building it where the grids and every device's tile
+// agree (no pending reduction); errors as BuildMeshLayout's.
+Result<bool> IsMeshLayout(const Layout& layout, const Mesh& mesh, const std::vector<std::vector<AxisRef>>& dims,
+                          SplitRule rule, const std::vector<std::vector<int64_t>>& split_factors,
+                          const std::vector<AxisRef>& partial_axes, ReduceOp op);
 
 // The mesh axes over which `layout` holds partial values: those along which
 // some neighbours hold one non-empty tile in different parts, in mesh

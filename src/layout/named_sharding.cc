@@ -67,6 +67,12 @@ Result<Layout> NamedSharding::ToLayout(const std::vector<int64_t>& shape, DType 
   return BuildMeshLayout(mesh_, shape, dtype, axes, SplitRule::kCeil, {}, unreduced_, ReduceOp::kSum);
 }
 
+Result<bool> NamedSharding::Gives(const Layout& layout) const {
+  std::vector<std::vector<AxisRef>> axes;
+  for (const Dim& d : dims_) axes.push_back(d.axes);
+  return IsMeshLayout(layout, mesh_, axes, SplitRule::kCeil, {}, unreduced_, ReduceOp::kSum);
+}
+
 Result<HloSharding> NamedSharding::ToHlo() const {
   if (!unreduced_.empty()) return Status::NotSupported("HLO sharding text cannot state unreduced axes (partial sums)");
   // Split each mesh axis into pieces at every sub-axis boundary used on it.
@@ -193,8 +199,8 @@ Result<NamedSharding> NamedShardingFromLayout(const Layout& layout, const Mesh& 
   std::vector<NamedSharding::Dim> dims;
   for (auto& a : axes) dims.push_back({std::move(a), false, std::nullopt});
   RESHARD_ASSIGN_OR_RETURN(NamedSharding named, NamedSharding::Create(mesh, std::move(dims), {}, std::move(unreduced)));
-  RESHARD_ASSIGN_OR_RETURN(Layout check, named.ToLayout(layout.shape(), layout.dtype()));
-  if (!(check == layout))
+  RESHARD_ASSIGN_OR_RETURN(bool gives, named.Gives(layout));
+  if (!gives)
     return Status::InvalidArgument(layout.partial() ? "no named sharding over mesh " + mesh.ToString() +
                                                           " gives this layout: its splits are not XLA's even (ceil) splits, "
                                                           "or its pending sum is not over whole mesh axes"

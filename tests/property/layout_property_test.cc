@@ -11,6 +11,7 @@
 #include "reshard/named_text.h"
 #include "reshard/notation.h"
 #include "testing/random_layouts.h"
+#include "testing/random_named.h"
 
 namespace reshard {
 namespace {
@@ -137,6 +138,40 @@ TEST(LayoutProperty, RandomPartialLayoutsRoundTripWithTheirParts) {
   }
   EXPECT_GT(partial, 1000);
   EXPECT_GT(converted, 3000);
+}
+
+// NamedSharding::Gives(layout) is ToLayout(...) == layout, decided without
+// building the layout where grids and tiles agree: over random named pairs
+// (the same sharding, other shardings, other shapes), with and without
+// unreduced axes, and on layouts of another notation over the mesh.
+TEST(LayoutProperty, GivesIsToLayoutEquality) {
+  std::mt19937_64 rng(20261204);
+  int equal = 0, differ = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const Mesh mesh = testing::RandomNamedMesh(rng);
+    const size_t rank = 1 + rng() % 3;
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+    const NamedSharding s = testing::RandomSpec(rng, mesh, rank);
+    const NamedSharding t = iter % 3 == 0 ? s : testing::RandomSpec(rng, mesh, rank);
+    Result<Layout> layout = t.ToLayout(shape, DType::kF32);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    Result<Layout> built = s.ToLayout(shape, DType::kF32);
+    ASSERT_TRUE(built.ok()) << built.status();
+    Result<bool> gives = s.Gives(*layout);
+    ASSERT_TRUE(gives.ok()) << gives.status();
+    EXPECT_EQ(*gives, *built == *layout) << "iter " << iter << ": " << *layout;
+    (*gives ? equal : differ) += 1;
+    // Another notation's layout of the same devices (explicit ids, block-cyclic, DTensor).
+    const testing::RandomLayout other = testing::RandomLayoutText(rng, shape, mesh);
+    Result<ParsedLayout> parsed = ParseLayout(other.text, shape, DType::kF32, other.mesh);
+    if (!parsed.ok()) continue;
+    Result<bool> gives_other = s.Gives(parsed->layout);
+    if (!gives_other.ok()) continue;
+    EXPECT_EQ(*gives_other, *built == parsed->layout) << "iter " << iter << ": " << other.text;
+  }
+  EXPECT_GT(equal, 500);
+  EXPECT_GT(differ, 500);
 }
 
 }  // namespace
