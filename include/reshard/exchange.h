@@ -136,7 +136,16 @@ class StagedBoxes {
   // it; -1 for a local copy. Example: messages 0, 1, 2 of one box give 0,
   // 0, 0.
   int64_t Stager(const Transfer& t, int64_t message);
-  void Clear() { seen_.clear(); }
+  // Add's answer for transfers that come box by box: every transfer of one
+  // box from one sender right after the other, never that box again (a
+  // device's sends from Exchange::ForEachDeviceTransfer). Compares with the
+  // last box only: no table of every box (a sender of an all-to-all over
+  // 2^20 devices sends 2^20 boxes).
+  bool AddInRuns(const Transfer& t);
+  void Clear() {
+    seen_.clear();
+    has_last_ = false;
+  }
 
  private:
   // Hashed, not ordered: a compiled step asks once per message, and a
@@ -145,6 +154,9 @@ class StagedBoxes {
     size_t operator()(const std::pair<int64_t, OverlapIds>& box) const;
   };
   std::unordered_map<std::pair<int64_t, OverlapIds>, int64_t, BoxHash> seen_;
+  bool has_last_ = false;  // AddInRuns' last box
+  int64_t last_from_ = 0;
+  OverlapIds last_box_;
 };
 
 class ExchangeTables;  // per-dim overlaps of source and target cells (internal)
@@ -312,7 +324,9 @@ class Exchange {
   // plus, when its source tile is replicated, that tile's other receivers,
   // which it walks to find the ones it serves.
   ExchangePlan DevicePlan(int64_t device) const;
-  // DevicePlan's transfers, visited in no set order without storing them.
+  // DevicePlan's transfers, visited without storing them: what the device
+  // receives (in no set order), then what it sends, box by box (every send
+  // of one box right after the other, as StagedBoxes::AddInRuns takes them).
   void ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const;
   // DevicePlan without the sends: what `device` receives and copies locally,
   // at the cost of its senders alone (no walk over its tile's receivers).

@@ -664,6 +664,15 @@ bool StagedBoxes::Add(const Transfer& t) {
   return seen_.try_emplace({t.from, t.overlaps}, 0).second;
 }
 
+bool StagedBoxes::AddInRuns(const Transfer& t) {
+  if (t.from == t.to) return false;
+  if (has_last_ && last_from_ == t.from && last_box_ == t.overlaps) return false;
+  has_last_ = true;
+  last_from_ = t.from;
+  last_box_ = t.overlaps;
+  return true;
+}
+
 int64_t StagedBoxes::Stager(const Transfer& t, int64_t message) {
   if (t.from == t.to) return -1;
   return seen_.try_emplace({t.from, t.overlaps}, message).first->second;
@@ -712,7 +721,8 @@ void VisitReceives(const ExchangeTables& t, int64_t device, const std::function<
 void Exchange::ForEachDeviceTransfer(int64_t device, const std::function<void(const Transfer&)>& visit) const {
   const ExchangeTables& t = *tables_;
   VisitReceives(t, device, visit);
-  // What it sends.
+  // What it sends: VisitSourceTile walks the tile's boxes one at a time,
+  // each to all its receivers (StagedBoxes::AddInRuns relies on it).
   const int64_t src_tile = t.source.TileOf(device);
   if (src_tile >= 0) {
     Planner p(t);

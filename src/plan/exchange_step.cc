@@ -62,7 +62,7 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
       if (t.from == dev) {
         send += c;
         send_bytes += b;
-        if (staged.Add(t)) staged_bytes += b;
+        if (staged.AddInRuns(t)) staged_bytes += b;  // sends come box by box
       }
       if (t.to == dev) { recv += c; recv_bytes += b; ++out.messages; }
     });
