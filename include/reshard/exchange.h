@@ -140,7 +140,8 @@ class StagedBoxes {
   // box from one sender right after the other, never that box again (a
   // device's sends from Exchange::ForEachDeviceTransfer). Compares with the
   // last box only: no table of every box (a sender of an all-to-all over
-  // 2^20 devices sends 2^20 boxes).
+  // 2^20 devices sends 2^20 boxes). Not to be mixed with Add or Stager on
+  // one object: each keeps its own record.
   bool AddInRuns(const Transfer& t);
   void Clear() {
     seen_.clear();

@@ -380,19 +380,29 @@ TEST(Exchange, DeviceSendsComeBoxByBox) {
     const std::string a = specs[rng() % 7], b = specs[rng() % 7];
     Result<ParsedLayout> src = ParseLayout(a, shape, DType::kF32, mesh), dst = ParseLayout(b, shape, DType::kF32, mesh);
     if (!src.ok() || !dst.ok()) continue;
-    const Exchange ex = Exchange::Create(src->layout, dst->layout).value();
-    for (int64_t dev : ex.devices()) {
-      StagedBoxes hashed, runs;
-      int64_t by_hash = 0, by_runs = 0, sends = 0;
-      ex.ForEachDeviceTransfer(dev, [&](const Transfer& t) {
-        if (t.from != dev || t.to == dev) return;
-        ++sends;
-        by_hash += hashed.Add(t);
-        by_runs += runs.AddInRuns(t);
-      });
-      EXPECT_EQ(by_runs, by_hash) << a << " -> " << b << " device " << dev;
-      shared += by_hash < sends;
-    }
+    // Plain, with sender groups (the senders of a structured step), and
+    // routed (a filter on what each receiver gets, as a reducing step's).
+    std::vector<Exchange> exchanges;
+    exchanges.push_back(Exchange::Create(src->layout, dst->layout).value());
+    exchanges.push_back(
+        Exchange::Create(src->layout, dst->layout, [n](int64_t device) { return device % 2 == 0 ? device % n : -1; })
+            .value());
+    exchanges.push_back(Exchange::CreateRouted(src->layout, dst->layout, [](int64_t tile, int64_t receiver) {
+                          return (tile + receiver) % 3 != 0;
+                        }).value());
+    for (size_t k = 0; k < exchanges.size(); ++k)
+      for (int64_t dev : exchanges[k].devices()) {
+        StagedBoxes hashed, runs;
+        int64_t by_hash = 0, by_runs = 0, sends = 0;
+        exchanges[k].ForEachDeviceTransfer(dev, [&](const Transfer& t) {
+          if (t.from != dev || t.to == dev) return;
+          ++sends;
+          by_hash += hashed.Add(t);
+          by_runs += runs.AddInRuns(t);
+        });
+        EXPECT_EQ(by_runs, by_hash) << a << " -> " << b << " exchange " << k << " device " << dev;
+        shared += by_hash < sends;
+      }
   }
   EXPECT_GT(shared, 50);  // boxes sent to several receivers
 }

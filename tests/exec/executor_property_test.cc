@@ -87,17 +87,28 @@ TEST(ExecutorProperty, RandomLayoutsEveryNotation) {
 using testing::RandomNamedMesh;
 using testing::RandomSpec;
 
+// Two random named shardings over a random mesh, of a small random shape.
+struct NamedPair {
+  Mesh mesh;
+  Layout source, target;
+};
+NamedPair RandomNamedPair(std::mt19937_64& rng, DType dtype) {
+  Mesh mesh = RandomNamedMesh(rng);
+  const size_t rank = 1 + rng() % 3;
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
+  const NamedSharding s = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
+  Layout source = s.ToLayout(shape, dtype).value(), target = t.ToLayout(shape, dtype).value();
+  return {std::move(mesh), std::move(source), std::move(target)};
+}
+
 TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
   std::mt19937_64 rng(20261130);
   std::map<StepOp, int> seen;
   for (int iter = 0; iter < 800; ++iter) {
-    const Mesh mesh = RandomNamedMesh(rng);
-    const size_t rank = 1 + rng() % 3;
-    std::vector<int64_t> shape;
-    for (size_t d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
-    const DType dtype = kDTypes[iter % 5];
-    const NamedSharding s = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
-    const Layout src = s.ToLayout(shape, dtype).value(), dst = t.ToLayout(shape, dtype).value();
+    const NamedPair pair = RandomNamedPair(rng, kDTypes[iter % 5]);
+    const Mesh& mesh = pair.mesh;
+    const Layout &src = pair.source, &dst = pair.target;
     for (PlanTarget target : {PlanTarget::kAny, PlanTarget::kJaxCpu}) {
       PlannerOptions o;
       o.meshes = {mesh};
@@ -123,13 +134,9 @@ TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
 TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
   std::mt19937_64 rng(20261204);
   for (int iter = 0; iter < 300; ++iter) {
-    const Mesh mesh = RandomNamedMesh(rng);
-    const size_t rank = 1 + rng() % 3;
-    std::vector<int64_t> shape;
-    for (size_t d = 0; d < rank; ++d) shape.push_back(1 + static_cast<int64_t>(rng() % (rng() % 2 ? 12 : 5)));
-    const DType dtype = kDTypes[iter % 5];
-    const NamedSharding s = RandomSpec(rng, mesh, rank), t = RandomSpec(rng, mesh, rank);
-    const Layout src = s.ToLayout(shape, dtype).value(), dst = t.ToLayout(shape, dtype).value();
+    const NamedPair pair = RandomNamedPair(rng, kDTypes[iter % 5]);
+    const Mesh& mesh = pair.mesh;
+    const Layout &src = pair.source, &dst = pair.target;
     PlannerOptions o;
     o.meshes = {mesh};
     Result<PlanResult> planned = PlanReshard(src, dst, o);
