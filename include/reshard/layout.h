@@ -128,7 +128,10 @@ class Layout {
   // Cells of `tile` along dim d, ascending.
   std::span<const int32_t> TileCells(int64_t d, int32_t tile_coord) const;
   // Offset of cell k inside its tile's local extent along dim d.
-  int64_t CellOffset(int64_t d, int64_t k) const { return rep_->dims[d].cell_offset[k]; }
+  int64_t CellOffset(int64_t d, int64_t k) const {
+    const std::vector<int64_t>& offsets = rep_->dims[d].cell_offset;
+    return offsets.empty() ? 0 : offsets[k];
+  }
   int64_t TileElements(int64_t tile) const;
   // The tile's index ranges along dim d, adjacent cells merged.
   std::vector<Interval> TileIntervals(int64_t d, int32_t tile_coord) const;
@@ -149,9 +152,9 @@ class Layout {
  private:
   struct Dim {
     DimGrid grid;
-    std::vector<int64_t> cell_offset;      // per cell, offset within its tile
+    std::vector<int64_t> cell_offset;      // per cell, offset within its tile; empty where all are 0
     std::vector<int64_t> tile_extent;      // per tile coordinate
-    std::vector<int32_t> tile_cell_begin;  // CSR over tile coordinates
+    std::vector<int32_t> tile_cell_begin;  // CSR over tile coordinates; both empty where cell k is tile k
     std::vector<int32_t> tile_cells;
   };
   Layout() = default;
@@ -167,7 +170,7 @@ class Layout {
     std::vector<Dim> dims;
     std::vector<int64_t> devices;      // ascending
     std::vector<int64_t> device_tile;  // parallel to devices
-    std::vector<int64_t> holder_begin; // CSR over tiles
+    std::vector<int64_t> holder_begin; // CSR over tiles; with holders, empty where device i holds tile i
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial
   };

@@ -85,13 +85,23 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     const DimGrid& g = dim.grid;
     const size_t cells = g.cell_tile.size();
     dim.tile_extent.assign(g.tiles, 0);
-    dim.cell_offset.resize(cells);
     std::vector<int32_t> count(g.tiles, 0);
+    bool shared = false;  // some tile has several cells along d
+    for (size_t k = 0; k < cells; ++k) shared = ++count[g.cell_tile[k]] > 1 || shared;
+    // Where every tile has one cell at most, every offset is 0 and none is
+    // stored (CellOffset): 8 bytes a cell, 2^24 cells in a 1-D array over
+    // 2^24 devices.
+    if (shared) dim.cell_offset.resize(cells);
     for (size_t k = 0; k < cells; ++k) {
-      dim.cell_offset[k] = dim.tile_extent[g.cell_tile[k]];
+      if (shared) dim.cell_offset[k] = dim.tile_extent[g.cell_tile[k]];
       dim.tile_extent[g.cell_tile[k]] += g.cuts[k + 1] - g.cuts[k];
-      ++count[g.cell_tile[k]];
     }
+    // Where cell k is tile k (one cell per tile, in order), tile c's cells
+    // are {c}: TileCells reads them from the grid itself, and no CSR is
+    // stored (8 bytes a cell).
+    bool identity = static_cast<int64_t>(cells) == g.tiles;
+    for (size_t k = 0; k < cells && identity; ++k) identity = g.cell_tile[k] == static_cast<int32_t>(k);
+    if (identity) continue;
     dim.tile_cell_begin.assign(g.tiles + 1, 0);
     for (int32_t t = 0; t < g.tiles; ++t) dim.tile_cell_begin[t + 1] = dim.tile_cell_begin[t] + count[t];
     dim.tile_cells.resize(cells);
@@ -118,6 +128,13 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     rep->device_tile.push_back(p.tile);
     if (p.tile >= 0) ++holder_count[p.tile];
   }
+  // Where device i (in ascending order) holds tile i, one device a tile,
+  // tile t's holder is devices[t]: Holders reads it there, and no CSR is
+  // stored (16 bytes a device; every tile is held, so the check below has
+  // nothing to find).
+  bool identity = l.num_tiles_ == static_cast<int64_t>(rep->devices.size());
+  for (size_t i = 0; i < rep->device_tile.size() && identity; ++i) identity = rep->device_tile[i] == static_cast<int64_t>(i);
+  if (identity && !(reduction.parts > 1 && l.num_elements_ > 0)) return l;
   rep->holder_begin.assign(l.num_tiles_ + 1, 0);
   for (int64_t t = 0; t < l.num_tiles_; ++t) {
     if (holder_count[t] == 0 && l.TileElements(t) > 0) {
@@ -227,11 +244,17 @@ int64_t Layout::TileIndex(std::span<const int32_t> coords) const {
 }
 
 std::span<const int64_t> Layout::Holders(int64_t tile) const {
+  // (Device i holds tile i: tile t's one holder is devices[t].)
+  if (rep_->holder_begin.empty())
+    return tile < static_cast<int64_t>(rep_->devices.size()) ? std::span<const int64_t>(rep_->devices.data() + tile, 1)
+                                                              : std::span<const int64_t>();
   return {rep_->holders.data() + rep_->holder_begin[tile], rep_->holders.data() + rep_->holder_begin[tile + 1]};
 }
 
 std::span<const int32_t> Layout::TileCells(int64_t d, int32_t c) const {
   const Dim& dim = rep_->dims[d];
+  // (One cell per tile, in order: cell c is tile c, and cell_tile[c] == c.)
+  if (dim.tile_cell_begin.empty()) return {dim.grid.cell_tile.data() + c, 1};
   return {dim.tile_cells.data() + dim.tile_cell_begin[c], dim.tile_cells.data() + dim.tile_cell_begin[c + 1]};
 }
 

@@ -37,6 +37,54 @@ TEST(Layout, CanonicalSourceGivesDevice2xPlusYItsBox) {
   EXPECT_TRUE(named.ToLayout({16, 16, 16}, DType::kF32).value() == l);
 }
 
+// Holders, TileCells and CellOffset read the same from the compact form
+// (device i holds tile i; cell k is tile k: no CSR and no offsets stored)
+// as from the full one: checked against the placement and the grid directly,
+// on grids and placements of both kinds, in order and permuted, with cells
+// shared by tiles.
+TEST(Layout, CompactAndFullFormsReadAlike) {
+  struct Case {
+    std::vector<int64_t> cuts;
+    std::vector<int32_t> cell_tile;
+    int32_t tiles;
+    std::vector<int64_t> device_of_tile;  // tile t -> its device; -1: device t+100 holds nothing
+  } cases[] = {
+      {{0, 4, 8, 12, 16}, {0, 1, 2, 3}, 4, {0, 1, 2, 3}},          // compact on both counts
+      {{0, 4, 8, 12, 16}, {0, 1, 2, 3}, 4, {3, 2, 1, 0}},          // devices permuted
+      {{0, 4, 8, 12, 16}, {1, 0, 3, 2}, 4, {0, 1, 2, 3}},          // cells permuted
+      {{0, 2, 4, 6, 8, 10, 12, 14, 16}, {0, 1, 0, 1, 0, 1, 0, 1}, 2, {5, 9}},  // block-cyclic: offsets
+      {{0, 5, 10, 16}, {0, 1, 2}, 3, {0, 1, 2}},                   // uneven, compact
+  };
+  for (const Case& c : cases) {
+    std::vector<DeviceTile> placement;
+    for (size_t t = 0; t < c.device_of_tile.size(); ++t) placement.push_back({c.device_of_tile[t], static_cast<int64_t>(t), 0});
+    placement.push_back({100, -1, 0});  // a device that holds nothing breaks "device i holds tile i"
+    for (bool idle_device : {false, true}) {
+      std::vector<DeviceTile> p = placement;
+      if (!idle_device) p.pop_back();
+      const Layout l = Layout::Create({16}, DType::kF32, {DimGrid{c.cuts, c.cell_tile, c.tiles}}, p).value();
+      for (int32_t t = 0; t < c.tiles; ++t) {
+        const std::span<const int64_t> holders = l.Holders(t);
+        ASSERT_EQ(holders.size(), 1u);
+        EXPECT_EQ(holders[0], c.device_of_tile[static_cast<size_t>(t)]);
+        std::vector<int32_t> cells;
+        for (size_t k = 0; k < c.cell_tile.size(); ++k)
+          if (c.cell_tile[k] == t) cells.push_back(static_cast<int32_t>(k));
+        const std::span<const int32_t> got = l.TileCells(0, t);
+        EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()), cells);
+        int64_t offset = 0;
+        for (int32_t k : cells) {
+          EXPECT_EQ(l.CellOffset(0, k), offset);
+          offset += c.cuts[static_cast<size_t>(k) + 1] - c.cuts[static_cast<size_t>(k)];
+        }
+      }
+      if (idle_device) {
+        EXPECT_EQ(l.TileOf(100), -1);
+      }
+    }
+  }
+}
+
 TEST(Layout, ValidationRejectsBrokenGrids) {
   EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::FromCuts({0, 2, 3})}, {{0, 0}, {1, 1}}).ok());  // cuts end early
   EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}}).ok());  // tile 1 held by nobody
