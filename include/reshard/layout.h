@@ -170,7 +170,7 @@ class Layout {
     std::vector<Dim> dims;
     std::vector<int64_t> devices;      // ascending
     std::vector<int64_t> device_tile;  // parallel to devices
-    std::vector<int64_t> holder_begin; // CSR over tiles; with holders, empty where device i holds tile i
+    std::vector<int64_t> holder_begin; // CSR over tiles; with holders, empty where device i holds tile i (not partial)
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial
   };

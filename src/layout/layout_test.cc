@@ -47,7 +47,7 @@ TEST(Layout, CompactAndFullFormsReadAlike) {
     std::vector<int64_t> cuts;
     std::vector<int32_t> cell_tile;
     int32_t tiles;
-    std::vector<int64_t> device_of_tile;  // tile t -> its device; -1: device t+100 holds nothing
+    std::vector<int64_t> device_of_tile;  // tile t -> the device holding it
   } cases[] = {
       {{0, 4, 8, 12, 16}, {0, 1, 2, 3}, 4, {0, 1, 2, 3}},          // compact on both counts
       {{0, 4, 8, 12, 16}, {0, 1, 2, 3}, 4, {3, 2, 1, 0}},          // devices permuted
