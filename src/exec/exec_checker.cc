@@ -199,6 +199,15 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
   return r;
 }
 
+namespace {
+
+// Whether `copies` (dp.unpack or dp.direct) was compiled (CompileOptions::copies).
+bool Compiled(const PlanProgram& program, const DeviceProgram& dp, const CopyProgram& copies) {
+  return &copies == &dp.unpack ? program.has_staged_copies() : program.has_direct_copies();
+}
+
+}  // namespace
+
 Status CheckCoverage(const PlanProgram& program) {
   const int64_t eb = program.element_bytes();
   for (size_t si = 0; si < program.steps().size(); ++si) {
@@ -240,7 +249,7 @@ Status CheckCoverage(const PlanProgram& program) {
           return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity", si, dp.device,
                                                      dp.fill.ops.empty() ? "not " : ""));
         for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
-          if (!(moved == &dp.unpack ? program.has_staged_copies() : program.has_direct_copies())) continue;
+          if (!Compiled(program, dp, *moved)) continue;
           // Adds the writes of part `part`'s copies (every part's where
           // negative), or of its writing copies alone.
           auto count_part = [&, moved = moved, begin = begin](int64_t part, bool writers_only) -> Status {
@@ -295,7 +304,7 @@ Status CheckCoverage(const PlanProgram& program) {
       // that reaches the device), and for the staged and the direct copies
       // of the messages alike; a device no part reaches, by its fill.
       for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
-        if (!(moved == &dp.unpack ? program.has_staged_copies() : program.has_direct_copies())) continue;
+        if (!Compiled(program, dp, *moved)) continue;
         std::vector<bool> reaches(static_cast<size_t>(parts), !by_parts);
         if (!dp.local.ops.empty() && dp.local_part < parts) reaches[static_cast<size_t>(dp.local_part)] = true;
         for (size_t m = 0; m + 1 < begin->size(); ++m)

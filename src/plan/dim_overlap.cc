@@ -4,6 +4,17 @@
 
 namespace reshard {
 
+namespace {
+
+// Whether `next` continues `last` on all three counts: globally and in both
+// local buffers (so the two are one segment).
+bool Extends(const Segment& last, const Segment& next) {
+  return last.global_lo + last.length == next.global_lo && last.src_offset + last.length == next.src_offset &&
+         last.dst_offset + last.length == next.dst_offset;
+}
+
+}  // namespace
+
 DimOverlap BuildDimOverlap(const Layout& src, const Layout& dst, int64_t d) {
   const DimGrid& a = src.dim(d);
   const DimGrid& b = dst.dim(d);
@@ -38,8 +49,7 @@ DimOverlap BuildDimOverlap(const Layout& src, const Layout& dst, int64_t d) {
   auto count = [&](const Piece& p) {
     const bool same = any && pair_s == p.s && pair_t == p.t;
     if (!same) ++overlaps;
-    if (same && seg.global_lo + seg.length == p.seg.global_lo && seg.src_offset + seg.length == p.seg.src_offset &&
-        seg.dst_offset + seg.length == p.seg.dst_offset) {
+    if (same && Extends(seg, p.seg)) {
       seg.length += p.seg.length;
     } else {
       ++segments;
@@ -56,9 +66,7 @@ DimOverlap BuildDimOverlap(const Layout& src, const Layout& dst, int64_t d) {
     }
     DimOverlap::Overlap& ov = o.overlaps.back();
     Segment* last_seg = ov.seg_end > ov.seg_begin ? &o.segments.back() : nullptr;
-    if (last_seg && last_seg->global_lo + last_seg->length == p.seg.global_lo &&
-        last_seg->src_offset + last_seg->length == p.seg.src_offset &&
-        last_seg->dst_offset + last_seg->length == p.seg.dst_offset) {
+    if (last_seg && Extends(*last_seg, p.seg)) {
       last_seg->length += p.seg.length;
     } else {
       o.segments.push_back(p.seg);

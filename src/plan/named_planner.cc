@@ -112,8 +112,7 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       });
     if (ragged && exchanges_left > 0) {
       --exchanges_left;
-      // (The caller's source where s is its state: a copy shares its arrays.)
-      const Layout from = s == pm_.source ? source_ : StateLayout(pm_, s, source_.shape(), source_.dtype());
+      const Layout from = LayoutOf(s);
       Exchange ex = Exchange::Create(from, target_).value();
       ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
       // Padded shards on both sides, plus the staging the exchange needs.
@@ -226,12 +225,18 @@ int64_t NamedPlanner::Total(const StepDraft& d) const {
   return d.recv_bytes * ctx_.num_devices();
 }
 
+Layout NamedPlanner::LayoutOf(const AxisLists& s) const {
+  // The caller's layouts at their own states (equal to their states'
+  // layouts; a copy shares their arrays, where building one again costs
+  // O(devices)).
+  if (s == pm_.source) return source_;
+  if (s == pm_.target) return target_;
+  return StateLayout(pm_, s, source_.shape(), source_.dtype());
+}
+
 PlanStep NamedPlanner::Finalize(PlanBuilder& b, const AxisLists& from, const Edge& e) {
-  // The caller's layouts where the step starts or ends at them (their
-  // states' layouts are equal; a copy shares their arrays, where building
-  // each again costs O(devices)).
-  const Layout in = from == pm_.source ? source_ : StateLayout(pm_, from, source_.shape(), source_.dtype());
-  const Layout out = e.to == pm_.target ? target_ : StateLayout(pm_, e.to, source_.shape(), source_.dtype());
+  const Layout in = LayoutOf(from);
+  const Layout out = LayoutOf(e.to);
   PlanStep step{StepOp::kExchange, in, out};
   if (e.exchange) {
     FillExchange(step, Exchange::Create(in, out).value(), *ctx_.topology);

@@ -94,6 +94,9 @@ class NamedPlanner {
   const PlanContext& context() const { return ctx_; }
 
  private:
+  // The layout of state `s` (the caller's source or target at theirs).
+  Layout LayoutOf(const AxisLists& s) const;
+
   template <typename Nodes>
   std::vector<std::pair<AxisLists, Edge>> Path(const Nodes& nodes, int v) const {
     std::vector<std::pair<AxisLists, Edge>> path;
