@@ -153,7 +153,7 @@ class Layout {
   struct Dim {
     DimGrid grid;
     std::vector<int64_t> cell_offset;      // per cell, offset within its tile; empty where all are 0
-    std::vector<int64_t> tile_extent;      // per tile coordinate
+    std::vector<int64_t> tile_extent;      // per tile coordinate; empty where cell k is tile k (TileExtent)
     std::vector<int32_t> tile_cell_begin;  // CSR over tile coordinates; both empty where cell k is tile k
     std::vector<int32_t> tile_cells;
   };
@@ -169,11 +169,21 @@ class Layout {
   struct Rep {
     std::vector<Dim> dims;
     std::vector<int64_t> devices;      // ascending
-    std::vector<int64_t> device_tile;  // parallel to devices
-    std::vector<int64_t> holder_begin; // CSR over tiles; with holders, empty where device i holds tile i (not partial)
+    // Parallel to devices; empty where device i holds tile i, or where
+    // every device holds `every_tile` (a mesh's 1-D sharding, a replicated
+    // array: 8 bytes a device).
+    std::vector<int64_t> device_tile;
+    enum class Tiles : uint8_t { kListed, kIndex, kEvery } tiles = Tiles::kListed;
+    int64_t every_tile = 0;
+    // CSR over tiles; with holders, empty where device_tile is (not partial).
+    std::vector<int64_t> holder_begin;
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial
   };
+  // The tile of devices()[i] (-1: none), in any of Rep's forms.
+  int64_t TileAtIndex(size_t i) const;
+  // Tile coordinate c's extent along dim d.
+  int64_t TileExtent(int64_t d, int64_t c) const;
   // Create's step for partial layouts: checks and renumbers the parts into rep.
   Status NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const;
   std::shared_ptr<const Rep> rep_ = std::make_shared<const Rep>();

@@ -84,7 +84,7 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     dim.grid = std::move(dims[d]);
     const DimGrid& g = dim.grid;
     const size_t cells = g.cell_tile.size();
-    dim.tile_extent.assign(g.tiles, 0);
+    std::vector<int64_t> extent(g.tiles, 0);
     std::vector<int32_t> count(g.tiles, 0);
     bool shared = false;  // some tile has several cells along d
     for (size_t k = 0; k < cells; ++k) shared = ++count[g.cell_tile[k]] > 1 || shared;
@@ -93,15 +93,16 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     // 2^24 devices.
     if (shared) dim.cell_offset.resize(cells);
     for (size_t k = 0; k < cells; ++k) {
-      if (shared) dim.cell_offset[k] = dim.tile_extent[g.cell_tile[k]];
-      dim.tile_extent[g.cell_tile[k]] += g.cuts[k + 1] - g.cuts[k];
+      if (shared) dim.cell_offset[k] = extent[g.cell_tile[k]];
+      extent[g.cell_tile[k]] += g.cuts[k + 1] - g.cuts[k];
     }
     // Where cell k is tile k (one cell per tile, in order), tile c's cells
-    // are {c}: TileCells reads them from the grid itself, and no CSR is
-    // stored (8 bytes a cell).
+    // are {c} and its extent is cell c's: TileCells and TileExtent read
+    // them from the grid itself, and nothing is stored (16 bytes a cell).
     bool identity = static_cast<int64_t>(cells) == g.tiles;
     for (size_t k = 0; k < cells && identity; ++k) identity = g.cell_tile[k] == static_cast<int32_t>(k);
     if (identity) continue;
+    dim.tile_extent = std::move(extent);
     dim.tile_cell_begin.assign(g.tiles + 1, 0);
     for (int32_t t = 0; t < g.tiles; ++t) dim.tile_cell_begin[t + 1] = dim.tile_cell_begin[t] + count[t];
     dim.tile_cells.resize(cells);
@@ -129,12 +130,27 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     if (p.tile >= 0) ++holder_count[p.tile];
   }
   // Where device i (in ascending order) holds tile i, one device a tile,
-  // tile t's holder is devices[t]: Holders reads it there, and no CSR is
-  // stored (16 bytes a device; every tile is held, so the check below has
-  // nothing to find).
-  bool identity = l.num_tiles_ == static_cast<int64_t>(rep->devices.size());
-  for (size_t i = 0; i < rep->device_tile.size() && identity; ++i) identity = rep->device_tile[i] == static_cast<int64_t>(i);
-  if (identity && !(reduction.parts > 1 && l.num_elements_ > 0)) return l;
+  // tile t's holder is devices[t]; where every device holds one tile, its
+  // holders are the devices. Neither stores a tile list nor holders (24
+  // bytes a device), and in both every tile with elements is held, so the
+  // check below has nothing to find. Partial layouts keep the lists.
+  if (!(reduction.parts > 1 && l.num_elements_ > 0) && !rep->devices.empty()) {
+    bool index = l.num_tiles_ == static_cast<int64_t>(rep->devices.size()), every = true;
+    const int64_t first = rep->device_tile[0];
+    for (size_t i = 0; i < rep->device_tile.size() && (index || every); ++i) {
+      index = index && rep->device_tile[i] == static_cast<int64_t>(i);
+      every = every && rep->device_tile[i] == first;
+    }
+    bool covered = true;  // kEvery: the other tiles hold no elements
+    if (every && !index && first >= 0)
+      for (int64_t t = 0; t < l.num_tiles_ && covered; ++t) covered = t == first || l.TileElements(t) == 0;
+    if (index || (every && first >= 0 && covered)) {
+      rep->tiles = index ? Rep::Tiles::kIndex : Rep::Tiles::kEvery;
+      rep->every_tile = first;
+      std::vector<int64_t>().swap(rep->device_tile);
+      return l;
+    }
+  }
   rep->holder_begin.assign(l.num_tiles_ + 1, 0);
   for (int64_t t = 0; t < l.num_tiles_; ++t) {
     if (holder_count[t] == 0 && l.TileElements(t) > 0) {
@@ -211,7 +227,7 @@ Layout Layout::PartLayout(int64_t part) const {
   std::vector<DeviceTile> placement;
   for (size_t i = 0; i < rep_->devices.size(); ++i) {
     const bool held = !partial() || rep_->device_part[i] == part;
-    placement.push_back({rep_->devices[i], held ? rep_->device_tile[i] : -1, 0});
+    placement.push_back({rep_->devices[i], held ? TileAtIndex(i) : -1, 0});
   }
   // Every tile is held in every part, so this grid is a valid layout.
   return Layout::Create(shape_, dtype_, std::move(dims), std::move(placement)).value();
@@ -221,11 +237,25 @@ int64_t Layout::TileOf(int64_t device) const {
   // Mesh tilings of iota meshes hold every id of a range: index directly.
   if (!rep_->devices.empty() && rep_->devices.back() - rep_->devices.front() + 1 == static_cast<int64_t>(rep_->devices.size())) {
     const int64_t i = device - rep_->devices.front();
-    return i < 0 || i >= static_cast<int64_t>(rep_->devices.size()) ? -1 : rep_->device_tile[i];
+    return i < 0 || i >= static_cast<int64_t>(rep_->devices.size()) ? -1 : TileAtIndex(static_cast<size_t>(i));
   }
   auto it = std::lower_bound(rep_->devices.begin(), rep_->devices.end(), device);
   if (it == rep_->devices.end() || *it != device) return -1;
-  return rep_->device_tile[it - rep_->devices.begin()];
+  return TileAtIndex(static_cast<size_t>(it - rep_->devices.begin()));
+}
+
+int64_t Layout::TileAtIndex(size_t i) const {
+  switch (rep_->tiles) {
+    case Rep::Tiles::kIndex: return static_cast<int64_t>(i);
+    case Rep::Tiles::kEvery: return rep_->every_tile;
+    case Rep::Tiles::kListed: break;
+  }
+  return rep_->device_tile[i];
+}
+
+int64_t Layout::TileExtent(int64_t d, int64_t c) const {
+  const Dim& dim = rep_->dims[d];
+  return dim.tile_extent.empty() ? dim.grid.cuts[c + 1] - dim.grid.cuts[c] : dim.tile_extent[c];
 }
 
 std::vector<int32_t> Layout::TileCoords(int64_t tile) const {
@@ -244,10 +274,14 @@ int64_t Layout::TileIndex(std::span<const int32_t> coords) const {
 }
 
 std::span<const int64_t> Layout::Holders(int64_t tile) const {
-  // (Device i holds tile i: tile t's one holder is devices[t].)
-  if (rep_->holder_begin.empty())
-    return tile < static_cast<int64_t>(rep_->devices.size()) ? std::span<const int64_t>(rep_->devices.data() + tile, 1)
-                                                              : std::span<const int64_t>();
+  switch (rep_->tiles) {
+    case Rep::Tiles::kIndex:  // device i holds tile i: tile t's one holder is devices[t]
+      return tile < static_cast<int64_t>(rep_->devices.size()) ? std::span<const int64_t>(rep_->devices.data() + tile, 1)
+                                                                : std::span<const int64_t>();
+    case Rep::Tiles::kEvery:
+      return tile == rep_->every_tile ? std::span<const int64_t>(rep_->devices) : std::span<const int64_t>();
+    case Rep::Tiles::kListed: break;
+  }
   return {rep_->holders.data() + rep_->holder_begin[tile], rep_->holders.data() + rep_->holder_begin[tile + 1]};
 }
 
@@ -261,7 +295,7 @@ std::span<const int32_t> Layout::TileCells(int64_t d, int32_t c) const {
 int64_t Layout::TileElements(int64_t tile) const {
   int64_t n = 1;
   for (int64_t d = rank() - 1; d >= 0; --d) {
-    n *= rep_->dims[d].tile_extent[tile % rep_->dims[d].grid.tiles];
+    n *= TileExtent(d, tile % rep_->dims[d].grid.tiles);
     tile /= rep_->dims[d].grid.tiles;
   }
   return n;
@@ -284,7 +318,7 @@ std::vector<int64_t> Layout::LocalShape(int64_t device) const {
   const int64_t t = TileOf(device);
   if (t < 0) return s;
   std::vector<int32_t> c = TileCoords(t);
-  for (int64_t d = 0; d < rank(); ++d) s[d] = rep_->dims[d].tile_extent[c[d]];
+  for (int64_t d = 0; d < rank(); ++d) s[d] = TileExtent(d, c[d]);
   return s;
 }
 
@@ -374,7 +408,11 @@ bool operator==(const Layout& a, const Layout& b) {
   // comparison of arrays, where the general test below allocates per device.
   const bool same_grids = std::equal(a.rep_->dims.begin(), a.rep_->dims.end(), b.rep_->dims.begin(), b.rep_->dims.end(),
                                      [](const Layout::Dim& x, const Layout::Dim& y) { return x.grid == y.grid; });
-  if (same_grids && a.rep_->device_tile == b.rep_->device_tile) return true;
+  if (same_grids) {
+    bool same_tiles = true;
+    for (size_t i = 0; i < a.rep_->devices.size() && same_tiles; ++i) same_tiles = a.TileAtIndex(i) == b.TileAtIndex(i);
+    if (same_tiles) return true;
+  }
   for (int64_t dev : a.rep_->devices)
     if (Holding(a, dev) != Holding(b, dev)) return false;
   return true;
