@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ class Mesh {
   // REQUIRES: 0 <= flat < num_devices().
   int64_t device(int64_t flat) const { return device_ids_.empty() ? flat : device_ids_[flat]; }
   std::vector<int64_t> DeviceIds() const;
+  // Whether the mesh's devices are exactly `ascending` (sorted, distinct
+  // ids, as Layout::devices() lists them); no copy for an iota mesh.
+  bool HasDevices(std::span<const int64_t> ascending) const;
   std::optional<int64_t> AxisIndex(std::string_view name) const;
   // Mesh coordinate of the device at row-major position `flat` along `axis`.
   int64_t Coordinate(int64_t flat, int64_t axis) const;

@@ -117,9 +117,7 @@ Result<std::vector<Placement>> UnreducedPlacementsFromLayout(const Layout& layou
   }
   // Which tensor dims each mesh dim splits: neighbours along it hold
   // different tiles along those dims.
-  std::vector<int64_t> ids = mesh.DeviceIds();
-  std::sort(ids.begin(), ids.end());
-  if (ids != layout.devices())
+  if (!mesh.HasDevices(layout.devices()))
     return inferred.ok() ? mismatch : inferred.status();
   std::vector<std::vector<int64_t>> splits(layout.rank());  // per dim, mesh dims in mesh order
   for (int64_t a = 0; a < mesh.num_axes(); ++a) {

@@ -43,13 +43,13 @@ Result<Layout> HloSharding::ToLayout(const std::vector<int64_t>& shape, DType dt
     return Status::InvalidArgument("the tile counts multiply to " + std::to_string(t.tiles.num_devices()) +
                                    " devices but the mesh " + mesh->ToString() + " has " + std::to_string(mesh->num_devices()));
   std::vector<int64_t> mesh_ids;
-  if (mesh) { mesh_ids = mesh->DeviceIds(); std::sort(mesh_ids.begin(), mesh_ids.end()); }
+  if (mesh && !mesh->is_iota()) { mesh_ids = mesh->DeviceIds(); std::sort(mesh_ids.begin(), mesh_ids.end()); }
   std::vector<DimGrid> dims;
   for (size_t d = 0; d < rank; ++d) dims.push_back(DimGrid::Ceil(shape[d], td[d]));
   const int64_t repl = t.replicate_last ? td.back() : 1;
   for (int64_t flat = 0; flat < t.tiles.num_devices(); ++flat) {
     const int64_t dev = t.tiles.device(flat);
-    if (mesh && !std::binary_search(mesh_ids.begin(), mesh_ids.end(), dev))
+    if (mesh && (mesh->is_iota() ? dev >= mesh->num_devices() : !std::binary_search(mesh_ids.begin(), mesh_ids.end(), dev)))
       return Status::InvalidArgument("device id " + std::to_string(dev) + " is not in the mesh " + mesh->ToString());
     placement.push_back({dev, flat / repl});
   }

@@ -27,15 +27,26 @@ Result<Mesh> Mesh::Create(std::vector<Axis> axes, std::vector<int64_t> device_id
     if (static_cast<int64_t>(device_ids.size()) != m.num_devices_)
       return Status::InvalidArgument("mesh " + m.ToString() + " has " + std::to_string(m.num_devices_) + " devices but " +
                                      std::to_string(device_ids.size()) + " device ids were given");
-    std::unordered_set<int64_t> ids;
     bool iota = true;
     for (size_t i = 0; i < device_ids.size(); ++i) {
       if (device_ids[i] < 0) return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " (entry " + std::to_string(i + 1) + ") is negative");
-      if (!ids.insert(device_ids[i]).second)
-        return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " is repeated (entry " + std::to_string(i + 1) + ")");
       iota = iota && device_ids[i] == static_cast<int64_t>(i);
     }
-    if (!iota) m.device_ids_ = std::move(device_ids);
+    if (!iota) {
+      // Repeats, by a sorted copy (8 B an id; a hash set costs several
+      // times that at millions of devices). The message names the entry
+      // that repeats an earlier one, the first such in the list.
+      std::vector<int64_t> sorted = device_ids;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+        std::vector<int64_t>().swap(sorted);
+        std::unordered_set<int64_t> ids;
+        for (size_t i = 0; i < device_ids.size(); ++i)
+          if (!ids.insert(device_ids[i]).second)
+            return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " is repeated (entry " + std::to_string(i + 1) + ")");
+      }
+      m.device_ids_ = std::move(device_ids);
+    }
   }
   return m;
 }
@@ -44,6 +55,15 @@ std::vector<int64_t> Mesh::DeviceIds() const {
   std::vector<int64_t> ids(num_devices_);
   for (int64_t i = 0; i < num_devices_; ++i) ids[i] = device(i);
   return ids;
+}
+
+bool Mesh::HasDevices(std::span<const int64_t> ascending) const {
+  const int64_t n = static_cast<int64_t>(ascending.size());
+  if (n != num_devices_) return false;
+  if (is_iota()) return n == 0 || (ascending.front() == 0 && ascending.back() == n - 1);
+  std::vector<int64_t> ids = device_ids_;
+  std::sort(ids.begin(), ids.end());
+  return std::equal(ids.begin(), ids.end(), ascending.begin());
 }
 
 MeshPositions::MeshPositions(const Mesh& mesh) : iota_(mesh.is_iota()), num_devices_(mesh.num_devices()) {

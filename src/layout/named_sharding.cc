@@ -135,23 +135,26 @@ Result<HloSharding> NamedSharding::ToHlo() const {
 
 Result<std::vector<std::vector<AxisRef>>> InferMeshAxes(const Layout& layout, const Mesh& mesh, bool allow_sub_axes) {
   const int64_t n = mesh.num_devices();
-  std::vector<int64_t> ids = mesh.DeviceIds();
-  std::sort(ids.begin(), ids.end());
-  if (ids != layout.devices())
-    return Status::InvalidArgument("the layout's devices are not the devices of mesh " + mesh.ToString());
-  // Tile coordinates of each mesh position.
-  std::vector<std::vector<int32_t>> coords(n);
+  const int64_t rank = layout.rank();
+  const std::vector<int64_t>& devices = layout.devices();
+  if (!mesh.HasDevices(devices)) return Status::InvalidArgument("the layout's devices are not the devices of mesh " + mesh.ToString());
+  // Tile coordinates of each mesh position, flat (position-major): 4 B a
+  // device and dim, since meshes reach millions of devices.
+  std::vector<int32_t> coords(static_cast<size_t>(n * rank));
   for (int64_t f = 0; f < n; ++f) {
-    const int64_t t = layout.TileOf(mesh.device(f));
+    int64_t t = layout.TileOf(mesh.device(f));
     if (t < 0) return Status::InvalidArgument("device " + std::to_string(mesh.device(f)) + " holds no tile");
-    coords[f] = layout.TileCoords(t);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      coords[static_cast<size_t>(f * rank + d)] = static_cast<int32_t>(t % layout.dim(d).tiles);
+      t /= layout.dim(d).tiles;
+    }
   }
   std::vector<std::vector<Part>> used(mesh.num_axes());
   std::vector<std::vector<AxisRef>> result(layout.rank());
-  std::vector<int64_t> cur(n);
+  std::vector<int32_t> cur(static_cast<size_t>(n));
   for (int64_t d = 0; d < layout.rank(); ++d) {
     int64_t k = layout.dim(d).tiles;
-    for (int64_t f = 0; f < n; ++f) cur[f] = coords[f][d];
+    for (int64_t f = 0; f < n; ++f) cur[f] = coords[static_cast<size_t>(f * rank + d)];
     while (k > 1) {
       std::optional<AxisRef> best;
       for (int64_t a = 0; a < mesh.num_axes(); ++a) {
@@ -180,7 +183,7 @@ Result<std::vector<std::vector<AxisRef>>> InferMeshAxes(const Layout& layout, co
       const int64_t s = best->Size(mesh);
       used[best->axis].push_back(PartOf(*best, mesh));
       result[d].insert(result[d].begin(), *best);
-      for (int64_t f = 0; f < n; ++f) cur[f] /= s;
+      for (int64_t f = 0; f < n; ++f) cur[f] = static_cast<int32_t>(cur[f] / s);
       k /= s;
     }
   }

@@ -145,13 +145,11 @@ Result<std::string> PrintLayout(const Layout& l, Notation n, const std::optional
   switch (n) {
     case Notation::kHlo: {
       // Everything on every device, or everything on one device.
-      std::vector<int64_t> mesh_ids;
-      if (mesh) { mesh_ids = mesh->DeviceIds(); std::sort(mesh_ids.begin(), mesh_ids.end()); }
       if (l.num_tiles() == 1 && l.TileElements(0) == l.num_elements()) {
         auto h = l.Holders(0);
         // {replicated} means every device of the mesh (JAX prints it for one-device meshes too).
         const bool all = h.size() == l.devices().size();
-        if (all && mesh && mesh_ids == l.devices()) return std::string("{replicated}");
+        if (all && mesh && mesh->HasDevices(l.devices())) return std::string("{replicated}");
         if (all && !mesh && h.size() > 1) return std::string("{replicated}");
         if (h.size() == 1) return "{maximal device=" + std::to_string(h[0]) + "}";
       }

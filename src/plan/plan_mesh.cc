@@ -126,11 +126,8 @@ std::optional<PlanMeshes> FindPlanMesh(const Layout& source, const Layout& targe
                                        int64_t node_size) {
   if (source.devices() != target.devices()) return std::nullopt;
   std::vector<Mesh> candidates;
-  for (const Mesh& m : hints) {
-    std::vector<int64_t> ids = m.DeviceIds();
-    std::sort(ids.begin(), ids.end());
-    if (ids == source.devices()) candidates.push_back(m);
-  }
+  for (const Mesh& m : hints)
+    if (m.HasDevices(source.devices())) candidates.push_back(m);
   if (Result<Mesh> primes = Mesh::Create(PrimeAxes(static_cast<int64_t>(source.devices().size())), source.devices());
       primes.ok())
     candidates.push_back(*primes);
