@@ -332,6 +332,16 @@ class Exchange {
   // DevicePlan without the sends: what `device` receives and copies locally,
   // at the cost of its senders alone (no walk over its tile's receivers).
   ExchangePlan ReceivePlan(int64_t device) const;
+  // What `receiver` gets in Create(source, target) (no sender groups, no
+  // filter), without building the exchange: one visit per source tile its
+  // target tile overlaps, with the elements they share, in no set order; a
+  // local copy where source.TileOf(receiver) is that tile, else one message
+  // from one of its holders. For pricing an exchange that may never be
+  // built: O(its tile's cells x log(source cells)) plus one visit per
+  // message, no tables. REQUIRES: Validate(source, target) is OK, and
+  // neither layout is partial.
+  static void ForEachReceived(const Layout& source, const Layout& target, int64_t receiver,
+                              const std::function<void(int64_t source_tile, int64_t elements)>& visit);
   // Visits every transfer of the whole plan without storing it (grouped by
   // source tile; order otherwise unspecified).
   void ForEachTransfer(const std::function<void(const Transfer&)>& visit) const;

@@ -84,6 +84,9 @@ class Topology {
   double MessageTime(int64_t p, int64_t q, int64_t bytes) const;
   // The most one message of `bytes` can cost between any two devices.
   double WorstMessageTime(int64_t bytes) const;
+  // The least one message of `bytes` can cost between two distinct devices
+  // (a floor for pricing messages whose ends are not known).
+  double LeastMessageTime(int64_t bytes) const;
   // The most bytes per microsecond any one message can move (a bound for
   // search heuristics).
   double FastestBytesPerUs() const;

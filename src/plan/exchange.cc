@@ -733,6 +733,62 @@ void Exchange::ForEachDeviceTransfer(int64_t device, const std::function<void(co
   }
 }
 
+void Exchange::ForEachReceived(const Layout& source, const Layout& target, int64_t receiver,
+                               const std::function<void(int64_t source_tile, int64_t elements)>& visit) {
+  const int64_t dst_tile = target.TileOf(receiver);
+  if (dst_tile < 0) return;
+  const int64_t rank = target.rank();
+  const std::vector<int32_t> tc = target.TileCoords(dst_tile);
+  // Per dim, (source coordinate, elements shared) with the receiver's
+  // coordinate: the overlaps the tables would list for it, found by binary
+  // search over the source's cuts.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> lists(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    const DimGrid& s = source.dim(d);
+    const DimGrid& t = target.dim(d);
+    auto& list = lists[static_cast<size_t>(d)];
+    for (int32_t cell : target.TileCells(d, tc[static_cast<size_t>(d)])) {
+      const int64_t lo = t.cuts[static_cast<size_t>(cell)], hi = t.cuts[static_cast<size_t>(cell) + 1];
+      if (lo == hi) continue;
+      for (size_t j = static_cast<size_t>(std::upper_bound(s.cuts.begin(), s.cuts.end(), lo) - s.cuts.begin()) - 1;
+           j + 1 < s.cuts.size() && s.cuts[j] < hi; ++j) {
+        const int64_t length = std::min(hi, s.cuts[j + 1]) - std::max(lo, s.cuts[j]);
+        if (length > 0) list.push_back({s.cell_tile[j], length});
+      }
+    }
+    std::sort(list.begin(), list.end());
+    size_t kept = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (kept > 0 && list[kept - 1].first == list[i].first) {
+        list[kept - 1].second += list[i].second;
+      } else {
+        list[kept++] = list[i];
+      }
+    }
+    list.resize(kept);
+    if (list.empty()) return;
+  }
+  // The cross product, row-major: one source tile per choice.
+  std::vector<size_t> at(static_cast<size_t>(rank), 0);
+  while (true) {
+    int64_t tile = 0, elements = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+      const auto& [coord, length] = lists[static_cast<size_t>(d)][at[static_cast<size_t>(d)]];
+      tile = tile * source.dim(d).tiles + coord;
+      elements *= length;
+    }
+    visit(tile, elements);
+    int64_t d = rank;
+    while (d > 0) {
+      --d;
+      if (++at[static_cast<size_t>(d)] < lists[static_cast<size_t>(d)].size()) break;
+      at[static_cast<size_t>(d)] = 0;
+      if (d == 0) return;
+    }
+    if (rank == 0) return;
+  }
+}
+
 ExchangePlan Exchange::DevicePlan(int64_t device) const {
   ExchangePlan plan;
   plan.tables_ = tables_;

@@ -1,11 +1,60 @@
 #include "plan/exchange_step.h"
 
 #include <algorithm>
+#include <iterator>
+#include <span>
 
 #include "plan/cost_model.h"
 #include "reshard/plan_stats.h"
 
 namespace reshard {
+
+namespace {
+
+// The devices a sampled draft prices: evenly spaced, 32 of them, or fewer
+// above 2^17 devices, since each costs its device's peers (up to every
+// device): the work stays near 2^22 transfers.
+std::vector<int64_t> SampledDevices(const std::vector<int64_t>& devices) {
+  const int64_t n = static_cast<int64_t>(devices.size());
+  const int64_t samples = std::clamp<int64_t>((int64_t{1} << 22) / std::max<int64_t>(n, 1), 2, 32);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < samples && n > 0; ++i) out.push_back(devices[i * n / samples]);
+  return out;
+}
+
+}  // namespace
+
+double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topology& topo, const LowerBound& lb) {
+  // The exchange's devices: both layouts' (one list where they agree, as
+  // over one mesh, so nothing is copied there).
+  std::vector<int64_t> both;
+  if (source.devices() != target.devices())
+    std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
+                   std::back_inserter(both));
+  const std::vector<int64_t>& devices = source.devices() == target.devices() ? source.devices() : both;
+  // Exact above 64 devices too: a sampled draft's time is the largest of
+  // these devices' own, and an exact draft's is at least each device's.
+  const bool communicates = lb.total_bytes > 0;
+  double floor = 0;
+  for (const int64_t dev : SampledDevices(devices)) {
+    const int64_t own = source.TileOf(dev);
+    double recv = 0;
+    Exchange::ForEachReceived(source, target, dev, [&](int64_t tile, int64_t elements) {
+      if (tile == own) return;  // a local copy
+      const int64_t bytes = elements * source.element_bytes();
+      // The sender rule picks one of the tile's holders: the cheapest is a floor.
+      const std::span<const int64_t> holders = source.Holders(tile);
+      double least = holders.size() > 8 ? topo.LeastMessageTime(bytes) : 1e300;
+      if (holders.size() <= 8)
+        for (const int64_t h : holders) least = std::min(least, topo.MessageTime(h, dev, bytes));
+      recv += least;
+    });
+    // Its sends and its packing are not known without the exchange: none.
+    floor = std::max(floor, StepTime(topo, DeviceMessageTime(topo, 0, recv),
+                                     StepCopiedBytes(StepOp::kExchange, 0, target.LocalBytes(dev)), communicates));
+  }
+  return floor;
+}
 
 ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detailed) {
   ExchangeDraft out;
@@ -48,10 +97,7 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const LowerBound lb = ComputeLowerBound(ex.source(), ex.target());
   out.max_recv_bytes = lb.max_recv_bytes;
   out.total_bytes = lb.total_bytes;
-  // Each sample costs its device's peers (up to every device): bound the work.
-  const int64_t samples = std::clamp<int64_t>((int64_t{1} << 22) / n, 2, 32);
-  for (int64_t i = 0; i < samples; ++i) {
-    const int64_t dev = devices[i * n / samples];
+  for (const int64_t dev : SampledDevices(devices)) {
     double send = 0, recv = 0;
     int64_t send_bytes = 0, recv_bytes = 0, staged_bytes = 0;
     StagedBoxes staged;

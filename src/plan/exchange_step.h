@@ -16,6 +16,7 @@
 
 #include "reshard/collective_plan.h"
 #include "reshard/exchange.h"
+#include "reshard/plan_stats.h"
 #include "reshard/topology.h"
 
 namespace reshard {
@@ -29,6 +30,16 @@ struct ExchangeDraft {
 };
 
 ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, bool detailed);
+
+// A floor on DraftExchange(Exchange::Create(source, target), topology,
+// false).time_us, without building the exchange (no overlap tables): the
+// devices the draft samples, each priced by what it receives alone
+// (Exchange::ForEachReceived), every message at the cheapest link from any
+// holder of its tile, its sends and packing left out. `lb`: the pair's
+// ComputeLowerBound. For a search that need not draft an exchange some
+// collective already matches. REQUIRES: Exchange::Validate OK, neither
+// layout partial.
+double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topology& topology, const LowerBound& lb);
 
 // The reducing exchange (Exchange::CreateReducing: its parts' exchanges, in
 // part order) as one step, detailed: each device's sends and receives summed

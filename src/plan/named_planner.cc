@@ -113,6 +113,42 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
     if (ragged && exchanges_left > 0) {
       --exchanges_left;
       const Layout from = LayoutOf(s);
+      // Where one structured collective reaches the target moving no more
+      // than the exchange must (the lower bound, which it meets) and no
+      // slower than the exchange's floor, the exchange is never built: it
+      // could only tie (below), and its tables cost 100 B or more a device.
+      if (structured) {
+        std::optional<StepDraft> direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
+        if (direct && direct->peak_bytes <= cap_) {
+          const LowerBound lb = ComputeLowerBound(from, target_);
+          // A permute drafted without its pairs is priced as if every device
+          // moved: count its movers here, once.
+          const int64_t total = direct->op == StepOp::kCollectivePermute && direct->pairs.empty()
+                                    ? direct->recv_bytes * PermuteMovers(ctx_, s, pm_.target)
+                                    : Total(*direct);
+          if (direct->recv_bytes <= lb.max_recv_bytes && total <= lb.total_bytes) {
+            const double floor = std::max(ExchangeTimeFloor(from, target_, *ctx_.topology, lb),
+                                          static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
+            if (direct->time_us <= floor * (1 + 1e-9)) {
+              // Listed at its floors: the least it could be priced at.
+              const Edge floors{true, pm_.target, {}, floor, lb.max_recv_bytes,
+                                ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target), lb.total_bytes};
+              candidates.push_back(Price(Path(nodes, u), ""));
+              candidates.back().steps.push_back(EdgeText(pm_, s, floors));
+              candidates.back().time_us += floors.time_us;
+              candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, floors.recv_bytes);
+              candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, floors.peak_bytes);
+              candidates.back().note =
+                  "not drafted: one collective moves as much, no slower than the exchange's floor, and is drafted in its place";
+              Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, total};
+              collective.draft = std::move(*direct);
+              const Cost c = cost + collective.cost();
+              relax(u, target_key, node_of(target_key), pm_.target, std::move(collective), c);
+              continue;
+            }
+          }
+        }
+      }
       Exchange ex = Exchange::Create(from, target_).value();
       ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
       // Padded shards on both sides, plus the staging the exchange needs.
@@ -265,7 +301,7 @@ void NamedPlanner::OnPaddedShards(PlanStep& step, const PlanContext& ctx, const 
                                step.output.LocalBytes(devices[i]));
 }
 
-void NamedPlanner::FillStructured(PlanStep& step, const StepDraft& d, const PlanContext& ctx, const PlanBuilder& b) {
+void NamedPlanner::FillStructured(PlanStep& step, StepDraft d, const PlanContext& ctx, const PlanBuilder& b) {
   const PlanMesh& pm = *ctx.plan_mesh;
   const size_t n = b.num_devices();
   step.op = d.op;
@@ -274,7 +310,7 @@ void NamedPlanner::FillStructured(PlanStep& step, const StepDraft& d, const Plan
   step.group_size = 1;
   for (int32_t a : d.group) step.group_size *= ctx.axis_sizes[a];
   step.num_groups = d.op == StepOp::kSlice ? 0 : ctx.num_devices() / step.group_size;
-  step.program = d.program;
+  step.program = std::move(d.program);  // (a permute's pairs: 16 B a device)
   step.time_us = d.time_us;
   step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
   if (d.op == StepOp::kCollectivePermute) {

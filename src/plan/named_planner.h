@@ -72,7 +72,7 @@ class NamedPlanner {
   // structured draft over ctx's plan mesh: group, program, time, peak and
   // per-device bytes and messages (a permute's for its pairs only), indexed
   // as `b`'s devices. Also the reduction steps' (reduction_planner.h).
-  static void FillStructured(PlanStep& step, const StepDraft& d, const PlanContext& ctx, const PlanBuilder& b);
+  static void FillStructured(PlanStep& step, StepDraft d, const PlanContext& ctx, const PlanBuilder& b);
 
   // Makes `step` the ragged exchange `ex`, priced exactly over `topo`
   // (also the exchange between explicit layouts, explicit_plan.cc).

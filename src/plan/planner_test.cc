@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "reshard/notation.h"
 #include "exec/simulator.h"
 
@@ -180,6 +182,20 @@ TEST(Topology, ParsesAndPrices) {
   bw = bw.BandwidthOnly();
   EXPECT_DOUBLE_EQ(bw.MessageTime(0, 1, 25000), 1.0);
   EXPECT_EQ(bw.CopyTime(1 << 30), 0.0);
+  // The least and the worst message time bound every pair's, and are met.
+  for (const Topology& t : {Topology::Flat(), nodes, torus, Topology::Torus({2, 4, 2}), bw}) {
+    for (int64_t bytes : {0, 1, 4096, 1 << 20}) {
+      double least = 1e300, worst = 0;
+      for (int64_t p = 0; p < 16; ++p)  // inside every torus listed
+        for (int64_t q = 0; q < 16; ++q)
+          if (p != q) {
+            least = std::min(least, t.MessageTime(p, q, bytes));
+            worst = std::max(worst, t.MessageTime(p, q, bytes));
+          }
+      EXPECT_DOUBLE_EQ(t.LeastMessageTime(bytes), least) << t.ToString() << " " << bytes;
+      EXPECT_LE(worst, t.WorstMessageTime(bytes) * (1 + 1e-12)) << t.ToString() << " " << bytes;
+    }
+  }
 }
 
 }  // namespace

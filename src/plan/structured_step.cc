@@ -116,6 +116,19 @@ void PlanContext::ShardShape(const AxisLists& state, std::vector<int64_t>& out) 
 
 int64_t PlanContext::ShardBytes(const AxisLists& state) const { return Product(ShardShape(state)) * element_bytes; }
 
+int64_t ShardIndexAt(const PlanContext& ctx, const AxisLists& state, int64_t pos) {
+  int64_t t = 0;
+  for (const std::vector<int32_t>& axes : state)
+    for (int32_t a : axes) t = t * ctx.axis_sizes[a] + ctx.Coordinate(pos, a);
+  return t;
+}
+
+int64_t PermuteMovers(const PlanContext& ctx, const AxisLists& from, const AxisLists& to) {
+  int64_t movers = 0;
+  for (int64_t pos = 0; pos < ctx.num_devices(); ++pos) movers += ShardIndexAt(ctx, from, pos) != ShardIndexAt(ctx, to, pos);
+  return movers;
+}
+
 double GroupTime(const PlanContext& ctx, const std::vector<int32_t>& axes, int64_t bytes) {
   int64_t k = 1;
   for (int32_t a : axes) k *= ctx.axis_sizes[a];
@@ -411,12 +424,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       draft.time_us = ctx.topology->WorstMessageTime(m);
     } else {
       const int64_t n = ctx.num_devices();
-      auto tile_of = [&](const AxisLists& s, int64_t pos) {
-        int64_t t = 0;
-        for (size_t d = 0; d < rank; ++d)
-          for (int32_t a : s[d]) t = t * ctx.axis_sizes[a] + ctx.Coordinate(pos, a);
-        return t;
-      };
+      auto tile_of = [&](const AxisLists& s, int64_t pos) { return ShardIndexAt(ctx, s, pos); };
       // (shard index, position) of every device that gives a shard up, and
       // of every device that takes one; sorted, the k-th giver and the k-th
       // taker of a shard index pair up. Flat arrays: at 2^24 devices a map

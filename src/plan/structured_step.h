@@ -74,6 +74,14 @@ struct StepDraft {
 std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from, const AxisLists& to,
                                    bool detailed = true);
 
+// The index of the shard that plan-mesh position `pos` holds in `state`
+// (row-major over the state's axes, dim by dim).
+int64_t ShardIndexAt(const PlanContext& ctx, const AxisLists& state, int64_t pos);
+// How many devices a collective-permute from `from` to `to` moves (the
+// pairs of DraftStep's detailed draft): those whose shard index changes.
+// O(devices), nothing listed.
+int64_t PermuteMovers(const PlanContext& ctx, const AxisLists& from, const AxisLists& to);
+
 // The reduction of partial values over plan-mesh axes `group` (every axis of
 // the pending reduction, ascending), from state `from` to `to`: an
 // all-reduce where `to == from` (every member keeps the whole reduced

@@ -148,6 +148,19 @@ double Topology::FastestBytesPerUs() const {
   return network_.bytes_per_us;
 }
 
+double Topology::LeastMessageTime(int64_t bytes) const {
+  const double b = static_cast<double>(bytes);
+  switch (kind_) {
+    case Kind::kFlat: return network_.alpha_us + b / network_.bytes_per_us;
+    case Kind::kNodes:
+      return std::min(network_.alpha_us + b / network_.bytes_per_us, intra_.alpha_us + b / intra_.bytes_per_us);
+    case Kind::kTorus:  // one hop, the nearest two devices can be
+      return network_.alpha_us + network_.hop_alpha_us +
+             b / (2.0 * static_cast<double>(torus_dims_.size()) * network_.bytes_per_us);
+  }
+  return 0;
+}
+
 double Topology::WorstMessageTime(int64_t bytes) const {
   const double b = static_cast<double>(bytes);
   switch (kind_) {

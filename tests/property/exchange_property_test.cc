@@ -28,7 +28,7 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
   const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kS8, DType::kF64, DType::kC128};
   int64_t moved = 0;
   std::map<Notation, int> seen;  // source notations covered
-  int disjoint = 0, replicated_sources = 0, rank0 = 0, empty_shards = 0;
+  int disjoint = 0, replicated_sources = 0, rank0 = 0, empty_shards = 0, received_checked = 0;
   for (int iter = 0; iter < 5000; ++iter) {
     const std::vector<int64_t> shape = testing::RandomShape(rng, iter % 10 == 0 ? 1 : 4, 1024);
     const DType dtype = kTypes[iter % 5];
@@ -80,6 +80,21 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
       for (const Transfer& t : part.transfers()) got.push_back(KeyOf(t));
       EXPECT_EQ(got, want) << "device " << dev;
     }
+    // What a device receives, found without the exchange's tables, is what
+    // the exchange delivers to it: per source tile, its shared elements.
+    if (iter % 3 == 0 && !dst->layout.devices().empty()) {
+      const int64_t dev = dst->layout.devices()[rng() % dst->layout.devices().size()];
+      std::vector<std::pair<int64_t, int64_t>> want, got;
+      ex->ForEachDeviceTransfer(dev, [&](const Transfer& t) {
+        if (t.to == dev) want.push_back({src->layout.TileOf(t.from), t.elements});
+      });
+      Exchange::ForEachReceived(src->layout, dst->layout, dev,
+                                [&](int64_t tile, int64_t elements) { got.push_back({tile, elements}); });
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want) << "device " << dev;
+      received_checked += want.empty() ? 0 : 1;
+    }
   }
   // The generator must really cover every feature the test claims to.
   EXPECT_GT(moved, 0);
@@ -89,6 +104,7 @@ TEST(ExchangeProperty, RandomPairsAreExactAndMinimal) {
   EXPECT_GT(replicated_sources, 500);
   EXPECT_GT(rank0, 20);
   EXPECT_GT(empty_shards, 100);
+  EXPECT_GT(received_checked, 1000);
 }
 
 }  // namespace
