@@ -85,6 +85,35 @@ TEST(Layout, CompactAndFullFormsReadAlike) {
   }
 }
 
+// Every device holding one tile is stored without a tile list or holders:
+// it reads as the listed form would, and a tile left to nobody is still
+// refused where it holds elements.
+TEST(Layout, EveryDeviceHoldingOneTileReadsAsListed) {
+  const Layout rep = Layout::Create({6, 4}, DType::kF32, {DimGrid::Ceil(6, 1), DimGrid::Ceil(4, 1)},
+                                    {{7, 0}, {2, 0}, {5, 0}}).value();
+  EXPECT_EQ(rep.devices(), (std::vector<int64_t>{2, 5, 7}));
+  const std::span<const int64_t> h = rep.Holders(0);
+  EXPECT_EQ(std::vector<int64_t>(h.begin(), h.end()), (std::vector<int64_t>{2, 5, 7}));
+  for (int64_t dev : {2, 5, 7}) {
+    EXPECT_EQ(rep.TileOf(dev), 0);
+    EXPECT_EQ(rep.LocalShape(dev), (std::vector<int64_t>{6, 4}));
+  }
+  EXPECT_EQ(rep.TileOf(3), -1);
+  EXPECT_EQ(rep.LocalBytes(3), 0);
+  // Tile 1 of Ceil(1, 2) is empty: nobody need hold it.
+  const Layout one = Layout::Create({1}, DType::kF32, {DimGrid::Ceil(1, 2)}, {{0, 0}, {1, 0}}).value();
+  EXPECT_TRUE(one.Holders(1).empty());
+  EXPECT_EQ(one.Holders(0).size(), 2u);
+  EXPECT_EQ(one.LocalShape(1), (std::vector<int64_t>{1}));
+  // Tile 1 of Ceil(4, 2) holds elements.
+  EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}, {1, 0}}).ok());
+  // Equal to the same holdings listed another way (a grid of one tile cut
+  // into two cells, both tile 0).
+  const Layout cut = Layout::Create({6, 4}, DType::kF32, {DimGrid{{0, 3, 6}, {0, 0}, 1}, DimGrid::Ceil(4, 1)},
+                                    {{2, 0}, {5, 0}, {7, 0}}).value();
+  EXPECT_EQ(cut, rep);
+}
+
 TEST(Layout, ValidationRejectsBrokenGrids) {
   EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::FromCuts({0, 2, 3})}, {{0, 0}, {1, 1}}).ok());  // cuts end early
   EXPECT_FALSE(Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 2)}, {{0, 0}}).ok());  // tile 1 held by nobody
