@@ -115,9 +115,7 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   auto by_device = [](const DeviceTile& a, const DeviceTile& b) { return a.device < b.device; };
   if (std::is_sorted(placement.rbegin(), placement.rend(), by_device)) std::reverse(placement.begin(), placement.end());
   else if (!std::is_sorted(placement.begin(), placement.end(), by_device)) std::sort(placement.begin(), placement.end(), by_device);
-  std::vector<int64_t> holder_count(l.num_tiles_, 0);
   rep->devices.reserve(placement.size());
-  rep->device_tile.reserve(placement.size());
   for (size_t i = 0; i < placement.size(); ++i) {
     const DeviceTile& p = placement[i];
     if (p.device < 0) return Status::InvalidArgument("device id " + std::to_string(p.device) + " is negative");
@@ -126,20 +124,19 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     if (p.tile < -1 || p.tile >= l.num_tiles_)
       return Status::InvalidArgument("device " + std::to_string(p.device) + " holds a tile out of range");
     rep->devices.push_back(p.device);
-    rep->device_tile.push_back(p.tile);
-    if (p.tile >= 0) ++holder_count[p.tile];
   }
   // Where device i (in ascending order) holds tile i, one device a tile,
   // tile t's holder is devices[t]; where every device holds one tile, its
   // holders are the devices. Neither stores a tile list nor holders (24
   // bytes a device), and in both every tile with elements is held, so the
   // check below has nothing to find. Partial layouts keep the lists.
-  if (!(reduction.parts > 1 && l.num_elements_ > 0) && !rep->devices.empty()) {
-    bool index = l.num_tiles_ == static_cast<int64_t>(rep->devices.size()), every = true;
-    const int64_t first = rep->device_tile[0];
-    for (size_t i = 0; i < rep->device_tile.size() && (index || every); ++i) {
-      index = index && rep->device_tile[i] == static_cast<int64_t>(i);
-      every = every && rep->device_tile[i] == first;
+  const bool partial = reduction.parts > 1 && l.num_elements_ > 0;  // an empty array has nothing to reduce
+  if (!partial && !placement.empty()) {
+    bool index = l.num_tiles_ == static_cast<int64_t>(placement.size()), every = true;
+    const int64_t first = placement[0].tile;
+    for (size_t i = 0; i < placement.size() && (index || every); ++i) {
+      index = index && placement[i].tile == static_cast<int64_t>(i);
+      every = every && placement[i].tile == first;
     }
     bool covered = true;  // kEvery: the other tiles hold no elements
     if (every && !index && first >= 0)
@@ -147,10 +144,16 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     if (index || (every && first >= 0 && covered)) {
       rep->tiles = index ? Rep::Tiles::kIndex : Rep::Tiles::kEvery;
       rep->every_tile = first;
-      std::vector<int64_t>().swap(rep->device_tile);
       return l;
     }
   }
+  rep->device_tile.reserve(placement.size());
+  for (const DeviceTile& p : placement) rep->device_tile.push_back(p.tile);
+  // Only partial layouts read the placement again (NumberParts).
+  if (!partial) std::vector<DeviceTile>().swap(placement);
+  std::vector<int64_t> holder_count(l.num_tiles_, 0);
+  for (int64_t t : rep->device_tile)
+    if (t >= 0) ++holder_count[t];
   rep->holder_begin.assign(l.num_tiles_ + 1, 0);
   for (int64_t t = 0; t < l.num_tiles_; ++t) {
     if (holder_count[t] == 0 && l.TileElements(t) > 0) {
@@ -164,7 +167,7 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
   for (size_t i = 0; i < rep->devices.size(); ++i)
     if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
-  if (reduction.parts > 1 && l.num_elements_ > 0) {  // an empty array has nothing to reduce
+  if (partial) {
     l.reduction_ = reduction;
     RESHARD_RETURN_IF_ERROR(l.NumberParts(placement, *rep));
   }

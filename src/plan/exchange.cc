@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "plan/dim_overlap.h"
@@ -739,49 +740,85 @@ void Exchange::ForEachReceived(const Layout& source, const Layout& target, int64
   if (dst_tile < 0) return;
   const int64_t rank = target.rank();
   const std::vector<int32_t> tc = target.TileCoords(dst_tile);
-  // Per dim, (source coordinate, elements shared) with the receiver's
-  // coordinate: the overlaps the tables would list for it, found by binary
-  // search over the source's cuts.
-  std::vector<std::vector<std::pair<int32_t, int64_t>>> lists(static_cast<size_t>(rank));
+  // Per dim, the source coordinates sharing elements with the receiver's
+  // coordinate and how many: the overlaps the tables would list for it,
+  // found by binary search over the source's cuts. Where the receiver's
+  // coordinate is one cell and the source's cell k is its tile k (every
+  // mesh tiling), they are the source cells in one range, read in place (an
+  // all-gather's receiver overlaps every source cell: 2^24 of them);
+  // otherwise listed, sorted and merged.
+  struct DimView {
+    const DimGrid* source = nullptr;
+    bool in_place = false;
+    size_t first = 0, last = 0;  // in place: source cells [first, last), clipped to [lo, hi)
+    int64_t lo = 0, hi = 0;
+    std::vector<std::pair<int32_t, int64_t>> list;
+    size_t size() const { return in_place ? last - first : list.size(); }
+    std::pair<int32_t, int64_t> at(size_t i) const {
+      if (!in_place) return list[i];
+      const size_t j = first + i;
+      return {static_cast<int32_t>(j), std::min(hi, source->cuts[j + 1]) - std::max(lo, source->cuts[j])};
+    }
+  };
+  auto cells_over = [](const DimGrid& s, int64_t lo, int64_t hi) {
+    size_t j = static_cast<size_t>(std::upper_bound(s.cuts.begin(), s.cuts.end(), lo) - s.cuts.begin()) - 1;
+    size_t end = j;
+    while (end + 1 < s.cuts.size() && s.cuts[end] < hi) ++end;
+    return std::pair<size_t, size_t>{j, end};
+  };
+  std::vector<DimView> views(static_cast<size_t>(rank));
   for (int64_t d = 0; d < rank; ++d) {
     const DimGrid& s = source.dim(d);
     const DimGrid& t = target.dim(d);
-    auto& list = lists[static_cast<size_t>(d)];
-    for (int32_t cell : target.TileCells(d, tc[static_cast<size_t>(d)])) {
+    DimView& v = views[static_cast<size_t>(d)];
+    v.source = &s;
+    const std::span<const int32_t> cells = target.TileCells(d, tc[static_cast<size_t>(d)]);
+    bool source_in_order = static_cast<int64_t>(s.cell_tile.size()) == s.tiles;  // cell k is tile k
+    for (size_t k = 0; k < s.cell_tile.size() && source_in_order; ++k) source_in_order = s.cell_tile[k] == static_cast<int32_t>(k);
+    if (cells.size() == 1 && source_in_order) {
+      v.in_place = true;
+      v.lo = t.cuts[static_cast<size_t>(cells[0])];
+      v.hi = t.cuts[static_cast<size_t>(cells[0]) + 1];
+      if (v.lo == v.hi) return;
+      std::tie(v.first, v.last) = cells_over(s, v.lo, v.hi);
+      continue;
+    }
+    for (int32_t cell : cells) {
       const int64_t lo = t.cuts[static_cast<size_t>(cell)], hi = t.cuts[static_cast<size_t>(cell) + 1];
       if (lo == hi) continue;
-      for (size_t j = static_cast<size_t>(std::upper_bound(s.cuts.begin(), s.cuts.end(), lo) - s.cuts.begin()) - 1;
-           j + 1 < s.cuts.size() && s.cuts[j] < hi; ++j) {
+      const auto [first, last] = cells_over(s, lo, hi);
+      for (size_t j = first; j < last; ++j) {
         const int64_t length = std::min(hi, s.cuts[j + 1]) - std::max(lo, s.cuts[j]);
-        if (length > 0) list.push_back({s.cell_tile[j], length});
+        if (length > 0) v.list.push_back({s.cell_tile[j], length});
       }
     }
-    std::sort(list.begin(), list.end());
+    std::sort(v.list.begin(), v.list.end());
     size_t kept = 0;
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (kept > 0 && list[kept - 1].first == list[i].first) {
-        list[kept - 1].second += list[i].second;
+    for (size_t i = 0; i < v.list.size(); ++i) {
+      if (kept > 0 && v.list[kept - 1].first == v.list[i].first) {
+        v.list[kept - 1].second += v.list[i].second;
       } else {
-        list[kept++] = list[i];
+        v.list[kept++] = v.list[i];
       }
     }
-    list.resize(kept);
-    if (list.empty()) return;
+    v.list.resize(kept);
+    if (v.list.empty()) return;
   }
-  // The cross product, row-major: one source tile per choice.
+  // The cross product, row-major: one source tile per choice (in place,
+  // empty cells share nothing and are passed over).
   std::vector<size_t> at(static_cast<size_t>(rank), 0);
   while (true) {
     int64_t tile = 0, elements = 1;
     for (int64_t d = 0; d < rank; ++d) {
-      const auto& [coord, length] = lists[static_cast<size_t>(d)][at[static_cast<size_t>(d)]];
+      const auto [coord, length] = views[static_cast<size_t>(d)].at(at[static_cast<size_t>(d)]);
       tile = tile * source.dim(d).tiles + coord;
       elements *= length;
     }
-    visit(tile, elements);
+    if (elements > 0) visit(tile, elements);
     int64_t d = rank;
     while (d > 0) {
       --d;
-      if (++at[static_cast<size_t>(d)] < lists[static_cast<size_t>(d)].size()) break;
+      if (++at[static_cast<size_t>(d)] < views[static_cast<size_t>(d)].size()) break;
       at[static_cast<size_t>(d)] = 0;
       if (d == 0) return;
     }

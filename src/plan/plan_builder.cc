@@ -9,9 +9,15 @@ namespace reshard {
 PlanBuilder::PlanBuilder(const Layout& source, const Layout& target) {
   plan_.source_ = source;
   plan_.target_ = target;
-  std::merge(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
-             std::back_inserter(plan_.devices_));
-  plan_.devices_.erase(std::unique(plan_.devices_.begin(), plan_.devices_.end()), plan_.devices_.end());
+  // Both layouts' devices, ascending; one list where they agree (over one
+  // mesh), copied at its size, not grown.
+  if (source.devices() == target.devices()) {
+    plan_.devices_ = source.devices();
+    return;
+  }
+  std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
+                 std::back_inserter(plan_.devices_));
+  plan_.devices_.shrink_to_fit();
 }
 
 void PlanBuilder::SetMesh(const Mesh& mesh) {

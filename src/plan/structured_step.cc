@@ -425,24 +425,45 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     } else {
       const int64_t n = ctx.num_devices();
       auto tile_of = [&](const AxisLists& s, int64_t pos) { return ShardIndexAt(ctx, s, pos); };
-      // (shard index, position) of every device that gives a shard up, and
-      // of every device that takes one; sorted, the k-th giver and the k-th
-      // taker of a shard index pair up. Flat arrays: at 2^24 devices a map
-      // of per-shard lists took gigabytes.
-      std::vector<std::pair<int64_t, int64_t>> givers, takers;
+      // The k-th device (ascending) giving a shard index up pairs with the
+      // k-th taking it. Counted per shard index, not sorted: positions
+      // (< kMaxDevices = 2^24) and counts fit 32 bits, so at 2^24 devices
+      // this holds 8 B a shard index and 4 a mover beside the pairs.
+      int64_t shards = 1;
+      for (const AxisLists* state : {&from, &to}) {
+        int64_t k = 1;
+        for (const std::vector<int32_t>& axes : *state)
+          for (int32_t a : axes) k *= ctx.axis_sizes[a];
+        shards = std::max(shards, k);
+      }
+      std::vector<int32_t> taker_begin(static_cast<size_t>(shards) + 1, 0), given(static_cast<size_t>(shards), 0);
+      int64_t movers = 0;
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
         if (tf == tt) continue;
-        givers.push_back({tf, pos});
-        takers.push_back({tt, pos});
+        ++given[static_cast<size_t>(tf)];
+        ++taker_begin[static_cast<size_t>(tt) + 1];
+        ++movers;
       }
-      std::sort(givers.begin(), givers.end());
-      std::sort(takers.begin(), takers.end());
-      for (size_t i = 0; i < givers.size(); ++i) {
-        if (givers[i].first != takers[i].first) return std::nullopt;  // not a permutation
-        draft.pairs.push_back({givers[i].second, takers[i].second});
+      for (int64_t i = 0; i < shards; ++i) {
+        if (given[static_cast<size_t>(i)] != taker_begin[static_cast<size_t>(i) + 1]) return std::nullopt;  // not a permutation
+        taker_begin[static_cast<size_t>(i) + 1] += taker_begin[static_cast<size_t>(i)];
       }
-      std::sort(draft.pairs.begin(), draft.pairs.end());
+      std::vector<int32_t>().swap(given);
+      std::vector<int32_t> takers(static_cast<size_t>(movers));  // by shard index, ascending within each
+      std::vector<int32_t> next(taker_begin.begin(), taker_begin.end() - 1);
+      for (int64_t pos = 0; pos < n; ++pos) {
+        const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
+        if (tf != tt) takers[static_cast<size_t>(next[static_cast<size_t>(tt)]++)] = static_cast<int32_t>(pos);
+      }
+      // Givers in ascending order: the pairs come sorted.
+      next.assign(taker_begin.begin(), taker_begin.end() - 1);
+      std::vector<int32_t>().swap(taker_begin);
+      draft.pairs.reserve(static_cast<size_t>(movers));
+      for (int64_t pos = 0; pos < n; ++pos) {
+        const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
+        if (tf != tt) draft.pairs.push_back({pos, takers[static_cast<size_t>(next[static_cast<size_t>(tf)]++)]});
+      }
       const Mesh& mesh = ctx.plan_mesh->mesh;
       for (const auto& [s, t] : draft.pairs)
         draft.time_us = std::max(draft.time_us, ctx.topology->MessageTime(mesh.device(s), mesh.device(t), m));
