@@ -175,7 +175,8 @@ class Layout {
     std::vector<int64_t> device_tile;
     enum class Tiles : uint8_t { kListed, kIndex, kEvery } tiles = Tiles::kListed;
     int64_t every_tile = 0;
-    // CSR over tiles; with holders, empty where device_tile is (not partial).
+    // CSR over tiles; with holders, empty where device_tile is (not
+    // partial). Empty alone where every tile has one holder: holders[t].
     std::vector<int64_t> holder_begin;
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial

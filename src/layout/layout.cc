@@ -154,19 +154,27 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   std::vector<int64_t> holder_count(l.num_tiles_, 0);
   for (int64_t t : rep->device_tile)
     if (t >= 0) ++holder_count[t];
-  rep->holder_begin.assign(l.num_tiles_ + 1, 0);
+  bool one_each = true;  // every tile has one holder: tile t's is holders[t], no CSR (8 B a tile)
   for (int64_t t = 0; t < l.num_tiles_; ++t) {
     if (holder_count[t] == 0 && l.TileElements(t) > 0) {
       std::string coords;
       for (int32_t c : l.TileCoords(t)) coords += (coords.empty() ? "" : ",") + std::to_string(c);
       return Status::InvalidArgument("tile (" + coords + ") holds elements but no device holds it");
     }
-    rep->holder_begin[t + 1] = rep->holder_begin[t] + holder_count[t];
+    one_each = one_each && holder_count[t] == 1;
   }
-  rep->holders.resize(rep->holder_begin.back());
-  std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
-  for (size_t i = 0; i < rep->devices.size(); ++i)
-    if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
+  if (one_each) {
+    rep->holders.resize(static_cast<size_t>(l.num_tiles_));
+    for (size_t i = 0; i < rep->devices.size(); ++i)
+      if (rep->device_tile[i] >= 0) rep->holders[static_cast<size_t>(rep->device_tile[i])] = rep->devices[i];
+  } else {
+    rep->holder_begin.assign(l.num_tiles_ + 1, 0);
+    for (int64_t t = 0; t < l.num_tiles_; ++t) rep->holder_begin[t + 1] = rep->holder_begin[t] + holder_count[t];
+    rep->holders.resize(rep->holder_begin.back());
+    std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
+    for (size_t i = 0; i < rep->devices.size(); ++i)
+      if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
+  }
   if (partial) {
     l.reduction_ = reduction;
     RESHARD_RETURN_IF_ERROR(l.NumberParts(placement, *rep));
@@ -285,6 +293,7 @@ std::span<const int64_t> Layout::Holders(int64_t tile) const {
       return tile == rep_->every_tile ? std::span<const int64_t>(rep_->devices) : std::span<const int64_t>();
     case Rep::Tiles::kListed: break;
   }
+  if (rep_->holder_begin.empty()) return {rep_->holders.data() + tile, 1};  // one holder a tile
   return {rep_->holders.data() + rep_->holder_begin[tile], rep_->holders.data() + rep_->holder_begin[tile + 1]};
 }
 

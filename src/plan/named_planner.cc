@@ -123,7 +123,7 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
           const LowerBound lb = ComputeLowerBound(from, target_);
           // A permute drafted without its pairs is priced as if every device
           // moved: count its movers here, once.
-          const int64_t total = direct->op == StepOp::kCollectivePermute && direct->pairs.empty()
+          const int64_t total = direct->op == StepOp::kCollectivePermute
                                     ? direct->recv_bytes * PermuteMovers(ctx_, s, pm_.target)
                                     : Total(*direct);
           if (direct->recv_bytes <= lb.max_recv_bytes && total <= lb.total_bytes) {
@@ -256,8 +256,7 @@ std::vector<AxisLists> NamedPlanner::ShardyStates() {
 }
 
 int64_t NamedPlanner::Total(const StepDraft& d) const {
-  // A permute drafted without its pairs is priced as if every device moved.
-  if (d.op == StepOp::kCollectivePermute && !d.pairs.empty()) return d.recv_bytes * static_cast<int64_t>(d.pairs.size());
+  // A permute, drafted without its pairs, is priced as if every device moved.
   return d.recv_bytes * ctx_.num_devices();
 }
 
@@ -315,7 +314,11 @@ void NamedPlanner::FillStructured(PlanStep& step, StepDraft d, const PlanContext
   step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
   if (d.op == StepOp::kCollectivePermute) {
     step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
-    for (const auto& [s, t] : d.pairs) {
+    // The pairs: the draft's, or (detailed) its program's permute op's.
+    const std::vector<std::pair<int64_t, int64_t>>* pairs = &d.pairs;
+    for (const ProgramOp& op : step.program)
+      if (op.kind == ProgramOp::Kind::kCollectivePermute) pairs = &op.pairs;
+    for (const auto& [s, t] : *pairs) {
       const size_t si = b.Index(pm.mesh.device(s)), ti = b.Index(pm.mesh.device(t));
       step.send_bytes.Set(si, d.send_bytes);
       step.sends.Set(si, 1);

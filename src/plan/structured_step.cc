@@ -470,7 +470,8 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     }
     if (detailed) {
       ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
-      cp.pairs = draft.pairs;
+      cp.pairs = std::move(draft.pairs);  // held once, by the program (16 B a mover)
+      draft.pairs.clear();
       b->Collective(std::move(cp));
     } else {
       if (from_shard != to_shard) return std::nullopt;  // as the program's shape check below
