@@ -73,6 +73,8 @@ std::string_view ProgramOpName(ProgramOp::Kind k);  // "reshape", ..., "all-to-a
 // Structured steps are SPMD, so their values are usually one number for
 // every device: stored so, and expanded only where devices differ (a
 // permute's movers, the exchange), which keeps plans over 2^24 devices small.
+// Where devices hold one of two values (a permute: movers and the rest), a
+// bit a device says which.
 class DeviceValues {
  public:
   DeviceValues() = default;
@@ -81,9 +83,13 @@ class DeviceValues {
   static DeviceValues Each(std::vector<int64_t> values);
 
   size_t size() const { return size_; }
-  bool uniform() const { return each_.empty(); }
-  int64_t operator[](size_t i) const { return each_.empty() ? uniform_ : each_[i]; }
-  void Set(size_t i, int64_t value);  // expands a uniform store first when value differs
+  bool uniform() const { return each_.empty() && is_other_.empty(); }
+  int64_t operator[](size_t i) const {
+    if (!each_.empty()) return each_[i];
+    return !is_other_.empty() && is_other_[i] ? other_ : uniform_;
+  }
+  // Stores a second value as a bit a device, a third as a list of all.
+  void Set(size_t i, int64_t value);
   int64_t Max() const;
   int64_t Sum() const;
 
@@ -91,6 +97,8 @@ class DeviceValues {
   DeviceValues(size_t n, int64_t v) : size_(n), uniform_(v) {}
   size_t size_ = 0;
   int64_t uniform_ = 0;
+  int64_t other_ = 0;            // with is_other_
+  std::vector<bool> is_other_;   // empty, or per device: holds other_, not uniform_
   std::vector<int64_t> each_;
 };
 

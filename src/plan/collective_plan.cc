@@ -51,24 +51,47 @@ DeviceValues DeviceValues::Each(std::vector<int64_t> values) {
 
 void DeviceValues::Set(size_t i, int64_t value) {
   if (each_.empty()) {
-    if (value == uniform_) return;
-    each_.assign(size_, uniform_);
+    if (is_other_.empty()) {
+      if (value == uniform_) return;
+      other_ = value;
+      is_other_.assign(size_, false);
+    }
+    if (value == uniform_ || value == other_) {
+      is_other_[i] = value == other_;
+      return;
+    }
+    // A third value: list every device's.
+    each_.resize(size_);
+    for (size_t j = 0; j < size_; ++j) each_[j] = is_other_[j] ? other_ : uniform_;
+    std::vector<bool>().swap(is_other_);
   }
   each_[i] = value;
 }
 
 int64_t DeviceValues::Max() const {
-  if (each_.empty()) return size_ ? uniform_ : 0;
-  int64_t m = each_[0];
-  for (int64_t v : each_) m = v > m ? v : m;
+  if (size_ == 0) return 0;
+  if (!each_.empty()) {
+    int64_t m = each_[0];
+    for (int64_t v : each_) m = v > m ? v : m;
+    return m;
+  }
+  if (is_other_.empty()) return uniform_;
+  bool any_other = false, any_uniform = false;
+  for (size_t j = 0; j < size_ && !(any_other && any_uniform); ++j) (is_other_[j] ? any_other : any_uniform) = true;
+  int64_t m = any_other ? other_ : uniform_;
+  if (any_uniform && uniform_ > m) m = uniform_;
   return m;
 }
 
 int64_t DeviceValues::Sum() const {
-  if (each_.empty()) return uniform_ * static_cast<int64_t>(size_);
-  int64_t s = 0;
-  for (int64_t v : each_) s += v;
-  return s;
+  if (!each_.empty()) {
+    int64_t s = 0;
+    for (int64_t v : each_) s += v;
+    return s;
+  }
+  int64_t others = 0;
+  for (bool b : is_other_) others += b ? 1 : 0;
+  return uniform_ * (static_cast<int64_t>(size_) - others) + other_ * others;
 }
 
 CollectivePlan::DeviceTotals CollectivePlan::TotalsOf(size_t i) const {
