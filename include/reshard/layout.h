@@ -183,11 +183,16 @@ class Layout {
   };
   // The tile of devices()[i] (-1: none), in any of Rep's forms.
   int64_t TileAtIndex(size_t i) const;
-  // Tile coordinate c's extent along dim d.
-  int64_t TileExtent(int64_t d, int64_t c) const;
   // Create's step for partial layouts: checks and renumbers the parts into rep.
   Status NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const;
   std::shared_ptr<const Rep> rep_ = std::make_shared<const Rep>();
+  // Tile coordinate c's extent along dim d (inline: read once a device and
+  // dim by every O(devices) pass).
+  int64_t TileExtent(int64_t d, int64_t c) const {
+    const Dim& dim = rep_->dims[static_cast<size_t>(d)];
+    return dim.tile_extent.empty() ? dim.grid.cuts[static_cast<size_t>(c) + 1] - dim.grid.cuts[static_cast<size_t>(c)]
+                                   : dim.tile_extent[static_cast<size_t>(c)];
+  }
 };
 
 std::ostream& operator<<(std::ostream& os, const Layout& l);

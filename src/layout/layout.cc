@@ -264,10 +264,6 @@ int64_t Layout::TileAtIndex(size_t i) const {
   return rep_->device_tile[i];
 }
 
-int64_t Layout::TileExtent(int64_t d, int64_t c) const {
-  const Dim& dim = rep_->dims[d];
-  return dim.tile_extent.empty() ? dim.grid.cuts[c + 1] - dim.grid.cuts[c] : dim.tile_extent[c];
-}
 
 std::vector<int32_t> Layout::TileCoords(int64_t tile) const {
   std::vector<int32_t> c(rep_->dims.size());

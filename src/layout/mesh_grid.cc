@@ -159,17 +159,39 @@ Result<MeshGrids> GridsOf(const Mesh& mesh, const std::vector<int64_t>& shape,
   return g;
 }
 
-// The tile of the device at mesh position f.
-int64_t TileAt(const Mesh& mesh, const MeshGrids& g, const std::vector<std::vector<AxisRef>>& dims, int64_t f) {
-  int64_t tile = 0;
-  for (size_t d = 0; d < dims.size(); ++d) {
-    int64_t coord = 0;
-    for (const AxisRef& a : dims[d]) coord = coord * a.Size(mesh) + a.Coordinate(mesh, f);
-    if (!g.renumber[d].empty()) coord = g.renumber[d][coord];
-    tile = tile * g.grids[d].tiles + coord;
+// The tile of the device at mesh position f, with each (sub-)axis's digit
+// read as (f / stride) % size: AxisRef::Coordinate's arithmetic, its
+// divisions by the mesh done once (every pass below visits every device).
+class TileAt {
+ public:
+  TileAt(const Mesh& mesh, const MeshGrids& g, const std::vector<std::vector<AxisRef>>& dims) : g_(g) {
+    for (const std::vector<AxisRef>& refs : dims) {
+      std::vector<Digit> digits;
+      for (const AxisRef& a : refs) {
+        const int64_t n = mesh.axes()[a.axis].size, size = a.Size(mesh);
+        digits.push_back({mesh.Stride(a.axis) * (n / (a.pre_size * size)), size});
+      }
+      digits_.push_back(std::move(digits));
+    }
   }
-  return tile;
-}
+  int64_t operator()(int64_t f) const {
+    int64_t tile = 0;
+    for (size_t d = 0; d < digits_.size(); ++d) {
+      int64_t coord = 0;
+      for (const Digit& x : digits_[d]) coord = coord * x.size + (f / x.stride) % x.size;
+      if (!g_.renumber[d].empty()) coord = g_.renumber[d][coord];
+      tile = tile * g_.grids[d].tiles + coord;
+    }
+    return tile;
+  }
+
+ private:
+  struct Digit {
+    int64_t stride, size;
+  };
+  const MeshGrids& g_;
+  std::vector<std::vector<Digit>> digits_;
+};
 
 }  // namespace
 
@@ -178,12 +200,13 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
                                const std::vector<std::vector<int64_t>>& split_factors,
                                const std::vector<AxisRef>& partial_axes, ReduceOp op) {
   RESHARD_ASSIGN_OR_RETURN(MeshGrids g, GridsOf(mesh, shape, dims, rule, split_factors));
+  const TileAt tile_at(mesh, g, dims);
   std::vector<DeviceTile> placement;
   placement.reserve(mesh.num_devices());
   for (int64_t f = 0; f < mesh.num_devices(); ++f) {
     int64_t part = 0;
     for (const AxisRef& a : partial_axes) part = part * a.Size(mesh) + a.Coordinate(mesh, f);
-    placement.push_back({mesh.device(f), TileAt(mesh, g, dims, f), part});
+    placement.push_back({mesh.device(f), tile_at(f), part});
   }
   Reduction reduction{op, 1};
   for (const AxisRef& a : partial_axes) reduction.parts *= a.Size(mesh);  // within the mesh's device count
@@ -202,7 +225,8 @@ Result<bool> IsMeshLayout(const Layout& layout, const Mesh& mesh, const std::vec
     RESHARD_ASSIGN_OR_RETURN(MeshGrids g, GridsOf(mesh, layout.shape(), dims, rule, split_factors));
     bool same = true;
     for (size_t d = 0; d < g.grids.size() && same; ++d) same = g.grids[d] == layout.dim(static_cast<int64_t>(d));
-    for (int64_t f = 0; f < mesh.num_devices() && same; ++f) same = layout.TileOf(mesh.device(f)) == TileAt(mesh, g, dims, f);
+    const TileAt tile_at(mesh, g, dims);
+    for (int64_t f = 0; f < mesh.num_devices() && same; ++f) same = layout.TileOf(mesh.device(f)) == tile_at(f);
     if (same) return true;
   }
   // Otherwise (a tile index another grid numbers otherwise can hold the same

@@ -170,8 +170,10 @@ Result<std::vector<std::vector<AxisRef>>> InferMeshAxes(const Layout& layout, co
             bool free = true;
             for (const Part& q : used[a]) free = free && !(std::max(p.lo, q.lo) < std::min(p.hi, q.hi));
             if (!free || (best && best->Size(mesh) >= s)) continue;
+            // r.Coordinate(mesh, f), its divisions by the mesh done once.
+            const int64_t stride = mesh.Stride(a) * (size / (pre * s));
             bool match = true;
-            for (int64_t f = 0; f < n && match; ++f) match = cur[f] % s == r.Coordinate(mesh, f);
+            for (int64_t f = 0; f < n && match; ++f) match = cur[f] % s == (f / stride) % s;
             if (match) best = r;
           }
         }

@@ -21,9 +21,9 @@ constexpr int64_t kMaxStatesExpanded = 2048;
 }  // namespace
 
 NamedPlanner::NamedPlanner(const PlanMesh& pm, const Layout& source, const Layout& target, const PlannerOptions& o,
-                           int64_t cap)
+                           int64_t cap, const LowerBound* bound)
     : pm_(pm), ctx_(pm, o.topology, source.shape(), source.element_bytes()), source_(source), target_(target),
-      options_(o), cap_(cap) {}
+      bound_(bound), options_(o), cap_(cap) {}
 
 std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std::vector<PlanCandidate>& candidates,
                                                                             int64_t& explored) {
@@ -120,7 +120,7 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       if (structured) {
         std::optional<StepDraft> direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
         if (direct && direct->peak_bytes <= cap_) {
-          const LowerBound lb = ComputeLowerBound(from, target_);
+          const LowerBound lb = s == pm_.source && bound_ ? *bound_ : ComputeLowerBound(from, target_);
           // A permute drafted without its pairs is priced as if every device
           // moved: count its movers here, once.
           const int64_t total = direct->op == StepOp::kCollectivePermute

@@ -39,8 +39,10 @@ class NamedPlanner {
  public:
   // Plans from `source` to `target` (both named over `pm`) under `o`, with
   // no step holding more than `cap` bytes on a device. Keeps references to
-  // all but `cap`.
-  NamedPlanner(const PlanMesh& pm, const Layout& source, const Layout& target, const PlannerOptions& o, int64_t cap);
+  // all but `cap`. `bound`, where the caller has it: ComputeLowerBound(source,
+  // target), read instead of computed again (O(devices)).
+  NamedPlanner(const PlanMesh& pm, const Layout& source, const Layout& target, const PlannerOptions& o, int64_t cap,
+               const LowerBound* bound = nullptr);
 
   // The cheapest path of edges from the source state to the target state.
   // Appends what it priced to `candidates` and counts the states it
@@ -116,6 +118,7 @@ class NamedPlanner {
   PlanContext ctx_;
   const Layout& source_;
   const Layout& target_;
+  const LowerBound* bound_;
   const PlannerOptions& options_;
   int64_t cap_;
 };

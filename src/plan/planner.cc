@@ -126,7 +126,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     // The default cap is soft: where no plan fits it (tiny or uneven arrays
     // with no ragged exchange), the cheapest plan under no cap is taken.
     for (int64_t try_cap : {cap, options.memory_cap_bytes > 0 ? cap : INT64_MAX}) {
-      NamedPlanner planner(mesh, source, target, options, try_cap);
+      NamedPlanner planner(mesh, source, target, options, try_cap, &result.lower_bound);
       std::optional<Path> found;
       if (mi == 0) {
         // Baselines on the caller's axes: Shardy moves whole axes.
@@ -193,7 +193,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     }
   }
   if (!best) {
-    NamedPlanner planner(meshes[0], source, target, options, INT64_MAX);
+    NamedPlanner planner(meshes[0], source, target, options, INT64_MAX, &result.lower_bound);
     const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
                                    shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
     if (options.strategy == Strategy::kExchange)
@@ -208,7 +208,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     result.candidates.push_back(CapLiftedCandidate(cap));
   result.memory_cap_bytes = best_cap == INT64_MAX ? 0 : best_cap;
   result.memory_cap_lifted = best_cap != cap;
-  NamedPlanner planner(meshes[best_mesh], source, target, options, INT64_MAX);
+  NamedPlanner planner(meshes[best_mesh], source, target, options, INT64_MAX, &result.lower_bound);
   builder.SetMesh(meshes[best_mesh].mesh);
   result.candidates.push_back(planner.Price(*best, "chosen"));
   // One line per distinct plan, keeping the most telling note.
