@@ -64,7 +64,10 @@ struct ProgramOp {
   std::vector<int64_t> perm = {};
   int64_t dim = 0;
   std::vector<int32_t> axes = {};  // plan-mesh axes: dynamic-slice offsets, collective groups
-  std::vector<std::pair<int64_t, int64_t>> pairs = {};  // collective-permute, mesh positions
+  // Collective-permute: (from, to) mesh positions (or, between explicit
+  // layouts, indexes of CollectivePlan::devices()); 32 bits, as both stay
+  // under 2^31 (kMaxDevices devices a layout), 8 bytes a mover.
+  std::vector<std::pair<int32_t, int32_t>> pairs = {};
   ReduceOp reduce = ReduceOp::kSum;                      // reduce-scatter, all-reduce
 };
 std::string_view ProgramOpName(ProgramOp::Kind k);  // "reshape", ..., "all-to-all", "exchange"
@@ -134,7 +137,7 @@ class CollectivePlan {
   const Layout& source() const { return *source_; }
   const Layout& target() const { return *target_; }
   // Every device of either layout, ascending: the index of per-device vectors.
-  const std::vector<int64_t>& devices() const { return devices_; }
+  const std::vector<int64_t>& devices() const { return devices_are_source_ ? source_->devices() : devices_; }
   // The plan mesh, when both layouts are named shardings over one mesh.
   const std::optional<Mesh>& mesh() const { return mesh_; }
   // Per plan-mesh axis: its name in the caller's mesh ("x", or the sub-axis "x:(1)2").
@@ -154,6 +157,7 @@ class CollectivePlan {
   friend class PlanBuilder;
   std::optional<Layout> source_, target_;
   std::vector<int64_t> devices_;
+  bool devices_are_source_ = false;  // both layouts' devices are the source's: devices_ is empty
   std::optional<Mesh> mesh_;
   std::vector<std::string> axis_labels_;
   std::vector<PlanStep> steps_;

@@ -116,7 +116,7 @@ class Layout {
   const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid; }
 
   // Devices of the layout (holding data or not), ascending.
-  const std::vector<int64_t>& devices() const { return rep_->devices; }
+  const std::vector<int64_t>& devices() const { return rep_->ids(); }
   // Tile held by `device`, or -1 (holds nothing, or not in the layout).
   int64_t TileOf(int64_t device) const;
 
@@ -168,7 +168,9 @@ class Layout {
   // is immutable), so a copy held by a plan step or a search costs nothing.
   struct Rep {
     std::vector<Dim> dims;
-    std::vector<int64_t> devices;      // ascending
+    // Ascending; 0..n-1 shared by every layout over those ids (SharedDevices).
+    std::shared_ptr<const std::vector<int64_t>> device_list = std::make_shared<const std::vector<int64_t>>();
+    const std::vector<int64_t>& ids() const { return *device_list; }
     // Parallel to devices; empty where device i holds tile i, or where
     // every device holds `every_tile` (a mesh's 1-D sharding, a replicated
     // array: 8 bytes a device).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -45,6 +46,33 @@ Result<ReduceOp> ParseReduceOp(std::string_view name) {
     if (name == ReduceOpName(op)) return op;
   return Status::InvalidArgument("unknown reduction '" + std::string(name) + "' (expected sum, avg, max or min)");
 }
+
+namespace {
+
+// The ids of a placement sorted by device. A list that is 0..n-1 is shared
+// by every layout over it (a plan's source, target and step layouts over
+// one mesh hold one copy, 8 bytes a device, where each held its own): the
+// last one made is remembered while some layout holds it.
+std::shared_ptr<const std::vector<int64_t>> SharedDevices(const std::vector<DeviceTile>& placement) {
+  const int64_t n = static_cast<int64_t>(placement.size());
+  auto list = [&] {
+    std::vector<int64_t> ids(placement.size());
+    for (size_t i = 0; i < placement.size(); ++i) ids[i] = placement[i].device;
+    return std::make_shared<const std::vector<int64_t>>(std::move(ids));
+  };
+  // Ascending and distinct, so 0..n-1 where it starts at 0 and ends at n-1.
+  const bool iota = n > 0 && placement.front().device == 0 && placement.back().device == n - 1;
+  if (!iota) return list();
+  static std::mutex mu;
+  static std::weak_ptr<const std::vector<int64_t>> last;
+  std::lock_guard<std::mutex> lock(mu);
+  if (std::shared_ptr<const std::vector<int64_t>> held = last.lock(); held && held->size() == placement.size()) return held;
+  std::shared_ptr<const std::vector<int64_t>> made = list();
+  last = made;
+  return made;
+}
+
+}  // namespace
 
 Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
                               std::vector<DeviceTile> placement, Reduction reduction) {
@@ -115,7 +143,6 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   auto by_device = [](const DeviceTile& a, const DeviceTile& b) { return a.device < b.device; };
   if (std::is_sorted(placement.rbegin(), placement.rend(), by_device)) std::reverse(placement.begin(), placement.end());
   else if (!std::is_sorted(placement.begin(), placement.end(), by_device)) std::sort(placement.begin(), placement.end(), by_device);
-  rep->devices.reserve(placement.size());
   for (size_t i = 0; i < placement.size(); ++i) {
     const DeviceTile& p = placement[i];
     if (p.device < 0) return Status::InvalidArgument("device id " + std::to_string(p.device) + " is negative");
@@ -123,8 +150,8 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
       return Status::InvalidArgument("device " + std::to_string(p.device) + " is placed twice");
     if (p.tile < -1 || p.tile >= l.num_tiles_)
       return Status::InvalidArgument("device " + std::to_string(p.device) + " holds a tile out of range");
-    rep->devices.push_back(p.device);
   }
+  rep->device_list = SharedDevices(placement);
   // Where device i (in ascending order) holds tile i, one device a tile,
   // tile t's holder is devices[t]; where every device holds one tile, its
   // holders are the devices. Neither stores a tile list nor holders (24
@@ -151,7 +178,7 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   for (const DeviceTile& p : placement) rep->device_tile.push_back(p.tile);
   // Only partial layouts read the placement again (NumberParts).
   if (!partial) std::vector<DeviceTile>().swap(placement);
-  std::vector<int64_t> holder_count(l.num_tiles_, 0);
+  std::vector<int32_t> holder_count(static_cast<size_t>(l.num_tiles_), 0);  // (devices < 2^31)
   for (int64_t t : rep->device_tile)
     if (t >= 0) ++holder_count[t];
   bool one_each = true;  // every tile has one holder: tile t's is holders[t], no CSR (8 B a tile)
@@ -165,15 +192,15 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   }
   if (one_each) {
     rep->holders.resize(static_cast<size_t>(l.num_tiles_));
-    for (size_t i = 0; i < rep->devices.size(); ++i)
-      if (rep->device_tile[i] >= 0) rep->holders[static_cast<size_t>(rep->device_tile[i])] = rep->devices[i];
+    for (size_t i = 0; i < rep->ids().size(); ++i)
+      if (rep->device_tile[i] >= 0) rep->holders[static_cast<size_t>(rep->device_tile[i])] = rep->ids()[i];
   } else {
     rep->holder_begin.assign(l.num_tiles_ + 1, 0);
     for (int64_t t = 0; t < l.num_tiles_; ++t) rep->holder_begin[t + 1] = rep->holder_begin[t] + holder_count[t];
     rep->holders.resize(rep->holder_begin.back());
     std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
-    for (size_t i = 0; i < rep->devices.size(); ++i)
-      if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->devices[i];
+    for (size_t i = 0; i < rep->ids().size(); ++i)
+      if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->ids()[i];
   }
   if (partial) {
     l.reduction_ = reduction;
@@ -183,11 +210,11 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
 }
 
 Status Layout::NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const {
-  // placement is sorted by device, so parallel to rep_->devices. Parts are
+  // placement is sorted by device, so parallel to rep_->ids(). Parts are
   // renumbered per tile by first appearance in ascending device order: the
   // same holders split the same way get the same numbers.
   const int64_t parts = reduction_.parts;
-  rep.device_part.assign(rep.devices.size(), 0);
+  rep.device_part.assign(rep.ids().size(), 0);
   std::unordered_map<int64_t, int64_t> renumber;  // tile * parts + given part -> part
   std::vector<int64_t> seen(num_tiles_, 0);       // parts numbered so far per tile
   for (size_t i = 0; i < placement.size(); ++i) {
@@ -212,9 +239,9 @@ Status Layout::NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) c
 
 int64_t Layout::PartOf(int64_t device) const {
   if (!partial()) return 0;
-  auto it = std::lower_bound(rep_->devices.begin(), rep_->devices.end(), device);
-  if (it == rep_->devices.end() || *it != device) return 0;
-  return rep_->device_part[it - rep_->devices.begin()];
+  auto it = std::lower_bound(rep_->ids().begin(), rep_->ids().end(), device);
+  if (it == rep_->ids().end() || *it != device) return 0;
+  return rep_->device_part[it - rep_->ids().begin()];
 }
 
 Status CheckReducible(DType dtype, ReduceOp op) {
@@ -236,9 +263,9 @@ Layout Layout::PartLayout(int64_t part) const {
   std::vector<DimGrid> dims;
   for (const Dim& d : rep_->dims) dims.push_back(d.grid);
   std::vector<DeviceTile> placement;
-  for (size_t i = 0; i < rep_->devices.size(); ++i) {
+  for (size_t i = 0; i < rep_->ids().size(); ++i) {
     const bool held = !partial() || rep_->device_part[i] == part;
-    placement.push_back({rep_->devices[i], held ? TileAtIndex(i) : -1, 0});
+    placement.push_back({rep_->ids()[i], held ? TileAtIndex(i) : -1, 0});
   }
   // Every tile is held in every part, so this grid is a valid layout.
   return Layout::Create(shape_, dtype_, std::move(dims), std::move(placement)).value();
@@ -246,13 +273,13 @@ Layout Layout::PartLayout(int64_t part) const {
 
 int64_t Layout::TileOf(int64_t device) const {
   // Mesh tilings of iota meshes hold every id of a range: index directly.
-  if (!rep_->devices.empty() && rep_->devices.back() - rep_->devices.front() + 1 == static_cast<int64_t>(rep_->devices.size())) {
-    const int64_t i = device - rep_->devices.front();
-    return i < 0 || i >= static_cast<int64_t>(rep_->devices.size()) ? -1 : TileAtIndex(static_cast<size_t>(i));
+  if (!rep_->ids().empty() && rep_->ids().back() - rep_->ids().front() + 1 == static_cast<int64_t>(rep_->ids().size())) {
+    const int64_t i = device - rep_->ids().front();
+    return i < 0 || i >= static_cast<int64_t>(rep_->ids().size()) ? -1 : TileAtIndex(static_cast<size_t>(i));
   }
-  auto it = std::lower_bound(rep_->devices.begin(), rep_->devices.end(), device);
-  if (it == rep_->devices.end() || *it != device) return -1;
-  return TileAtIndex(static_cast<size_t>(it - rep_->devices.begin()));
+  auto it = std::lower_bound(rep_->ids().begin(), rep_->ids().end(), device);
+  if (it == rep_->ids().end() || *it != device) return -1;
+  return TileAtIndex(static_cast<size_t>(it - rep_->ids().begin()));
 }
 
 int64_t Layout::TileAtIndex(size_t i) const {
@@ -283,10 +310,10 @@ int64_t Layout::TileIndex(std::span<const int32_t> coords) const {
 std::span<const int64_t> Layout::Holders(int64_t tile) const {
   switch (rep_->tiles) {
     case Rep::Tiles::kIndex:  // device i holds tile i: tile t's one holder is devices[t]
-      return tile < static_cast<int64_t>(rep_->devices.size()) ? std::span<const int64_t>(rep_->devices.data() + tile, 1)
+      return tile < static_cast<int64_t>(rep_->ids().size()) ? std::span<const int64_t>(rep_->ids().data() + tile, 1)
                                                                 : std::span<const int64_t>();
     case Rep::Tiles::kEvery:
-      return tile == rep_->every_tile ? std::span<const int64_t>(rep_->devices) : std::span<const int64_t>();
+      return tile == rep_->every_tile ? std::span<const int64_t>(rep_->ids()) : std::span<const int64_t>();
     case Rep::Tiles::kListed: break;
   }
   if (rep_->holder_begin.empty()) return {rep_->holders.data() + tile, 1};  // one holder a tile
@@ -410,7 +437,7 @@ std::vector<std::vector<Interval>> Holding(const Layout& l, int64_t device) {
 bool operator==(const Layout& a, const Layout& b) {
   if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_ || a.reduction_ != b.reduction_) return false;
   if (a.rep_ == b.rep_) return true;  // copies of one layout
-  if (a.rep_->devices != b.rep_->devices) return false;
+  if (a.rep_->device_list != b.rep_->device_list && a.rep_->ids() != b.rep_->ids()) return false;
   if (a.partial() && a.rep_->device_part != b.rep_->device_part) return false;
   // The same grids with the same tile per device hold the same boxes: a
   // comparison of arrays, where the general test below allocates per device.
@@ -418,10 +445,10 @@ bool operator==(const Layout& a, const Layout& b) {
                                      [](const Layout::Dim& x, const Layout::Dim& y) { return x.grid == y.grid; });
   if (same_grids) {
     bool same_tiles = true;
-    for (size_t i = 0; i < a.rep_->devices.size() && same_tiles; ++i) same_tiles = a.TileAtIndex(i) == b.TileAtIndex(i);
+    for (size_t i = 0; i < a.rep_->ids().size() && same_tiles; ++i) same_tiles = a.TileAtIndex(i) == b.TileAtIndex(i);
     if (same_tiles) return true;
   }
-  for (int64_t dev : a.rep_->devices)
+  for (int64_t dev : a.rep_->ids())
     if (Holding(a, dev) != Holding(b, dev)) return false;
   return true;
 }
@@ -434,7 +461,7 @@ size_t Layout::Hash() const {
     mix(static_cast<int64_t>(reduction_.op));
     for (int64_t p : rep_->device_part) mix(p);
   }
-  for (int64_t dev : rep_->devices) {
+  for (int64_t dev : rep_->ids()) {
     mix(dev);
     for (const auto& ivs : Holding(*this, dev))
       for (const Interval& iv : ivs) { mix(iv.lo); mix(iv.hi); }

@@ -103,7 +103,7 @@ CollectivePlan::DeviceTotals CollectivePlan::TotalsOf(size_t i) const {
     t.recvs += s.recvs[i];
     t.peak_bytes = s.peak_bytes[i] > t.peak_bytes ? s.peak_bytes[i] : t.peak_bytes;
   }
-  if (steps_.empty()) t.peak_bytes = source_->LocalBytes(devices_[i]) + target_->LocalBytes(devices_[i]);
+  if (steps_.empty()) t.peak_bytes = source_->LocalBytes(devices()[i]) + target_->LocalBytes(devices()[i]);
   return t;
 }
 

@@ -67,7 +67,7 @@ std::optional<PlanStep> ExplicitPermute(const PlanBuilder& b, const Layout& sour
   if (source.rank() != target.rank() || source.devices().size() != target.devices().size()) return std::nullopt;
   for (int64_t d = 0; d < source.rank(); ++d)
     if (!(source.dim(d) == target.dim(d))) return std::nullopt;
-  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::vector<std::pair<int32_t, int32_t>> pairs;
   for (int64_t tile = 0; tile < source.num_tiles(); ++tile) {
     const auto h = source.Holders(tile), r = target.Holders(tile);
     if (h.size() != r.size()) return std::nullopt;
@@ -75,7 +75,7 @@ std::optional<PlanStep> ExplicitPermute(const PlanBuilder& b, const Layout& sour
     std::set_difference(h.begin(), h.end(), r.begin(), r.end(), std::back_inserter(senders));
     std::set_difference(r.begin(), r.end(), h.begin(), h.end(), std::back_inserter(receivers));
     for (size_t i = 0; i < senders.size(); ++i)
-      pairs.push_back({static_cast<int64_t>(b.Index(senders[i])), static_cast<int64_t>(b.Index(receivers[i]))});
+      pairs.push_back({static_cast<int32_t>(b.Index(senders[i])), static_cast<int32_t>(b.Index(receivers[i]))});
   }
   PlanStep step{StepOp::kCollectivePermute, source, target};
   step.input_shard = LargestTile(source);

@@ -309,13 +309,13 @@ void NamedPlanner::FillStructured(PlanStep& step, StepDraft d, const PlanContext
   step.group_size = 1;
   for (int32_t a : d.group) step.group_size *= ctx.axis_sizes[a];
   step.num_groups = d.op == StepOp::kSlice ? 0 : ctx.num_devices() / step.group_size;
-  step.program = std::move(d.program);  // (a permute's pairs: 16 B a device)
+  step.program = std::move(d.program);  // (a permute's pairs: 8 B a mover)
   step.time_us = d.time_us;
   step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
   if (d.op == StepOp::kCollectivePermute) {
     step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
     // The pairs: the draft's, or (detailed) its program's permute op's.
-    const std::vector<std::pair<int64_t, int64_t>>* pairs = &d.pairs;
+    const std::vector<std::pair<int32_t, int32_t>>* pairs = &d.pairs;
     for (const ProgramOp& op : step.program)
       if (op.kind == ProgramOp::Kind::kCollectivePermute) pairs = &op.pairs;
     for (const auto& [s, t] : *pairs) {

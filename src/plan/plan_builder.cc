@@ -9,10 +9,10 @@ namespace reshard {
 PlanBuilder::PlanBuilder(const Layout& source, const Layout& target) {
   plan_.source_ = source;
   plan_.target_ = target;
-  // Both layouts' devices, ascending; one list where they agree (over one
-  // mesh), copied at its size, not grown.
+  // Both layouts' devices, ascending: the source's own list where they agree
+  // (over one mesh), else their union.
   if (source.devices() == target.devices()) {
-    plan_.devices_ = source.devices();
+    plan_.devices_are_source_ = true;
     return;
   }
   std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
@@ -27,7 +27,7 @@ void PlanBuilder::SetMesh(const Mesh& mesh) {
 
 CollectivePlan PlanBuilder::Finish() {
   PlanTotals& t = plan_.totals_;
-  const size_t n = plan_.devices_.size();
+  const size_t n = plan_.devices().size();
   bool uniform = true;
   for (const PlanStep& s : plan_.steps_) {
     if (IsCollective(s.op)) ++t.collectives;

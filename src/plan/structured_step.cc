@@ -462,7 +462,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       draft.pairs.reserve(static_cast<size_t>(movers));
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
-        if (tf != tt) draft.pairs.push_back({pos, takers[static_cast<size_t>(next[static_cast<size_t>(tf)]++)]});
+        if (tf != tt) draft.pairs.push_back({static_cast<int32_t>(pos), takers[static_cast<size_t>(next[static_cast<size_t>(tf)]++)]});
       }
       const Mesh& mesh = ctx.plan_mesh->mesh;
       for (const auto& [s, t] : draft.pairs)
@@ -470,7 +470,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     }
     if (detailed) {
       ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
-      cp.pairs = std::move(draft.pairs);  // held once, by the program (16 B a mover)
+      cp.pairs = std::move(draft.pairs);  // held once, by the program (8 B a mover)
       draft.pairs.clear();
       b->Collective(std::move(cp));
     } else {

@@ -61,7 +61,7 @@ struct StepDraft {
   StepOp op = StepOp::kCopy;
   std::vector<int32_t> group;
   std::vector<ProgramOp> program;
-  std::vector<std::pair<int64_t, int64_t>> pairs;  // a detailed permute's are its program op's instead
+  std::vector<std::pair<int32_t, int32_t>> pairs;  // a detailed permute's are its program op's instead
   int64_t send_bytes = 0, recv_bytes = 0, messages = 0;  // per device (permute: per mover)
   int64_t peak_bytes = 0;                                // per device
   double time_us = 0;
