@@ -93,6 +93,12 @@ class Layout {
   // is held in every part (avg needs no more: it divides by parts).
   static Result<Layout> Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
                                std::vector<DeviceTile> placement, Reduction reduction = {});
+  // Create for devices 0..n-1, device i holding tiles[i] (-1: none), n =
+  // tiles.size(), no pending reduction: the same layout without a placement
+  // list (24 bytes a device at once, where a mesh's layouts reach 2^24
+  // devices).
+  static Result<Layout> CreateOnIota(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                                     std::vector<int64_t> tiles);
 
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -113,7 +119,7 @@ class Layout {
   // nothing. What a reducing step sends of that part (device_program.h).
   // REQUIRES: 0 <= part < reduction().parts.
   Layout PartLayout(int64_t part) const;
-  const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid; }
+  const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid(); }
 
   // Devices of the layout (holding data or not), ascending.
   const std::vector<int64_t>& devices() const { return rep_->ids(); }
@@ -151,7 +157,10 @@ class Layout {
 
  private:
   struct Dim {
-    DimGrid grid;
+    // Shared by every layout with an equal grid along a dim (SharedGrid: a
+    // plan's layouts over one mesh often cut a dim alike; 12 bytes a cell).
+    std::shared_ptr<const DimGrid> grid_ptr;
+    const DimGrid& grid() const { return *grid_ptr; }
     std::vector<int64_t> cell_offset;      // per cell, offset within its tile; empty where all are 0
     std::vector<int64_t> tile_extent;      // per tile coordinate; empty where cell k is tile k (TileExtent)
     std::vector<int32_t> tile_cell_begin;  // CSR over tile coordinates; both empty where cell k is tile k
@@ -175,6 +184,7 @@ class Layout {
     // every device holds `every_tile` (a mesh's 1-D sharding, a replicated
     // array: 8 bytes a device).
     std::vector<int64_t> device_tile;
+    std::vector<int32_t> device_tile32;  // device_tile, in its place where every tile index fits 32 bits
     enum class Tiles : uint8_t { kListed, kIndex, kEvery } tiles = Tiles::kListed;
     int64_t every_tile = 0;
     // CSR over tiles; with holders, empty where device_tile is (not
@@ -185,6 +195,13 @@ class Layout {
   };
   // The tile of devices()[i] (-1: none), in any of Rep's forms.
   int64_t TileAtIndex(size_t i) const;
+  // Create's steps: the grid checked and stored (rep_out: the new layout's
+  // Rep, for the steps below); each device's tile (parallel to the device
+  // list already in `rep`), in the most compact form that holds it, with
+  // the holders and the check that every tile with elements is held.
+  static Result<Layout> CreateGrid(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                                   std::shared_ptr<Rep>& rep_out);
+  Status PlaceTiles(Rep& rep, std::vector<int64_t> tiles, bool partial) const;
   // Create's step for partial layouts: checks and renumbers the parts into rep.
   Status NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const;
   std::shared_ptr<const Rep> rep_ = std::make_shared<const Rep>();
@@ -192,7 +209,7 @@ class Layout {
   // dim by every O(devices) pass).
   int64_t TileExtent(int64_t d, int64_t c) const {
     const Dim& dim = rep_->dims[static_cast<size_t>(d)];
-    return dim.tile_extent.empty() ? dim.grid.cuts[static_cast<size_t>(c) + 1] - dim.grid.cuts[static_cast<size_t>(c)]
+    return dim.tile_extent.empty() ? dim.grid().cuts[static_cast<size_t>(c) + 1] - dim.grid().cuts[static_cast<size_t>(c)]
                                    : dim.tile_extent[static_cast<size_t>(c)];
   }
 };

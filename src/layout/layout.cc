@@ -49,43 +49,50 @@ Result<ReduceOp> ParseReduceOp(std::string_view name) {
 
 namespace {
 
-// The ids of a placement sorted by device. A list that is 0..n-1 is shared
-// by every layout over it (a plan's source, target and step layouts over
-// one mesh hold one copy, 8 bytes a device, where each held its own): the
-// last one made is remembered while some layout holds it.
-std::shared_ptr<const std::vector<int64_t>> SharedDevices(const std::vector<DeviceTile>& placement) {
-  const int64_t n = static_cast<int64_t>(placement.size());
-  auto list = [&] {
-    std::vector<int64_t> ids(placement.size());
-    for (size_t i = 0; i < placement.size(); ++i) ids[i] = placement[i].device;
-    return std::make_shared<const std::vector<int64_t>>(std::move(ids));
-  };
-  // Ascending and distinct, so 0..n-1 where it starts at 0 and ends at n-1.
-  const bool iota = n > 0 && placement.front().device == 0 && placement.back().device == n - 1;
-  if (!iota) return list();
+// The list 0..n-1, shared by every layout over those ids (a plan's source,
+// target and step layouts over one mesh hold one copy, 8 bytes a device,
+// where each held its own): the last one made is remembered while some
+// layout holds it.
+std::shared_ptr<const std::vector<int64_t>> SharedIota(int64_t n) {
   static std::mutex mu;
   static std::weak_ptr<const std::vector<int64_t>> last;
   std::lock_guard<std::mutex> lock(mu);
-  if (std::shared_ptr<const std::vector<int64_t>> held = last.lock(); held && held->size() == placement.size()) return held;
-  std::shared_ptr<const std::vector<int64_t>> made = list();
+  if (std::shared_ptr<const std::vector<int64_t>> held = last.lock(); held && static_cast<int64_t>(held->size()) == n)
+    return held;
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  auto made = std::make_shared<const std::vector<int64_t>>(std::move(ids));
   last = made;
+  return made;
+}
+
+// A grid equal to one a live layout holds is that layout's (the last few
+// made are remembered while some layout holds them); otherwise a new one.
+std::shared_ptr<const DimGrid> SharedGrid(DimGrid grid) {
+  static std::mutex mu;
+  static std::weak_ptr<const DimGrid> recent[4];
+  static size_t next = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const std::weak_ptr<const DimGrid>& r : recent)
+    if (std::shared_ptr<const DimGrid> held = r.lock(); held && *held == grid) return held;
+  auto made = std::make_shared<const DimGrid>(std::move(grid));
+  recent[next++ % 4] = made;
   return made;
 }
 
 }  // namespace
 
-Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
-                              std::vector<DeviceTile> placement, Reduction reduction) {
-  if (reduction.parts < 1)
-    return Status::InvalidArgument("a pending reduction needs at least one part (" + std::to_string(reduction.parts) + " given)");
+Result<Layout> Layout::CreateGrid(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                                  std::shared_ptr<Rep>& rep_out) {
   if (shape.size() > static_cast<size_t>(kMaxRank))
     return Status::InvalidArgument("rank " + std::to_string(shape.size()) + " exceeds the maximum " + std::to_string(kMaxRank));
   if (dims.size() != shape.size())
     return Status::InvalidArgument("layout has " + std::to_string(dims.size()) + " dimensions but the shape has rank " +
                                    std::to_string(shape.size()));
   Layout l;
-  auto rep = std::make_shared<Rep>();  // l's, filled here
+  auto rep = std::make_shared<Rep>();  // l's, filled here and by the caller
   l.rep_ = rep;
+  rep_out = rep;
   l.dtype_ = dtype;
   int64_t bytes = ByteSize(dtype);
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -109,8 +116,8 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
   rep->dims.resize(dims.size());
   for (size_t d = 0; d < dims.size(); ++d) {
     Dim& dim = rep->dims[d];
-    dim.grid = std::move(dims[d]);
-    const DimGrid& g = dim.grid;
+    dim.grid_ptr = SharedGrid(std::move(dims[d]));
+    const DimGrid& g = dim.grid();
     const size_t cells = g.cell_tile.size();
     std::vector<int64_t> extent(g.tiles, 0);
     std::vector<int32_t> count(g.tiles, 0);
@@ -138,6 +145,15 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     for (size_t k = 0; k < cells; ++k) dim.tile_cells[fill[g.cell_tile[k]]++] = static_cast<int32_t>(k);
   }
 
+  return l;
+}
+
+Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                              std::vector<DeviceTile> placement, Reduction reduction) {
+  if (reduction.parts < 1)
+    return Status::InvalidArgument("a pending reduction needs at least one part (" + std::to_string(reduction.parts) + " given)");
+  std::shared_ptr<Rep> rep;  // l's, placed here
+  RESHARD_ASSIGN_OR_RETURN(Layout l, CreateGrid(std::move(shape), dtype, std::move(dims), rep));
   // Mesh tilings list devices in mesh order: ascending for iota meshes,
   // descending for reversed ones. Sort only what is neither (O(n) to check).
   auto by_device = [](const DeviceTile& a, const DeviceTile& b) { return a.device < b.device; };
@@ -151,62 +167,93 @@ Result<Layout> Layout::Create(std::vector<int64_t> shape, DType dtype, std::vect
     if (p.tile < -1 || p.tile >= l.num_tiles_)
       return Status::InvalidArgument("device " + std::to_string(p.device) + " holds a tile out of range");
   }
-  rep->device_list = SharedDevices(placement);
-  // Where device i (in ascending order) holds tile i, one device a tile,
-  // tile t's holder is devices[t]; where every device holds one tile, its
-  // holders are the devices. Neither stores a tile list nor holders (24
-  // bytes a device), and in both every tile with elements is held, so the
-  // check below has nothing to find. Partial layouts keep the lists.
-  const bool partial = reduction.parts > 1 && l.num_elements_ > 0;  // an empty array has nothing to reduce
-  if (!partial && !placement.empty()) {
-    bool index = l.num_tiles_ == static_cast<int64_t>(placement.size()), every = true;
-    const int64_t first = placement[0].tile;
-    for (size_t i = 0; i < placement.size() && (index || every); ++i) {
-      index = index && placement[i].tile == static_cast<int64_t>(i);
-      every = every && placement[i].tile == first;
-    }
-    bool covered = true;  // kEvery: the other tiles hold no elements
-    if (every && !index && first >= 0)
-      for (int64_t t = 0; t < l.num_tiles_ && covered; ++t) covered = t == first || l.TileElements(t) == 0;
-    if (index || (every && first >= 0 && covered)) {
-      rep->tiles = index ? Rep::Tiles::kIndex : Rep::Tiles::kEvery;
-      rep->every_tile = first;
-      return l;
-    }
+  const int64_t n = static_cast<int64_t>(placement.size());
+  if (n > 0 && placement.front().device == 0 && placement.back().device == n - 1) {
+    rep->device_list = SharedIota(n);  // ascending and distinct from 0 to n-1
+  } else {
+    std::vector<int64_t> ids(placement.size());
+    for (size_t i = 0; i < placement.size(); ++i) ids[i] = placement[i].device;
+    rep->device_list = std::make_shared<const std::vector<int64_t>>(std::move(ids));
   }
-  rep->device_tile.reserve(placement.size());
-  for (const DeviceTile& p : placement) rep->device_tile.push_back(p.tile);
+  const bool partial = reduction.parts > 1 && l.num_elements_ > 0;  // an empty array has nothing to reduce
+  std::vector<int64_t> tiles(placement.size());
+  for (size_t i = 0; i < placement.size(); ++i) tiles[i] = placement[i].tile;
   // Only partial layouts read the placement again (NumberParts).
   if (!partial) std::vector<DeviceTile>().swap(placement);
-  std::vector<int32_t> holder_count(static_cast<size_t>(l.num_tiles_), 0);  // (devices < 2^31)
-  for (int64_t t : rep->device_tile)
-    if (t >= 0) ++holder_count[t];
-  bool one_each = true;  // every tile has one holder: tile t's is holders[t], no CSR (8 B a tile)
-  for (int64_t t = 0; t < l.num_tiles_; ++t) {
-    if (holder_count[t] == 0 && l.TileElements(t) > 0) {
-      std::string coords;
-      for (int32_t c : l.TileCoords(t)) coords += (coords.empty() ? "" : ",") + std::to_string(c);
-      return Status::InvalidArgument("tile (" + coords + ") holds elements but no device holds it");
-    }
-    one_each = one_each && holder_count[t] == 1;
-  }
-  if (one_each) {
-    rep->holders.resize(static_cast<size_t>(l.num_tiles_));
-    for (size_t i = 0; i < rep->ids().size(); ++i)
-      if (rep->device_tile[i] >= 0) rep->holders[static_cast<size_t>(rep->device_tile[i])] = rep->ids()[i];
-  } else {
-    rep->holder_begin.assign(l.num_tiles_ + 1, 0);
-    for (int64_t t = 0; t < l.num_tiles_; ++t) rep->holder_begin[t + 1] = rep->holder_begin[t] + holder_count[t];
-    rep->holders.resize(rep->holder_begin.back());
-    std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
-    for (size_t i = 0; i < rep->ids().size(); ++i)
-      if (rep->device_tile[i] >= 0) rep->holders[fill[rep->device_tile[i]]++] = rep->ids()[i];
-  }
+  RESHARD_RETURN_IF_ERROR(l.PlaceTiles(*rep, std::move(tiles), partial));
   if (partial) {
     l.reduction_ = reduction;
     RESHARD_RETURN_IF_ERROR(l.NumberParts(placement, *rep));
   }
   return l;
+}
+
+Result<Layout> Layout::CreateOnIota(std::vector<int64_t> shape, DType dtype, std::vector<DimGrid> dims,
+                                    std::vector<int64_t> tiles) {
+  std::shared_ptr<Rep> rep;  // l's, placed here
+  RESHARD_ASSIGN_OR_RETURN(Layout l, CreateGrid(std::move(shape), dtype, std::move(dims), rep));
+  for (size_t i = 0; i < tiles.size(); ++i)
+    if (tiles[i] < -1 || tiles[i] >= l.num_tiles_)
+      return Status::InvalidArgument("device " + std::to_string(i) + " holds a tile out of range");
+  if (!tiles.empty()) rep->device_list = SharedIota(static_cast<int64_t>(tiles.size()));
+  RESHARD_RETURN_IF_ERROR(l.PlaceTiles(*rep, std::move(tiles), /*partial=*/false));
+  return l;
+}
+
+Status Layout::PlaceTiles(Rep& rep_out, std::vector<int64_t> tiles, bool partial) const {
+  Rep* rep = &rep_out;
+  // Where device i (in ascending order) holds tile i, one device a tile,
+  // tile t's holder is devices[t]; where every device holds one tile, its
+  // holders are the devices. Neither stores a tile list nor holders (24
+  // bytes a device), and in both every tile with elements is held, so the
+  // check below has nothing to find. Partial layouts keep the lists.
+  if (!partial && !tiles.empty()) {
+    bool index = num_tiles_ == static_cast<int64_t>(tiles.size()), every = true;
+    const int64_t first = tiles[0];
+    for (size_t i = 0; i < tiles.size() && (index || every); ++i) {
+      index = index && tiles[i] == static_cast<int64_t>(i);
+      every = every && tiles[i] == first;
+    }
+    bool covered = true;  // kEvery: the other tiles hold no elements
+    if (every && !index && first >= 0)
+      for (int64_t t = 0; t < num_tiles_ && covered; ++t) covered = t == first || TileElements(t) == 0;
+    if (index || (every && first >= 0 && covered)) {
+      rep->tiles = index ? Rep::Tiles::kIndex : Rep::Tiles::kEvery;
+      rep->every_tile = first;
+      return Status::Ok();
+    }
+  }
+  std::vector<int32_t> holder_count(static_cast<size_t>(num_tiles_), 0);  // (devices < 2^31)
+  for (int64_t t : tiles)
+    if (t >= 0) ++holder_count[t];
+  bool one_each = true;  // every tile has one holder: tile t's is holders[t], no CSR (8 B a tile)
+  for (int64_t t = 0; t < num_tiles_; ++t) {
+    if (holder_count[t] == 0 && TileElements(t) > 0) {
+      std::string coords;
+      for (int32_t c : TileCoords(t)) coords += (coords.empty() ? "" : ",") + std::to_string(c);
+      return Status::InvalidArgument("tile (" + coords + ") holds elements but no device holds it");
+    }
+    one_each = one_each && holder_count[t] == 1;
+  }
+  if (one_each) {
+    rep->holders.resize(static_cast<size_t>(num_tiles_));
+    for (size_t i = 0; i < rep->ids().size(); ++i)
+      if (tiles[i] >= 0) rep->holders[static_cast<size_t>(tiles[i])] = rep->ids()[i];
+  } else {
+    rep->holder_begin.assign(num_tiles_ + 1, 0);
+    for (int64_t t = 0; t < num_tiles_; ++t) rep->holder_begin[t + 1] = rep->holder_begin[t] + holder_count[t];
+    rep->holders.resize(rep->holder_begin.back());
+    std::vector<int64_t> fill(rep->holder_begin.begin(), rep->holder_begin.end() - 1);
+    for (size_t i = 0; i < rep->ids().size(); ++i)
+      if (tiles[i] >= 0) rep->holders[fill[tiles[i]]++] = rep->ids()[i];
+  }
+  // The list, in 32 bits where every tile index fits (4 bytes a device).
+  if (num_tiles_ <= INT32_MAX) {
+    rep->device_tile32.assign(tiles.begin(), tiles.end());
+  } else {
+    rep->device_tile = std::move(tiles);
+  }
+  return Status::Ok();
 }
 
 Status Layout::NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) const {
@@ -261,7 +308,7 @@ Layout Layout::WithoutReduction() const {
 
 Layout Layout::PartLayout(int64_t part) const {
   std::vector<DimGrid> dims;
-  for (const Dim& d : rep_->dims) dims.push_back(d.grid);
+  for (const Dim& d : rep_->dims) dims.push_back(d.grid());
   std::vector<DeviceTile> placement;
   for (size_t i = 0; i < rep_->ids().size(); ++i) {
     const bool held = !partial() || rep_->device_part[i] == part;
@@ -288,22 +335,22 @@ int64_t Layout::TileAtIndex(size_t i) const {
     case Rep::Tiles::kEvery: return rep_->every_tile;
     case Rep::Tiles::kListed: break;
   }
-  return rep_->device_tile[i];
+  return rep_->device_tile32.empty() ? rep_->device_tile[i] : rep_->device_tile32[i];
 }
 
 
 std::vector<int32_t> Layout::TileCoords(int64_t tile) const {
   std::vector<int32_t> c(rep_->dims.size());
   for (int64_t d = rank() - 1; d >= 0; --d) {
-    c[d] = static_cast<int32_t>(tile % rep_->dims[d].grid.tiles);
-    tile /= rep_->dims[d].grid.tiles;
+    c[d] = static_cast<int32_t>(tile % rep_->dims[d].grid().tiles);
+    tile /= rep_->dims[d].grid().tiles;
   }
   return c;
 }
 
 int64_t Layout::TileIndex(std::span<const int32_t> coords) const {
   int64_t t = 0;
-  for (size_t d = 0; d < rep_->dims.size(); ++d) t = t * rep_->dims[d].grid.tiles + coords[d];
+  for (size_t d = 0; d < rep_->dims.size(); ++d) t = t * rep_->dims[d].grid().tiles + coords[d];
   return t;
 }
 
@@ -323,22 +370,22 @@ std::span<const int64_t> Layout::Holders(int64_t tile) const {
 std::span<const int32_t> Layout::TileCells(int64_t d, int32_t c) const {
   const Dim& dim = rep_->dims[d];
   // (One cell per tile, in order: cell c is tile c, and cell_tile[c] == c.)
-  if (dim.tile_cell_begin.empty()) return {dim.grid.cell_tile.data() + c, 1};
+  if (dim.tile_cell_begin.empty()) return {dim.grid().cell_tile.data() + c, 1};
   return {dim.tile_cells.data() + dim.tile_cell_begin[c], dim.tile_cells.data() + dim.tile_cell_begin[c + 1]};
 }
 
 int64_t Layout::TileElements(int64_t tile) const {
   int64_t n = 1;
   for (int64_t d = rank() - 1; d >= 0; --d) {
-    n *= TileExtent(d, tile % rep_->dims[d].grid.tiles);
-    tile /= rep_->dims[d].grid.tiles;
+    n *= TileExtent(d, tile % rep_->dims[d].grid().tiles);
+    tile /= rep_->dims[d].grid().tiles;
   }
   return n;
 }
 
 std::vector<Interval> Layout::TileIntervals(int64_t d, int32_t c) const {
   std::vector<Interval> out;
-  const DimGrid& g = rep_->dims[d].grid;
+  const DimGrid& g = rep_->dims[d].grid();
   for (int32_t k : TileCells(d, c)) {
     Interval iv{g.cuts[k], g.cuts[k + 1]};
     if (iv.empty()) continue;
@@ -442,7 +489,7 @@ bool operator==(const Layout& a, const Layout& b) {
   // The same grids with the same tile per device hold the same boxes: a
   // comparison of arrays, where the general test below allocates per device.
   const bool same_grids = std::equal(a.rep_->dims.begin(), a.rep_->dims.end(), b.rep_->dims.begin(), b.rep_->dims.end(),
-                                     [](const Layout::Dim& x, const Layout::Dim& y) { return x.grid == y.grid; });
+                                     [](const Layout::Dim& x, const Layout::Dim& y) { return x.grid_ptr == y.grid_ptr || x.grid() == y.grid(); });
   if (same_grids) {
     bool same_tiles = true;
     for (size_t i = 0; i < a.rep_->ids().size() && same_tiles; ++i) same_tiles = a.TileAtIndex(i) == b.TileAtIndex(i);

@@ -201,6 +201,12 @@ Result<Layout> BuildMeshLayout(const Mesh& mesh, const std::vector<int64_t>& sha
                                const std::vector<AxisRef>& partial_axes, ReduceOp op) {
   RESHARD_ASSIGN_OR_RETURN(MeshGrids g, GridsOf(mesh, shape, dims, rule, split_factors));
   const TileAt tile_at(mesh, g, dims);
+  if (mesh.is_iota() && partial_axes.empty()) {
+    // Position f is device f: each device's tile alone, no placement list.
+    std::vector<int64_t> tiles(static_cast<size_t>(mesh.num_devices()));
+    for (int64_t f = 0; f < mesh.num_devices(); ++f) tiles[static_cast<size_t>(f)] = tile_at(f);
+    return Layout::CreateOnIota(shape, dtype, std::move(g.grids), std::move(tiles));
+  }
   std::vector<DeviceTile> placement;
   placement.reserve(mesh.num_devices());
   for (int64_t f = 0; f < mesh.num_devices(); ++f) {

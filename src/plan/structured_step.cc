@@ -451,18 +451,20 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       }
       std::vector<int32_t>().swap(given);
       std::vector<int32_t> takers(static_cast<size_t>(movers));  // by shard index, ascending within each
-      std::vector<int32_t> next(taker_begin.begin(), taker_begin.end() - 1);
+      // taker_begin[i] is a cursor into bucket i; each ends where the next
+      // began, so shifting them one place back restores the starts.
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
-        if (tf != tt) takers[static_cast<size_t>(next[static_cast<size_t>(tt)]++)] = static_cast<int32_t>(pos);
+        if (tf != tt) takers[static_cast<size_t>(taker_begin[static_cast<size_t>(tt)]++)] = static_cast<int32_t>(pos);
       }
+      std::copy_backward(taker_begin.begin(), taker_begin.end() - 1, taker_begin.end());
+      taker_begin[0] = 0;
       // Givers in ascending order: the pairs come sorted.
-      next.assign(taker_begin.begin(), taker_begin.end() - 1);
-      std::vector<int32_t>().swap(taker_begin);
       draft.pairs.reserve(static_cast<size_t>(movers));
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
-        if (tf != tt) draft.pairs.push_back({static_cast<int32_t>(pos), takers[static_cast<size_t>(next[static_cast<size_t>(tf)]++)]});
+        if (tf != tt)
+          draft.pairs.push_back({static_cast<int32_t>(pos), takers[static_cast<size_t>(taker_begin[static_cast<size_t>(tf)]++)]});
       }
       const Mesh& mesh = ctx.plan_mesh->mesh;
       for (const auto& [s, t] : draft.pairs)
