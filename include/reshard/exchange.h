@@ -337,9 +337,11 @@ class Exchange {
   // target tile overlaps, with the elements they share, in no set order; a
   // local copy where source.TileOf(receiver) is that tile, else one message
   // from one of its holders. For pricing an exchange that may never be
-  // built: O(its tile's cells x log(source cells)) plus one visit per
-  // message, no tables. REQUIRES: Validate(source, target) is OK, and
-  // neither layout is partial.
+  // built, with no tables: a binary search over the source's cuts per cell
+  // of its tile and dim, then one step per source cell those cells cover
+  // (a message, or an empty cell passed over), plus, where a dim's source
+  // cells repeat tiles, a sort of their list. REQUIRES: Validate(source,
+  // target) is OK, and neither layout is partial.
   static void ForEachReceived(const Layout& source, const Layout& target, int64_t receiver,
                               const std::function<void(int64_t source_tile, int64_t elements)>& visit);
   // Visits every transfer of the whole plan without storing it (grouped by

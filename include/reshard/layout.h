@@ -131,6 +131,9 @@ class Layout {
   int64_t TileIndex(std::span<const int32_t> coords) const;
   // Devices holding `tile`, ascending.
   std::span<const int64_t> Holders(int64_t tile) const;
+  // Whether cell k is tile k along dim d (one cell per tile, in order: every
+  // mesh tiling), so that TileCells(d, c) is {c}. O(1).
+  bool CellsAreTiles(int64_t d) const { return rep_->dims[static_cast<size_t>(d)].tile_cell_begin.empty(); }
   // Cells of `tile` along dim d, ascending.
   std::span<const int32_t> TileCells(int64_t d, int32_t tile_coord) const;
   // Offset of cell k inside its tile's local extent along dim d.
@@ -177,18 +180,20 @@ class Layout {
   // is immutable), so a copy held by a plan step or a search costs nothing.
   struct Rep {
     std::vector<Dim> dims;
-    // Ascending; 0..n-1 shared by every layout over those ids (SharedDevices).
+    // Ascending; 0..n-1 shared by every layout over those ids (SharedIota).
     std::shared_ptr<const std::vector<int64_t>> device_list = std::make_shared<const std::vector<int64_t>>();
     const std::vector<int64_t>& ids() const { return *device_list; }
-    // Parallel to devices; empty where device i holds tile i, or where
-    // every device holds `every_tile` (a mesh's 1-D sharding, a replicated
-    // array: 8 bytes a device).
-    std::vector<int64_t> device_tile;
-    std::vector<int32_t> device_tile32;  // device_tile, in its place where every tile index fits 32 bits
+    // Each device's tile: none stored where device i holds tile i (kIndex)
+    // or every device holds `every_tile` (kEvery: a replicated array);
+    // else listed (kListed), parallel to the devices, in device_tile32
+    // where every tile index fits 32 bits, else in device_tile.
     enum class Tiles : uint8_t { kListed, kIndex, kEvery } tiles = Tiles::kListed;
     int64_t every_tile = 0;
-    // CSR over tiles; with holders, empty where device_tile is (not
-    // partial). Empty alone where every tile has one holder: holders[t].
+    std::vector<int64_t> device_tile;
+    std::vector<int32_t> device_tile32;
+    // Each tile's holders, for kListed only (Holders reads the others'
+    // from the device list): a CSR over tiles, or, where every tile has one
+    // holder, holders[t] alone with holder_begin empty.
     std::vector<int64_t> holder_begin;
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial

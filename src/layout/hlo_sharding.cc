@@ -49,7 +49,7 @@ Result<Layout> HloSharding::ToLayout(const std::vector<int64_t>& shape, DType dt
   const int64_t repl = t.replicate_last ? td.back() : 1;
   for (int64_t flat = 0; flat < t.tiles.num_devices(); ++flat) {
     const int64_t dev = t.tiles.device(flat);
-    if (mesh && (mesh->is_iota() ? dev >= mesh->num_devices() : !std::binary_search(mesh_ids.begin(), mesh_ids.end(), dev)))
+    if (mesh && (mesh->is_iota() ? dev < 0 || dev >= mesh->num_devices() : !std::binary_search(mesh_ids.begin(), mesh_ids.end(), dev)))
       return Status::InvalidArgument("device id " + std::to_string(dev) + " is not in the mesh " + mesh->ToString());
     placement.push_back({dev, flat / repl});
   }

@@ -27,23 +27,27 @@ Result<Mesh> Mesh::Create(std::vector<Axis> axes, std::vector<int64_t> device_id
     if (static_cast<int64_t>(device_ids.size()) != m.num_devices_)
       return Status::InvalidArgument("mesh " + m.ToString() + " has " + std::to_string(m.num_devices_) + " devices but " +
                                      std::to_string(device_ids.size()) + " device ids were given");
-    bool iota = true;
+    bool iota = true, negative = false;
     for (size_t i = 0; i < device_ids.size(); ++i) {
-      if (device_ids[i] < 0) return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " (entry " + std::to_string(i + 1) + ") is negative");
+      negative = negative || device_ids[i] < 0;
       iota = iota && device_ids[i] == static_cast<int64_t>(i);
     }
     if (!iota) {
-      // Repeats, by a sorted copy (8 B an id; a hash set costs several
-      // times that at millions of devices). The message names the entry
-      // that repeats an earlier one, the first such in the list.
+      // Repeats found by a sorted copy (8 B an id; a hash set costs several
+      // times that at millions of devices). Where something is wrong, the
+      // list is walked again to name its first bad entry: a negative id,
+      // or one that repeats an earlier entry.
       std::vector<int64_t> sorted = device_ids;
       std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      if (negative || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
         std::vector<int64_t>().swap(sorted);
         std::unordered_set<int64_t> ids;
-        for (size_t i = 0; i < device_ids.size(); ++i)
+        for (size_t i = 0; i < device_ids.size(); ++i) {
+          if (device_ids[i] < 0)
+            return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " (entry " + std::to_string(i + 1) + ") is negative");
           if (!ids.insert(device_ids[i]).second)
             return Status::InvalidArgument("device id " + std::to_string(device_ids[i]) + " is repeated (entry " + std::to_string(i + 1) + ")");
+        }
       }
       m.device_ids_ = std::move(device_ids);
     }

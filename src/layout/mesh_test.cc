@@ -74,5 +74,38 @@ TEST(MeshPositions, InvertsDeviceForIotaDenseAndSparseIds) {
   }
 }
 
+// Bad id lists name their first bad entry, in list order, whichever kind
+// it is; HasDevices compares a mesh's ids with a sorted list.
+TEST(Mesh, IdErrorsNameTheFirstBadEntryAndHasDevicesCompares) {
+  struct Case {
+    std::vector<int64_t> ids;
+    std::string message;  // "" where valid
+  } cases[] = {
+      {{3, 3, -1, 0}, "device id 3 is repeated (entry 2)"},
+      {{1, -1, 1, 0}, "device id -1 (entry 2) is negative"},
+      {{2, 0, 1, 2}, "device id 2 is repeated (entry 4)"},
+      {{-5, 0, 1, 2}, "device id -5 (entry 1) is negative"},
+      {{3, 1, 2, 0}, ""},
+      {{0, 1, 2, 3}, ""},
+  };
+  for (const Case& c : cases) {
+    Result<Mesh> m = Mesh::Create({{"x", 4}}, c.ids);
+    if (c.message.empty()) {
+      ASSERT_TRUE(m.ok()) << m.status();
+      std::vector<int64_t> sorted = c.ids;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_TRUE(m->HasDevices(sorted));
+      EXPECT_FALSE(m->HasDevices(std::vector<int64_t>{0, 1, 2}));
+      EXPECT_FALSE(m->HasDevices(std::vector<int64_t>{0, 1, 2, 4}));
+    } else {
+      ASSERT_FALSE(m.ok());
+      EXPECT_EQ(m.status().message(), c.message);
+    }
+  }
+  const Mesh sparse = Mesh::Create({{"x", 2}}, {7, 3}).value();
+  EXPECT_TRUE(sparse.HasDevices(std::vector<int64_t>{3, 7}));
+  EXPECT_FALSE(sparse.HasDevices(std::vector<int64_t>{0, 1}));
+}
+
 }  // namespace
 }  // namespace reshard

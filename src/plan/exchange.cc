@@ -773,9 +773,7 @@ void Exchange::ForEachReceived(const Layout& source, const Layout& target, int64
     DimView& v = views[static_cast<size_t>(d)];
     v.source = &s;
     const std::span<const int32_t> cells = target.TileCells(d, tc[static_cast<size_t>(d)]);
-    bool source_in_order = static_cast<int64_t>(s.cell_tile.size()) == s.tiles;  // cell k is tile k
-    for (size_t k = 0; k < s.cell_tile.size() && source_in_order; ++k) source_in_order = s.cell_tile[k] == static_cast<int32_t>(k);
-    if (cells.size() == 1 && source_in_order) {
+    if (cells.size() == 1 && source.CellsAreTiles(d)) {
       v.in_place = true;
       v.lo = t.cuts[static_cast<size_t>(cells[0])];
       v.hi = t.cuts[static_cast<size_t>(cells[0]) + 1];

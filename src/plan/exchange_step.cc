@@ -32,8 +32,9 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
     std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
                    std::back_inserter(both));
   const std::vector<int64_t>& devices = source.devices() == target.devices() ? source.devices() : both;
-  // Exact above 64 devices too: a sampled draft's time is the largest of
-  // these devices' own, and an exact draft's is at least each device's.
+  // The devices a sampled draft prices (above 64 devices its time is the
+  // largest of theirs); at 64 or fewer the draft is exact, and its time at
+  // least any device's, so the same devices bound it there too.
   const bool communicates = lb.total_bytes > 0;
   double floor = 0;
   for (const int64_t dev : SampledDevices(devices)) {

@@ -113,39 +113,47 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
     if (ragged && exchanges_left > 0) {
       --exchanges_left;
       const Layout from = LayoutOf(s);
-      // Where one structured collective reaches the target moving no more
-      // than the exchange must (the lower bound, which it meets) and no
-      // slower than the exchange's floor, the exchange is never built: it
-      // could only tie (below), and its tables cost 100 B or more a device.
+      // The one structured collective from s to the target, if any, set
+      // against the exchange below. A permute in the search is priced as if
+      // every device moved (its pairs are not drafted); here, where it may
+      // take the exchange's place (at most 8 times a search), its movers
+      // are counted (O(devices)), so that it compares with the exchange's
+      // exact total.
+      std::optional<StepDraft> direct;
+      int64_t direct_total = 0;
       if (structured) {
-        std::optional<StepDraft> direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
-        if (direct && direct->peak_bytes <= cap_) {
-          const LowerBound lb = s == pm_.source && bound_ ? *bound_ : ComputeLowerBound(from, target_);
-          // A permute drafted without its pairs is priced as if every device
-          // moved: count its movers here, once.
-          const int64_t total = direct->op == StepOp::kCollectivePermute
-                                    ? direct->recv_bytes * PermuteMovers(ctx_, s, pm_.target)
-                                    : Total(*direct);
-          if (direct->recv_bytes <= lb.max_recv_bytes && total <= lb.total_bytes) {
-            const double floor = std::max(ExchangeTimeFloor(from, target_, *ctx_.topology, lb),
-                                          static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
-            if (direct->time_us <= floor * (1 + 1e-9)) {
-              // Listed at its floors: the least it could be priced at.
-              const Edge floors{true, pm_.target, {}, floor, lb.max_recv_bytes,
-                                ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target), lb.total_bytes};
-              candidates.push_back(Price(Path(nodes, u), ""));
-              candidates.back().steps.push_back(EdgeText(pm_, s, floors));
-              candidates.back().time_us += floors.time_us;
-              candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, floors.recv_bytes);
-              candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, floors.peak_bytes);
-              candidates.back().note =
-                  "not drafted: one collective moves as much, no slower than the exchange's floor, and is drafted in its place";
-              Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, total};
-              collective.draft = std::move(*direct);
-              const Cost c = cost + collective.cost();
-              relax(u, target_key, node_of(target_key), pm_.target, std::move(collective), c);
-              continue;
-            }
+        direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
+        if (direct && direct->peak_bytes > cap_) direct.reset();
+        if (direct)
+          direct_total = direct->op == StepOp::kCollectivePermute
+                             ? direct->recv_bytes * PermuteMovers(ctx_, s, pm_.target)
+                             : Total(*direct);
+      }
+      // Where that collective moves no more than the exchange must (the
+      // lower bound, which it meets) and is no slower than the exchange's
+      // floor, the exchange is never built: it could only tie (below), and
+      // its tables cost 100 B or more a device.
+      if (direct) {
+        const LowerBound lb = s == pm_.source && bound_ ? *bound_ : ComputeLowerBound(from, target_);
+        if (direct->recv_bytes <= lb.max_recv_bytes && direct_total <= lb.total_bytes) {
+          const double floor = std::max(ExchangeTimeFloor(from, target_, *ctx_.topology, lb),
+                                        static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
+          if (direct->time_us <= floor * (1 + 1e-9)) {
+            // Listed at its floors: the least it could be priced at.
+            const Edge floors{true, pm_.target, {}, floor, lb.max_recv_bytes,
+                              ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target), lb.total_bytes};
+            candidates.push_back(Price(Path(nodes, u), ""));
+            candidates.back().steps.push_back(EdgeText(pm_, s, floors));
+            candidates.back().time_us += floors.time_us;
+            candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, floors.recv_bytes);
+            candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, floors.peak_bytes);
+            candidates.back().note =
+                "not drafted: one collective moves as much, no slower than the exchange's floor, and is drafted in its place";
+            Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, direct_total};
+            collective.draft = std::move(*direct);
+            const Cost c = cost + collective.cost();
+            relax(u, target_key, node_of(target_key), pm_.target, std::move(collective), c);
+            continue;
           }
         }
       }
@@ -173,12 +181,10 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       // them apart (one part in 1e9), and the real collective is the better
       // program. It is the edge instead, which also spares the exact
       // pricing a chosen exchange needs (per pair: n^2 at n devices).
-      if (structured) {
-        std::optional<StepDraft> direct = DraftStep(ctx_, s, pm_.target, /*detailed=*/false);
-        if (direct && direct->peak_bytes <= cap_ && direct->recv_bytes <= d.max_recv_bytes &&
-            Total(*direct) <= d.total_bytes &&
+      if (direct) {
+        if (direct->recv_bytes <= d.max_recv_bytes && direct_total <= d.total_bytes &&
             direct->time_us <= time_us * (1 + 1e-9)) {
-          Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, Total(*direct)};
+          Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, direct_total};
           collective.draft = std::move(*direct);
           const Cost c = cost + collective.cost();
           candidates.back().note = "priced; one collective moving as much as fast is drafted in its place";
@@ -314,16 +320,16 @@ void NamedPlanner::FillStructured(PlanStep& step, StepDraft d, const PlanContext
   step.peak_bytes = DeviceValues::Uniform(n, d.peak_bytes);
   if (d.op == StepOp::kCollectivePermute) {
     step.send_bytes = step.recv_bytes = step.sends = step.recvs = DeviceValues::Uniform(n, 0);
-    // The pairs: the draft's, or (detailed) its program's permute op's.
-    const std::vector<std::pair<int32_t, int32_t>>* pairs = &d.pairs;
-    for (const ProgramOp& op : step.program)
-      if (op.kind == ProgramOp::Kind::kCollectivePermute) pairs = &op.pairs;
-    for (const auto& [s, t] : *pairs) {
-      const size_t si = b.Index(pm.mesh.device(s)), ti = b.Index(pm.mesh.device(t));
-      step.send_bytes.Set(si, d.send_bytes);
-      step.sends.Set(si, 1);
-      step.recv_bytes.Set(ti, d.recv_bytes);
-      step.recvs.Set(ti, 1);
+    // The movers: the pairs of its program's permute op.
+    for (const ProgramOp& op : step.program) {
+      if (op.kind != ProgramOp::Kind::kCollectivePermute) continue;
+      for (const auto& [s, t] : op.pairs) {
+        const size_t si = b.Index(pm.mesh.device(s)), ti = b.Index(pm.mesh.device(t));
+        step.send_bytes.Set(si, d.send_bytes);
+        step.sends.Set(si, 1);
+        step.recv_bytes.Set(ti, d.recv_bytes);
+        step.recvs.Set(ti, 1);
+      }
     }
   } else {
     step.send_bytes = DeviceValues::Uniform(n, d.send_bytes);

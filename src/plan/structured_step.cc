@@ -420,6 +420,7 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
     const int64_t m = Product(from_shard) * eb;
     draft.send_bytes = draft.recv_bytes = m;
     draft.messages = 1;
+    std::vector<std::pair<int32_t, int32_t>> pairs;  // detailed: (from, to) positions, ascending
     if (!detailed) {
       draft.time_us = ctx.topology->WorstMessageTime(m);
     } else {
@@ -460,20 +461,19 @@ std::optional<StepDraft> DraftStep(const PlanContext& ctx, const AxisLists& from
       std::copy_backward(taker_begin.begin(), taker_begin.end() - 1, taker_begin.end());
       taker_begin[0] = 0;
       // Givers in ascending order: the pairs come sorted.
-      draft.pairs.reserve(static_cast<size_t>(movers));
+      pairs.reserve(static_cast<size_t>(movers));
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t tf = tile_of(from, pos), tt = tile_of(to, pos);
         if (tf != tt)
-          draft.pairs.push_back({static_cast<int32_t>(pos), takers[static_cast<size_t>(taker_begin[static_cast<size_t>(tf)]++)]});
+          pairs.push_back({static_cast<int32_t>(pos), takers[static_cast<size_t>(taker_begin[static_cast<size_t>(tf)]++)]});
       }
       const Mesh& mesh = ctx.plan_mesh->mesh;
-      for (const auto& [s, t] : draft.pairs)
+      for (const auto& [s, t] : pairs)
         draft.time_us = std::max(draft.time_us, ctx.topology->MessageTime(mesh.device(s), mesh.device(t), m));
     }
     if (detailed) {
       ProgramOp cp{ProgramOp::Kind::kCollectivePermute, from_shard};
-      cp.pairs = std::move(draft.pairs);  // held once, by the program (8 B a mover)
-      draft.pairs.clear();
+      cp.pairs = std::move(pairs);  // held by the program alone (8 B a mover)
       b->Collective(std::move(cp));
     } else {
       if (from_shard != to_shard) return std::nullopt;  // as the program's shape check below

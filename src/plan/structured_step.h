@@ -56,12 +56,11 @@ struct PlanContext {
 
 // One step drafted between two states: every device sends and receives the
 // same (send_bytes, recv_bytes, messages), except for a collective-permute,
-// where only `pairs` move.
+// where only the pairs of its program op (a detailed draft's) move.
 struct StepDraft {
   StepOp op = StepOp::kCopy;
   std::vector<int32_t> group;
   std::vector<ProgramOp> program;
-  std::vector<std::pair<int32_t, int32_t>> pairs;  // a detailed permute's are its program op's instead
   int64_t send_bytes = 0, recv_bytes = 0, messages = 0;  // per device (permute: per mover)
   int64_t peak_bytes = 0;                                // per device
   double time_us = 0;
