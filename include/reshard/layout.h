@@ -64,6 +64,12 @@ struct DeviceTile {
   int64_t part = 0;
 };
 
+// The position of `id` in `ascending` (sorted, distinct device ids, as
+// Layout::devices() lists them), or -1 where it is absent. O(1) where the
+// list is a range of ids (every mesh's layouts over iota devices), else a
+// binary search. The one lookup from a device id to its index.
+int64_t PositionIn(std::span<const int64_t> ascending, int64_t id);
+
 // How partial values combine into the array.
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 std::string_view ReduceOpName(ReduceOp op);  // "sum", "avg", "max", "min"
@@ -123,6 +129,11 @@ class Layout {
 
   // Devices of the layout (holding data or not), ascending.
   const std::vector<int64_t>& devices() const { return rep_->ids(); }
+  // Whether `other` is over the same devices: O(1) where both hold one
+  // shared list (layouts over ids 0..n-1), else the lists compared.
+  bool SameDevices(const Layout& other) const {
+    return rep_->device_list == other.rep_->device_list || devices() == other.devices();
+  }
   // Tile held by `device`, or -1 (holds nothing, or not in the layout).
   int64_t TileOf(int64_t device) const;
 
@@ -218,6 +229,9 @@ class Layout {
                                    : dim.tile_extent[static_cast<size_t>(c)];
   }
 };
+
+// Both layouts' devices, ascending (their union).
+std::vector<int64_t> DevicesOfBoth(const Layout& a, const Layout& b);
 
 std::ostream& operator<<(std::ostream& os, const Layout& l);
 

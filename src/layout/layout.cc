@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -49,35 +50,46 @@ Result<ReduceOp> ParseReduceOp(std::string_view name) {
 
 namespace {
 
+// The last N values of a kind that layouts hold, remembered while some
+// layout holds them, so that an equal one is shared, not made again.
+template <typename T, size_t N>
+class RecentValues {
+ public:
+  // A remembered value `matches` accepts, else make()'s, remembered.
+  template <typename Matches, typename Make>
+  std::shared_ptr<const T> Get(Matches matches, Make make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::weak_ptr<const T>& r : recent_)
+      if (std::shared_ptr<const T> held = r.lock(); held && matches(*held)) return held;
+    auto made = std::make_shared<const T>(make());
+    recent_[next_++ % N] = made;
+    return made;
+  }
+
+ private:
+  std::mutex mu_;
+  std::weak_ptr<const T> recent_[N];
+  size_t next_ = 0;
+};
+
 // The list 0..n-1, shared by every layout over those ids (a plan's source,
 // target and step layouts over one mesh hold one copy, 8 bytes a device,
-// where each held its own): the last one made is remembered while some
-// layout holds it.
+// where each held its own).
 std::shared_ptr<const std::vector<int64_t>> SharedIota(int64_t n) {
-  static std::mutex mu;
-  static std::weak_ptr<const std::vector<int64_t>> last;
-  std::lock_guard<std::mutex> lock(mu);
-  if (std::shared_ptr<const std::vector<int64_t>> held = last.lock(); held && static_cast<int64_t>(held->size()) == n)
-    return held;
-  std::vector<int64_t> ids(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
-  auto made = std::make_shared<const std::vector<int64_t>>(std::move(ids));
-  last = made;
-  return made;
+  static RecentValues<std::vector<int64_t>, 1> iotas;
+  return iotas.Get([n](const std::vector<int64_t>& ids) { return static_cast<int64_t>(ids.size()) == n; },
+                   [n] {
+                     std::vector<int64_t> ids(static_cast<size_t>(n));
+                     for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+                     return ids;
+                   });
 }
 
-// A grid equal to one a live layout holds is that layout's (the last few
-// made are remembered while some layout holds them); otherwise a new one.
+// A grid equal to one a live layout holds (of the last 4 made) is that
+// layout's: a plan's layouts over one mesh often cut a dim alike.
 std::shared_ptr<const DimGrid> SharedGrid(DimGrid grid) {
-  static std::mutex mu;
-  static std::weak_ptr<const DimGrid> recent[4];
-  static size_t next = 0;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const std::weak_ptr<const DimGrid>& r : recent)
-    if (std::shared_ptr<const DimGrid> held = r.lock(); held && *held == grid) return held;
-  auto made = std::make_shared<const DimGrid>(std::move(grid));
-  recent[next++ % 4] = made;
-  return made;
+  static RecentValues<DimGrid, 4> grids;
+  return grids.Get([&grid](const DimGrid& g) { return g == grid; }, [&grid] { return std::move(grid); });
 }
 
 }  // namespace
@@ -286,9 +298,8 @@ Status Layout::NumberParts(const std::vector<DeviceTile>& placement, Rep& rep) c
 
 int64_t Layout::PartOf(int64_t device) const {
   if (!partial()) return 0;
-  auto it = std::lower_bound(rep_->ids().begin(), rep_->ids().end(), device);
-  if (it == rep_->ids().end() || *it != device) return 0;
-  return rep_->device_part[it - rep_->ids().begin()];
+  const int64_t i = PositionIn(rep_->ids(), device);
+  return i < 0 ? 0 : rep_->device_part[static_cast<size_t>(i)];
 }
 
 Status CheckReducible(DType dtype, ReduceOp op) {
@@ -318,15 +329,27 @@ Layout Layout::PartLayout(int64_t part) const {
   return Layout::Create(shape_, dtype_, std::move(dims), std::move(placement)).value();
 }
 
-int64_t Layout::TileOf(int64_t device) const {
-  // Mesh tilings of iota meshes hold every id of a range: index directly.
-  if (!rep_->ids().empty() && rep_->ids().back() - rep_->ids().front() + 1 == static_cast<int64_t>(rep_->ids().size())) {
-    const int64_t i = device - rep_->ids().front();
-    return i < 0 || i >= static_cast<int64_t>(rep_->ids().size()) ? -1 : TileAtIndex(static_cast<size_t>(i));
+int64_t PositionIn(std::span<const int64_t> ascending, int64_t id) {
+  const int64_t n = static_cast<int64_t>(ascending.size());
+  if (n > 0 && ascending.back() - ascending.front() + 1 == n) {  // a range of ids: index directly
+    const int64_t i = id - ascending.front();
+    return i < 0 || i >= n ? -1 : i;
   }
-  auto it = std::lower_bound(rep_->ids().begin(), rep_->ids().end(), device);
-  if (it == rep_->ids().end() || *it != device) return -1;
-  return TileAtIndex(static_cast<size_t>(it - rep_->ids().begin()));
+  const auto it = std::lower_bound(ascending.begin(), ascending.end(), id);
+  return it == ascending.end() || *it != id ? -1 : it - ascending.begin();
+}
+
+std::vector<int64_t> DevicesOfBoth(const Layout& a, const Layout& b) {
+  if (a.SameDevices(b)) return a.devices();
+  std::vector<int64_t> both;
+  both.reserve(std::max(a.devices().size(), b.devices().size()));
+  std::set_union(a.devices().begin(), a.devices().end(), b.devices().begin(), b.devices().end(), std::back_inserter(both));
+  return both;
+}
+
+int64_t Layout::TileOf(int64_t device) const {
+  const int64_t i = PositionIn(rep_->ids(), device);
+  return i < 0 ? -1 : TileAtIndex(static_cast<size_t>(i));
 }
 
 int64_t Layout::TileAtIndex(size_t i) const {
@@ -337,7 +360,6 @@ int64_t Layout::TileAtIndex(size_t i) const {
   }
   return rep_->device_tile32.empty() ? rep_->device_tile[i] : rep_->device_tile32[i];
 }
-
 
 std::vector<int32_t> Layout::TileCoords(int64_t tile) const {
   std::vector<int32_t> c(rep_->dims.size());
@@ -484,7 +506,7 @@ std::vector<std::vector<Interval>> Holding(const Layout& l, int64_t device) {
 bool operator==(const Layout& a, const Layout& b) {
   if (a.shape_ != b.shape_ || a.dtype_ != b.dtype_ || a.reduction_ != b.reduction_) return false;
   if (a.rep_ == b.rep_) return true;  // copies of one layout
-  if (a.rep_->device_list != b.rep_->device_list && a.rep_->ids() != b.rep_->ids()) return false;
+  if (!a.SameDevices(b)) return false;
   if (a.partial() && a.rep_->device_part != b.rep_->device_part) return false;
   // The same grids with the same tile per device hold the same boxes: a
   // comparison of arrays, where the general test below allocates per device.

@@ -573,10 +573,7 @@ Result<Exchange> Exchange::CreateRouted(const Layout& source, const Layout& targ
 Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
                                   std::function<int64_t(int64_t device)> group_key) {
   RESHARD_RETURN_IF_ERROR(Validate(source, target));
-  std::vector<int64_t> all;
-  all.reserve(source.devices().size() + target.devices().size());
-  std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
-                 std::back_inserter(all));
+  std::vector<int64_t> all = DevicesOfBoth(source, target);
   auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);

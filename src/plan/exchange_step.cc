@@ -1,7 +1,6 @@
 #include "plan/exchange_step.h"
 
 #include <algorithm>
-#include <iterator>
 #include <span>
 
 #include "plan/cost_model.h"
@@ -25,13 +24,11 @@ std::vector<int64_t> SampledDevices(const std::vector<int64_t>& devices) {
 }  // namespace
 
 double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topology& topo, const LowerBound& lb) {
-  // The exchange's devices: both layouts' (one list where they agree, as
-  // over one mesh, so nothing is copied there).
-  std::vector<int64_t> both;
-  if (source.devices() != target.devices())
-    std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
-                   std::back_inserter(both));
-  const std::vector<int64_t>& devices = source.devices() == target.devices() ? source.devices() : both;
+  // The exchange's devices: both layouts' (the source's own list where
+  // they agree, as over one mesh, so nothing is copied there).
+  const bool same = source.SameDevices(target);
+  const std::vector<int64_t> both = same ? std::vector<int64_t>{} : DevicesOfBoth(source, target);
+  const std::vector<int64_t>& devices = same ? source.devices() : both;
   // The devices a sampled draft prices (above 64 devices its time is the
   // largest of theirs); at 64 or fewer the draft is exact, and its time at
   // least any device's, so the same devices bound it there too.
@@ -44,10 +41,13 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
       if (tile == own) return;  // a local copy
       const int64_t bytes = elements * source.element_bytes();
       // The sender rule picks one of the tile's holders: the cheapest is a floor.
+      // (Past 8 holders, the cheapest link anywhere.)
       const std::span<const int64_t> holders = source.Holders(tile);
-      double least = holders.size() > 8 ? topo.LeastMessageTime(bytes) : 1e300;
-      if (holders.size() <= 8)
+      double least = topo.LeastMessageTime(bytes);
+      if (!holders.empty() && holders.size() <= 8) {
+        least = topo.MessageTime(holders[0], dev, bytes);
         for (const int64_t h : holders) least = std::min(least, topo.MessageTime(h, dev, bytes));
+      }
       recv += least;
     });
     // Its sends and its packing are not known without the exchange: none.
@@ -62,10 +62,7 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const std::vector<int64_t>& devices = ex.devices();
   const int64_t n = static_cast<int64_t>(devices.size());
   const int64_t eb = ex.source().element_bytes();
-  const bool contiguous = n > 0 && devices.back() - devices.front() + 1 == n;  // index ids directly
-  auto index = [&](int64_t dev) {
-    return contiguous ? dev - devices.front() : std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin();
-  };
+  auto index = [&](int64_t dev) { return PositionIn(devices, dev); };
   if (detailed || n <= 64) {
     std::vector<double> send_time(n, 0), recv_time(n, 0);
     const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
@@ -139,7 +136,7 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
   const std::vector<int64_t>& devices = parts.front().devices();
   const size_t n = devices.size();
   const int64_t eb = parts.front().source().element_bytes();
-  auto index = [&](int64_t dev) { return std::lower_bound(devices.begin(), devices.end(), dev) - devices.begin(); };
+  auto index = [&](int64_t dev) { return PositionIn(devices, dev); };
   std::vector<double> send_time(n, 0), recv_time(n, 0);
   out.send_bytes.assign(n, 0);
   out.recv_bytes.assign(n, 0);

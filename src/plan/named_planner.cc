@@ -113,6 +113,12 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
     if (ragged && exchanges_left > 0) {
       --exchanges_left;
       const Layout from = LayoutOf(s);
+      // The path to s, then the exchange `e`, as a candidate.
+      auto list_exchange = [&](const Edge& e, std::string note) {
+        std::vector<std::pair<AxisLists, Edge>> path = Path(nodes, u);
+        path.push_back({s, e});
+        candidates.push_back(Price(path, std::move(note)));
+      };
       // The one structured collective from s to the target, if any, set
       // against the exchange below. A permute in the search is priced as if
       // every device moved (its pairs are not drafted); here, where it may
@@ -140,15 +146,10 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
                                         static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
           if (direct->time_us <= floor * (1 + 1e-9)) {
             // Listed at its floors: the least it could be priced at.
-            const Edge floors{true, pm_.target, {}, floor, lb.max_recv_bytes,
-                              ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target), lb.total_bytes};
-            candidates.push_back(Price(Path(nodes, u), ""));
-            candidates.back().steps.push_back(EdgeText(pm_, s, floors));
-            candidates.back().time_us += floors.time_us;
-            candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, floors.recv_bytes);
-            candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, floors.peak_bytes);
-            candidates.back().note =
-                "not drafted: one collective moves as much, no slower than the exchange's floor, and is drafted in its place";
+            list_exchange(Edge{true, pm_.target, {}, floor, lb.max_recv_bytes,
+                               ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target), lb.total_bytes},
+                          "not drafted: one collective moves as much, no slower than the exchange's floor, and is "
+                          "drafted in its place");
             Edge collective{false, {}, {}, direct->time_us, direct->recv_bytes, direct->peak_bytes, direct_total};
             collective.draft = std::move(*direct);
             const Cost c = cost + collective.cost();
@@ -166,15 +167,10 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       // less than the bound the search ordered by.
       const double time_us = std::max(d.time_us, static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
       Edge e{true, pm_.target, {}, time_us, d.max_recv_bytes, peak, d.total_bytes};
-      candidates.push_back(Price(Path(nodes, u), "") );
-      candidates.back().steps.push_back(EdgeText(pm_, s, e));
-      candidates.back().time_us += e.time_us;
-      candidates.back().max_recv_bytes = SaturatingAdd(candidates.back().max_recv_bytes, e.recv_bytes);
-      candidates.back().peak_bytes = std::max(candidates.back().peak_bytes, peak);
       // The default cap keeps XLA's gather-everything fallback out; it never
       // excludes the one-step minimal exchange, the plan that moves least.
       const bool exempt = options_.memory_cap_bytes == 0 && s == pm_.source;
-      candidates.back().note = peak <= cap_ || exempt ? "priced" : "over the memory cap";
+      list_exchange(e, peak <= cap_ || exempt ? "priced" : "over the memory cap");
       // Where one structured collective reaches the target in no more time
       // and bytes (most into a device, and in all), the exchange is that
       // collective's messages priced one by one: only summation order tells

@@ -51,7 +51,7 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
                                       int64_t cap, int64_t default_cap, bool uncapped) {
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(source.WithoutReduction(), target.WithoutReduction(), options.meshes, node);
-  if (!pm || source.devices() != target.devices()) return std::nullopt;
+  if (!pm || !source.SameDevices(target)) return std::nullopt;
   const PlanMesh& mesh = pm->coarse;
   std::vector<int32_t> axes;
   for (int64_t a : PartialMeshAxes(target, mesh.mesh)) axes.push_back(static_cast<int32_t>(a));
@@ -67,7 +67,7 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
       AxisLists m = mesh.target;
       m[d].insert(m[d].end(), axes.begin(), axes.end());
       const Layout reduced = StateLayout(mesh, m, target.shape(), target.dtype());
-      if (reduced.devices() != target.devices()) continue;
+      if (!reduced.SameDevices(target)) continue;
       Result<PlanResult> first = PlanReduction(source, reduced, options, default_cap);
       if (!first.ok() || (first->memory_cap_lifted && !uncapped)) continue;
       Result<PlanStep> route = ReducingExchangeStep(reduced, target, options.topology);
@@ -193,7 +193,7 @@ std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& targ
   const Layout plain_source = source.WithoutReduction(), plain_target = target.WithoutReduction();
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(plain_source, plain_target, options.meshes, node);
-  if (!pm || source.devices() != target.devices()) return std::nullopt;
+  if (!pm || !source.SameDevices(target)) return std::nullopt;
   // The plan mesh, and the finer one where there is one (its sub-axes let
   // the search move part of an axis), as the plain planner tries both: the
   // cheaper path.

@@ -11,13 +11,11 @@ PlanBuilder::PlanBuilder(const Layout& source, const Layout& target) {
   plan_.target_ = target;
   // Both layouts' devices, ascending: the source's own list where they agree
   // (over one mesh), else their union.
-  if (source.devices() == target.devices()) {
+  if (source.SameDevices(target)) {
     plan_.devices_are_source_ = true;
     return;
   }
-  std::set_union(source.devices().begin(), source.devices().end(), target.devices().begin(), target.devices().end(),
-                 std::back_inserter(plan_.devices_));
-  plan_.devices_.shrink_to_fit();
+  plan_.devices_ = DevicesOfBoth(source, target);
 }
 
 void PlanBuilder::SetMesh(const Mesh& mesh) {

@@ -30,12 +30,7 @@ class PlanBuilder {
   void SetMesh(const Mesh& mesh);
   // The position of `device` in the plan's device list.
   // REQUIRES: `device` is in the source or the target layout.
-  size_t Index(int64_t device) const {
-    const std::vector<int64_t>& d = plan_.devices();
-    // A range of ids (every mesh's layouts over iota devices): index directly.
-    if (!d.empty() && d.back() - d.front() + 1 == static_cast<int64_t>(d.size())) return static_cast<size_t>(device - d.front());
-    return std::lower_bound(d.begin(), d.end(), device) - d.begin();
-  }
+  size_t Index(int64_t device) const { return static_cast<size_t>(PositionIn(plan_.devices(), device)); }
   size_t num_devices() const { return plan_.devices().size(); }
   int64_t device(size_t index) const { return plan_.devices()[index]; }
   void Add(PlanStep step) { plan_.steps_.push_back(std::move(step)); }

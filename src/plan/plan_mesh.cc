@@ -124,7 +124,7 @@ std::string PlanMesh::AxesText(const std::vector<int32_t>& p, const char* sep) c
 
 std::optional<PlanMeshes> FindPlanMesh(const Layout& source, const Layout& target, const std::vector<Mesh>& hints,
                                        int64_t node_size) {
-  if (source.devices() != target.devices()) return std::nullopt;
+  if (!source.SameDevices(target)) return std::nullopt;
   std::vector<Mesh> candidates;
   for (const Mesh& m : hints)
     if (m.HasDevices(source.devices())) candidates.push_back(m);

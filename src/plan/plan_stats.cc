@@ -23,12 +23,8 @@ class StatsBuilder {
 
   // Position of `device` among the devices (ascending), or nullptr.
   DeviceStats* Find(int64_t device) {
-    if (!devices_.empty() && devices_.back() - devices_.front() + 1 == static_cast<int64_t>(devices_.size())) {
-      const int64_t i = device - devices_.front();  // a contiguous range of ids: index directly
-      return i < 0 || i >= static_cast<int64_t>(devices_.size()) ? nullptr : &stats_.per_device[i];
-    }
-    const auto it = std::lower_bound(devices_.begin(), devices_.end(), device);
-    return it == devices_.end() || *it != device ? nullptr : &stats_.per_device[it - devices_.begin()];
+    const int64_t i = PositionIn(devices_, device);
+    return i < 0 ? nullptr : &stats_.per_device[static_cast<size_t>(i)];
   }
 
   void Add(int64_t from, int64_t to, int64_t bytes, bool staged) {

@@ -113,14 +113,25 @@ bool Topology::Uniform() const {
   return true;
 }
 
+namespace {
+
+// One message of `bytes` over a link of the flat or nodes kinds.
+double LinkTime(const LinkCost& l, int64_t bytes) { return l.alpha_us + static_cast<double>(bytes) / l.bytes_per_us; }
+
+// One message of `bytes` over `hops` torus links of `dims` dimensions: a
+// message spreads over the 2 x dims links out of a device.
+double TorusTime(const LinkCost& l, size_t dims, int64_t hops, int64_t bytes) {
+  const double links = 2.0 * static_cast<double>(dims);
+  return l.alpha_us + static_cast<double>(hops) * l.hop_alpha_us +
+         static_cast<double>(bytes) * static_cast<double>(hops) / (links * l.bytes_per_us);
+}
+
+}  // namespace
+
 double Topology::MessageTime(int64_t p, int64_t q, int64_t bytes) const {
-  const double b = static_cast<double>(bytes);
   switch (kind_) {
-    case Kind::kFlat: return network_.alpha_us + b / network_.bytes_per_us;
-    case Kind::kNodes: {
-      const LinkCost& l = p / devices_per_node_ == q / devices_per_node_ ? intra_ : network_;
-      return l.alpha_us + b / l.bytes_per_us;
-    }
+    case Kind::kFlat: return LinkTime(network_, bytes);
+    case Kind::kNodes: return LinkTime(p / devices_per_node_ == q / devices_per_node_ ? intra_ : network_, bytes);
     case Kind::kTorus: {
       int64_t hops = 0, rp = p, rq = q;
       for (size_t i = torus_dims_.size(); i-- > 0;) {
@@ -131,9 +142,7 @@ double Topology::MessageTime(int64_t p, int64_t q, int64_t bytes) const {
         rq /= n;
       }
       hops += std::llabs(rp - rq);  // devices beyond the torus: count the distance in whole tori
-      const double links = 2.0 * static_cast<double>(torus_dims_.size());
-      return network_.alpha_us + static_cast<double>(hops) * network_.hop_alpha_us +
-             b * static_cast<double>(hops) / (links * network_.bytes_per_us);
+      return TorusTime(network_, torus_dims_.size(), hops, bytes);
     }
   }
   return 0;
@@ -149,30 +158,22 @@ double Topology::FastestBytesPerUs() const {
 }
 
 double Topology::LeastMessageTime(int64_t bytes) const {
-  const double b = static_cast<double>(bytes);
   switch (kind_) {
-    case Kind::kFlat: return network_.alpha_us + b / network_.bytes_per_us;
-    case Kind::kNodes:
-      return std::min(network_.alpha_us + b / network_.bytes_per_us, intra_.alpha_us + b / intra_.bytes_per_us);
-    case Kind::kTorus:  // one hop, the nearest two devices can be
-      return network_.alpha_us + network_.hop_alpha_us +
-             b / (2.0 * static_cast<double>(torus_dims_.size()) * network_.bytes_per_us);
+    case Kind::kFlat: return LinkTime(network_, bytes);
+    case Kind::kNodes: return std::min(LinkTime(network_, bytes), LinkTime(intra_, bytes));
+    case Kind::kTorus: return TorusTime(network_, torus_dims_.size(), 1, bytes);  // the nearest two devices
   }
   return 0;
 }
 
 double Topology::WorstMessageTime(int64_t bytes) const {
-  const double b = static_cast<double>(bytes);
   switch (kind_) {
-    case Kind::kFlat: return network_.alpha_us + b / network_.bytes_per_us;
-    case Kind::kNodes:
-      return std::max(network_.alpha_us + b / network_.bytes_per_us, intra_.alpha_us + b / intra_.bytes_per_us);
+    case Kind::kFlat: return LinkTime(network_, bytes);
+    case Kind::kNodes: return std::max(LinkTime(network_, bytes), LinkTime(intra_, bytes));
     case Kind::kTorus: {
-      int64_t hops = 0;
+      int64_t hops = 0;  // the farthest two devices
       for (int64_t n : torus_dims_) hops += n / 2;
-      const double links = 2.0 * static_cast<double>(torus_dims_.size());
-      return network_.alpha_us + static_cast<double>(hops) * network_.hop_alpha_us +
-             b * static_cast<double>(hops) / (links * network_.bytes_per_us);
+      return TorusTime(network_, torus_dims_.size(), hops, bytes);
     }
   }
   return 0;
