@@ -45,7 +45,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -180,6 +182,48 @@ struct BufferFormat {
   friend bool operator==(const BufferFormat&, const BufferFormat&) = default;
 };
 
+// A structured step's direct copies written once per group pattern, not
+// once per message (an all-gather over 8192 devices has 67 million
+// messages but one pattern of 8192 copies). Compiled for an all-gather or
+// all-to-all over mesh groups when a program holds the direct copies alone
+// (CopyForms::kDirect) and the step's layouts repeat from group to group:
+// every device holds one box of the same extent in the input and one in the
+// output, each group's tiles are the reference group's shifted by one offset,
+// and no two members of a group hold the same input tile. Then what member
+// s sends member r depends only on (r, s): the box in_tile(s) ∩ out_tile(r),
+// at the same places in their local buffers in every group, and members
+// whose output tiles coincide (all of them, in an all-gather) share one
+// receiver class. The senders are the exchange's with sender groups (each
+// element's one holder in the receiver's group), so the bytes each device
+// sends and receives are StepExchange's. Other steps keep per-message
+// programs. Immutable; shared by copies of the program.
+struct GroupCopies {
+  int64_t group_size = 0;              // k
+  // Per program device index: its group (0, 1, ... in order of their first
+  // position) and its member index (Mesh::MemberIndex).
+  std::vector<int32_t> group, member;
+  // members[g * k + m]: the program device index of member m of group g.
+  std::vector<int32_t> members;
+  // Per member index: its receiver class (first appearance order).
+  std::vector<int32_t> receiver_class;
+  int32_t classes = 0;
+  // For receiver class c and sender member s: copies.ops[begin[c*k + s],
+  // begin[c*k + s + 1]) copy from member s's input buffer into a receiver's
+  // output buffer; where s is the receiver itself, these are its local copies.
+  CopyProgram copies;
+  std::vector<int64_t> begin;  // classes * k + 1 entries
+  // Per member index: the bytes its messages carry out of it and into it
+  // (local copies excluded), what StepExchange's messages carry.
+  std::vector<int64_t> sent, received;
+
+  int64_t Pairs() const { return classes * group_size; }
+  // The ops member s's box into a receiver of member index r takes.
+  std::pair<int64_t, int64_t> Ops(int64_t r, int64_t s) const {
+    const size_t at = static_cast<size_t>(receiver_class[static_cast<size_t>(r)] * group_size + s);
+    return {begin[at], begin[at + 1]};
+  }
+};
+
 // The copy programs a compiled step holds (DeviceProgram): pack and unpack
 // (kStaged: MPI, threads as ranks, the staged transport), the direct copies
 // (kDirect: the shared-memory direct transport), or both.
@@ -244,11 +288,22 @@ struct StepProgram {
   int64_t scale = 1;
   bool by_parts = false;
   bool reduces() const { return by_parts; }
+  // Set where the step's direct copies are written per group pattern
+  // (GroupCopies): its DevicePrograms then hold their buffer sizes and
+  // recv_bytes alone (send_bytes 0: nothing is staged), no messages and no
+  // copies; executors run the pattern.
+  std::shared_ptr<const GroupCopies> group_copies = {};
   // The index of the plan step this program step runs: its own, except that
   // an all-reduce compiles to two program steps (see PlanProgram). 0 for a
   // program compiled from an exchange.
   int64_t plan_step = 0;
 };
+
+// The copy pairs (GroupCopies::Pairs) plan step `step` compiles to under
+// CopyForms::kDirect where it is written per group pattern; nullopt where
+// it compiles per message. What a memory estimate counts; the one test
+// Compile applies.
+std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
 
 // A whole plan compiled: one StepProgram per plan step, but two for an
 // all-reduce, which runs as a ring moves it: a reducing step into pieces

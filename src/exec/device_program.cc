@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"  // StagingShape
+#include "exec/group_copies.h"
 #include "exec/reduce_kernel.h"  // StoreIdentity
 
 namespace reshard {
@@ -442,6 +443,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     const PlanStep* ps = plan != nullptr && step.plan_step < static_cast<int64_t>(plan->steps().size())
                              ? &plan->steps()[static_cast<size_t>(step.plan_step)] : nullptr;
     std::optional<PartRoutes> routes;  // a step compiled part by part
+    std::optional<GroupCopies> group_copies;  // a step written per group pattern
     if (in.partial() && in == out) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in.WithoutReduction(), out.WithoutReduction()));
       made.push_back(std::move(e));
@@ -451,6 +453,11 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       step.reduction = Reduction{routes->combine, in.reduction().parts};
       step.scale = routes->scale;
       RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
+    } else if (ps != nullptr && ps->input == in && exchange == nullptr && p.copies_ == CopyForms::kDirect &&
+               only_device < 0 && plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll) &&
+               (group_copies = MakeGroupCopies(*plan->mesh(), ps->group_axes, in, out, p.devices_, in_format(-1),
+                                               out_format(-1), /*with_copies=*/true))) {
+      // The direct copies once per group pattern: no exchange, no messages.
     } else if (exchange == nullptr && plan != nullptr && ps != nullptr && ps->input == in) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, static_cast<size_t>(step.plan_step)));
       made.push_back(std::move(e));
@@ -507,6 +514,27 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       if (out.TileOf(dp.device) >= 0) {
         RESHARD_ASSIGN_OR_RETURN(dp.output_bytes, out_format(dp.device).Bytes(out.LocalShape(dp.device), eb));
       }
+    }
+    if (group_copies) {
+      // A member's buffers are the same sizes in every group: each copy
+      // stays inside its sender's and its receiver's in group 0.
+      const GroupCopies& gc = *group_copies;
+      for (size_t i = 0; i < n; ++i)
+        step.devices[i].recv_bytes = gc.received[static_cast<size_t>(gc.member[i])];
+      for (int64_t r = 0; r < gc.group_size; ++r)
+        for (int64_t sm = 0; sm < gc.group_size; ++sm) {
+          const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(r)])],
+                             &from = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(sm)])];
+          const auto [lo, hi] = gc.Ops(r, sm);
+          for (int64_t o = lo; o < hi; ++o) {
+            const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
+            if (op.src_offset < 0 || op.dst_offset < 0 || gc.copies.SrcEnd(op) > from.input_bytes ||
+                gc.copies.DstEnd(op) > to.output_bytes)
+              return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",
+                                                  si, from.device, to.device));
+          }
+        }
+      step.group_copies = std::make_shared<const GroupCopies>(std::move(*group_copies));
     }
     // Transfers by (from, to) for the senders, by (to, from) for the receivers
     // (a sender holds one part, so parts never share a pair).

@@ -201,6 +201,30 @@ TagCheck CheckTags(const Layout& layout, int64_t device, std::span<const std::by
 
 namespace {
 
+// Adds to writes[e] each time ops [lo, hi) of `p` write element e of dp's
+// output; an error where one writes outside it.
+Status CountWrites(const CopyProgram& p, size_t lo, size_t hi, const DeviceProgram& dp, int64_t eb, int64_t step,
+                   std::vector<int32_t>& writes) {
+  for (size_t k = lo; k < hi; ++k) {
+    const CopyOp& op = p.ops[k];
+    int64_t rows = 1;
+    for (int32_t d = 0; d < op.num_dims; ++d) rows *= p.dims[static_cast<size_t>(op.first_dim + d)].count;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off = op.dst_offset, rem = r;
+      for (int32_t d = op.num_dims - 1; d >= 0; --d) {
+        const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
+        off += (rem % c.count) * c.dst_stride;
+        rem /= c.count;
+      }
+      if (off < 0 || off + op.run_bytes > dp.output_bytes)
+        return Status::InvalidArgument(fmt::format("step {}: device {} writes bytes [{}, {}) of a {}-byte output", step,
+                                                   dp.device, off, off + op.run_bytes, dp.output_bytes));
+      for (int64_t b = off; b < off + op.run_bytes; b += eb) ++writes[static_cast<size_t>(b / eb)];
+    }
+  }
+  return Status::Ok();
+}
+
 // Whether `copies` (dp.unpack or dp.direct) was compiled (CompileOptions::copies).
 bool Compiled(const PlanProgram& program, const DeviceProgram& dp, const CopyProgram& copies) {
   return &copies == &dp.unpack ? program.has_staged_copies() : program.has_direct_copies();
@@ -217,28 +241,34 @@ Status CheckCoverage(const PlanProgram& program) {
     const Layout& out = program.layouts()[si + 1];
     const PartRoutes routes = by_parts ? Exchange::RouteParts(program.layouts()[si], out) : PartRoutes{};
     std::map<int64_t, std::vector<int64_t>> into;  // target part -> the source parts routed to it
+    if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
+      // Written per group pattern: each receiver class's copies from every
+      // member fill its (common) output once. A device of each class in group 0.
+      const int64_t k = gc->group_size;
+      std::vector<bool> seen(static_cast<size_t>(gc->classes), false);
+      for (int64_t m = 0; m < k; ++m) {
+        const int32_t c = gc->receiver_class[static_cast<size_t>(m)];
+        if (seen[static_cast<size_t>(c)]) continue;
+        seen[static_cast<size_t>(c)] = true;
+        const DeviceProgram& dp = program.steps()[si].devices[static_cast<size_t>(gc->members[static_cast<size_t>(m)])];
+        std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+        for (int64_t sm = 0; sm < k; ++sm) {
+          const auto [lo, hi] = gc->Ops(m, sm);
+          RESHARD_RETURN_IF_ERROR(CountWrites(gc->copies, static_cast<size_t>(lo), static_cast<size_t>(hi), dp, eb,
+                                              static_cast<int64_t>(si), writes));
+        }
+        for (size_t e = 0; e < writes.size(); ++e)
+          if (writes[e] != 1)
+            return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times", si,
+                                                       dp.device, e, writes[e]));
+      }
+      continue;
+    }
     for (const DeviceProgram& dp : program.steps()[si].devices) {
       std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
       // Adds the writes of ops [lo, hi) of `p`; an error where one leaves the output.
       auto count = [&](const CopyProgram& p, size_t lo, size_t hi) -> Status {
-        for (size_t k = lo; k < hi; ++k) {
-          const CopyOp& op = p.ops[k];
-          int64_t rows = 1;
-          for (int32_t d = 0; d < op.num_dims; ++d) rows *= p.dims[op.first_dim + d].count;
-          for (int64_t r = 0; r < rows; ++r) {
-            int64_t off = op.dst_offset, rem = r;
-            for (int32_t d = op.num_dims - 1; d >= 0; --d) {
-              const CopyDim& c = p.dims[op.first_dim + d];
-              off += (rem % c.count) * c.dst_stride;
-              rem /= c.count;
-            }
-            if (off < 0 || off + op.run_bytes > dp.output_bytes)
-              return Status::InvalidArgument(fmt::format("step {}: device {} writes bytes [{}, {}) of a {}-byte output",
-                                                         si, dp.device, off, off + op.run_bytes, dp.output_bytes));
-            for (int64_t b = off; b < off + op.run_bytes; b += eb) ++writes[b / eb];
-          }
-        }
-        return Status::Ok();
+        return CountWrites(p, lo, hi, dp, eb, static_cast<int64_t>(si), writes);
       };
       if (by_parts && routes.tile_to) {
         // Tile routes: the identity where no part's tile reaches, elsewhere
@@ -440,6 +470,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
   o.transport = transport;
   o.rank_transport = ranks.transport;
   o.rank_max_message_bytes = ranks.max_message_bytes;
+  o.max_scheduled_group_copies = ranks.max_scheduled_group_copies;
   o.after_step = [&](size_t step, std::span<const std::span<const std::byte>> outputs) {
     const Layout& l = program.layouts()[step + 1];
     const bool last = step + 1 == program.steps().size();

@@ -124,10 +124,14 @@ struct CheckReport {
 // every step. REQUIRES: the program compiled for tight row-major buffers.
 // Fails (the Status) only on a malformed program, wrong buffers, or threads
 // the system cannot start (Unavailable).
-// Under Transport::kRanks, `ranks` sets the runner's transport and message limit.
+// Under Transport::kRanks, `ranks` sets the runner's transport and message
+// limit; under Transport::kDirect, `max_scheduled_group_copies` the
+// executor's (ExecOptions: 0 runs every step written per group pattern
+// receiver by receiver).
 struct RankChoice {
   StepTransport transport = StepTransport::kAuto;
   int64_t max_message_bytes = (int64_t{1} << 31) - 1;
+  int64_t max_scheduled_group_copies = ExecOptions{}.max_scheduled_group_copies;
 };
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged,
                                RankChoice ranks = {});

@@ -146,7 +146,7 @@ class InProcessExecutor final : public Executor {
     // the last run of the same program (its id), else decided now.
     if (schedule_.program_id == 0 || schedule_.program_id != program.id()) {
       schedule_ = {};  // freed first: the old and the new are not held at once
-      schedule_ = Schedule(program, direct, pool_.size());
+      schedule_ = Schedule(program, direct, pool_.size(), options_.max_scheduled_group_copies);
     } else {
       stats.phases_reused = schedule_.phases;
     }
@@ -206,6 +206,22 @@ class InProcessExecutor final : public Executor {
       // then combines, each device its part and what it receives, in part
       // order (reduce_kernel.h): devices in parallel, each one's copies in
       // turn. Phase 2 (staged): unpacks from the senders' send buffers.
+      if (sched.by_receiver != nullptr) {
+        // A large step written per group pattern: each receiver's copies
+        // from its group's members, receivers spread over the pool.
+        const GroupCopies& gc = *sched.by_receiver;
+        pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
+          const int64_t g = gc.group[static_cast<size_t>(i)], r = gc.member[static_cast<size_t>(i)];
+          for (int64_t sm = 0; sm < gc.group_size; ++sm) {
+            const auto [lo, hi] = gc.Ops(r, sm);
+            const std::byte* from = srcs[static_cast<size_t>(gc.members[static_cast<size_t>(g * gc.group_size + sm)])];
+            for (int64_t k = lo; k < hi; ++k) {
+              const CopyOp& op = gc.copies.ops[static_cast<size_t>(k)];
+              RunCopy(gc.copies, op, from, dsts[static_cast<size_t>(i)], 0, CopyUnits(gc.copies, op));
+            }
+          }
+        });
+      }
       sched.first.Run(pool_, srcs, dsts);
       if (step.reduces()) {
         const DType dtype = program.layouts()[si].dtype();
@@ -243,6 +259,10 @@ class InProcessExecutor final : public Executor {
   // One program step's copies as they run, and what they carry.
   struct StepSchedule {
     CopySchedule first, second;  // phase 1 and phase 2 (Run)
+    // A step written per group pattern with more copies than
+    // ExecOptions::max_scheduled_group_copies: run receiver by receiver
+    // from the pattern, no per-copy list (first and second are empty).
+    const GroupCopies* by_receiver = nullptr;
     int64_t bytes_moved = 0, bytes_sent = 0;
     StepTraffic traffic;  // this program step's own
   };
@@ -266,6 +286,19 @@ class InProcessExecutor final : public Executor {
         emit(ScheduledCopy{&p, &p.ops[k], static_cast<int32_t>(src), static_cast<int32_t>(dst), delta,
                            CopyUnits(p, p.ops[k])});
     };
+    if (step.group_copies != nullptr) {
+      // Direct copies per group pattern: receiver i's from every member of its group.
+      const GroupCopies& gc = *step.group_copies;
+      for (size_t i = 0; i < n && first && direct; ++i) {
+        const int64_t g = gc.group[i], r = gc.member[i];
+        for (int64_t sm = 0; sm < gc.group_size; ++sm) {
+          const auto [lo, hi] = gc.Ops(r, sm);
+          add(gc.copies, static_cast<size_t>(lo), static_cast<size_t>(hi),
+              static_cast<size_t>(gc.members[static_cast<size_t>(g * gc.group_size + sm)]), i);
+        }
+      }
+      return;
+    }
     for (size_t i = 0; i < n; ++i) {
       const DeviceProgram& dp = step.devices[i];
       if (!first) {
@@ -299,7 +332,7 @@ class InProcessExecutor final : public Executor {
   }
 
   // Every step's schedules and traffic.
-  static ProgramSchedule Schedule(const PlanProgram& program, bool direct, int threads) {
+  static ProgramSchedule Schedule(const PlanProgram& program, bool direct, int threads, int64_t max_group_copies) {
     const size_t n = program.devices().size();
     ProgramSchedule out;
     out.program_id = program.id();
@@ -307,6 +340,31 @@ class InProcessExecutor final : public Executor {
       StepSchedule& s = out.steps.emplace_back();
       s.traffic.sent.assign(n, 0);
       s.traffic.received.assign(n, 0);
+      if (step.group_copies != nullptr) {
+        // The pattern's figures per member; its copies listed only where few.
+        const GroupCopies& gc = *step.group_copies;
+        const int64_t k = gc.group_size;
+        std::vector<int64_t> class_ops(static_cast<size_t>(gc.classes)), class_bytes(static_cast<size_t>(gc.classes), 0);
+        for (int64_t c = 0; c < gc.classes; ++c) {
+          const int64_t lo = gc.begin[static_cast<size_t>(c * k)], hi = gc.begin[static_cast<size_t>((c + 1) * k)];
+          class_ops[static_cast<size_t>(c)] = hi - lo;
+          for (int64_t o = lo; o < hi; ++o) class_bytes[static_cast<size_t>(c)] += gc.copies.OpBytes(gc.copies.ops[static_cast<size_t>(o)]);
+        }
+        int64_t copies = 0;
+        for (size_t i = 0; i < n; ++i) {
+          const size_t m = static_cast<size_t>(gc.member[i]), c = static_cast<size_t>(gc.receiver_class[m]);
+          s.traffic.sent[i] = gc.sent[m];
+          s.traffic.received[i] = gc.received[m];
+          s.bytes_sent += gc.received[m];
+          s.bytes_moved += class_bytes[c];
+          copies += class_ops[c];
+        }
+        if (copies > max_group_copies) {
+          s.by_receiver = &gc;
+          out.phases += copies > 0;
+          continue;
+        }
+      }
       // Message m of receiver i carried the bytes its copies wrote (direct:
       // from the sender's input; staged: out of the sender's send buffer).
       for (size_t i = 0; i < n; ++i) {

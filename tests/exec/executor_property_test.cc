@@ -10,6 +10,7 @@
 
 #include "testing/random_named.h"
 
+#include <numeric>
 #include <random>
 
 #include "reshard/device_program.h"
@@ -133,6 +134,7 @@ TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
 // transports of the other; its messages are the full program's.
 TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
   std::mt19937_64 rng(20261204);
+  int grouped = 0, collectives = 0;  // direct all-gathers and all-to-alls; of them, written per group pattern
   for (int iter = 0; iter < 300; ++iter) {
     const NamedPair pair = RandomNamedPair(rng, kDTypes[iter % 5]);
     const Mesh& mesh = pair.mesh;
@@ -153,8 +155,24 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
       EXPECT_EQ(p->has_staged_copies(), !direct);
       ASSERT_EQ(p->steps().size(), both.steps().size()) << what;
       for (size_t si = 0; si < both.steps().size(); ++si)
+        if (direct && (p->steps()[si].op == StepOp::kAllGather || p->steps()[si].op == StepOp::kAllToAll)) {
+          ++collectives;
+          grouped += p->steps()[si].group_copies != nullptr;
+        }
+      for (size_t si = 0; si < both.steps().size(); ++si)
         for (size_t i = 0; i < both.devices().size(); ++i) {
           const DeviceProgram &a = p->steps()[si].devices[i], &b = both.steps()[si].devices[i];
+          if (const GroupCopies* gc = p->steps()[si].group_copies.get()) {
+            // Written per group pattern: no messages, the same bytes as the
+            // full program's messages into and out of every device.
+            ASSERT_TRUE(direct) << what;
+            ASSERT_TRUE(a.recv_peer.empty() && a.send_peer.empty() && a.direct.ops.empty()) << what;
+            ASSERT_EQ(a.recv_bytes, b.recv_bytes) << what;
+            const size_t m = static_cast<size_t>(gc->member[i]);
+            ASSERT_EQ(gc->received[m], b.recv_bytes) << what;
+            ASSERT_EQ(gc->sent[m], std::accumulate(b.send_count.begin(), b.send_count.end(), int64_t{0})) << what;
+            continue;
+          }
           ASSERT_EQ(a.send_count, b.send_count) << what;
           ASSERT_EQ(a.recv_peer, b.recv_peer) << what;
           ASSERT_EQ(a.recv_count, b.recv_count) << what;
@@ -165,8 +183,13 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
           ASSERT_EQ(a.direct_begin.size(), b.direct_begin.size()) << what;
           ASSERT_EQ(a.unpack_begin.size(), b.unpack_begin.size()) << what;
         }
-      for (Transport transport : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
-        Result<CheckReport> r = RunChecked(*p, 2, transport, transport == Transport::kRanks ? NextRankChoice() : RankChoice{});
+      const Transport runs[] = {Transport::kStaged, Transport::kDirect, Transport::kRanks, Transport::kDirect};
+      for (int run = 0; run < 4; ++run) {
+        const Transport transport = runs[run];
+        RankChoice choice = transport == Transport::kRanks ? NextRankChoice() : RankChoice{};
+        // The second direct run takes every pattern step receiver by receiver.
+        if (run == 3) choice.max_scheduled_group_copies = 0;
+        Result<CheckReport> r = RunChecked(*p, 2, transport, choice);
         if ((transport == Transport::kDirect) != direct) {
           ASSERT_FALSE(r.ok()) << what;
           EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << what;
@@ -178,6 +201,10 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
       }
     }
   }
+  // Every all-gather and all-to-all written per group pattern but those
+  // whose uneven shards fall unlike from group to group.
+  EXPECT_GT(collectives, 30);
+  EXPECT_GE(grouped, collectives * 9 / 10) << collectives;
 }
 
 }  // namespace

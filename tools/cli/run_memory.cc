@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "common.h"
 #include "layout/checked_math.h"
+#include "reshard/device_program.h"
 #include "reshard/device_program.h"
 
 namespace reshard::cli {
@@ -147,9 +149,16 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
       !per_rank && transport == Transport::kDirect ? kDirectProgramBytesPerMessage : kStagedProgramBytesPerMessage;
   const int64_t devices = static_cast<int64_t>(plan.source().devices().size() + plan.target().devices().size());
   int64_t programs = 0;
-  for (const PlanStep& s : steps) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const PlanStep& s = steps[i];
     const int64_t messages = per_rank ? std::max(s.sends.Max(), s.recvs.Max()) : s.sends.Sum();
-    programs += messages * per_message + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
+    // run.cc compiles the direct copies alone under the direct transport:
+    // a structured step that repeats from group to group is one pattern.
+    const std::optional<int64_t> pairs =
+        !per_rank && transport == Transport::kDirect ? GroupCopyPairs(plan, i) : std::nullopt;
+    const int64_t copies = pairs ? *pairs * kGroupCopyBytesPerPair + ExecOptions{}.max_scheduled_group_copies * kScheduledCopyBytes
+                                 : messages * per_message;
+    programs += copies + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   Add(e, programs, "copy programs");

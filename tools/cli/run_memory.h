@@ -4,7 +4,8 @@
 // Counted: the source and target buffers, send buffers up to the source's
 // size, the buffers of a multi-step plan's intermediate layouts (two at a
 // time), the compiled copy programs (k*ProgramBytesPerMessage per message,
-// kProgramBytesPerDevice per device and step), an MPI rank's datatype run
+// or kGroupCopyBytesPerPair per pair where a step is written per group
+// pattern, and kProgramBytesPerDevice per device and step), an MPI rank's datatype run
 // lists (kRunListBytesPerRun a run, runs bounded from the grids), the
 // checker's runs of cells (16 bytes per cell along each dim) and the two
 // buffers of the memcpy measurement (up to 256 MiB each). The limit is --max-memory, or 70% of
@@ -33,6 +34,12 @@ namespace reshard::cli {
 inline constexpr int64_t kDirectProgramBytesPerMessage = 224;
 inline constexpr int64_t kStagedProgramBytesPerMessage = 256;
 inline constexpr int64_t kProgramBytesPerDevice = 1024;
+// A step whose direct copies are written per group pattern (GroupCopies,
+// device_program.h) holds a copy op, its dims and its range per pair of the
+// pattern (at most 32 + 24 * 8 + 8 bytes), and the executor's schedule of at
+// most ExecOptions::max_scheduled_group_copies copies of 40 bytes.
+inline constexpr int64_t kGroupCopyBytesPerPair = 256;
+inline constexpr int64_t kScheduledCopyBytes = 40;
 // An MPI rank's box messages of block-cyclic layouts list every contiguous
 // run (an hindexed type): OpenMPI 4.1 keeps 44 bytes a run (measured: a
 // type of 2^20 runs), and the rank builds it from lists of 60 bytes a run,

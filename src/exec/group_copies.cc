@@ -1,0 +1,177 @@
+// GroupCopies: a structured step's direct copies once per group pattern.
+#include "exec/group_copies.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace reshard {
+namespace {
+
+// Each device's one box in a layout: starts and extents by mesh position.
+// False where some device's tile is several intervals along a dim (block
+// cyclic).
+bool Boxes(const Layout& l, const Mesh& mesh, std::vector<int64_t>& start, std::vector<int64_t>& extent) {
+  const int64_t n = mesh.num_devices();
+  const size_t rank = static_cast<size_t>(l.rank());
+  start.assign(static_cast<size_t>(n) * rank, 0);
+  extent.assign(static_cast<size_t>(n) * rank, 0);
+  for (int64_t pos = 0; pos < n; ++pos) {
+    const int64_t tile = l.TileOf(mesh.device(pos));
+    if (tile < 0) return false;
+    const std::vector<int32_t> coords = l.TileCoords(tile);
+    for (size_t d = 0; d < rank; ++d) {
+      // (An empty cell, as uneven shards leave, has no interval: an empty box at 0.)
+      const std::vector<Interval> cells = l.TileIntervals(static_cast<int64_t>(d), coords[d]);
+      if (cells.size() > 1) return false;
+      start[static_cast<size_t>(pos) * rank + d] = cells.empty() ? 0 : cells[0].lo;
+      extent[static_cast<size_t>(pos) * rank + d] = cells.empty() ? 0 : cells[0].size();
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<int32_t>& axes, const Layout& in,
+                                           const Layout& out, std::span<const int64_t> devices,
+                                           const BufferFormat& in_format, const BufferFormat& out_format,
+                                           bool with_copies) {
+  const int64_t n = mesh.num_devices();
+  if (axes.empty() || in.partial() || out.partial() || in.rank() == 0 || in.rank() != out.rank()) return std::nullopt;
+  if (static_cast<int64_t>(devices.size()) != n || static_cast<int64_t>(in.devices().size()) != n ||
+      static_cast<int64_t>(out.devices().size()) != n || !mesh.HasDevices(devices))
+    return std::nullopt;
+  const size_t rank = static_cast<size_t>(in.rank());
+  std::vector<int64_t> in_start, in_extent, out_start, out_extent;
+  if (!Boxes(in, mesh, in_start, in_extent) || !Boxes(out, mesh, out_start, out_extent)) return std::nullopt;
+
+  GroupCopies gc;
+  const int64_t k = mesh.GroupSize(axes);
+  gc.group_size = k;
+  const int64_t groups = n / k;
+  // Groups numbered in order of their first position; members by position.
+  std::vector<int64_t> member_pos(static_cast<size_t>(n));
+  std::vector<int32_t> group_id(static_cast<size_t>(n), -1);
+  gc.group.assign(static_cast<size_t>(n), 0);
+  gc.member.assign(static_cast<size_t>(n), 0);
+  gc.members.assign(static_cast<size_t>(n), 0);
+  const bool iota_devices = devices.back() == n - 1;
+  int32_t next = 0;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    const size_t head = static_cast<size_t>(mesh.GroupOf(pos, axes));
+    if (group_id[head] < 0) group_id[head] = next++;
+    const int64_t g = group_id[head], m = mesh.MemberIndex(pos, axes);
+    const int64_t device = mesh.device(pos);
+    const int64_t index = iota_devices ? device : PositionIn(devices, device);
+    member_pos[static_cast<size_t>(g * k + m)] = pos;
+    gc.members[static_cast<size_t>(g * k + m)] = static_cast<int32_t>(index);
+    gc.group[static_cast<size_t>(index)] = static_cast<int32_t>(g);
+    gc.member[static_cast<size_t>(index)] = static_cast<int32_t>(m);
+  }
+  if (next != groups) return std::nullopt;
+  auto at = [rank](const std::vector<int64_t>& start, int64_t pos, size_t d) {
+    return start[static_cast<size_t>(pos) * rank + d];
+  };
+  // Every group is the reference group (group 0) shifted by one offset, on
+  // both sides, each member's boxes of the extents its reference member's
+  // have (uneven shards repeat too, where they fall alike in every group):
+  // then member s's box into member r sits at the same places in their
+  // buffers in every group.
+  for (int64_t g = 1; g < groups; ++g)
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t shift = at(in_start, member_pos[static_cast<size_t>(g * k)], d) - at(in_start, member_pos[0], d);
+      for (int64_t m = 0; m < k; ++m) {
+        const int64_t pos = member_pos[static_cast<size_t>(g * k + m)], ref = member_pos[static_cast<size_t>(m)];
+        if (at(in_start, pos, d) - at(in_start, ref, d) != shift || at(out_start, pos, d) - at(out_start, ref, d) != shift ||
+            at(in_extent, pos, d) != at(in_extent, ref, d) || at(out_extent, pos, d) != at(out_extent, ref, d))
+          return std::nullopt;
+      }
+    }
+  // One holder per input tile within a group (distinct tiles are disjoint
+  // grid cells), so each element a receiver needs has one sender there.
+  {
+    std::vector<int64_t> tiles(static_cast<size_t>(k));
+    for (int64_t m = 0; m < k; ++m) tiles[static_cast<size_t>(m)] = in.TileOf(mesh.device(member_pos[static_cast<size_t>(m)]));
+    std::sort(tiles.begin(), tiles.end());
+    if (std::adjacent_find(tiles.begin(), tiles.end()) != tiles.end()) return std::nullopt;
+  }
+  // Receiver classes: members of the reference group with one output tile.
+  std::unordered_map<int64_t, int32_t> class_of_tile;
+  std::vector<int64_t> representative;  // per class, its first member
+  gc.receiver_class.resize(static_cast<size_t>(k));
+  for (int64_t m = 0; m < k; ++m) {
+    const int64_t tile = out.TileOf(mesh.device(member_pos[static_cast<size_t>(m)]));
+    auto [it, fresh] = class_of_tile.emplace(tile, static_cast<int32_t>(representative.size()));
+    if (fresh) representative.push_back(m);
+    gc.receiver_class[static_cast<size_t>(m)] = it->second;
+  }
+  gc.classes = static_cast<int32_t>(representative.size());
+  std::vector<int64_t> class_size(representative.size(), 0);
+  for (int32_t c : gc.receiver_class) ++class_size[static_cast<size_t>(c)];
+
+  const int64_t eb = in.element_bytes();
+  // A position's extents and its buffer's strides.
+  auto extents = [rank](const std::vector<int64_t>& extent, int64_t pos) {
+    return std::span<const int64_t>(extent.data() + static_cast<size_t>(pos) * rank, rank);
+  };
+  // Per pair (class, sender): the box's bytes; its copies where asked.
+  std::vector<int64_t> pair_bytes(static_cast<size_t>(gc.Pairs()), 0);
+  gc.begin.reserve(static_cast<size_t>(gc.Pairs()) + 1);
+  std::vector<std::vector<int64_t>> in_strides(static_cast<size_t>(k));  // per sender member
+  int64_t extent[kMaxRank];
+  for (int32_t c = 0; c < gc.classes; ++c) {
+    const int64_t r = member_pos[static_cast<size_t>(representative[static_cast<size_t>(c)])];
+    const std::vector<int64_t> out_strides = out_format.Strides(extents(out_extent, r));
+    int64_t out_volume = 1, covered = 0;
+    for (int64_t e : extents(out_extent, r)) out_volume *= e;
+    for (int64_t s = 0; s < k; ++s) {
+      gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
+      const int64_t sp = member_pos[static_cast<size_t>(s)];
+      if (in_strides[static_cast<size_t>(s)].empty())
+        in_strides[static_cast<size_t>(s)] = in_format.Strides(extents(in_extent, sp));
+      const std::vector<int64_t>& in_str = in_strides[static_cast<size_t>(s)];
+      int64_t volume = 1, src = 0, dst = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t lo = std::max(at(in_start, sp, d), at(out_start, r, d));
+        const int64_t hi = std::min(at(in_start, sp, d) + at(in_extent, sp, d), at(out_start, r, d) + at(out_extent, r, d));
+        extent[d] = std::max<int64_t>(0, hi - lo);
+        volume *= extent[d];
+        src += (lo - at(in_start, sp, d)) * in_str[d] * eb;
+        dst += (lo - at(out_start, r, d)) * out_strides[d] * eb;
+      }
+      if (volume == 0) continue;
+      covered += volume;
+      pair_bytes[static_cast<size_t>(c * k + s)] = volume * eb;
+      if (with_copies) gc.copies.AddBox(std::span<const int64_t>(extent, rank), src, in_str, dst, out_strides, eb);
+    }
+    // Every element of the receiver's box comes from its group, once.
+    if (covered != out_volume) return std::nullopt;
+  }
+  gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
+  // What each member's messages carry: a box to every receiver of a class
+  // but itself.
+  gc.sent.assign(static_cast<size_t>(k), 0);
+  gc.received.assign(static_cast<size_t>(k), 0);
+  std::vector<int64_t> class_bytes(static_cast<size_t>(gc.classes), 0);  // into one receiver, local copies included
+  for (int32_t c = 0; c < gc.classes; ++c)
+    for (int64_t s = 0; s < k; ++s) class_bytes[static_cast<size_t>(c)] += pair_bytes[static_cast<size_t>(c * k + s)];
+  for (int64_t s = 0; s < k; ++s) {
+    const int32_t own = gc.receiver_class[static_cast<size_t>(s)];
+    for (int32_t c = 0; c < gc.classes; ++c)
+      gc.sent[static_cast<size_t>(s)] += (class_size[static_cast<size_t>(c)] - (c == own)) * pair_bytes[static_cast<size_t>(c * k + s)];
+    gc.received[static_cast<size_t>(s)] = class_bytes[static_cast<size_t>(own)] - pair_bytes[static_cast<size_t>(own * k + s)];
+  }
+  return gc;
+}
+
+std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step) {
+  if (step >= plan.steps().size() || !plan.mesh()) return std::nullopt;
+  const PlanStep& s = plan.steps()[step];
+  if (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll) return std::nullopt;
+  const std::optional<GroupCopies> gc =
+      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, s.input.devices(), {}, {}, /*with_copies=*/false);
+  if (!gc) return std::nullopt;
+  return gc->Pairs();
+}
+
+}  // namespace reshard

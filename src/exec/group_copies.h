@@ -1,0 +1,35 @@
+// Compiles a structured step's direct copies once per group pattern
+// (GroupCopies, device_program.h) where its layouts repeat from group to
+// group. Internal to the compile (device_program.cc) and the memory
+// estimate (GroupCopyPairs).
+#ifndef RESHARD_SRC_EXEC_GROUP_COPIES_H_
+#define RESHARD_SRC_EXEC_GROUP_COPIES_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "reshard/device_program.h"
+#include "reshard/layout.h"
+#include "reshard/mesh.h"
+
+namespace reshard {
+
+// The pattern of a step from `in` to `out` over `mesh`'s groups along
+// `axes`, the program's devices `devices` (ascending) indexing its arrays;
+// nullopt where the step does not repeat from group to group (the
+// conditions on GroupCopies), where `in` and `out` are not both over
+// exactly `devices`, the mesh's devices, or where either holds a pending
+// reduction. Buffers in `in_format` and `out_format` (each the same for
+// every device). With `with_copies` false, everything but the copies
+// (their ranges stay empty): what GroupCopyPairs needs. Cost: linear in
+// devices, plus the pattern's pairs (classes x group size) times the rank.
+std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<int32_t>& axes, const Layout& in,
+                                           const Layout& out, std::span<const int64_t> devices,
+                                           const BufferFormat& in_format, const BufferFormat& out_format,
+                                           bool with_copies);
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_EXEC_GROUP_COPIES_H_
