@@ -182,11 +182,12 @@ struct BufferFormat {
   friend bool operator==(const BufferFormat&, const BufferFormat&) = default;
 };
 
-// A structured step's direct copies written once per group pattern, not
-// once per message (an all-gather over 8192 devices has 67 million
-// messages but one pattern of 8192 copies). Compiled for an all-gather or
-// all-to-all over mesh groups when a program holds the direct copies alone
-// (CopyForms::kDirect) and the step's layouts repeat from group to group:
+// A structured step's copies written once per group pattern, not once per
+// message (an all-gather over 8192 devices has 67 million messages but one
+// pattern of 8192 copies). Compiled for an all-gather or all-to-all over
+// mesh groups when a program holds one form of the copies (CopyForms::
+// kDirect or kStaged, not kBoth: the full per-message program stays the
+// reference) and the step's layouts repeat from group to group:
 // every device holds one box of the same extent in the input and one in the
 // output, each group's tiles are the reference group's shifted by one offset,
 // and no two members of a group hold the same input tile. Then what member
@@ -209,14 +210,27 @@ struct GroupCopies {
   int32_t classes = 0;
   // For receiver class c and sender member s: copies.ops[begin[c*k + s],
   // begin[c*k + s + 1]) copy from member s's input buffer into a receiver's
-  // output buffer; where s is the receiver itself, these are its local copies.
+  // output buffer; where s is the receiver itself, these are its local
+  // copies (in both forms).
   CopyProgram copies;
   std::vector<int64_t> begin;  // classes * k + 1 entries
+  // The staged form (empty in the direct one): member s stages its box for
+  // class c once, at stage_offset[s * classes + c] of its send buffer (-1
+  // where no receiver of the class but s itself takes one), by
+  // pack.ops[pack_begin[s * classes + c], pack_begin[s * classes + c + 1]);
+  // a receiver of class c unpacks member s's box by
+  // unpack.ops[unpack_begin[c*k + s], unpack_begin[c*k + s + 1]), reading
+  // from the staged box's start (its ops' source offsets are relative to it). A box is staged in the order
+  // of the step's staging format (device_program.cc).
+  CopyProgram pack, unpack;
+  std::vector<int64_t> pack_begin, stage_offset, unpack_begin;
+  std::vector<int64_t> staged;  // per member: its send buffer's bytes
   // Per member index: the bytes its messages carry out of it and into it
   // (local copies excluded), what StepExchange's messages carry.
   std::vector<int64_t> sent, received;
 
   int64_t Pairs() const { return classes * group_size; }
+  bool has_staged() const { return !unpack_begin.empty(); }
   // The ops member s's box into a receiver of member index r takes.
   std::pair<int64_t, int64_t> Ops(int64_t r, int64_t s) const {
     const size_t at = static_cast<size_t>(receiver_class[static_cast<size_t>(r)] * group_size + s);
@@ -288,10 +302,12 @@ struct StepProgram {
   int64_t scale = 1;
   bool by_parts = false;
   bool reduces() const { return by_parts; }
-  // Set where the step's direct copies are written per group pattern
-  // (GroupCopies): its DevicePrograms then hold their buffer sizes and
-  // recv_bytes alone (send_bytes 0: nothing is staged), no messages and no
-  // copies; executors run the pattern.
+  // Set where the step's copies are written per group pattern
+  // (GroupCopies): its DevicePrograms then hold their buffer sizes,
+  // send_bytes (the staged form's send buffer; 0 in the direct form) and
+  // recv_bytes alone, no messages and no copies; the in-process executor
+  // runs the pattern, and a rank its own device's messages, expanded from
+  // it (GroupDeviceProgram).
   std::shared_ptr<const GroupCopies> group_copies = {};
   // The index of the plan step this program step runs: its own, except that
   // an all-reduce compiles to two program steps (see PlanProgram). 0 for a
@@ -300,10 +316,15 @@ struct StepProgram {
 };
 
 // The copy pairs (GroupCopies::Pairs) plan step `step` compiles to under
-// CopyForms::kDirect where it is written per group pattern; nullopt where
-// it compiles per message. What a memory estimate counts; the one test
-// Compile applies.
+// CopyForms::kDirect or kStaged where it is written per group pattern;
+// nullopt where it compiles per message. What a memory estimate counts; the
+// one test Compile applies.
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
+// Device `index`'s part of a staged step written per group pattern, as the
+// per-message program it stands for: its messages (ascending peer), each
+// box staged once, pack, unpack and local copies; `dp` gives its buffer
+// sizes. What a per-rank runner takes. REQUIRES: gc.has_staged().
+DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp, size_t index);
 
 // A whole plan compiled: one StepProgram per plan step, but two for an
 // all-reduce, which runs as a ring moves it: a reducing step into pieces

@@ -243,7 +243,8 @@ Status CheckCoverage(const PlanProgram& program) {
     std::map<int64_t, std::vector<int64_t>> into;  // target part -> the source parts routed to it
     if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
       // Written per group pattern: each receiver class's copies from every
-      // member fill its (common) output once. A device of each class in group 0.
+      // member fill its (common) output once, in each form compiled. A
+      // device of each class in group 0.
       const int64_t k = gc->group_size;
       std::vector<bool> seen(static_cast<size_t>(gc->classes), false);
       for (int64_t m = 0; m < k; ++m) {
@@ -251,16 +252,22 @@ Status CheckCoverage(const PlanProgram& program) {
         if (seen[static_cast<size_t>(c)]) continue;
         seen[static_cast<size_t>(c)] = true;
         const DeviceProgram& dp = program.steps()[si].devices[static_cast<size_t>(gc->members[static_cast<size_t>(m)])];
-        std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
-        for (int64_t sm = 0; sm < k; ++sm) {
-          const auto [lo, hi] = gc->Ops(m, sm);
-          RESHARD_RETURN_IF_ERROR(CountWrites(gc->copies, static_cast<size_t>(lo), static_cast<size_t>(hi), dp, eb,
-                                              static_cast<int64_t>(si), writes));
+        // The direct copies; in the staged form also the unpacks with the local copies.
+        for (bool staged : {false, true}) {
+          if (staged && !gc->has_staged()) continue;
+          std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+          for (int64_t sm = 0; sm < k; ++sm) {
+            const bool unpack = staged && sm != m;
+            const size_t cs = static_cast<size_t>(c * k + sm);
+            const auto [lo, hi] = unpack ? std::pair(gc->unpack_begin[cs], gc->unpack_begin[cs + 1]) : gc->Ops(m, sm);
+            RESHARD_RETURN_IF_ERROR(CountWrites(unpack ? gc->unpack : gc->copies, static_cast<size_t>(lo),
+                                                static_cast<size_t>(hi), dp, eb, static_cast<int64_t>(si), writes));
+          }
+          for (size_t e = 0; e < writes.size(); ++e)
+            if (writes[e] != 1)
+              return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times{}",
+                                                         si, dp.device, e, writes[e], staged ? " (staged)" : ""));
         }
-        for (size_t e = 0; e < writes.size(); ++e)
-          if (writes[e] != 1)
-            return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times", si,
-                                                       dp.device, e, writes[e]));
       }
       continue;
     }

@@ -207,20 +207,19 @@ class InProcessExecutor final : public Executor {
       // order (reduce_kernel.h): devices in parallel, each one's copies in
       // turn. Phase 2 (staged): unpacks from the senders' send buffers.
       if (sched.by_receiver != nullptr) {
-        // A large step written per group pattern: each receiver's copies
-        // from its group's members, receivers spread over the pool.
+        // A large step written per group pattern: each device's copies of
+        // each phase in turn, devices spread over the pool.
         const GroupCopies& gc = *sched.by_receiver;
-        pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
-          const int64_t g = gc.group[static_cast<size_t>(i)], r = gc.member[static_cast<size_t>(i)];
-          for (int64_t sm = 0; sm < gc.group_size; ++sm) {
-            const auto [lo, hi] = gc.Ops(r, sm);
-            const std::byte* from = srcs[static_cast<size_t>(gc.members[static_cast<size_t>(g * gc.group_size + sm)])];
-            for (int64_t k = lo; k < hi; ++k) {
-              const CopyOp& op = gc.copies.ops[static_cast<size_t>(k)];
-              RunCopy(gc.copies, op, from, dsts[static_cast<size_t>(i)], 0, CopyUnits(gc.copies, op));
-            }
-          }
-        });
+        for (bool phase1 : {true, false})
+          pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
+            ForEachGroupCopy(gc, n, static_cast<size_t>(i), direct, phase1,
+                             [&](const CopyProgram& p, int64_t lo, int64_t hi, size_t src, size_t dst, int64_t delta) {
+                               for (int64_t k = lo; k < hi; ++k) {
+                                 const CopyOp& op = p.ops[static_cast<size_t>(k)];
+                                 RunCopy(p, op, srcs[src] + delta, dsts[dst], 0, CopyUnits(p, op));
+                               }
+                             });
+          });
       }
       sched.first.Run(pool_, srcs, dsts);
       if (step.reduces()) {
@@ -287,16 +286,11 @@ class InProcessExecutor final : public Executor {
                            CopyUnits(p, p.ops[k])});
     };
     if (step.group_copies != nullptr) {
-      // Direct copies per group pattern: receiver i's from every member of its group.
-      const GroupCopies& gc = *step.group_copies;
-      for (size_t i = 0; i < n && first && direct; ++i) {
-        const int64_t g = gc.group[i], r = gc.member[i];
-        for (int64_t sm = 0; sm < gc.group_size; ++sm) {
-          const auto [lo, hi] = gc.Ops(r, sm);
-          add(gc.copies, static_cast<size_t>(lo), static_cast<size_t>(hi),
-              static_cast<size_t>(gc.members[static_cast<size_t>(g * gc.group_size + sm)]), i);
-        }
-      }
+      for (size_t i = 0; i < n; ++i)
+        ForEachGroupCopy(*step.group_copies, n, i, direct, first,
+                         [&](const CopyProgram& p, int64_t lo, int64_t hi, size_t src, size_t dst, int64_t delta) {
+                           add(p, static_cast<size_t>(lo), static_cast<size_t>(hi), src, dst, delta);
+                         });
       return;
     }
     for (size_t i = 0; i < n; ++i) {
@@ -316,6 +310,42 @@ class InProcessExecutor final : public Executor {
           if (dp.Packs(m)) add(dp.pack, dp.pack_begin[m], dp.pack_begin[m + 1], i, n + i);
       }
       if (!step.reduces()) add(dp.local, 0, dp.local.ops.size(), i, i);
+    }
+  }
+
+  // Calls emit(program, lo, hi, src, dst, delta) with device i's copies
+  // (ops [lo, hi) of program) of phase 1 (`first`) or 2 of a step written
+  // per group pattern, buffers named as ForEachCopy names them. Direct:
+  // phase 1, its box from every member of its group (its own: the local
+  // copies). Staged: phase 1, its boxes staged into its send buffer and its
+  // local copies; phase 2, every other member's box from the place it is
+  // staged in that member's send buffer (the delta).
+  template <typename Emit>
+  static void ForEachGroupCopy(const GroupCopies& gc, size_t n, size_t i, bool direct, bool first, Emit&& emit) {
+    const int64_t k = gc.group_size, g = gc.group[i], r = gc.member[i];
+    const int32_t own = gc.receiver_class[static_cast<size_t>(r)];
+    auto member = [&](int64_t m) { return static_cast<size_t>(gc.members[static_cast<size_t>(g * k + m)]); };
+    if (direct) {
+      for (int64_t s = 0; s < k && first; ++s) {
+        const auto [lo, hi] = gc.Ops(r, s);
+        emit(gc.copies, lo, hi, member(s), i, int64_t{0});
+      }
+      return;
+    }
+    if (first) {
+      const auto [lo, hi] = gc.Ops(r, r);
+      emit(gc.copies, lo, hi, i, i, int64_t{0});
+      for (int32_t c = 0; c < gc.classes; ++c) {
+        const size_t sc = static_cast<size_t>(r * gc.classes + c);
+        emit(gc.pack, gc.pack_begin[sc], gc.pack_begin[sc + 1], i, n + i, int64_t{0});
+      }
+      return;
+    }
+    for (int64_t s = 0; s < k; ++s) {
+      if (s == r) continue;
+      const size_t cs = static_cast<size_t>(own * k + s);
+      const int64_t at = gc.stage_offset[static_cast<size_t>(s * gc.classes + own)];
+      if (gc.unpack_begin[cs] < gc.unpack_begin[cs + 1]) emit(gc.unpack, gc.unpack_begin[cs], gc.unpack_begin[cs + 1], n + member(s), i, at);
     }
   }
 

@@ -30,12 +30,90 @@ bool Boxes(const Layout& l, const Mesh& mesh, std::vector<int64_t>& start, std::
   return true;
 }
 
+// Appends ops [lo, hi) of `from` to `to`, their dims with them, source
+// and destination offsets moved by the shifts given.
+void AppendOps(CopyProgram& to, const CopyProgram& from, int64_t lo, int64_t hi, int64_t src_shift, int64_t dst_shift) {
+  for (int64_t k = lo; k < hi; ++k) {
+    CopyOp op = from.ops[static_cast<size_t>(k)];
+    const auto dims = std::span(from.dims).subspan(static_cast<size_t>(op.first_dim), static_cast<size_t>(op.num_dims));
+    op.first_dim = static_cast<int32_t>(to.dims.size());
+    to.dims.insert(to.dims.end(), dims.begin(), dims.end());
+    op.src_offset += src_shift;
+    op.dst_offset += dst_shift;
+    to.ops.push_back(op);
+    to.bytes += to.OpBytes(op);
+  }
+}
+
 }  // namespace
+
+DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp, size_t index) {
+  DeviceProgram p;
+  p.device = dp.device;
+  p.input_bytes = dp.input_bytes;
+  p.output_bytes = dp.output_bytes;
+  const int64_t k = gc.group_size, g = gc.group[index], r = gc.member[index];
+  const int32_t own = gc.receiver_class[static_cast<size_t>(r)];
+  // The group's other members by program index (messages ascend by peer).
+  std::vector<std::pair<int32_t, int64_t>> peers;  // (index, member)
+  for (int64_t m = 0; m < k; ++m)
+    if (m != r) peers.emplace_back(gc.members[static_cast<size_t>(g * k + m)], m);
+  std::sort(peers.begin(), peers.end());
+  auto bytes_of = [](const CopyProgram& c, int64_t lo, int64_t hi) {
+    int64_t b = 0;
+    for (int64_t o = lo; o < hi; ++o) b += c.OpBytes(c.ops[static_cast<size_t>(o)]);
+    return b;
+  };
+  // Sends: a box of its class to each peer, staged once per class, the
+  // boxes laid out in the order their first messages come.
+  std::vector<int32_t> first_of_class(static_cast<size_t>(gc.classes), -1);
+  for (const auto& [peer, t] : peers) {
+    const int32_t c = gc.receiver_class[static_cast<size_t>(t)];
+    const size_t sc = static_cast<size_t>(r * gc.classes + c);
+    const int64_t lo = gc.pack_begin[sc], hi = gc.pack_begin[sc + 1], bytes = bytes_of(gc.pack, lo, hi);
+    if (bytes == 0) continue;
+    const int32_t m = static_cast<int32_t>(p.send_peer.size());
+    int32_t& owner = first_of_class[static_cast<size_t>(c)];
+    if (owner < 0) {
+      owner = m;
+      p.send_offset.push_back(p.send_bytes);
+      p.send_bytes += bytes;
+    } else {
+      p.send_offset.push_back(p.send_offset[static_cast<size_t>(owner)]);
+    }
+    p.send_peer.push_back(peer);
+    p.send_count.push_back(bytes);
+    p.pack_owner.push_back(owner);
+    p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
+    AppendOps(p.pack, gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[sc]);
+  }
+  // Receives: member s's box of this device's class, one after another.
+  for (const auto& [peer, sm] : peers) {
+    const auto [lo, hi] = gc.Ops(r, sm);
+    const int64_t bytes = bytes_of(gc.copies, lo, hi);
+    if (bytes == 0) continue;
+    const size_t at = static_cast<size_t>(own * k + sm);
+    p.recv_peer.push_back(peer);
+    p.recv_count.push_back(bytes);
+    p.recv_offset.push_back(p.recv_bytes);
+    p.recv_peer_offset.push_back(-1);  // (as where the sender's program is not compiled)
+    p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
+    p.direct_begin.push_back(0);
+    AppendOps(p.unpack, gc.unpack, gc.unpack_begin[at], gc.unpack_begin[at + 1], p.recv_bytes, 0);
+    p.recv_bytes += bytes;
+  }
+  const auto [lo, hi] = gc.Ops(r, r);
+  AppendOps(p.local, gc.copies, lo, hi, 0, 0);
+  p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
+  p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
+  p.direct_begin.push_back(0);
+  return p;
+}
 
 std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<int32_t>& axes, const Layout& in,
                                            const Layout& out, std::span<const int64_t> devices,
                                            const BufferFormat& in_format, const BufferFormat& out_format,
-                                           bool with_copies) {
+                                           const BufferFormat* staging, bool with_copies) {
   const int64_t n = mesh.num_devices();
   if (axes.empty() || in.partial() || out.partial() || in.rank() == 0 || in.rank() != out.rank()) return std::nullopt;
   if (static_cast<int64_t>(devices.size()) != n || static_cast<int64_t>(in.devices().size()) != n ||
@@ -118,6 +196,7 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   std::vector<int64_t> pair_bytes(static_cast<size_t>(gc.Pairs()), 0);
   gc.begin.reserve(static_cast<size_t>(gc.Pairs()) + 1);
   std::vector<std::vector<int64_t>> in_strides(static_cast<size_t>(k));  // per sender member
+  std::vector<std::pair<int64_t, int64_t>> boxes(static_cast<size_t>(gc.Pairs()));  // per pair: its src and dst byte offsets
   int64_t extent[kMaxRank];
   for (int32_t c = 0; c < gc.classes; ++c) {
     const int64_t r = member_pos[static_cast<size_t>(representative[static_cast<size_t>(c)])];
@@ -139,15 +218,53 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         src += (lo - at(in_start, sp, d)) * in_str[d] * eb;
         dst += (lo - at(out_start, r, d)) * out_strides[d] * eb;
       }
+      if (staging != nullptr) gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
       if (volume == 0) continue;
       covered += volume;
       pair_bytes[static_cast<size_t>(c * k + s)] = volume * eb;
-      if (with_copies) gc.copies.AddBox(std::span<const int64_t>(extent, rank), src, in_str, dst, out_strides, eb);
+      boxes[static_cast<size_t>(c * k + s)] = {src, dst};
+      const std::span<const int64_t> box(extent, rank);
+      if (with_copies) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
+      if (with_copies && staging != nullptr) {
+        const std::vector<int64_t> staged = staging->Strides(box);
+        gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
+      }
     }
     // Every element of the receiver's box comes from its group, once.
     if (covered != out_volume) return std::nullopt;
   }
   gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
+  if (staging != nullptr) {
+    gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
+    // Member s stages its box for each class with a receiver other than
+    // itself, once, class after class.
+    gc.staged.assign(static_cast<size_t>(k), 0);
+    gc.stage_offset.assign(static_cast<size_t>(k * gc.classes), -1);
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t sp = member_pos[static_cast<size_t>(s)];
+      const int32_t own = gc.receiver_class[static_cast<size_t>(s)];
+      for (int32_t c = 0; c < gc.classes; ++c) {
+        const size_t at_sc = static_cast<size_t>(s * gc.classes + c);
+        gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
+        const int64_t bytes = pair_bytes[static_cast<size_t>(c * k + s)];
+        if (bytes == 0 || class_size[static_cast<size_t>(c)] - (c == own) == 0) continue;
+        gc.stage_offset[at_sc] = gc.staged[static_cast<size_t>(s)];
+        gc.staged[static_cast<size_t>(s)] += bytes;
+        if (!with_copies) continue;
+        // The box again, at its place in s's input.
+        const int64_t r = member_pos[static_cast<size_t>(representative[static_cast<size_t>(c)])];
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t lo = std::max(at(in_start, sp, d), at(out_start, r, d));
+          const int64_t hi = std::min(at(in_start, sp, d) + at(in_extent, sp, d), at(out_start, r, d) + at(out_extent, r, d));
+          extent[d] = hi - lo;
+        }
+        const std::span<const int64_t> box(extent, rank);
+        gc.pack.AddBox(box, boxes[static_cast<size_t>(c * k + s)].first, in_strides[static_cast<size_t>(s)],
+                       gc.stage_offset[at_sc], staging->Strides(box), eb);
+      }
+    }
+    gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
+  }
   // What each member's messages carry: a box to every receiver of a class
   // but itself.
   gc.sent.assign(static_cast<size_t>(k), 0);
@@ -169,7 +286,8 @@ std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step) {
   const PlanStep& s = plan.steps()[step];
   if (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll) return std::nullopt;
   const std::optional<GroupCopies> gc =
-      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, s.input.devices(), {}, {}, /*with_copies=*/false);
+      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, s.input.devices(), {}, {}, nullptr,
+                      /*with_copies=*/false);
   if (!gc) return std::nullopt;
   return gc->Pairs();
 }

@@ -37,9 +37,11 @@ Mesh RandomMesh(std::mt19937_64& rng) {
 }
 
 // Every all-gather and all-to-all over mesh groups that compiles per group
-// pattern moves each device's bytes as the per-message program does, runs
-// exactly from the executor's schedule and receiver by receiver, at the
-// planned bytes; GroupCopyPairs says which steps compile so.
+// pattern, in either form, moves each device's bytes as the per-message
+// program does and runs exactly, at the planned bytes: in process from the
+// executor's schedule and device by device, and staged also with threads as
+// ranks (each expanding its own messages); GroupCopyPairs says which steps
+// compile so.
 TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   std::mt19937_64 rng(20261205);
   int grouped = 0, collectives = 0, groups_of_many = 0;
@@ -59,44 +61,51 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
     ASSERT_TRUE(planned.ok()) << planned.status();
     const CollectivePlan& plan = planned->plan;
     const std::string what = "iter " + std::to_string(iter) + " over " + mesh.ToString();
-    CompileOptions direct;
-    direct.copies = CopyForms::kDirect;
-    const PlanProgram p = PlanProgram::Compile(plan, direct).value();
-    const PlanProgram full = PlanProgram::Compile(plan).value();
-    ASSERT_EQ(p.steps().size(), full.steps().size()) << what;
-    bool any = false;
-    for (size_t si = 0; si < p.steps().size(); ++si) {
-      const StepProgram& step = p.steps()[si];
-      const bool collective = step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll;
-      collectives += collective;
-      const GroupCopies* gc = step.group_copies.get();
-      // One test decides: the memory estimate's and the compile's.
-      const std::optional<int64_t> pairs =
-          static_cast<int64_t>(si) == step.plan_step ? GroupCopyPairs(plan, si) : std::nullopt;
-      ASSERT_EQ(pairs.has_value(), gc != nullptr) << what << " step " << si;
-      if (gc == nullptr) continue;
-      any = true;
-      ++grouped;
-      groups_of_many += static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
-      ASSERT_EQ(*pairs, gc->Pairs()) << what;
-      ASSERT_EQ(gc->begin.size(), static_cast<size_t>(gc->Pairs()) + 1) << what;
-      for (size_t i = 0; i < p.devices().size(); ++i) {
-        const DeviceProgram& b = full.steps()[si].devices[i];
-        const size_t m = static_cast<size_t>(gc->member[i]);
-        EXPECT_EQ(gc->members[static_cast<size_t>(gc->group[i] * gc->group_size) + m], static_cast<int32_t>(i)) << what;
-        EXPECT_EQ(gc->received[m], b.recv_bytes) << what << " device " << b.device;
-        EXPECT_EQ(gc->sent[m], std::accumulate(b.send_count.begin(), b.send_count.end(), int64_t{0}))
-            << what << " device " << b.device;
+    for (CopyForms form : {CopyForms::kDirect, CopyForms::kStaged}) {
+      const bool staged = form == CopyForms::kStaged;
+      CompileOptions co;
+      co.copies = form;
+      const PlanProgram p = PlanProgram::Compile(plan, co).value();
+      const PlanProgram full = PlanProgram::Compile(plan).value();
+      ASSERT_EQ(p.steps().size(), full.steps().size()) << what;
+      bool any = false;
+      for (size_t si = 0; si < p.steps().size(); ++si) {
+        const StepProgram& step = p.steps()[si];
+        const bool collective = step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll;
+        collectives += collective && !staged;
+        const GroupCopies* gc = step.group_copies.get();
+        // One test decides: the memory estimate's and the compile's.
+        const std::optional<int64_t> pairs =
+            static_cast<int64_t>(si) == step.plan_step ? GroupCopyPairs(plan, si) : std::nullopt;
+        ASSERT_EQ(pairs.has_value(), gc != nullptr) << what << " step " << si;
+        if (gc == nullptr) continue;
+        any = true;
+        grouped += !staged;
+        groups_of_many += !staged && static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
+        ASSERT_EQ(*pairs, gc->Pairs()) << what;
+        ASSERT_EQ(gc->begin.size(), static_cast<size_t>(gc->Pairs()) + 1) << what;
+        ASSERT_EQ(gc->has_staged(), staged) << what;
+        for (size_t i = 0; i < p.devices().size(); ++i) {
+          const DeviceProgram& b = full.steps()[si].devices[i];
+          const size_t m = static_cast<size_t>(gc->member[i]);
+          EXPECT_EQ(gc->members[static_cast<size_t>(gc->group[i] * gc->group_size) + m], static_cast<int32_t>(i)) << what;
+          EXPECT_EQ(gc->received[m], b.recv_bytes) << what << " device " << b.device;
+          EXPECT_EQ(gc->sent[m], std::accumulate(b.send_count.begin(), b.send_count.end(), int64_t{0}))
+              << what << " device " << b.device;
+          EXPECT_EQ(staged ? gc->staged[m] : b.send_bytes, b.send_bytes) << what << " device " << b.device;
+        }
       }
-    }
-    if (!any) continue;
-    for (int64_t scheduled : {int64_t{1} << 16, int64_t{0}}) {
-      RankChoice choice;
-      choice.max_scheduled_group_copies = scheduled;
-      const Result<CheckReport> r = RunChecked(p, 2, Transport::kDirect, choice);
-      ASSERT_TRUE(r.ok()) << what << ": " << r.status();
-      EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
-      testing::ExpectPlannedTraffic(plan, p.devices(), r->stats.steps, what);
+      if (!any) continue;
+      // In process from the schedule and device by device; staged, also threads as ranks.
+      for (int run = 0; run < (staged ? 3 : 2); ++run) {
+        RankChoice choice;
+        if (run == 1) choice.max_scheduled_group_copies = 0;
+        const Transport transport = run == 2 ? Transport::kRanks : staged ? Transport::kStaged : Transport::kDirect;
+        const Result<CheckReport> r = RunChecked(p, 2, transport, choice);
+        ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+        EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
+        testing::ExpectPlannedTraffic(plan, p.devices(), r->stats.steps, what);
+      }
     }
   }
   EXPECT_GT(collectives, 400);
@@ -113,7 +122,7 @@ TEST(GroupCopies, StepsThatDoNotRepeatKeepTheirMessages) {
     return ParseLayout(spec, shape, DType::kF32, mesh).value().layout;
   };
   auto make = [&](std::vector<int32_t> axes, const Layout& in, const Layout& out) {
-    return MakeGroupCopies(mesh, axes, in, out, in.devices(), {}, {}, /*with_copies=*/true);
+    return MakeGroupCopies(mesh, axes, in, out, in.devices(), {}, {}, nullptr, /*with_copies=*/true);
   };
   // An all-gather over y of [12, 7]: dim 1 cut in 3, 3 and 1 in every group alike.
   const std::optional<GroupCopies> even = make({1}, layout("P('x', 'y')", {12, 7}), layout("P('x', None)", {12, 7}));

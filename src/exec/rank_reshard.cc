@@ -142,6 +142,7 @@ std::string_view StepTransportName(StepTransport t) {
 // One step as this rank runs it.
 struct StepRun {
   const DeviceProgram* program = nullptr;  // this rank's part; empty where it takes no part
+  std::unique_ptr<DeviceProgram> expanded;  // the part, where the step is written per group pattern
   bool p2p = false;
   std::vector<int> send_rank, recv_rank;  // per message, the peer's rank
   std::vector<size_t> send_order;         // messages, staggered: peers rank+1, rank+2, ... first
@@ -304,6 +305,12 @@ Status RankReshard::State::Prepare() {
     const StepProgram& sp = pp.steps()[i];
     StepRun& s = steps.emplace_back();  // owned from here: its box messages and groups are freed with the state
     s.program = me >= 0 ? &sp.devices[static_cast<size_t>(me)] : &EmptyProgram();
+    if (me >= 0 && sp.group_copies != nullptr) {
+      // A step written per group pattern: this rank's messages, expanded.
+      s.expanded = std::make_unique<DeviceProgram>(
+          GroupDeviceProgram(*sp.group_copies, sp.devices[static_cast<size_t>(me)], static_cast<size_t>(me)));
+      s.program = s.expanded.get();
+    }
     const DeviceProgram& p = *s.program;
     s.reduction = sp.reduction;
     s.scale = sp.scale;

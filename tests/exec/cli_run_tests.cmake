@@ -52,12 +52,15 @@ endif()
 # RESHARD_TEST_FAIL=RANK:POINT (test only, tools/cli/common.h) makes that process throw std::bad_alloc at POINT.
 cli_error_test(run_bad_alloc_is_an_error 1 "^reshard: error: out of memory \\(the system refused an allocation\\)\n$"
                env RESHARD_TEST_FAIL=0:fill ${R} ${RUN4})
-# The staged copies are a program per message (16.8 M here); the direct ones one pattern per group.
-cli_error_test(run_counts_the_programs 1 "^reshard: error: running this needs about [0-9]+ B .4.[0-9] GiB. \\(.*copy programs\\), more than the limit of 2147483648 B"
-               ${R} run --shape 16384 --dtype s8 --mesh x=4096 --from "P('x')" --to "P()" --max-memory 2G --transport staged)
-add_test(NAME cli.run_group_pattern_fits COMMAND ${R} run --shape 16384 --dtype s8 --mesh x=4096 --from "P('x')" --to "P()"
-         --max-memory 256M --repeat 1)
-set_tests_properties(cli.run_group_pattern_fits PROPERTIES PASS_REGULAR_EXPRESSION "^verified: 67108864 B .* on 4096 devices, 1 step .all-gather.")
+# The one-step exchange is a program per message (16.8 M here); the all-gather one pattern per group, in either form.
+cli_error_test(run_counts_the_programs 1 "^reshard: error: running this needs about [0-9]+ B .4.2 GiB. \\(.*copy programs\\), more than the limit of 2147483648 B"
+               ${R} run --shape 16384 --dtype s8 --mesh x=4096 --from "P('x')" --to "P()" --max-memory 2G --strategy exchange --transport staged)
+foreach(transport direct staged)
+  add_test(NAME cli.run_group_pattern_fits_${transport} COMMAND ${R} run --shape 16384 --dtype s8 --mesh x=4096 --from "P('x')"
+           --to "P()" --max-memory 256M --repeat 1 --transport ${transport})
+  set_tests_properties(cli.run_group_pattern_fits_${transport} PROPERTIES PASS_REGULAR_EXPRESSION
+                       "^verified: 67108864 B .* on 4096 devices, 1 step .all-gather.")
+endforeach()
 find_program(PRLIMIT prlimit)
 if(PRLIMIT AND NOT RESHARD_SANITIZE)
   # Under prlimit --as just below, at and above its estimate: a run or a refusal, never bad_alloc.

@@ -134,7 +134,7 @@ TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
 // transports of the other; its messages are the full program's.
 TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
   std::mt19937_64 rng(20261204);
-  int grouped = 0, collectives = 0;  // direct all-gathers and all-to-alls; of them, written per group pattern
+  int grouped = 0, collectives = 0;  // all-gathers and all-to-alls in either form; of them, written per group pattern
   for (int iter = 0; iter < 300; ++iter) {
     const NamedPair pair = RandomNamedPair(rng, kDTypes[iter % 5]);
     const Mesh& mesh = pair.mesh;
@@ -155,7 +155,7 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
       EXPECT_EQ(p->has_staged_copies(), !direct);
       ASSERT_EQ(p->steps().size(), both.steps().size()) << what;
       for (size_t si = 0; si < both.steps().size(); ++si)
-        if (direct && (p->steps()[si].op == StepOp::kAllGather || p->steps()[si].op == StepOp::kAllToAll)) {
+        if (p->steps()[si].op == StepOp::kAllGather || p->steps()[si].op == StepOp::kAllToAll) {
           ++collectives;
           grouped += p->steps()[si].group_copies != nullptr;
         }
@@ -164,13 +164,31 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
           const DeviceProgram &a = p->steps()[si].devices[i], &b = both.steps()[si].devices[i];
           if (const GroupCopies* gc = p->steps()[si].group_copies.get()) {
             // Written per group pattern: no messages, the same bytes as the
-            // full program's messages into and out of every device.
-            ASSERT_TRUE(direct) << what;
-            ASSERT_TRUE(a.recv_peer.empty() && a.send_peer.empty() && a.direct.ops.empty()) << what;
+            // full program's messages into and out of every device; in the
+            // staged form, a device's expanded program (what a rank runs)
+            // has the full program's messages and staging.
+            ASSERT_TRUE(a.recv_peer.empty() && a.send_peer.empty() && a.direct.ops.empty() && a.pack.ops.empty())
+                << what;
+            ASSERT_EQ(gc->has_staged(), !direct) << what;
             ASSERT_EQ(a.recv_bytes, b.recv_bytes) << what;
             const size_t m = static_cast<size_t>(gc->member[i]);
             ASSERT_EQ(gc->received[m], b.recv_bytes) << what;
             ASSERT_EQ(gc->sent[m], std::accumulate(b.send_count.begin(), b.send_count.end(), int64_t{0})) << what;
+            if (direct) continue;
+            ASSERT_EQ(a.send_bytes, b.send_bytes) << what;
+            const DeviceProgram e = GroupDeviceProgram(*gc, a, i);
+            ASSERT_EQ(e.send_peer, b.send_peer) << what;
+            ASSERT_EQ(e.send_count, b.send_count) << what;
+            ASSERT_EQ(e.send_offset, b.send_offset) << what;
+            ASSERT_EQ(e.pack_owner, b.pack_owner) << what;
+            ASSERT_EQ(e.send_bytes, b.send_bytes) << what;
+            ASSERT_EQ(e.recv_peer, b.recv_peer) << what;
+            ASSERT_EQ(e.recv_count, b.recv_count) << what;
+            ASSERT_EQ(e.recv_offset, b.recv_offset) << what;
+            ASSERT_EQ(e.recv_bytes, b.recv_bytes) << what;
+            ASSERT_EQ(e.pack.bytes, b.pack.bytes) << what;
+            ASSERT_EQ(e.unpack.bytes, b.unpack.bytes) << what;
+            ASSERT_EQ(e.local.bytes, b.local.bytes) << what;
             continue;
           }
           ASSERT_EQ(a.send_count, b.send_count) << what;
@@ -187,8 +205,8 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
       for (int run = 0; run < 4; ++run) {
         const Transport transport = runs[run];
         RankChoice choice = transport == Transport::kRanks ? NextRankChoice() : RankChoice{};
-        // The second direct run takes every pattern step receiver by receiver.
-        if (run == 3) choice.max_scheduled_group_copies = 0;
+        // One run of each in-process form takes every pattern step device by device.
+        if (run == 3 || (run == 0 && iter % 2 == 0)) choice.max_scheduled_group_copies = 0;
         Result<CheckReport> r = RunChecked(*p, 2, transport, choice);
         if ((transport == Transport::kDirect) != direct) {
           ASSERT_FALSE(r.ok()) << what;

@@ -152,12 +152,14 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   for (size_t i = 0; i < steps.size(); ++i) {
     const PlanStep& s = steps[i];
     const int64_t messages = per_rank ? std::max(s.sends.Max(), s.recvs.Max()) : s.sends.Sum();
-    // run.cc compiles the direct copies alone under the direct transport:
-    // a structured step that repeats from group to group is one pattern.
+    // run.cc compiles one form of the copies: in process, a structured step
+    // that repeats from group to group is one pattern (threads as ranks
+    // each expand their own messages from it: a program per message).
     const std::optional<int64_t> pairs =
-        !per_rank && transport == Transport::kDirect ? GroupCopyPairs(plan, i) : std::nullopt;
-    const int64_t copies = pairs ? *pairs * kGroupCopyBytesPerPair + ExecOptions{}.max_scheduled_group_copies * kScheduledCopyBytes
-                                 : messages * per_message;
+        !per_rank && !as_ranks ? GroupCopyPairs(plan, i) : std::nullopt;
+    const int64_t per_pair = transport == Transport::kDirect ? kDirectGroupBytesPerPair : kStagedGroupBytesPerPair;
+    const int64_t copies =
+        pairs ? *pairs * per_pair + ExecOptions{}.max_scheduled_group_copies * kScheduledCopyBytes : messages * per_message;
     programs += copies + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;

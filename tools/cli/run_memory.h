@@ -4,7 +4,7 @@
 // Counted: the source and target buffers, send buffers up to the source's
 // size, the buffers of a multi-step plan's intermediate layouts (two at a
 // time), the compiled copy programs (k*ProgramBytesPerMessage per message,
-// or kGroupCopyBytesPerPair per pair where a step is written per group
+// or k*GroupBytesPerPair per pair where a step is written per group
 // pattern, and kProgramBytesPerDevice per device and step), an MPI rank's datatype run
 // lists (kRunListBytesPerRun a run, runs bounded from the grids), the
 // checker's runs of cells (16 bytes per cell along each dim) and the two
@@ -34,11 +34,13 @@ namespace reshard::cli {
 inline constexpr int64_t kDirectProgramBytesPerMessage = 224;
 inline constexpr int64_t kStagedProgramBytesPerMessage = 256;
 inline constexpr int64_t kProgramBytesPerDevice = 1024;
-// A step whose direct copies are written per group pattern (GroupCopies,
-// device_program.h) holds a copy op, its dims and its range per pair of the
-// pattern (at most 32 + 24 * 8 + 8 bytes), and the executor's schedule of at
+// A step whose copies are written per group pattern (GroupCopies,
+// device_program.h) holds per pair of the pattern a copy op, its dims and its
+// range (at most 32 + 24 * 8 + 8 bytes) in the direct form, three in the
+// staged one (direct, pack and unpack), and the executor's schedule of at
 // most ExecOptions::max_scheduled_group_copies copies of 40 bytes.
-inline constexpr int64_t kGroupCopyBytesPerPair = 256;
+inline constexpr int64_t kDirectGroupBytesPerPair = 256;
+inline constexpr int64_t kStagedGroupBytesPerPair = 768;
 inline constexpr int64_t kScheduledCopyBytes = 40;
 // An MPI rank's box messages of block-cyclic layouts list every contiguous
 // run (an hindexed type): OpenMPI 4.1 keeps 44 bytes a run (measured: a
