@@ -37,7 +37,9 @@
 // holds it, as the collective sends it; elsewhere which peer sends a
 // replicated element follows the exchange's sender rule. The SPMD program
 // ops of collective_plan.h remain what SimulatePlan checks and the emitters
-// print.
+// print. Compiled with one form of the copies, an all-gather or all-to-all
+// over mesh groups whose layouts repeat from group to group is written once
+// per group pattern instead (GroupCopies, below): no program per message.
 //
 // Immutable after compilation; thread-safe to read.
 #ifndef RESHARD_DEVICE_PROGRAM_H_
@@ -214,9 +216,10 @@ struct GroupCopies {
   // copies (in both forms).
   CopyProgram copies;
   std::vector<int64_t> begin;  // classes * k + 1 entries
+  std::vector<int64_t> pair_bytes;  // classes * k: the bytes of each pair's box (0: none)
   // The staged form (empty in the direct one): member s stages its box for
   // class c once, at stage_offset[s * classes + c] of its send buffer (-1
-  // where no receiver of the class but s itself takes one), by
+  // where the box is empty or no receiver of the class but s takes it), by
   // pack.ops[pack_begin[s * classes + c], pack_begin[s * classes + c + 1]);
   // a receiver of class c unpacks member s's box by
   // unpack.ops[unpack_begin[c*k + s], unpack_begin[c*k + s + 1]), reading
@@ -231,11 +234,12 @@ struct GroupCopies {
 
   int64_t Pairs() const { return classes * group_size; }
   bool has_staged() const { return !unpack_begin.empty(); }
-  // The ops member s's box into a receiver of member index r takes.
-  std::pair<int64_t, int64_t> Ops(int64_t r, int64_t s) const {
-    const size_t at = static_cast<size_t>(receiver_class[static_cast<size_t>(r)] * group_size + s);
-    return {begin[at], begin[at + 1]};
+  // The pair of member s's box into a receiver of member index r.
+  size_t Pair(int64_t r, int64_t s) const {
+    return static_cast<size_t>(receiver_class[static_cast<size_t>(r)] * group_size + s);
   }
+  // The ops (direct) of that box.
+  std::pair<int64_t, int64_t> Ops(int64_t r, int64_t s) const { return {begin[Pair(r, s)], begin[Pair(r, s) + 1]}; }
 };
 
 // The copy programs a compiled step holds (DeviceProgram): pack and unpack
@@ -323,7 +327,10 @@ std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
 // Device `index`'s part of a staged step written per group pattern, as the
 // per-message program it stands for: its messages (ascending peer), each
 // box staged once, pack, unpack and local copies; `dp` gives its buffer
-// sizes. What a per-rank runner takes. REQUIRES: gc.has_staged().
+// sizes. What a per-rank runner takes. Its recv_peer_offset entries are -1
+// (as where the senders' programs are not compiled: CompileOptions::
+// only_device): the in-process staged transport reads senders' send buffers
+// from the pattern, not from expanded programs. REQUIRES: gc.has_staged().
 DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp, size_t index);
 
 // A whole plan compiled: one StepProgram per plan step, but two for an

@@ -92,12 +92,12 @@ struct ExecOptions {
   // Under Transport::kRanks: the runner's transport and message limit.
   StepTransport rank_transport = StepTransport::kAuto;
   int64_t rank_max_message_bytes = (int64_t{1} << 31) - 1;
-  // A step whose direct copies are written per group pattern
-  // (GroupCopies, device_program.h) runs from a per-copy schedule (40
+  // A step whose copies are written per group pattern (GroupCopies,
+  // device_program.h), direct or staged, runs from a per-copy schedule (40
   // bytes a copy; large copies split over threads, small ones batched) up
-  // to this many copies, and above it receiver by receiver from the
-  // pattern itself, each receiver's copies on one thread, with no list (an
-  // all-gather over 8192 devices makes 67 million copies).
+  // to this many copies, and above it device by device from the pattern
+  // itself, each device's copies on one thread, with no list (an all-gather
+  // over 8192 devices makes 67 million copies).
   int64_t max_scheduled_group_copies = int64_t{1} << 16;
   // Called after every step with the step's output buffers (the checker's hook).
   std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)> after_step = {};

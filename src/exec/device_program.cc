@@ -532,14 +532,16 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
           // The direct copies, and the staged box's pack and unpack.
           const int32_t c = gc.receiver_class[static_cast<size_t>(r)];
           const size_t sc = static_cast<size_t>(sm * gc.classes + c), cs = static_cast<size_t>(c * gc.group_size + sm);
-          int64_t box_bytes = 0;
+          const int64_t box_bytes = gc.pair_bytes[gc.Pair(r, sm)];
+          int64_t copied = 0;
           bool inside = true;
           for (int64_t o = lo; o < hi; ++o) {
             const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
             inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.copies.SrcEnd(op) <= from.input_bytes &&
                       gc.copies.DstEnd(op) <= to.output_bytes;
-            box_bytes += gc.copies.OpBytes(op);
+            copied += gc.copies.OpBytes(op);
           }
+          inside &= copied == box_bytes;
           if (gc.has_staged() && sm != r) {
             for (int64_t o = gc.unpack_begin[cs]; o < gc.unpack_begin[cs + 1]; ++o) {
               const CopyOp& op = gc.unpack.ops[static_cast<size_t>(o)];

@@ -125,9 +125,9 @@ struct CheckReport {
 // Fails (the Status) only on a malformed program, wrong buffers, or threads
 // the system cannot start (Unavailable).
 // Under Transport::kRanks, `ranks` sets the runner's transport and message
-// limit; under Transport::kDirect, `max_scheduled_group_copies` the
-// executor's (ExecOptions: 0 runs every step written per group pattern
-// receiver by receiver).
+// limit; under Transport::kDirect and kStaged, `max_scheduled_group_copies`
+// the executor's (ExecOptions: 0 runs every step written per group pattern
+// device by device).
 struct RankChoice {
   StepTransport transport = StepTransport::kAuto;
   int64_t max_message_bytes = (int64_t{1} << 31) - 1;

@@ -374,11 +374,14 @@ class InProcessExecutor final : public Executor {
         // The pattern's figures per member; its copies listed only where few.
         const GroupCopies& gc = *step.group_copies;
         const int64_t k = gc.group_size;
+        // Per receiver class: the bytes written into one receiver, and its
+        // copies in the form run (staged: the unpacks, a receiver's packs
+        // and its local copies, as many again at most).
         std::vector<int64_t> class_ops(static_cast<size_t>(gc.classes)), class_bytes(static_cast<size_t>(gc.classes), 0);
         for (int64_t c = 0; c < gc.classes; ++c) {
-          const int64_t lo = gc.begin[static_cast<size_t>(c * k)], hi = gc.begin[static_cast<size_t>((c + 1) * k)];
-          class_ops[static_cast<size_t>(c)] = hi - lo;
-          for (int64_t o = lo; o < hi; ++o) class_bytes[static_cast<size_t>(c)] += gc.copies.OpBytes(gc.copies.ops[static_cast<size_t>(o)]);
+          const size_t lo = static_cast<size_t>(c * k), hi = static_cast<size_t>((c + 1) * k);
+          class_ops[static_cast<size_t>(c)] = (gc.begin[hi] - gc.begin[lo]) * (direct ? 1 : 2);
+          for (size_t pair = lo; pair < hi; ++pair) class_bytes[static_cast<size_t>(c)] += gc.pair_bytes[pair];
         }
         int64_t copies = 0;
         for (size_t i = 0; i < n; ++i) {
@@ -390,8 +393,7 @@ class InProcessExecutor final : public Executor {
           copies += class_ops[c];
         }
         if (copies > max_group_copies) {
-          s.by_receiver = &gc;
-          out.phases += copies > 0;
+          s.by_receiver = &gc;  // (nothing scheduled: no phase to reuse)
           continue;
         }
       }

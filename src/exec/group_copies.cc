@@ -1,7 +1,8 @@
-// GroupCopies: a structured step's direct copies once per group pattern.
+// GroupCopies: a structured step's copies once per group pattern.
 #include "exec/group_copies.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <unordered_map>
 
 namespace reshard {
@@ -59,18 +60,13 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
   for (int64_t m = 0; m < k; ++m)
     if (m != r) peers.emplace_back(gc.members[static_cast<size_t>(g * k + m)], m);
   std::sort(peers.begin(), peers.end());
-  auto bytes_of = [](const CopyProgram& c, int64_t lo, int64_t hi) {
-    int64_t b = 0;
-    for (int64_t o = lo; o < hi; ++o) b += c.OpBytes(c.ops[static_cast<size_t>(o)]);
-    return b;
-  };
   // Sends: a box of its class to each peer, staged once per class, the
   // boxes laid out in the order their first messages come.
   std::vector<int32_t> first_of_class(static_cast<size_t>(gc.classes), -1);
   for (const auto& [peer, t] : peers) {
     const int32_t c = gc.receiver_class[static_cast<size_t>(t)];
     const size_t sc = static_cast<size_t>(r * gc.classes + c);
-    const int64_t lo = gc.pack_begin[sc], hi = gc.pack_begin[sc + 1], bytes = bytes_of(gc.pack, lo, hi);
+    const int64_t lo = gc.pack_begin[sc], hi = gc.pack_begin[sc + 1], bytes = gc.pair_bytes[gc.Pair(t, r)];
     if (bytes == 0) continue;
     const int32_t m = static_cast<int32_t>(p.send_peer.size());
     int32_t& owner = first_of_class[static_cast<size_t>(c)];
@@ -89,8 +85,7 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
   }
   // Receives: member s's box of this device's class, one after another.
   for (const auto& [peer, sm] : peers) {
-    const auto [lo, hi] = gc.Ops(r, sm);
-    const int64_t bytes = bytes_of(gc.copies, lo, hi);
+    const int64_t bytes = gc.pair_bytes[gc.Pair(r, sm)];
     if (bytes == 0) continue;
     const size_t at = static_cast<size_t>(own * k + sm);
     p.recv_peer.push_back(peer);
@@ -133,14 +128,13 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   gc.group.assign(static_cast<size_t>(n), 0);
   gc.member.assign(static_cast<size_t>(n), 0);
   gc.members.assign(static_cast<size_t>(n), 0);
-  const bool iota_devices = devices.back() == n - 1;
   int32_t next = 0;
   for (int64_t pos = 0; pos < n; ++pos) {
     const size_t head = static_cast<size_t>(mesh.GroupOf(pos, axes));
     if (group_id[head] < 0) group_id[head] = next++;
     const int64_t g = group_id[head], m = mesh.MemberIndex(pos, axes);
     const int64_t device = mesh.device(pos);
-    const int64_t index = iota_devices ? device : PositionIn(devices, device);
+    const int64_t index = PositionIn(devices, device);
     member_pos[static_cast<size_t>(g * k + m)] = pos;
     gc.members[static_cast<size_t>(g * k + m)] = static_cast<int32_t>(index);
     gc.group[static_cast<size_t>(index)] = static_cast<int32_t>(g);
@@ -192,8 +186,10 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   auto extents = [rank](const std::vector<int64_t>& extent, int64_t pos) {
     return std::span<const int64_t>(extent.data() + static_cast<size_t>(pos) * rank, rank);
   };
-  // Per pair (class, sender): the box's bytes; its copies where asked.
-  std::vector<int64_t> pair_bytes(static_cast<size_t>(gc.Pairs()), 0);
+  // Per pair (class, sender): the box's bytes and extents; its copies where asked.
+  std::vector<int64_t>& pair_bytes = gc.pair_bytes;
+  pair_bytes.assign(static_cast<size_t>(gc.Pairs()), 0);
+  std::vector<int64_t> pair_extent(static_cast<size_t>(gc.Pairs()) * rank);
   gc.begin.reserve(static_cast<size_t>(gc.Pairs()) + 1);
   std::vector<std::vector<int64_t>> in_strides(static_cast<size_t>(k));  // per sender member
   std::vector<std::pair<int64_t, int64_t>> boxes(static_cast<size_t>(gc.Pairs()));  // per pair: its src and dst byte offsets
@@ -223,6 +219,7 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
       covered += volume;
       pair_bytes[static_cast<size_t>(c * k + s)] = volume * eb;
       boxes[static_cast<size_t>(c * k + s)] = {src, dst};
+      std::copy(extent, extent + rank, pair_extent.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(c * k + s) * rank));
       const std::span<const int64_t> box(extent, rank);
       if (with_copies) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
       if (with_copies && staging != nullptr) {
@@ -241,7 +238,6 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
     gc.staged.assign(static_cast<size_t>(k), 0);
     gc.stage_offset.assign(static_cast<size_t>(k * gc.classes), -1);
     for (int64_t s = 0; s < k; ++s) {
-      const int64_t sp = member_pos[static_cast<size_t>(s)];
       const int32_t own = gc.receiver_class[static_cast<size_t>(s)];
       for (int32_t c = 0; c < gc.classes; ++c) {
         const size_t at_sc = static_cast<size_t>(s * gc.classes + c);
@@ -251,14 +247,7 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         gc.stage_offset[at_sc] = gc.staged[static_cast<size_t>(s)];
         gc.staged[static_cast<size_t>(s)] += bytes;
         if (!with_copies) continue;
-        // The box again, at its place in s's input.
-        const int64_t r = member_pos[static_cast<size_t>(representative[static_cast<size_t>(c)])];
-        for (size_t d = 0; d < rank; ++d) {
-          const int64_t lo = std::max(at(in_start, sp, d), at(out_start, r, d));
-          const int64_t hi = std::min(at(in_start, sp, d) + at(in_extent, sp, d), at(out_start, r, d) + at(out_extent, r, d));
-          extent[d] = hi - lo;
-        }
-        const std::span<const int64_t> box(extent, rank);
+        const std::span<const int64_t> box(pair_extent.data() + static_cast<size_t>(c * k + s) * rank, rank);
         gc.pack.AddBox(box, boxes[static_cast<size_t>(c * k + s)].first, in_strides[static_cast<size_t>(s)],
                        gc.stage_offset[at_sc], staging->Strides(box), eb);
       }
@@ -286,7 +275,7 @@ std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step) {
   const PlanStep& s = plan.steps()[step];
   if (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll) return std::nullopt;
   const std::optional<GroupCopies> gc =
-      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, s.input.devices(), {}, {}, nullptr,
+      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, plan.devices(), {}, {}, nullptr,
                       /*with_copies=*/false);
   if (!gc) return std::nullopt;
   return gc->Pairs();

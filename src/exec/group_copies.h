@@ -1,4 +1,4 @@
-// Compiles a structured step's direct copies once per group pattern
+// Compiles a structured step's copies once per group pattern
 // (GroupCopies, device_program.h) where its layouts repeat from group to
 // group. Internal to the compile (device_program.cc) and the memory
 // estimate (GroupCopyPairs).

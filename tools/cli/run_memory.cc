@@ -14,7 +14,6 @@
 #include "common.h"
 #include "layout/checked_math.h"
 #include "reshard/device_program.h"
-#include "reshard/device_program.h"
 
 namespace reshard::cli {
 namespace {

@@ -36,7 +36,7 @@ inline constexpr int64_t kStagedProgramBytesPerMessage = 256;
 inline constexpr int64_t kProgramBytesPerDevice = 1024;
 // A step whose copies are written per group pattern (GroupCopies,
 // device_program.h) holds per pair of the pattern a copy op, its dims and its
-// range (at most 32 + 24 * 8 + 8 bytes) in the direct form, three in the
+// range (32 + 24 * 8 + 8 bytes up to rank 9) in the direct form, three in the
 // staged one (direct, pack and unpack), and the executor's schedule of at
 // most ExecOptions::max_scheduled_group_copies copies of 40 bytes.
 inline constexpr int64_t kDirectGroupBytesPerPair = 256;
