@@ -213,13 +213,15 @@ struct GroupCopies {
   // For receiver class c and sender member s: copies.ops[begin[c*k + s],
   // begin[c*k + s + 1]) copy from member s's input buffer into a receiver's
   // output buffer; where s is the receiver itself, these are its local
-  // copies (in both forms).
+  // copies. The staged form holds the local copies alone (the other pairs'
+  // ranges are empty there).
   CopyProgram copies;
   std::vector<int64_t> begin;  // classes * k + 1 entries
   std::vector<int64_t> pair_bytes;  // classes * k: the bytes of each pair's box (0: none)
   // The staged form (empty in the direct one): member s stages its box for
-  // class c once, at stage_offset[s * classes + c] of its send buffer (-1
-  // where the box is empty or no receiver of the class but s takes it), by
+  // class c once, at stage_offset[c * k + s] of its send buffer (-1 where
+  // the box is empty or no receiver of the class but s takes it; indexed by
+  // pair, so that a receiver reads its senders' in order), by
   // pack.ops[pack_begin[s * classes + c], pack_begin[s * classes + c + 1]);
   // a receiver of class c unpacks member s's box by
   // unpack.ops[unpack_begin[c*k + s], unpack_begin[c*k + s + 1]), reading

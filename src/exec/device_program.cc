@@ -524,36 +524,50 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         step.devices[i].recv_bytes = gc.received[static_cast<size_t>(gc.member[i])];
         if (staged_copies) step.devices[i].send_bytes = gc.staged[static_cast<size_t>(gc.member[i])];
       }
-      for (int64_t r = 0; r < gc.group_size; ++r)
-        for (int64_t sm = 0; sm < gc.group_size; ++sm) {
-          const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(r)])],
+      // Per pair (class, sender), with the class's first member as its
+      // receiver (a class's members' outputs are one size).
+      const int64_t k = gc.group_size;
+      std::vector<int64_t> first(static_cast<size_t>(gc.classes), -1), size(static_cast<size_t>(gc.classes), 0);
+      for (int64_t m = k - 1; m >= 0; --m) {
+        first[static_cast<size_t>(gc.receiver_class[static_cast<size_t>(m)])] = m;
+        ++size[static_cast<size_t>(gc.receiver_class[static_cast<size_t>(m)])];
+      }
+      for (int32_t c = 0; c < gc.classes; ++c)
+        for (int64_t sm = 0; sm < k; ++sm) {
+          const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(first[static_cast<size_t>(c)])])],
                              &from = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(sm)])];
-          const auto [lo, hi] = gc.Ops(r, sm);
-          // The direct copies, and the staged box's pack and unpack.
-          const int32_t c = gc.receiver_class[static_cast<size_t>(r)];
-          const size_t sc = static_cast<size_t>(sm * gc.classes + c), cs = static_cast<size_t>(c * gc.group_size + sm);
-          const int64_t box_bytes = gc.pair_bytes[gc.Pair(r, sm)];
-          int64_t copied = 0;
+          const size_t pair = static_cast<size_t>(c * k + sm), sc = static_cast<size_t>(sm * gc.classes + c);
+          const bool own = gc.receiver_class[static_cast<size_t>(sm)] == c;
+          const int64_t box_bytes = gc.pair_bytes[pair];
           bool inside = true;
-          for (int64_t o = lo; o < hi; ++o) {
-            const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
-            inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.copies.SrcEnd(op) <= from.input_bytes &&
-                      gc.copies.DstEnd(op) <= to.output_bytes;
-            copied += gc.copies.OpBytes(op);
+          // The direct copies (in the staged form, the local ones alone).
+          if (!gc.has_staged() || own) {
+            int64_t copied = 0;
+            for (int64_t o = gc.begin[pair]; o < gc.begin[pair + 1]; ++o) {
+              const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
+              inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.copies.SrcEnd(op) <= from.input_bytes &&
+                        gc.copies.DstEnd(op) <= to.output_bytes;
+              copied += gc.copies.OpBytes(op);
+            }
+            inside &= copied == box_bytes;
           }
-          inside &= copied == box_bytes;
-          if (gc.has_staged() && sm != r) {
-            for (int64_t o = gc.unpack_begin[cs]; o < gc.unpack_begin[cs + 1]; ++o) {
+          // The staged box's pack and unpack, where a receiver other than the sender takes it.
+          if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
+            int64_t unpacked = 0;
+            for (int64_t o = gc.unpack_begin[pair]; o < gc.unpack_begin[pair + 1]; ++o) {
               const CopyOp& op = gc.unpack.ops[static_cast<size_t>(o)];
               inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.unpack.SrcEnd(op) <= box_bytes &&
                         gc.unpack.DstEnd(op) <= to.output_bytes;
+              unpacked += gc.unpack.OpBytes(op);
             }
+            int64_t packed = 0;
             for (int64_t o = gc.pack_begin[sc]; o < gc.pack_begin[sc + 1]; ++o) {
               const CopyOp& op = gc.pack.ops[static_cast<size_t>(o)];
-              inside &= op.src_offset >= 0 && op.dst_offset >= gc.stage_offset[sc] && gc.pack.SrcEnd(op) <= from.input_bytes &&
-                        gc.pack.DstEnd(op) <= gc.stage_offset[sc] + box_bytes;
+              inside &= op.src_offset >= 0 && op.dst_offset >= gc.stage_offset[pair] && gc.pack.SrcEnd(op) <= from.input_bytes &&
+                        gc.pack.DstEnd(op) <= gc.stage_offset[pair] + box_bytes;
+              packed += gc.pack.OpBytes(op);
             }
-            inside &= box_bytes == 0 || gc.stage_offset[sc] >= 0;
+            inside &= gc.stage_offset[pair] >= 0 && unpacked == box_bytes && packed == box_bytes;
           }
           if (!inside)
             return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",

@@ -120,6 +120,19 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
   return stats;
 }
 
+// One contiguous run; element-sized ones (the boxes of an all-gather or
+// all-to-all of one element a device) as fixed-size copies, no call.
+inline void CopyRun(std::byte* t, const std::byte* s, int64_t bytes) {
+  switch (bytes) {
+    case 1: std::memcpy(t, s, 1); return;
+    case 2: std::memcpy(t, s, 2); return;
+    case 4: std::memcpy(t, s, 4); return;
+    case 8: std::memcpy(t, s, 8); return;
+    case 16: std::memcpy(t, s, 16); return;
+    default: std::memcpy(t, s, static_cast<size_t>(bytes));
+  }
+}
+
 class InProcessExecutor final : public Executor {
  public:
   explicit InProcessExecutor(ExecOptions o) : options_(std::move(o)), pool_(options_.threads) {}
@@ -214,9 +227,15 @@ class InProcessExecutor final : public Executor {
           pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
             ForEachGroupCopy(gc, n, static_cast<size_t>(i), direct, phase1,
                              [&](const CopyProgram& p, int64_t lo, int64_t hi, size_t src, size_t dst, int64_t delta) {
+                               const std::byte* from = srcs[src] + delta;
+                               std::byte* to = dsts[dst];
                                for (int64_t k = lo; k < hi; ++k) {
                                  const CopyOp& op = p.ops[static_cast<size_t>(k)];
-                                 RunCopy(p, op, srcs[src] + delta, dsts[dst], 0, CopyUnits(p, op));
+                                 // (A contiguous run inline: many are one element.)
+                                 if (op.num_dims == 0)
+                                   CopyRun(to + op.dst_offset, from + op.src_offset, op.run_bytes);
+                                 else
+                                   RunCopy(p, op, from, to, 0, CopyUnits(p, op));
                                }
                              });
           });
@@ -344,7 +363,7 @@ class InProcessExecutor final : public Executor {
     for (int64_t s = 0; s < k; ++s) {
       if (s == r) continue;
       const size_t cs = static_cast<size_t>(own * k + s);
-      const int64_t at = gc.stage_offset[static_cast<size_t>(s * gc.classes + own)];
+      const int64_t at = gc.stage_offset[cs];
       if (gc.unpack_begin[cs] < gc.unpack_begin[cs + 1]) emit(gc.unpack, gc.unpack_begin[cs], gc.unpack_begin[cs + 1], n + member(s), i, at);
     }
   }
@@ -380,7 +399,8 @@ class InProcessExecutor final : public Executor {
         std::vector<int64_t> class_ops(static_cast<size_t>(gc.classes)), class_bytes(static_cast<size_t>(gc.classes), 0);
         for (int64_t c = 0; c < gc.classes; ++c) {
           const size_t lo = static_cast<size_t>(c * k), hi = static_cast<size_t>((c + 1) * k);
-          class_ops[static_cast<size_t>(c)] = (gc.begin[hi] - gc.begin[lo]) * (direct ? 1 : 2);
+          class_ops[static_cast<size_t>(c)] =
+              direct ? gc.begin[hi] - gc.begin[lo] : 2 * (gc.unpack_begin[hi] - gc.unpack_begin[lo]) + gc.begin[hi] - gc.begin[lo];
           for (size_t pair = lo; pair < hi; ++pair) class_bytes[static_cast<size_t>(c)] += gc.pair_bytes[pair];
         }
         int64_t copies = 0;

@@ -81,7 +81,7 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.send_count.push_back(bytes);
     p.pack_owner.push_back(owner);
     p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
-    AppendOps(p.pack, gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[sc]);
+    AppendOps(p.pack, gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[gc.Pair(t, r)]);
   }
   // Receives: member s's box of this device's class, one after another.
   for (const auto& [peer, sm] : peers) {
@@ -221,7 +221,9 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
       boxes[static_cast<size_t>(c * k + s)] = {src, dst};
       std::copy(extent, extent + rank, pair_extent.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(c * k + s) * rank));
       const std::span<const int64_t> box(extent, rank);
-      if (with_copies) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
+      // (The staged form needs the direct copies of local pairs alone.)
+      const bool local = gc.receiver_class[static_cast<size_t>(s)] == c;
+      if (with_copies && (staging == nullptr || local)) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
       if (with_copies && staging != nullptr) {
         const std::vector<int64_t> staged = staging->Strides(box);
         gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
@@ -240,16 +242,16 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
     for (int64_t s = 0; s < k; ++s) {
       const int32_t own = gc.receiver_class[static_cast<size_t>(s)];
       for (int32_t c = 0; c < gc.classes; ++c) {
-        const size_t at_sc = static_cast<size_t>(s * gc.classes + c);
+        const size_t pair = static_cast<size_t>(c * k + s);
         gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
-        const int64_t bytes = pair_bytes[static_cast<size_t>(c * k + s)];
+        const int64_t bytes = pair_bytes[pair];
         if (bytes == 0 || class_size[static_cast<size_t>(c)] - (c == own) == 0) continue;
-        gc.stage_offset[at_sc] = gc.staged[static_cast<size_t>(s)];
+        gc.stage_offset[pair] = gc.staged[static_cast<size_t>(s)];
         gc.staged[static_cast<size_t>(s)] += bytes;
         if (!with_copies) continue;
-        const std::span<const int64_t> box(pair_extent.data() + static_cast<size_t>(c * k + s) * rank, rank);
-        gc.pack.AddBox(box, boxes[static_cast<size_t>(c * k + s)].first, in_strides[static_cast<size_t>(s)],
-                       gc.stage_offset[at_sc], staging->Strides(box), eb);
+        const std::span<const int64_t> box(pair_extent.data() + pair * rank, rank);
+        gc.pack.AddBox(box, boxes[pair].first, in_strides[static_cast<size_t>(s)], gc.stage_offset[pair],
+                       staging->Strides(box), eb);
       }
     }
     gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
