@@ -37,9 +37,9 @@
 // holds it, as the collective sends it; elsewhere which peer sends a
 // replicated element follows the exchange's sender rule. The SPMD program
 // ops of collective_plan.h remain what SimulatePlan checks and the emitters
-// print. Compiled with one form of the copies, an all-gather or all-to-all
-// over mesh groups whose layouts repeat from group to group is written once
-// per group pattern instead (GroupCopies, below): no program per message.
+// print. An all-gather or all-to-all over mesh groups whose layouts repeat
+// from group to group is written once per group pattern instead
+// (GroupCopies, below): no program per message.
 //
 // Immutable after compilation; thread-safe to read.
 #ifndef RESHARD_DEVICE_PROGRAM_H_
@@ -187,9 +187,8 @@ struct BufferFormat {
 // A structured step's copies written once per group pattern, not once per
 // message (an all-gather over 8192 devices has 67 million messages but one
 // pattern of 8192 copies). Compiled for an all-gather or all-to-all over
-// mesh groups when a program holds one form of the copies (CopyForms::
-// kDirect or kStaged, not kBoth: the full per-message program stays the
-// reference) and the step's layouts repeat from group to group:
+// mesh groups (CompileOptions::group_patterns, every device's part) where
+// the step's layouts repeat from group to group:
 // every device holds one box of the same extent in the input and one in the
 // output, each group's tiles are the reference group's shifted by one offset,
 // and no two members of a group hold the same input tile. Then what member
@@ -213,12 +212,13 @@ struct GroupCopies {
   // For receiver class c and sender member s: copies.ops[begin[c*k + s],
   // begin[c*k + s + 1]) copy from member s's input buffer into a receiver's
   // output buffer; where s is the receiver itself, these are its local
-  // copies. The staged form holds the local copies alone (the other pairs'
-  // ranges are empty there).
+  // copies. Without the direct form (CopyForms::kStaged) only the local
+  // copies are held (the other pairs' ranges are empty).
   CopyProgram copies;
+  bool has_direct = false;  // every pair's direct copies held
   std::vector<int64_t> begin;  // classes * k + 1 entries
   std::vector<int64_t> pair_bytes;  // classes * k: the bytes of each pair's box (0: none)
-  // The staged form (empty in the direct one): member s stages its box for
+  // The staged form (empty where the program has the direct one alone): member s stages its box for
   // class c once, at stage_offset[c * k + s] of its send buffer (-1 where
   // the box is empty or no receiver of the class but s takes it; indexed by
   // pair, so that a receiver reads its senders' in order), by
@@ -268,6 +268,12 @@ struct CompileOptions {
   // (their begin arrays still span every message, each range empty);
   // running a transport whose form a program lacks is InvalidArgument.
   CopyForms copies = CopyForms::kBoth;
+  // Whether an all-gather or all-to-all over mesh groups whose layouts
+  // repeat from group to group is written once per group pattern
+  // (GroupCopies) rather than per message, when every device's part is
+  // compiled (only_device < 0). false: every step per message, the
+  // reference the tests compare the patterns against.
+  bool group_patterns = true;
 };
 
 // The layout an all-reduce of `partial` passes through: each tile cut into
@@ -321,8 +327,8 @@ struct StepProgram {
   int64_t plan_step = 0;
 };
 
-// The copy pairs (GroupCopies::Pairs) plan step `step` compiles to under
-// CopyForms::kDirect or kStaged where it is written per group pattern;
+// The copy pairs (GroupCopies::Pairs) plan step `step` compiles to where
+// it is written per group pattern;
 // nullopt where it compiles per message. What a memory estimate counts; the
 // one test Compile applies.
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
@@ -348,9 +354,11 @@ class PlanProgram {
   // buffers, so a planner bug is an Internal error here, never memory
   // corruption later. Cost: proportional to the plan's transfers and boxes.
   // Example: the canonical f32[16,16,16] P('y',None,'x') -> P(None,('x','y'),None)
-  // plan gives one step; device 0 sends 7 messages of 256 bytes, copies 256
-  // bytes locally, and packs each message as 8 runs of 32 bytes (a [8,2,4] box
-  // of its [8,16,4] buffer).
+  // plan gives one step, an all-to-all over all 8 devices: per message
+  // (CompileOptions::group_patterns false), device 0 sends 7 messages of 256
+  // bytes, copies 256 bytes locally, and packs each message as 8 runs of 32
+  // bytes (a [8,2,4] box of its [8,16,4] buffer); by default, one pattern of
+  // 64 such boxes (8 receiver classes by 8 senders) for every device.
   static Result<PlanProgram> Compile(const CollectivePlan& plan, const CompileOptions& options = {});
   // The one-step program of the minimal exchange.
   static Result<PlanProgram> Compile(const Exchange& exchange, const CompileOptions& options = {});

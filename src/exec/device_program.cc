@@ -453,10 +453,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       step.reduction = Reduction{routes->combine, in.reduction().parts};
       step.scale = routes->scale;
       RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
-    } else if (ps != nullptr && ps->input == in && exchange == nullptr && p.copies_ != CopyForms::kBoth &&
+    } else if (ps != nullptr && ps->input == in && exchange == nullptr && options.group_patterns &&
                only_device < 0 && plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll) &&
                (group_copies = MakeGroupCopies(*plan->mesh(), ps->group_axes, in, out, p.devices_, in_format(-1),
-                                               out_format(-1), staged_copies ? &staging : nullptr,
+                                               out_format(-1), direct_copies, staged_copies ? &staging : nullptr,
                                                /*with_copies=*/true))) {
       // The copies once per group pattern: no exchange, no messages.
     } else if (exchange == nullptr && plan != nullptr && ps != nullptr && ps->input == in) {
@@ -540,8 +540,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
           const bool own = gc.receiver_class[static_cast<size_t>(sm)] == c;
           const int64_t box_bytes = gc.pair_bytes[pair];
           bool inside = true;
-          // The direct copies (in the staged form, the local ones alone).
-          if (!gc.has_staged() || own) {
+          // The direct copies (in the staged form alone, the local ones only).
+          if (gc.has_direct || own) {
             int64_t copied = 0;
             for (int64_t o = gc.begin[pair]; o < gc.begin[pair + 1]; ++o) {
               const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];

@@ -339,9 +339,28 @@ TEST(PlanProgram, Canonical) {
   Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});
   Result<PlanResult> planned = PlanReshard(src, dst, PlannerOptions{});
   ASSERT_TRUE(planned.ok());
-  Result<PlanProgram> p = PlanProgram::Compile(planned->plan);
+  // Per message (the reference), and by default once per group pattern: one
+  // group of 8, 8 receiver classes, 64 pairs of 256 bytes, and device 0's
+  // part expanded from it the same as the per-message program's.
+  CompileOptions per_message;
+  per_message.group_patterns = false;
+  Result<PlanProgram> p = PlanProgram::Compile(planned->plan, per_message);
   ASSERT_TRUE(p.ok()) << p.status();
   ASSERT_EQ(p->steps().size(), 1u);
+  const PlanProgram grouped = PlanProgram::Compile(planned->plan).value();
+  const GroupCopies* gc = grouped.steps()[0].group_copies.get();
+  ASSERT_NE(gc, nullptr);
+  EXPECT_EQ(gc->group_size, 8);
+  EXPECT_EQ(gc->classes, 8);
+  EXPECT_EQ(gc->pair_bytes, std::vector<int64_t>(64, 256));
+  EXPECT_EQ(gc->copies.ops.size(), 64u);
+  const DeviceProgram expanded = GroupDeviceProgram(*gc, grouped.steps()[0].devices[0], 0);
+  EXPECT_EQ(expanded.send_peer, p->steps()[0].devices[0].send_peer);
+  EXPECT_EQ(expanded.recv_count, p->steps()[0].devices[0].recv_count);
+  Result<CheckReport> g = RunChecked(grouped, 2);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(g->ok()) << g->first_problem;
+  EXPECT_EQ(g->stats.bytes_sent, 8 * 1792);
   const DeviceProgram& d0 = p->steps()[0].devices[0];
   EXPECT_EQ(d0.send_peer.size(), 7u);
   EXPECT_EQ(d0.recv_peer.size(), 7u);
@@ -363,11 +382,24 @@ TEST(PlanProgram, DevicePartMatchesWhole) {
   Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
   Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});
   const CollectivePlan plan = PlanReshard(src, dst, PlannerOptions{}).value().plan;
-  const PlanProgram whole = PlanProgram::Compile(plan).value();
+  CompileOptions per_message;
+  per_message.group_patterns = false;
+  const PlanProgram whole = PlanProgram::Compile(plan, per_message).value();
+  const PlanProgram grouped = PlanProgram::Compile(plan).value();
+  ASSERT_NE(grouped.steps()[0].group_copies, nullptr);
   for (int64_t dev = 0; dev < 8; ++dev) {
     const PlanProgram part = PlanProgram::CompileDevice(plan, dev).value();
     const DeviceProgram& a = whole.steps()[0].devices[dev];
     const DeviceProgram& b = part.steps()[0].devices[dev];
+    // (And the part a rank expands from the whole program's pattern.)
+    const DeviceProgram e = GroupDeviceProgram(*grouped.steps()[0].group_copies,
+                                               grouped.steps()[0].devices[static_cast<size_t>(dev)], static_cast<size_t>(dev));
+    EXPECT_EQ(e.send_peer, b.send_peer);
+    EXPECT_EQ(e.send_count, b.send_count);
+    EXPECT_EQ(e.recv_peer, b.recv_peer);
+    EXPECT_EQ(e.recv_count, b.recv_count);
+    EXPECT_EQ(e.pack.bytes, b.pack.bytes);
+    EXPECT_EQ(e.unpack.bytes, b.unpack.bytes);
     EXPECT_EQ(a.send_peer, b.send_peer);
     EXPECT_EQ(a.send_count, b.send_count);
     EXPECT_EQ(a.recv_peer, b.recv_peer);

@@ -252,9 +252,9 @@ Status CheckCoverage(const PlanProgram& program) {
         if (seen[static_cast<size_t>(c)]) continue;
         seen[static_cast<size_t>(c)] = true;
         const DeviceProgram& dp = program.steps()[si].devices[static_cast<size_t>(gc->members[static_cast<size_t>(m)])];
-        // The direct copies, or in the staged form the unpacks with the local copies.
-        {
-          const bool staged = gc->has_staged();
+        // The direct copies, and the staged form's unpacks with the local copies.
+        for (const bool staged : {false, true}) {
+          if (staged ? !gc->has_staged() : !gc->has_direct) continue;
           std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
           for (int64_t sm = 0; sm < k; ++sm) {
             const bool unpack = staged && sm != m;

@@ -108,7 +108,7 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
 std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<int32_t>& axes, const Layout& in,
                                            const Layout& out, std::span<const int64_t> devices,
                                            const BufferFormat& in_format, const BufferFormat& out_format,
-                                           const BufferFormat* staging, bool with_copies) {
+                                           bool direct, const BufferFormat* staging, bool with_copies) {
   const int64_t n = mesh.num_devices();
   if (axes.empty() || in.partial() || out.partial() || in.rank() == 0 || in.rank() != out.rank()) return std::nullopt;
   if (static_cast<int64_t>(devices.size()) != n || static_cast<int64_t>(in.devices().size()) != n ||
@@ -119,6 +119,7 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   if (!Boxes(in, mesh, in_start, in_extent) || !Boxes(out, mesh, out_start, out_extent)) return std::nullopt;
 
   GroupCopies gc;
+  gc.has_direct = direct;
   const int64_t k = mesh.GroupSize(axes);
   gc.group_size = k;
   const int64_t groups = n / k;
@@ -221,9 +222,9 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
       boxes[static_cast<size_t>(c * k + s)] = {src, dst};
       std::copy(extent, extent + rank, pair_extent.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(c * k + s) * rank));
       const std::span<const int64_t> box(extent, rank);
-      // (The staged form needs the direct copies of local pairs alone.)
+      // (The staged form alone needs the direct copies of local pairs only.)
       const bool local = gc.receiver_class[static_cast<size_t>(s)] == c;
-      if (with_copies && (staging == nullptr || local)) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
+      if (with_copies && (direct || local)) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
       if (with_copies && staging != nullptr) {
         const std::vector<int64_t> staged = staging->Strides(box);
         gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
@@ -277,7 +278,7 @@ std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step) {
   const PlanStep& s = plan.steps()[step];
   if (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll) return std::nullopt;
   const std::optional<GroupCopies> gc =
-      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, plan.devices(), {}, {}, nullptr,
+      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, plan.devices(), {}, {}, true, nullptr,
                       /*with_copies=*/false);
   if (!gc) return std::nullopt;
   return gc->Pairs();

@@ -22,14 +22,15 @@ namespace reshard {
 // conditions on GroupCopies), where `in` and `out` are not both over
 // exactly `devices`, the mesh's devices, or where either holds a pending
 // reduction. Buffers in `in_format` and `out_format` (each the same for
-// every device); `staging`, where given, the order boxes are staged in: the
-// staged form too. With `with_copies` false, everything but the copies
+// every device); `direct`: the direct form (every pair's copies; without
+// it only the local pairs'); `staging`, where given, the order boxes are
+// staged in: the staged form. With `with_copies` false, everything but the copies
 // (their ranges stay empty): what GroupCopyPairs needs. Cost: linear in
 // devices, plus the pattern's pairs (classes x group size) times the rank.
 std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<int32_t>& axes, const Layout& in,
                                            const Layout& out, std::span<const int64_t> devices,
                                            const BufferFormat& in_format, const BufferFormat& out_format,
-                                           const BufferFormat* staging, bool with_copies);
+                                           bool direct, const BufferFormat* staging, bool with_copies);
 
 }  // namespace reshard
 

@@ -61,18 +61,20 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
     ASSERT_TRUE(planned.ok()) << planned.status();
     const CollectivePlan& plan = planned->plan;
     const std::string what = "iter " + std::to_string(iter) + " over " + mesh.ToString();
-    for (CopyForms form : {CopyForms::kDirect, CopyForms::kStaged}) {
-      const bool staged = form == CopyForms::kStaged;
+    CompileOptions reference;  // both forms, every step per message
+    reference.group_patterns = false;
+    const PlanProgram full = PlanProgram::Compile(plan, reference).value();
+    for (CopyForms form : {CopyForms::kDirect, CopyForms::kStaged, CopyForms::kBoth}) {
+      const bool staged = form != CopyForms::kDirect, direct = form != CopyForms::kStaged;
       CompileOptions co;
       co.copies = form;
       const PlanProgram p = PlanProgram::Compile(plan, co).value();
-      const PlanProgram full = PlanProgram::Compile(plan).value();
       ASSERT_EQ(p.steps().size(), full.steps().size()) << what;
       bool any = false;
       for (size_t si = 0; si < p.steps().size(); ++si) {
         const StepProgram& step = p.steps()[si];
         const bool collective = step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll;
-        collectives += collective && !staged;
+        collectives += collective && form == CopyForms::kDirect;
         const GroupCopies* gc = step.group_copies.get();
         // One test decides: the memory estimate's and the compile's.
         const std::optional<int64_t> pairs =
@@ -80,11 +82,12 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
         ASSERT_EQ(pairs.has_value(), gc != nullptr) << what << " step " << si;
         if (gc == nullptr) continue;
         any = true;
-        grouped += !staged;
-        groups_of_many += !staged && static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
+        grouped += form == CopyForms::kDirect;
+        groups_of_many += form == CopyForms::kDirect && static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
         ASSERT_EQ(*pairs, gc->Pairs()) << what;
         ASSERT_EQ(gc->begin.size(), static_cast<size_t>(gc->Pairs()) + 1) << what;
         ASSERT_EQ(gc->has_staged(), staged) << what;
+        ASSERT_EQ(gc->has_direct, direct) << what;
         for (size_t i = 0; i < p.devices().size(); ++i) {
           const DeviceProgram& b = full.steps()[si].devices[i];
           const size_t m = static_cast<size_t>(gc->member[i]);
@@ -96,11 +99,14 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
         }
       }
       if (!any) continue;
-      // In process from the schedule and device by device; staged, also threads as ranks.
-      for (int run = 0; run < (staged ? 3 : 2); ++run) {
+      // In process from the schedule and device by device (both forms of a
+      // program with both); staged, also threads as ranks.
+      for (int run = 0; run < 6; ++run) {
+        const Transport transport = run < 2 ? Transport::kDirect : run < 4 ? Transport::kStaged : Transport::kRanks;
+        if (transport == Transport::kDirect ? !direct : !staged) continue;
+        if (run == 5) continue;
         RankChoice choice;
-        if (run == 1) choice.max_scheduled_group_copies = 0;
-        const Transport transport = run == 2 ? Transport::kRanks : staged ? Transport::kStaged : Transport::kDirect;
+        if (run % 2 == 1) choice.max_scheduled_group_copies = 0;
         const Result<CheckReport> r = RunChecked(p, 2, transport, choice);
         ASSERT_TRUE(r.ok()) << what << ": " << r.status();
         EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
@@ -122,7 +128,7 @@ TEST(GroupCopies, StepsThatDoNotRepeatKeepTheirMessages) {
     return ParseLayout(spec, shape, DType::kF32, mesh).value().layout;
   };
   auto make = [&](std::vector<int32_t> axes, const Layout& in, const Layout& out) {
-    return MakeGroupCopies(mesh, axes, in, out, in.devices(), {}, {}, nullptr, /*with_copies=*/true);
+    return MakeGroupCopies(mesh, axes, in, out, in.devices(), {}, {}, true, nullptr, /*with_copies=*/true);
   };
   // An all-gather over y of [12, 7]: dim 1 cut in 3, 3 and 1 in every group alike.
   const std::optional<GroupCopies> even = make({1}, layout("P('x', 'y')", {12, 7}), layout("P('x', None)", {12, 7}));

@@ -144,7 +144,9 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
     Result<PlanResult> planned = PlanReshard(src, dst, o);
     ASSERT_TRUE(planned.ok()) << planned.status();
     const std::string what = "iter " + std::to_string(iter) + " over " + mesh.ToString();
-    const PlanProgram both = PlanProgram::Compile(planned->plan).value();
+    CompileOptions reference;  // both forms, every step per message
+    reference.group_patterns = false;
+    const PlanProgram both = PlanProgram::Compile(planned->plan, reference).value();
     for (CopyForms form : {CopyForms::kDirect, CopyForms::kStaged}) {
       CompileOptions co;
       co.copies = form;
