@@ -188,14 +188,15 @@ struct BufferFormat {
 // message (an all-gather over 8192 devices has 67 million messages but one
 // pattern of 8192 copies). Compiled for an all-gather or all-to-all over
 // mesh groups (CompileOptions::group_patterns, every device's part) where
-// the step's layouts repeat from group to group:
-// every device holds one box of the same extent in the input and one in the
-// output, each group's tiles are the reference group's shifted by one offset,
-// and no two members of a group hold the same input tile. Then what member
-// s sends member r depends only on (r, s): the box in_tile(s) ∩ out_tile(r),
-// at the same places in their local buffers in every group, and members
-// whose output tiles coincide (all of them, in an all-gather) share one
-// receiver class. The senders are the exchange's with sender groups (each
+// every device holds one box in the input and one in the output (no
+// block-cyclic tiles, no pending reduction) and no two members of a group
+// hold the same input tile. Groups whose boxes fall alike (each member's
+// extents, and its boxes' offsets from the group's first input box, equal)
+// share a pattern: one for even shards, one more for each way uneven shards
+// fall. Within a pattern, what member s sends member r depends only on
+// (r, s): the box in_tile(s) ∩ out_tile(r), at the same places in their
+// local buffers in every group, and members whose output tiles coincide
+// (all of them, in an all-gather) share one receiver class. The senders are the exchange's with sender groups (each
 // element's one holder in the receiver's group), so the bytes each device
 // sends and receives are StepExchange's. Other steps keep per-message
 // programs. Immutable; shared by copies of the program.
@@ -206,42 +207,59 @@ struct GroupCopies {
   std::vector<int32_t> group, member;
   // members[g * k + m]: the program device index of member m of group g.
   std::vector<int32_t> members;
-  // Per member index: its receiver class (first appearance order).
-  std::vector<int32_t> receiver_class;
-  int32_t classes = 0;
-  // For receiver class c and sender member s: copies.ops[begin[c*k + s],
-  // begin[c*k + s + 1]) copy from member s's input buffer into a receiver's
-  // output buffer; where s is the receiver itself, these are its local
-  // copies. Without the direct form (CopyForms::kStaged) only the local
-  // copies are held (the other pairs' ranges are empty).
+  // Groups whose members' boxes fall alike (extents, and offsets from the
+  // group's first input box) share a pattern: one for even shards, a few
+  // where uneven shards fall differently in some groups.
+  struct Pattern {
+    std::vector<int32_t> receiver_class;  // per member index (first appearance order)
+    int32_t classes = 0;
+    // Its pairs (class c, sender member s) are pairs_at + c * k + s of the
+    // pair arrays below; its pack ranges packs_at + s * classes + c.
+    int64_t pairs_at = 0, packs_at = 0;
+    // Per member index: the bytes its messages carry out of it and into it
+    // (local copies excluded), what StepExchange's messages carry; and, in
+    // the staged form, its send buffer's bytes.
+    std::vector<int64_t> sent, received, staged;
+  };
+  std::vector<Pattern> patterns;
+  std::vector<int32_t> pattern_of;  // per group
+  // Per pair: copies.ops[begin[pair], begin[pair + 1]) copy the sender's box
+  // from its input buffer into a receiver's output buffer; where the sender
+  // is the receiver itself, these are its local copies. Without the direct
+  // form (CopyForms::kStaged) only the local copies are held (the other
+  // pairs' ranges are empty).
   CopyProgram copies;
   bool has_direct = false;  // every pair's direct copies held
-  std::vector<int64_t> begin;  // classes * k + 1 entries
-  std::vector<int64_t> pair_bytes;  // classes * k: the bytes of each pair's box (0: none)
-  // The staged form (empty where the program has the direct one alone): member s stages its box for
-  // class c once, at stage_offset[c * k + s] of its send buffer (-1 where
-  // the box is empty or no receiver of the class but s takes it; indexed by
-  // pair, so that a receiver reads its senders' in order), by
-  // pack.ops[pack_begin[s * classes + c], pack_begin[s * classes + c + 1]);
-  // a receiver of class c unpacks member s's box by
-  // unpack.ops[unpack_begin[c*k + s], unpack_begin[c*k + s + 1]), reading
-  // from the staged box's start (its ops' source offsets are relative to it). A box is staged in the order
-  // of the step's staging format (device_program.cc).
+  std::vector<int64_t> begin;       // pairs + 1 entries
+  std::vector<int64_t> pair_bytes;  // per pair: its box's bytes (0: none)
+  // The staged form (empty where the program has the direct one alone):
+  // member s stages its box for class c once, at stage_offset[pair] of its
+  // send buffer (-1 where the box is empty or no receiver of the class but s
+  // takes it; indexed by pair, so that a receiver reads its senders' in
+  // order), by pack.ops[pack_begin[Pack(s, c)], pack_begin[Pack(s, c) + 1]);
+  // a receiver unpacks the box by unpack.ops[unpack_begin[pair],
+  // unpack_begin[pair + 1]), reading from the staged box's start (its ops'
+  // source offsets are relative to it). A box is staged in the order of the
+  // step's staging format (device_program.cc).
   CopyProgram pack, unpack;
   std::vector<int64_t> pack_begin, stage_offset, unpack_begin;
-  std::vector<int64_t> staged;  // per member: its send buffer's bytes
-  // Per member index: the bytes its messages carry out of it and into it
-  // (local copies excluded), what StepExchange's messages carry.
-  std::vector<int64_t> sent, received;
 
-  int64_t Pairs() const { return classes * group_size; }
+  int64_t Pairs() const { return static_cast<int64_t>(pair_bytes.size()); }
   bool has_staged() const { return !unpack_begin.empty(); }
-  // The pair of member s's box into a receiver of member index r.
-  size_t Pair(int64_t r, int64_t s) const {
-    return static_cast<size_t>(receiver_class[static_cast<size_t>(r)] * group_size + s);
+  // The pattern of program device `index`'s group.
+  const Pattern& PatternOf(size_t index) const {
+    return patterns[static_cast<size_t>(pattern_of[static_cast<size_t>(group[index])])];
   }
-  // The ops (direct) of that box.
-  std::pair<int64_t, int64_t> Ops(int64_t r, int64_t s) const { return {begin[Pair(r, s)], begin[Pair(r, s) + 1]}; }
+  // The pair of member s's box into a receiver of member index r, or of class c.
+  size_t Pair(const Pattern& p, int64_t r, int64_t s) const {
+    return PairOfClass(p, p.receiver_class[static_cast<size_t>(r)], s);
+  }
+  size_t PairOfClass(const Pattern& p, int64_t c, int64_t s) const {
+    return static_cast<size_t>(p.pairs_at + c * group_size + s);
+  }
+  size_t Pack(const Pattern& p, int64_t s, int64_t c) const { return static_cast<size_t>(p.packs_at + s * p.classes + c); }
+  // The ops (direct) of a pair.
+  std::pair<int64_t, int64_t> Ops(size_t pair) const { return {begin[pair], begin[pair + 1]}; }
 };
 
 // The copy programs a compiled step holds (DeviceProgram): pack and unpack

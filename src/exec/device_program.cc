@@ -517,62 +517,70 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       }
     }
     if (group_copies) {
-      // A member's buffers are the same sizes in every group: each copy
-      // stays inside its sender's and its receiver's in group 0.
+      // A member's buffers are the same sizes in every group of a pattern:
+      // each copy stays inside its sender's and its receiver's in the
+      // pattern's first group.
       const GroupCopies& gc = *group_copies;
       for (size_t i = 0; i < n; ++i) {
-        step.devices[i].recv_bytes = gc.received[static_cast<size_t>(gc.member[i])];
-        if (staged_copies) step.devices[i].send_bytes = gc.staged[static_cast<size_t>(gc.member[i])];
+        const GroupCopies::Pattern& pat = gc.PatternOf(i);
+        step.devices[i].recv_bytes = pat.received[static_cast<size_t>(gc.member[i])];
+        if (staged_copies) step.devices[i].send_bytes = pat.staged[static_cast<size_t>(gc.member[i])];
       }
-      // Per pair (class, sender), with the class's first member as its
-      // receiver (a class's members' outputs are one size).
       const int64_t k = gc.group_size;
-      std::vector<int64_t> first(static_cast<size_t>(gc.classes), -1), size(static_cast<size_t>(gc.classes), 0);
-      for (int64_t m = k - 1; m >= 0; --m) {
-        first[static_cast<size_t>(gc.receiver_class[static_cast<size_t>(m)])] = m;
-        ++size[static_cast<size_t>(gc.receiver_class[static_cast<size_t>(m)])];
-      }
-      for (int32_t c = 0; c < gc.classes; ++c)
-        for (int64_t sm = 0; sm < k; ++sm) {
-          const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(first[static_cast<size_t>(c)])])],
-                             &from = step.devices[static_cast<size_t>(gc.members[static_cast<size_t>(sm)])];
-          const size_t pair = static_cast<size_t>(c * k + sm), sc = static_cast<size_t>(sm * gc.classes + c);
-          const bool own = gc.receiver_class[static_cast<size_t>(sm)] == c;
-          const int64_t box_bytes = gc.pair_bytes[pair];
-          bool inside = true;
-          // The direct copies (in the staged form alone, the local ones only).
-          if (gc.has_direct || own) {
-            int64_t copied = 0;
-            for (int64_t o = gc.begin[pair]; o < gc.begin[pair + 1]; ++o) {
-              const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
-              inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.copies.SrcEnd(op) <= from.input_bytes &&
-                        gc.copies.DstEnd(op) <= to.output_bytes;
-              copied += gc.copies.OpBytes(op);
-            }
-            inside &= copied == box_bytes;
-          }
-          // The staged box's pack and unpack, where a receiver other than the sender takes it.
-          if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
-            int64_t unpacked = 0;
-            for (int64_t o = gc.unpack_begin[pair]; o < gc.unpack_begin[pair + 1]; ++o) {
-              const CopyOp& op = gc.unpack.ops[static_cast<size_t>(o)];
-              inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.unpack.SrcEnd(op) <= box_bytes &&
-                        gc.unpack.DstEnd(op) <= to.output_bytes;
-              unpacked += gc.unpack.OpBytes(op);
-            }
-            int64_t packed = 0;
-            for (int64_t o = gc.pack_begin[sc]; o < gc.pack_begin[sc + 1]; ++o) {
-              const CopyOp& op = gc.pack.ops[static_cast<size_t>(o)];
-              inside &= op.src_offset >= 0 && op.dst_offset >= gc.stage_offset[pair] && gc.pack.SrcEnd(op) <= from.input_bytes &&
-                        gc.pack.DstEnd(op) <= gc.stage_offset[pair] + box_bytes;
-              packed += gc.pack.OpBytes(op);
-            }
-            inside &= gc.stage_offset[pair] >= 0 && unpacked == box_bytes && packed == box_bytes;
-          }
-          if (!inside)
-            return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",
-                                                si, from.device, to.device));
+      std::vector<int64_t> first_group(gc.patterns.size(), -1);
+      for (size_t g = gc.pattern_of.size(); g-- > 0;) first_group[static_cast<size_t>(gc.pattern_of[g])] = static_cast<int64_t>(g);
+      for (size_t pi = 0; pi < gc.patterns.size(); ++pi) {
+        const GroupCopies::Pattern& pat = gc.patterns[pi];
+        const size_t base = static_cast<size_t>(first_group[pi] * k);
+        // Per pair (class, sender), with the class's first member as its
+        // receiver (a class's members' outputs are one size).
+        std::vector<int64_t> first(static_cast<size_t>(pat.classes), -1), size(static_cast<size_t>(pat.classes), 0);
+        for (int64_t m = k - 1; m >= 0; --m) {
+          first[static_cast<size_t>(pat.receiver_class[static_cast<size_t>(m)])] = m;
+          ++size[static_cast<size_t>(pat.receiver_class[static_cast<size_t>(m)])];
         }
+        for (int32_t c = 0; c < pat.classes; ++c)
+          for (int64_t sm = 0; sm < k; ++sm) {
+            const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(first[static_cast<size_t>(c)])])],
+                               &from = step.devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(sm)])];
+            const size_t pair = gc.PairOfClass(pat, c, sm), sc = gc.Pack(pat, sm, c);
+            const bool own = pat.receiver_class[static_cast<size_t>(sm)] == c;
+            const int64_t box_bytes = gc.pair_bytes[pair];
+            bool inside = true;
+            // The direct copies (in the staged form alone, the local ones only).
+            if (gc.has_direct || own) {
+              int64_t copied = 0;
+              for (int64_t o = gc.begin[pair]; o < gc.begin[pair + 1]; ++o) {
+                const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
+                inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.copies.SrcEnd(op) <= from.input_bytes &&
+                          gc.copies.DstEnd(op) <= to.output_bytes;
+                copied += gc.copies.OpBytes(op);
+              }
+              inside &= copied == box_bytes;
+            }
+            // The staged box's pack and unpack, where a receiver other than the sender takes it.
+            if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
+              int64_t unpacked = 0;
+              for (int64_t o = gc.unpack_begin[pair]; o < gc.unpack_begin[pair + 1]; ++o) {
+                const CopyOp& op = gc.unpack.ops[static_cast<size_t>(o)];
+                inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.unpack.SrcEnd(op) <= box_bytes &&
+                          gc.unpack.DstEnd(op) <= to.output_bytes;
+                unpacked += gc.unpack.OpBytes(op);
+              }
+              int64_t packed = 0;
+              for (int64_t o = gc.pack_begin[sc]; o < gc.pack_begin[sc + 1]; ++o) {
+                const CopyOp& op = gc.pack.ops[static_cast<size_t>(o)];
+                inside &= op.src_offset >= 0 && op.dst_offset >= gc.stage_offset[pair] &&
+                          gc.pack.SrcEnd(op) <= from.input_bytes && gc.pack.DstEnd(op) <= gc.stage_offset[pair] + box_bytes;
+                packed += gc.pack.OpBytes(op);
+              }
+              inside &= gc.stage_offset[pair] >= 0 && unpacked == box_bytes && packed == box_bytes;
+            }
+            if (!inside)
+              return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",
+                                                  si, from.device, to.device));
+          }
+      }
       step.group_copies = std::make_shared<const GroupCopies>(std::move(*group_copies));
     }
     // Transfers by (from, to) for the senders, by (to, from) for the receivers

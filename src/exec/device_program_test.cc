@@ -351,7 +351,8 @@ TEST(PlanProgram, Canonical) {
   const GroupCopies* gc = grouped.steps()[0].group_copies.get();
   ASSERT_NE(gc, nullptr);
   EXPECT_EQ(gc->group_size, 8);
-  EXPECT_EQ(gc->classes, 8);
+  ASSERT_EQ(gc->patterns.size(), 1u);
+  EXPECT_EQ(gc->patterns[0].classes, 8);
   EXPECT_EQ(gc->pair_bytes, std::vector<int64_t>(64, 256));
   EXPECT_EQ(gc->copies.ops.size(), 64u);
   const DeviceProgram expanded = GroupDeviceProgram(*gc, grouped.steps()[0].devices[0], 0);

@@ -244,29 +244,33 @@ Status CheckCoverage(const PlanProgram& program) {
     if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
       // Written per group pattern: each receiver class's copies from every
       // member fill its (common) output once, in each form compiled. A
-      // device of each class in group 0.
+      // device of each class of each pattern, in the pattern's first group.
       const int64_t k = gc->group_size;
-      std::vector<bool> seen(static_cast<size_t>(gc->classes), false);
-      for (int64_t m = 0; m < k; ++m) {
-        const int32_t c = gc->receiver_class[static_cast<size_t>(m)];
-        if (seen[static_cast<size_t>(c)]) continue;
-        seen[static_cast<size_t>(c)] = true;
-        const DeviceProgram& dp = program.steps()[si].devices[static_cast<size_t>(gc->members[static_cast<size_t>(m)])];
-        // The direct copies, and the staged form's unpacks with the local copies.
-        for (const bool staged : {false, true}) {
-          if (staged ? !gc->has_staged() : !gc->has_direct) continue;
-          std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
-          for (int64_t sm = 0; sm < k; ++sm) {
-            const bool unpack = staged && sm != m;
-            const size_t cs = static_cast<size_t>(c * k + sm);
-            const auto [lo, hi] = unpack ? std::pair(gc->unpack_begin[cs], gc->unpack_begin[cs + 1]) : gc->Ops(m, sm);
-            RESHARD_RETURN_IF_ERROR(CountWrites(unpack ? gc->unpack : gc->copies, static_cast<size_t>(lo),
-                                                static_cast<size_t>(hi), dp, eb, static_cast<int64_t>(si), writes));
+      std::vector<bool> seen(gc->pair_bytes.size() / static_cast<size_t>(k), false);  // per pair row
+      for (size_t g = 0; g < gc->pattern_of.size(); ++g) {
+        for (int64_t m = 0; m < k; ++m) {
+          const size_t index = static_cast<size_t>(gc->members[g * static_cast<size_t>(k) + static_cast<size_t>(m)]);
+          const GroupCopies::Pattern& pat = gc->PatternOf(index);
+          const size_t row = gc->Pair(pat, m, 0) / static_cast<size_t>(k);
+          if (seen[row]) continue;
+          seen[row] = true;
+          const DeviceProgram& dp = program.steps()[si].devices[index];
+          // The direct copies, and the staged form's unpacks with the local copies.
+          for (const bool staged : {false, true}) {
+            if (staged ? !gc->has_staged() : !gc->has_direct) continue;
+            std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+            for (int64_t sm = 0; sm < k; ++sm) {
+              const bool unpack = staged && sm != m;
+              const size_t cs = gc->Pair(pat, m, sm);
+              const auto [lo, hi] = unpack ? std::pair(gc->unpack_begin[cs], gc->unpack_begin[cs + 1]) : gc->Ops(cs);
+              RESHARD_RETURN_IF_ERROR(CountWrites(unpack ? gc->unpack : gc->copies, static_cast<size_t>(lo),
+                                                  static_cast<size_t>(hi), dp, eb, static_cast<int64_t>(si), writes));
+            }
+            for (size_t e = 0; e < writes.size(); ++e)
+              if (writes[e] != 1)
+                return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times{}",
+                                                           si, dp.device, e, writes[e], staged ? " (staged)" : ""));
           }
-          for (size_t e = 0; e < writes.size(); ++e)
-            if (writes[e] != 1)
-              return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times{}",
-                                                         si, dp.device, e, writes[e], staged ? " (staged)" : ""));
         }
       }
       continue;

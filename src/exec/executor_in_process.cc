@@ -341,28 +341,28 @@ class InProcessExecutor final : public Executor {
   // staged in that member's send buffer (the delta).
   template <typename Emit>
   static void ForEachGroupCopy(const GroupCopies& gc, size_t n, size_t i, bool direct, bool first, Emit&& emit) {
+    const GroupCopies::Pattern& pat = gc.PatternOf(i);
     const int64_t k = gc.group_size, g = gc.group[i], r = gc.member[i];
-    const int32_t own = gc.receiver_class[static_cast<size_t>(r)];
     auto member = [&](int64_t m) { return static_cast<size_t>(gc.members[static_cast<size_t>(g * k + m)]); };
     if (direct) {
       for (int64_t s = 0; s < k && first; ++s) {
-        const auto [lo, hi] = gc.Ops(r, s);
+        const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, s));
         emit(gc.copies, lo, hi, member(s), i, int64_t{0});
       }
       return;
     }
     if (first) {
-      const auto [lo, hi] = gc.Ops(r, r);
+      const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, r));
       emit(gc.copies, lo, hi, i, i, int64_t{0});
-      for (int32_t c = 0; c < gc.classes; ++c) {
-        const size_t sc = static_cast<size_t>(r * gc.classes + c);
+      for (int32_t c = 0; c < pat.classes; ++c) {
+        const size_t sc = gc.Pack(pat, r, c);
         emit(gc.pack, gc.pack_begin[sc], gc.pack_begin[sc + 1], i, n + i, int64_t{0});
       }
       return;
     }
     for (int64_t s = 0; s < k; ++s) {
       if (s == r) continue;
-      const size_t cs = static_cast<size_t>(own * k + s);
+      const size_t cs = gc.Pair(pat, r, s);
       const int64_t at = gc.stage_offset[cs];
       if (gc.unpack_begin[cs] < gc.unpack_begin[cs + 1]) emit(gc.unpack, gc.unpack_begin[cs], gc.unpack_begin[cs + 1], n + member(s), i, at);
     }
@@ -393,24 +393,27 @@ class InProcessExecutor final : public Executor {
         // The pattern's figures per member; its copies listed only where few.
         const GroupCopies& gc = *step.group_copies;
         const int64_t k = gc.group_size;
-        // Per receiver class: the bytes written into one receiver, and its
-        // copies in the form run (staged: the unpacks, a receiver's packs
-        // and its local copies, as many again at most).
-        std::vector<int64_t> class_ops(static_cast<size_t>(gc.classes)), class_bytes(static_cast<size_t>(gc.classes), 0);
-        for (int64_t c = 0; c < gc.classes; ++c) {
-          const size_t lo = static_cast<size_t>(c * k), hi = static_cast<size_t>((c + 1) * k);
-          class_ops[static_cast<size_t>(c)] =
+        // Per pair row (a pattern's receiver class): the bytes written into
+        // one receiver, and its copies in the form run (staged: the unpacks,
+        // a receiver's packs and its local copies, as many again at most).
+        const size_t rows = gc.pair_bytes.size() / static_cast<size_t>(k);
+        std::vector<int64_t> row_ops(rows), row_bytes(rows, 0);
+        for (size_t row = 0; row < rows; ++row) {
+          const size_t lo = row * static_cast<size_t>(k), hi = lo + static_cast<size_t>(k);
+          row_ops[row] =
               direct ? gc.begin[hi] - gc.begin[lo] : 2 * (gc.unpack_begin[hi] - gc.unpack_begin[lo]) + gc.begin[hi] - gc.begin[lo];
-          for (size_t pair = lo; pair < hi; ++pair) class_bytes[static_cast<size_t>(c)] += gc.pair_bytes[pair];
+          for (size_t pair = lo; pair < hi; ++pair) row_bytes[row] += gc.pair_bytes[pair];
         }
         int64_t copies = 0;
         for (size_t i = 0; i < n; ++i) {
-          const size_t m = static_cast<size_t>(gc.member[i]), c = static_cast<size_t>(gc.receiver_class[m]);
-          s.traffic.sent[i] = gc.sent[m];
-          s.traffic.received[i] = gc.received[m];
-          s.bytes_sent += gc.received[m];
-          s.bytes_moved += class_bytes[c];
-          copies += class_ops[c];
+          const GroupCopies::Pattern& pat = gc.PatternOf(i);
+          const size_t m = static_cast<size_t>(gc.member[i]);
+          const size_t row = gc.Pair(pat, static_cast<int64_t>(m), 0) / static_cast<size_t>(k);
+          s.traffic.sent[i] = pat.sent[m];
+          s.traffic.received[i] = pat.received[m];
+          s.bytes_sent += pat.received[m];
+          s.bytes_moved += row_bytes[row];
+          copies += row_ops[row];
         }
         if (copies > max_group_copies) {
           s.by_receiver = &gc;  // (nothing scheduled: no phase to reuse)

@@ -53,8 +53,8 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
   p.device = dp.device;
   p.input_bytes = dp.input_bytes;
   p.output_bytes = dp.output_bytes;
+  const GroupCopies::Pattern& pat = gc.PatternOf(index);
   const int64_t k = gc.group_size, g = gc.group[index], r = gc.member[index];
-  const int32_t own = gc.receiver_class[static_cast<size_t>(r)];
   // The group's other members by program index (messages ascend by peer).
   std::vector<std::pair<int32_t, int64_t>> peers;  // (index, member)
   for (int64_t m = 0; m < k; ++m)
@@ -62,11 +62,11 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
   std::sort(peers.begin(), peers.end());
   // Sends: a box of its class to each peer, staged once per class, the
   // boxes laid out in the order their first messages come.
-  std::vector<int32_t> first_of_class(static_cast<size_t>(gc.classes), -1);
+  std::vector<int32_t> first_of_class(static_cast<size_t>(pat.classes), -1);
   for (const auto& [peer, t] : peers) {
-    const int32_t c = gc.receiver_class[static_cast<size_t>(t)];
-    const size_t sc = static_cast<size_t>(r * gc.classes + c);
-    const int64_t lo = gc.pack_begin[sc], hi = gc.pack_begin[sc + 1], bytes = gc.pair_bytes[gc.Pair(t, r)];
+    const int32_t c = pat.receiver_class[static_cast<size_t>(t)];
+    const size_t sc = gc.Pack(pat, r, c), pair = gc.Pair(pat, t, r);
+    const int64_t lo = gc.pack_begin[sc], hi = gc.pack_begin[sc + 1], bytes = gc.pair_bytes[pair];
     if (bytes == 0) continue;
     const int32_t m = static_cast<int32_t>(p.send_peer.size());
     int32_t& owner = first_of_class[static_cast<size_t>(c)];
@@ -81,24 +81,24 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.send_count.push_back(bytes);
     p.pack_owner.push_back(owner);
     p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
-    AppendOps(p.pack, gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[gc.Pair(t, r)]);
+    AppendOps(p.pack, gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[pair]);
   }
   // Receives: member s's box of this device's class, one after another.
   for (const auto& [peer, sm] : peers) {
-    const int64_t bytes = gc.pair_bytes[gc.Pair(r, sm)];
+    const size_t pair = gc.Pair(pat, r, sm);
+    const int64_t bytes = gc.pair_bytes[pair];
     if (bytes == 0) continue;
-    const size_t at = static_cast<size_t>(own * k + sm);
     p.recv_peer.push_back(peer);
     p.recv_count.push_back(bytes);
     p.recv_offset.push_back(p.recv_bytes);
     p.recv_peer_offset.push_back(-1);  // (as where the sender's program is not compiled)
     p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
     p.direct_begin.push_back(0);
-    AppendOps(p.unpack, gc.unpack, gc.unpack_begin[at], gc.unpack_begin[at + 1], p.recv_bytes, 0);
+    AppendOps(p.unpack, gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], p.recv_bytes, 0);
     p.recv_bytes += bytes;
   }
-  const auto [lo, hi] = gc.Ops(r, r);
-  AppendOps(p.local, gc.copies, lo, hi, 0, 0);
+  const size_t own = gc.Pair(pat, r, r);
+  AppendOps(p.local, gc.copies, gc.begin[own], gc.begin[own + 1], 0, 0);
   p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
   p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
   p.direct_begin.push_back(0);
@@ -145,130 +145,163 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   auto at = [rank](const std::vector<int64_t>& start, int64_t pos, size_t d) {
     return start[static_cast<size_t>(pos) * rank + d];
   };
-  // Every group is the reference group (group 0) shifted by one offset, on
-  // both sides, each member's boxes of the extents its reference member's
-  // have (uneven shards repeat too, where they fall alike in every group):
-  // then member s's box into member r sits at the same places in their
-  // buffers in every group.
-  for (int64_t g = 1; g < groups; ++g)
-    for (size_t d = 0; d < rank; ++d) {
-      const int64_t shift = at(in_start, member_pos[static_cast<size_t>(g * k)], d) - at(in_start, member_pos[0], d);
-      for (int64_t m = 0; m < k; ++m) {
-        const int64_t pos = member_pos[static_cast<size_t>(g * k + m)], ref = member_pos[static_cast<size_t>(m)];
-        if (at(in_start, pos, d) - at(in_start, ref, d) != shift || at(out_start, pos, d) - at(out_start, ref, d) != shift ||
-            at(in_extent, pos, d) != at(in_extent, ref, d) || at(out_extent, pos, d) != at(out_extent, ref, d))
-          return std::nullopt;
+  // Groups whose members' boxes are alike (each member's extents, and its
+  // boxes' offsets from the group's first input box, on both sides) share a
+  // pattern: each such group is its pattern's first group shifted by one
+  // offset, so member s's box into member r sits at the same places in
+  // their buffers. Even shards give one pattern; uneven ones as many as
+  // the groups fall differently (the last group of an uneven split).
+  gc.pattern_of.assign(static_cast<size_t>(groups), -1);
+  std::vector<int64_t> first_group;  // per pattern
+  {
+    std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;  // signature hash -> patterns
+    auto signature = [&](int64_t g, size_t m, size_t d, int part) {
+      const int64_t pos = member_pos[static_cast<size_t>(g * k) + m], base = member_pos[static_cast<size_t>(g * k)];
+      switch (part) {
+        case 0: return at(in_start, pos, d) - at(in_start, base, d);
+        case 1: return at(in_extent, pos, d);
+        case 2: return at(out_start, pos, d) - at(in_start, base, d);
+        default: return at(out_extent, pos, d);
+      }
+    };
+    for (int64_t g = 0; g < groups; ++g) {
+      uint64_t h = 1469598103934665603ull;
+      for (size_t m = 0; m < static_cast<size_t>(k); ++m)
+        for (size_t d = 0; d < rank; ++d)
+          for (int part = 0; part < 4; ++part) h = (h ^ static_cast<uint64_t>(signature(g, m, d, part))) * 1099511628211ull;
+      std::vector<int32_t>& candidates = by_hash[h];
+      for (int32_t p : candidates) {
+        bool same = true;
+        for (size_t m = 0; m < static_cast<size_t>(k) && same; ++m)
+          for (size_t d = 0; d < rank && same; ++d)
+            for (int part = 0; part < 4 && same; ++part)
+              same = signature(g, m, d, part) == signature(first_group[static_cast<size_t>(p)], m, d, part);
+        if (same) {
+          gc.pattern_of[static_cast<size_t>(g)] = p;
+          break;
+        }
+      }
+      if (gc.pattern_of[static_cast<size_t>(g)] < 0) {
+        gc.pattern_of[static_cast<size_t>(g)] = static_cast<int32_t>(first_group.size());
+        candidates.push_back(static_cast<int32_t>(first_group.size()));
+        first_group.push_back(g);
       }
     }
-  // One holder per input tile within a group (distinct tiles are disjoint
-  // grid cells), so each element a receiver needs has one sender there.
-  {
-    std::vector<int64_t> tiles(static_cast<size_t>(k));
-    for (int64_t m = 0; m < k; ++m) tiles[static_cast<size_t>(m)] = in.TileOf(mesh.device(member_pos[static_cast<size_t>(m)]));
-    std::sort(tiles.begin(), tiles.end());
-    if (std::adjacent_find(tiles.begin(), tiles.end()) != tiles.end()) return std::nullopt;
   }
-  // Receiver classes: members of the reference group with one output tile.
-  std::unordered_map<int64_t, int32_t> class_of_tile;
-  std::vector<int64_t> representative;  // per class, its first member
-  gc.receiver_class.resize(static_cast<size_t>(k));
-  for (int64_t m = 0; m < k; ++m) {
-    const int64_t tile = out.TileOf(mesh.device(member_pos[static_cast<size_t>(m)]));
-    auto [it, fresh] = class_of_tile.emplace(tile, static_cast<int32_t>(representative.size()));
-    if (fresh) representative.push_back(m);
-    gc.receiver_class[static_cast<size_t>(m)] = it->second;
-  }
-  gc.classes = static_cast<int32_t>(representative.size());
-  std::vector<int64_t> class_size(representative.size(), 0);
-  for (int32_t c : gc.receiver_class) ++class_size[static_cast<size_t>(c)];
-
   const int64_t eb = in.element_bytes();
-  // A position's extents and its buffer's strides.
+  // A position's extents.
   auto extents = [rank](const std::vector<int64_t>& extent, int64_t pos) {
     return std::span<const int64_t>(extent.data() + static_cast<size_t>(pos) * rank, rank);
   };
-  // Per pair (class, sender): the box's bytes and extents; its copies where asked.
-  std::vector<int64_t>& pair_bytes = gc.pair_bytes;
-  pair_bytes.assign(static_cast<size_t>(gc.Pairs()), 0);
-  std::vector<int64_t> pair_extent(static_cast<size_t>(gc.Pairs()) * rank);
-  gc.begin.reserve(static_cast<size_t>(gc.Pairs()) + 1);
-  std::vector<std::vector<int64_t>> in_strides(static_cast<size_t>(k));  // per sender member
-  std::vector<std::pair<int64_t, int64_t>> boxes(static_cast<size_t>(gc.Pairs()));  // per pair: its src and dst byte offsets
   int64_t extent[kMaxRank];
-  for (int32_t c = 0; c < gc.classes; ++c) {
-    const int64_t r = member_pos[static_cast<size_t>(representative[static_cast<size_t>(c)])];
-    const std::vector<int64_t> out_strides = out_format.Strides(extents(out_extent, r));
-    int64_t out_volume = 1, covered = 0;
-    for (int64_t e : extents(out_extent, r)) out_volume *= e;
-    for (int64_t s = 0; s < k; ++s) {
-      gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
-      const int64_t sp = member_pos[static_cast<size_t>(s)];
-      if (in_strides[static_cast<size_t>(s)].empty())
-        in_strides[static_cast<size_t>(s)] = in_format.Strides(extents(in_extent, sp));
-      const std::vector<int64_t>& in_str = in_strides[static_cast<size_t>(s)];
-      int64_t volume = 1, src = 0, dst = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        const int64_t lo = std::max(at(in_start, sp, d), at(out_start, r, d));
-        const int64_t hi = std::min(at(in_start, sp, d) + at(in_extent, sp, d), at(out_start, r, d) + at(out_extent, r, d));
-        extent[d] = std::max<int64_t>(0, hi - lo);
-        volume *= extent[d];
-        src += (lo - at(in_start, sp, d)) * in_str[d] * eb;
-        dst += (lo - at(out_start, r, d)) * out_strides[d] * eb;
+  for (const int64_t ref : first_group) {
+    GroupCopies::Pattern& pat = gc.patterns.emplace_back();
+    pat.pairs_at = static_cast<int64_t>(gc.pair_bytes.size());
+    pat.packs_at = static_cast<int64_t>(gc.pack_begin.size());
+    auto pos_of = [&](int64_t m) { return member_pos[static_cast<size_t>(ref * k + m)]; };
+    // One holder per input tile within a group (distinct tiles are disjoint
+    // grid cells), so each element a receiver needs has one sender there.
+    {
+      std::vector<int64_t> tiles(static_cast<size_t>(k));
+      for (int64_t m = 0; m < k; ++m) tiles[static_cast<size_t>(m)] = in.TileOf(mesh.device(pos_of(m)));
+      std::sort(tiles.begin(), tiles.end());
+      if (std::adjacent_find(tiles.begin(), tiles.end()) != tiles.end()) return std::nullopt;
+    }
+    // Receiver classes: members of the first group with one output tile.
+    std::unordered_map<int64_t, int32_t> class_of_tile;
+    std::vector<int64_t> representative;  // per class, its first member
+    pat.receiver_class.resize(static_cast<size_t>(k));
+    for (int64_t m = 0; m < k; ++m) {
+      const int64_t tile = out.TileOf(mesh.device(pos_of(m)));
+      auto [it, fresh] = class_of_tile.emplace(tile, static_cast<int32_t>(representative.size()));
+      if (fresh) representative.push_back(m);
+      pat.receiver_class[static_cast<size_t>(m)] = it->second;
+    }
+    pat.classes = static_cast<int32_t>(representative.size());
+    std::vector<int64_t> class_size(representative.size(), 0);
+    for (int32_t c : pat.receiver_class) ++class_size[static_cast<size_t>(c)];
+    const size_t pairs = static_cast<size_t>(pat.classes * k);
+    // Per pair (class, sender): the box's bytes and extents; its copies where asked.
+    gc.pair_bytes.resize(gc.pair_bytes.size() + pairs, 0);
+    std::vector<int64_t> pair_extent(pairs * rank);
+    std::vector<std::vector<int64_t>> in_strides(static_cast<size_t>(k));  // per sender member
+    std::vector<std::pair<int64_t, int64_t>> boxes(pairs);  // per pair: its src and dst byte offsets
+    for (int32_t c = 0; c < pat.classes; ++c) {
+      const int64_t r = pos_of(representative[static_cast<size_t>(c)]);
+      const std::vector<int64_t> out_strides = out_format.Strides(extents(out_extent, r));
+      int64_t out_volume = 1, covered = 0;
+      for (int64_t e : extents(out_extent, r)) out_volume *= e;
+      for (int64_t s = 0; s < k; ++s) {
+        const size_t pair = static_cast<size_t>(c * k + s);
+        gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
+        if (staging != nullptr) gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
+        const int64_t sp = pos_of(s);
+        if (in_strides[static_cast<size_t>(s)].empty())
+          in_strides[static_cast<size_t>(s)] = in_format.Strides(extents(in_extent, sp));
+        const std::vector<int64_t>& in_str = in_strides[static_cast<size_t>(s)];
+        int64_t volume = 1, src = 0, dst = 0;
+        for (size_t d = 0; d < rank; ++d) {
+          const int64_t lo = std::max(at(in_start, sp, d), at(out_start, r, d));
+          const int64_t hi = std::min(at(in_start, sp, d) + at(in_extent, sp, d), at(out_start, r, d) + at(out_extent, r, d));
+          extent[d] = std::max<int64_t>(0, hi - lo);
+          volume *= extent[d];
+          src += (lo - at(in_start, sp, d)) * in_str[d] * eb;
+          dst += (lo - at(out_start, r, d)) * out_strides[d] * eb;
+        }
+        if (volume == 0) continue;
+        covered += volume;
+        gc.pair_bytes[static_cast<size_t>(pat.pairs_at) + pair] = volume * eb;
+        boxes[pair] = {src, dst};
+        std::copy(extent, extent + rank, pair_extent.begin() + static_cast<ptrdiff_t>(pair * rank));
+        const std::span<const int64_t> box(extent, rank);
+        // (The staged form alone needs the direct copies of local pairs only.)
+        const bool local = pat.receiver_class[static_cast<size_t>(s)] == c;
+        if (with_copies && (direct || local)) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
+        if (with_copies && staging != nullptr) gc.unpack.AddBox(box, 0, staging->Strides(box), dst, out_strides, eb);
       }
-      if (staging != nullptr) gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
-      if (volume == 0) continue;
-      covered += volume;
-      pair_bytes[static_cast<size_t>(c * k + s)] = volume * eb;
-      boxes[static_cast<size_t>(c * k + s)] = {src, dst};
-      std::copy(extent, extent + rank, pair_extent.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(c * k + s) * rank));
-      const std::span<const int64_t> box(extent, rank);
-      // (The staged form alone needs the direct copies of local pairs only.)
-      const bool local = gc.receiver_class[static_cast<size_t>(s)] == c;
-      if (with_copies && (direct || local)) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
-      if (with_copies && staging != nullptr) {
-        const std::vector<int64_t> staged = staging->Strides(box);
-        gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
+      // Every element of the receiver's box comes from its group, once.
+      if (covered != out_volume) return std::nullopt;
+    }
+    if (staging != nullptr) {
+      // Member s stages its box for each class with a receiver other than
+      // itself, once, class after class.
+      pat.staged.assign(static_cast<size_t>(k), 0);
+      gc.stage_offset.resize(gc.pair_bytes.size(), -1);
+      for (int64_t s = 0; s < k; ++s) {
+        const int32_t own = pat.receiver_class[static_cast<size_t>(s)];
+        for (int32_t c = 0; c < pat.classes; ++c) {
+          const size_t pair = static_cast<size_t>(c * k + s), global = static_cast<size_t>(pat.pairs_at) + pair;
+          gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
+          const int64_t bytes = gc.pair_bytes[global];
+          if (bytes == 0 || class_size[static_cast<size_t>(c)] - (c == own) == 0) continue;
+          gc.stage_offset[global] = pat.staged[static_cast<size_t>(s)];
+          pat.staged[static_cast<size_t>(s)] += bytes;
+          if (!with_copies) continue;
+          const std::span<const int64_t> box(pair_extent.data() + pair * rank, rank);
+          gc.pack.AddBox(box, boxes[pair].first, in_strides[static_cast<size_t>(s)], gc.stage_offset[global],
+                         staging->Strides(box), eb);
+        }
       }
     }
-    // Every element of the receiver's box comes from its group, once.
-    if (covered != out_volume) return std::nullopt;
+    // What each member's messages carry: a box to every receiver of a class
+    // but itself.
+    pat.sent.assign(static_cast<size_t>(k), 0);
+    pat.received.assign(static_cast<size_t>(k), 0);
+    auto bytes_of = [&](int64_t c, int64_t s) { return gc.pair_bytes[static_cast<size_t>(pat.pairs_at + c * k + s)]; };
+    std::vector<int64_t> class_bytes(static_cast<size_t>(pat.classes), 0);  // into one receiver, local copies included
+    for (int32_t c = 0; c < pat.classes; ++c)
+      for (int64_t s = 0; s < k; ++s) class_bytes[static_cast<size_t>(c)] += bytes_of(c, s);
+    for (int64_t s = 0; s < k; ++s) {
+      const int32_t own = pat.receiver_class[static_cast<size_t>(s)];
+      for (int32_t c = 0; c < pat.classes; ++c)
+        pat.sent[static_cast<size_t>(s)] += (class_size[static_cast<size_t>(c)] - (c == own)) * bytes_of(c, s);
+      pat.received[static_cast<size_t>(s)] = class_bytes[static_cast<size_t>(own)] - bytes_of(own, s);
+    }
   }
   gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
   if (staging != nullptr) {
     gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
-    // Member s stages its box for each class with a receiver other than
-    // itself, once, class after class.
-    gc.staged.assign(static_cast<size_t>(k), 0);
-    gc.stage_offset.assign(static_cast<size_t>(k * gc.classes), -1);
-    for (int64_t s = 0; s < k; ++s) {
-      const int32_t own = gc.receiver_class[static_cast<size_t>(s)];
-      for (int32_t c = 0; c < gc.classes; ++c) {
-        const size_t pair = static_cast<size_t>(c * k + s);
-        gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
-        const int64_t bytes = pair_bytes[pair];
-        if (bytes == 0 || class_size[static_cast<size_t>(c)] - (c == own) == 0) continue;
-        gc.stage_offset[pair] = gc.staged[static_cast<size_t>(s)];
-        gc.staged[static_cast<size_t>(s)] += bytes;
-        if (!with_copies) continue;
-        const std::span<const int64_t> box(pair_extent.data() + pair * rank, rank);
-        gc.pack.AddBox(box, boxes[pair].first, in_strides[static_cast<size_t>(s)], gc.stage_offset[pair],
-                       staging->Strides(box), eb);
-      }
-    }
     gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
-  }
-  // What each member's messages carry: a box to every receiver of a class
-  // but itself.
-  gc.sent.assign(static_cast<size_t>(k), 0);
-  gc.received.assign(static_cast<size_t>(k), 0);
-  std::vector<int64_t> class_bytes(static_cast<size_t>(gc.classes), 0);  // into one receiver, local copies included
-  for (int32_t c = 0; c < gc.classes; ++c)
-    for (int64_t s = 0; s < k; ++s) class_bytes[static_cast<size_t>(c)] += pair_bytes[static_cast<size_t>(c * k + s)];
-  for (int64_t s = 0; s < k; ++s) {
-    const int32_t own = gc.receiver_class[static_cast<size_t>(s)];
-    for (int32_t c = 0; c < gc.classes; ++c)
-      gc.sent[static_cast<size_t>(s)] += (class_size[static_cast<size_t>(c)] - (c == own)) * pair_bytes[static_cast<size_t>(c * k + s)];
-    gc.received[static_cast<size_t>(s)] = class_bytes[static_cast<size_t>(own)] - pair_bytes[static_cast<size_t>(own * k + s)];
   }
   return gc;
 }

@@ -174,8 +174,9 @@ TEST(ExecutorProperty, OneCopyFormRunsItsTransports) {
             ASSERT_EQ(gc->has_staged(), !direct) << what;
             ASSERT_EQ(a.recv_bytes, b.recv_bytes) << what;
             const size_t m = static_cast<size_t>(gc->member[i]);
-            ASSERT_EQ(gc->received[m], b.recv_bytes) << what;
-            ASSERT_EQ(gc->sent[m], std::accumulate(b.send_count.begin(), b.send_count.end(), int64_t{0})) << what;
+            ASSERT_EQ(gc->PatternOf(i).received[m], b.recv_bytes) << what;
+            ASSERT_EQ(gc->PatternOf(i).sent[m], std::accumulate(b.send_count.begin(), b.send_count.end(), int64_t{0}))
+                << what;
             if (direct) continue;
             ASSERT_EQ(a.send_bytes, b.send_bytes) << what;
             const DeviceProgram e = GroupDeviceProgram(*gc, a, i);
