@@ -395,18 +395,14 @@ TEST(PlanProgram, DevicePartMatchesWhole) {
     // (And the part a rank expands from the whole program's pattern.)
     const DeviceProgram e = GroupDeviceProgram(*grouped.steps()[0].group_copies,
                                                grouped.steps()[0].devices[static_cast<size_t>(dev)], static_cast<size_t>(dev));
-    EXPECT_EQ(e.send_peer, b.send_peer);
-    EXPECT_EQ(e.send_count, b.send_count);
-    EXPECT_EQ(e.recv_peer, b.recv_peer);
-    EXPECT_EQ(e.recv_count, b.recv_count);
-    EXPECT_EQ(e.pack.bytes, b.pack.bytes);
-    EXPECT_EQ(e.unpack.bytes, b.unpack.bytes);
-    EXPECT_EQ(a.send_peer, b.send_peer);
-    EXPECT_EQ(a.send_count, b.send_count);
-    EXPECT_EQ(a.recv_peer, b.recv_peer);
-    EXPECT_EQ(a.recv_count, b.recv_count);
-    EXPECT_EQ(a.pack.bytes, b.pack.bytes);
-    EXPECT_EQ(a.unpack.bytes, b.unpack.bytes);
+    for (const DeviceProgram* w : {&a, &e}) {
+      EXPECT_EQ(w->send_peer, b.send_peer);
+      EXPECT_EQ(w->send_count, b.send_count);
+      EXPECT_EQ(w->recv_peer, b.recv_peer);
+      EXPECT_EQ(w->recv_count, b.recv_count);
+      EXPECT_EQ(w->pack.bytes, b.pack.bytes);
+      EXPECT_EQ(w->unpack.bytes, b.unpack.bytes);
+    }
   }
 }
 
