@@ -214,8 +214,8 @@ struct GroupCopies {
     std::vector<int32_t> receiver_class;  // per member index (first appearance order)
     int32_t classes = 0;
     // Its pairs (class c, sender member s) are pairs_at + c * k + s of the
-    // pair arrays below; its pack ranges packs_at + s * classes + c.
-    int64_t pairs_at = 0, packs_at = 0;
+    // pair arrays below.
+    int64_t pairs_at = 0;
     // Per member index: the bytes its messages carry out of it and into it
     // (local copies excluded), what StepExchange's messages carry; and, in
     // the staged form, its send buffer's bytes.
@@ -236,7 +236,7 @@ struct GroupCopies {
   // member s stages its box for class c once, at stage_offset[pair] of its
   // send buffer (-1 where the box is empty or no receiver of the class but s
   // takes it; indexed by pair, so that a receiver reads its senders' in
-  // order), by pack.ops[pack_begin[Pack(s, c)], pack_begin[Pack(s, c) + 1]);
+  // order), by pack.ops[pack_begin[pair], pack_begin[pair + 1]);
   // a receiver unpacks the box by unpack.ops[unpack_begin[pair],
   // unpack_begin[pair + 1]), reading from the staged box's start (its ops'
   // source offsets are relative to it). A box is staged in the order of the
@@ -257,7 +257,6 @@ struct GroupCopies {
   size_t PairOfClass(const Pattern& p, int64_t c, int64_t s) const {
     return static_cast<size_t>(p.pairs_at + c * group_size + s);
   }
-  size_t Pack(const Pattern& p, int64_t s, int64_t c) const { return static_cast<size_t>(p.packs_at + s * p.classes + c); }
   // The ops (direct) of a pair.
   std::pair<int64_t, int64_t> Ops(size_t pair) const { return {begin[pair], begin[pair + 1]}; }
 };

@@ -543,7 +543,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
           for (int64_t sm = 0; sm < k; ++sm) {
             const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(first[static_cast<size_t>(c)])])],
                                &from = step.devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(sm)])];
-            const size_t pair = gc.PairOfClass(pat, c, sm), sc = gc.Pack(pat, sm, c);
+            const size_t pair = gc.PairOfClass(pat, c, sm);
             const bool own = pat.receiver_class[static_cast<size_t>(sm)] == c;
             const int64_t box_bytes = gc.pair_bytes[pair];
             bool inside = true;
@@ -568,7 +568,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
                 unpacked += gc.unpack.OpBytes(op);
               }
               int64_t packed = 0;
-              for (int64_t o = gc.pack_begin[sc]; o < gc.pack_begin[sc + 1]; ++o) {
+              for (int64_t o = gc.pack_begin[pair]; o < gc.pack_begin[pair + 1]; ++o) {
                 const CopyOp& op = gc.pack.ops[static_cast<size_t>(o)];
                 inside &= op.src_offset >= 0 && op.dst_offset >= gc.stage_offset[pair] &&
                           gc.pack.SrcEnd(op) <= from.input_bytes && gc.pack.DstEnd(op) <= gc.stage_offset[pair] + box_bytes;

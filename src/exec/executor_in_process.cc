@@ -355,8 +355,8 @@ class InProcessExecutor final : public Executor {
       const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, r));
       emit(gc.copies, lo, hi, i, i, int64_t{0});
       for (int32_t c = 0; c < pat.classes; ++c) {
-        const size_t sc = gc.Pack(pat, r, c);
-        emit(gc.pack, gc.pack_begin[sc], gc.pack_begin[sc + 1], i, n + i, int64_t{0});
+        const size_t pair = gc.PairOfClass(pat, c, r);
+        emit(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], i, n + i, int64_t{0});
       }
       return;
     }

@@ -65,8 +65,8 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
   std::vector<int32_t> first_of_class(static_cast<size_t>(pat.classes), -1);
   for (const auto& [peer, t] : peers) {
     const int32_t c = pat.receiver_class[static_cast<size_t>(t)];
-    const size_t sc = gc.Pack(pat, r, c), pair = gc.Pair(pat, t, r);
-    const int64_t lo = gc.pack_begin[sc], hi = gc.pack_begin[sc + 1], bytes = gc.pair_bytes[pair];
+    const size_t pair = gc.Pair(pat, t, r);
+    const int64_t lo = gc.pack_begin[pair], hi = gc.pack_begin[pair + 1], bytes = gc.pair_bytes[pair];
     if (bytes == 0) continue;
     const int32_t m = static_cast<int32_t>(p.send_peer.size());
     int32_t& owner = first_of_class[static_cast<size_t>(c)];
@@ -197,7 +197,6 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   for (const int64_t ref : first_group) {
     GroupCopies::Pattern& pat = gc.patterns.emplace_back();
     pat.pairs_at = static_cast<int64_t>(gc.pair_bytes.size());
-    pat.packs_at = static_cast<int64_t>(gc.pack_begin.size());
     auto pos_of = [&](int64_t m) { return member_pos[static_cast<size_t>(ref * k + m)]; };
     // One holder per input tile within a group (distinct tiles are disjoint
     // grid cells), so each element a receiver needs has one sender there.
@@ -221,20 +220,27 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
     std::vector<int64_t> class_size(representative.size(), 0);
     for (int32_t c : pat.receiver_class) ++class_size[static_cast<size_t>(c)];
     const size_t pairs = static_cast<size_t>(pat.classes * k);
-    // Per pair (class, sender): the box's bytes and extents; its copies where asked.
+    // Per pair (class, sender): the box's bytes; its copies where asked. A
+    // member stages its box for each class with a receiver other than
+    // itself, once, class after class (the pairs go class by class).
     gc.pair_bytes.resize(gc.pair_bytes.size() + pairs, 0);
-    std::vector<int64_t> pair_extent(pairs * rank);
+    if (staging != nullptr) {
+      gc.stage_offset.resize(gc.pair_bytes.size(), -1);
+      pat.staged.assign(static_cast<size_t>(k), 0);
+    }
     std::vector<std::vector<int64_t>> in_strides(static_cast<size_t>(k));  // per sender member
-    std::vector<std::pair<int64_t, int64_t>> boxes(pairs);  // per pair: its src and dst byte offsets
     for (int32_t c = 0; c < pat.classes; ++c) {
       const int64_t r = pos_of(representative[static_cast<size_t>(c)]);
       const std::vector<int64_t> out_strides = out_format.Strides(extents(out_extent, r));
       int64_t out_volume = 1, covered = 0;
       for (int64_t e : extents(out_extent, r)) out_volume *= e;
       for (int64_t s = 0; s < k; ++s) {
-        const size_t pair = static_cast<size_t>(c * k + s);
+        const size_t pair = static_cast<size_t>(pat.pairs_at) + static_cast<size_t>(c * k + s);
         gc.begin.push_back(static_cast<int64_t>(gc.copies.ops.size()));
-        if (staging != nullptr) gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
+        if (staging != nullptr) {
+          gc.unpack_begin.push_back(static_cast<int64_t>(gc.unpack.ops.size()));
+          gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
+        }
         const int64_t sp = pos_of(s);
         if (in_strides[static_cast<size_t>(s)].empty())
           in_strides[static_cast<size_t>(s)] = in_format.Strides(extents(in_extent, sp));
@@ -250,38 +256,21 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         }
         if (volume == 0) continue;
         covered += volume;
-        gc.pair_bytes[static_cast<size_t>(pat.pairs_at) + pair] = volume * eb;
-        boxes[pair] = {src, dst};
-        std::copy(extent, extent + rank, pair_extent.begin() + static_cast<ptrdiff_t>(pair * rank));
+        gc.pair_bytes[pair] = volume * eb;
         const std::span<const int64_t> box(extent, rank);
         // (The staged form alone needs the direct copies of local pairs only.)
         const bool local = pat.receiver_class[static_cast<size_t>(s)] == c;
         if (with_copies && (direct || local)) gc.copies.AddBox(box, src, in_str, dst, out_strides, eb);
-        if (with_copies && staging != nullptr) gc.unpack.AddBox(box, 0, staging->Strides(box), dst, out_strides, eb);
+        if (staging == nullptr || class_size[static_cast<size_t>(c)] == (local ? 1 : 0)) continue;
+        gc.stage_offset[pair] = pat.staged[static_cast<size_t>(s)];
+        pat.staged[static_cast<size_t>(s)] += volume * eb;
+        if (!with_copies) continue;
+        const std::vector<int64_t> staged = staging->Strides(box);
+        gc.pack.AddBox(box, src, in_str, gc.stage_offset[pair], staged, eb);
+        gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
       }
       // Every element of the receiver's box comes from its group, once.
       if (covered != out_volume) return std::nullopt;
-    }
-    if (staging != nullptr) {
-      // Member s stages its box for each class with a receiver other than
-      // itself, once, class after class.
-      pat.staged.assign(static_cast<size_t>(k), 0);
-      gc.stage_offset.resize(gc.pair_bytes.size(), -1);
-      for (int64_t s = 0; s < k; ++s) {
-        const int32_t own = pat.receiver_class[static_cast<size_t>(s)];
-        for (int32_t c = 0; c < pat.classes; ++c) {
-          const size_t pair = static_cast<size_t>(c * k + s), global = static_cast<size_t>(pat.pairs_at) + pair;
-          gc.pack_begin.push_back(static_cast<int64_t>(gc.pack.ops.size()));
-          const int64_t bytes = gc.pair_bytes[global];
-          if (bytes == 0 || class_size[static_cast<size_t>(c)] - (c == own) == 0) continue;
-          gc.stage_offset[global] = pat.staged[static_cast<size_t>(s)];
-          pat.staged[static_cast<size_t>(s)] += bytes;
-          if (!with_copies) continue;
-          const std::span<const int64_t> box(pair_extent.data() + pair * rank, rank);
-          gc.pack.AddBox(box, boxes[pair].first, in_strides[static_cast<size_t>(s)], gc.stage_offset[global],
-                         staging->Strides(box), eb);
-        }
-      }
     }
     // What each member's messages carry: a box to every receiver of a class
     // but itself.
