@@ -186,11 +186,15 @@ struct BufferFormat {
 
 // A structured step's copies written once per group pattern, not once per
 // message (an all-gather over 8192 devices has 67 million messages but one
-// pattern of 8192 copies). Compiled for an all-gather or all-to-all over
-// mesh groups (CompileOptions::group_patterns, every device's part) where
-// every device holds one box in the input and one in the output (no
-// block-cyclic tiles, no pending reduction) and no two members of a group
-// hold the same input tile. Groups whose boxes fall alike (each member's
+// pattern of 8192 copies). Compiled for an all-gather, all-to-all,
+// reduce-scatter or all-reduce over mesh groups (CompileOptions::
+// group_patterns, every device's part; an all-reduce's two program steps
+// each) where every device holds one box in the input and one in the output
+// (no block-cyclic tiles), the output holds no pending reduction, and no two
+// members of a group hold the same input tile of the same part. A reducing
+// step (its input partial) then gives each receiver one box of every part
+// from its group, applied in part order (reduce_kernel.h): each part's boxes
+// cover the receiver's output once. Groups whose boxes fall alike (each member's
 // extents, and its boxes' offsets from the group's first input box, equal)
 // share a pattern: one for even shards, one more for each way uneven shards
 // fall. Within a pattern, what member s sends member r depends only on
@@ -198,8 +202,9 @@ struct BufferFormat {
 // local buffers in every group, and members whose output tiles coincide
 // (all of them, in an all-gather) share one receiver class. The senders are the exchange's with sender groups (each
 // element's one holder in the receiver's group), so the bytes each device
-// sends and receives are StepExchange's. Other steps keep per-message
-// programs. Immutable; shared by copies of the program.
+// sends and receives are StepExchange's (a reducing step's: each part's
+// holder in the group, as the reduce-scatter was priced). Other steps keep
+// per-message programs. Immutable; shared by copies of the program.
 struct GroupCopies {
   int64_t group_size = 0;              // k
   // Per program device index: its group (0, 1, ... in order of their first
@@ -220,7 +225,15 @@ struct GroupCopies {
     // (local copies excluded), what StepExchange's messages carry; and, in
     // the staged form, its send buffer's bytes.
     std::vector<int64_t> sent, received, staged;
+    // A reducing step only (parts > 1): per member index, the part it holds;
+    // the members in ascending part (the order a receiver applies their
+    // boxes in); and the lowest part, whose boxes write (the others combine).
+    std::vector<int64_t> part;
+    std::vector<int32_t> part_order;
+    int64_t first_part = 0;
   };
+  // The input's part count (1: the step does not reduce).
+  int64_t parts = 1;
   std::vector<Pattern> patterns;
   std::vector<int32_t> pattern_of;  // per group
   // Per pair: copies.ops[begin[pair], begin[pair + 1]) copy the sender's box

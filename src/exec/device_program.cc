@@ -444,6 +444,17 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
                              ? &plan->steps()[static_cast<size_t>(step.plan_step)] : nullptr;
     std::optional<PartRoutes> routes;  // a step compiled part by part
     std::optional<GroupCopies> group_copies;  // a step written per group pattern
+    // Writes the step's copies once per group pattern where it is of a kind
+    // that repeats from group to group and its layouts do (no exchange, no
+    // messages); false where it keeps per-message programs.
+    auto per_pattern = [&] {
+      if (ps == nullptr || exchange != nullptr || !options.group_patterns || only_device >= 0 || !plan->mesh() ||
+          !GroupPatternKind(*ps, in))
+        return false;
+      group_copies = MakeGroupCopies(*plan->mesh(), ps->group_axes, in, out, p.devices_, in_format(-1), out_format(-1),
+                                     direct_copies, staged_copies ? &staging : nullptr, /*with_copies=*/true);
+      return group_copies.has_value();
+    };
     if (in.partial() && in == out) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in.WithoutReduction(), out.WithoutReduction()));
       made.push_back(std::move(e));
@@ -452,13 +463,12 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       step.by_parts = true;
       step.reduction = Reduction{routes->combine, in.reduction().parts};
       step.scale = routes->scale;
-      RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
-    } else if (ps != nullptr && ps->input == in && exchange == nullptr && options.group_patterns &&
-               only_device < 0 && plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll) &&
-               (group_copies = MakeGroupCopies(*plan->mesh(), ps->group_axes, in, out, p.devices_, in_format(-1),
-                                               out_format(-1), direct_copies, staged_copies ? &staging : nullptr,
-                                               /*with_copies=*/true))) {
-      // The copies once per group pattern: no exchange, no messages.
+      // (Into a target with no reduction, parts are routed whole: what a pattern applies.)
+      if (out.partial() || routes->tile_to || routes->scale != 1 || !per_pattern()) {
+        RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
+      }
+    } else if (per_pattern()) {
+      // The copies once per group pattern.
     } else if (exchange == nullptr && plan != nullptr && ps != nullptr && ps->input == in) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, StepExchange(*plan, static_cast<size_t>(step.plan_step)));
       made.push_back(std::move(e));
@@ -723,7 +733,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       }
     }
     for (DeviceProgram& dp : step.devices) {
-      if (step.reduces() && routes->tile_to) {
+      if (step.group_copies) {
+        // (Its parts and writers are the pattern's.)
+      } else if (step.reduces() && routes->tile_to) {
         const int64_t tile = in.TileOf(dp.device);
         dp.local_writes = tile >= 0 && out.TileOf(dp.device) >= 0 && routes->FirstInto(dp.local_part, tile, out.TileOf(dp.device), out.PartOf(dp.device));
       } else if (step.reduces()) {

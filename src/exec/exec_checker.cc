@@ -243,7 +243,8 @@ Status CheckCoverage(const PlanProgram& program) {
     std::map<int64_t, std::vector<int64_t>> into;  // target part -> the source parts routed to it
     if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
       // Written per group pattern: each receiver class's copies from every
-      // member fill its (common) output once, in each form compiled. A
+      // member fill its (common) output once, in each form compiled (a
+      // reducing step's, once per part, and its lowest part's once). A
       // device of each class of each pattern, in the pattern's first group.
       const int64_t k = gc->group_size;
       std::vector<bool> seen(gc->pair_bytes.size() / static_cast<size_t>(k), false);  // per pair row
@@ -256,21 +257,37 @@ Status CheckCoverage(const PlanProgram& program) {
           seen[row] = true;
           const DeviceProgram& dp = program.steps()[si].devices[index];
           // The direct copies, and the staged form's unpacks with the local copies.
-          for (const bool staged : {false, true}) {
-            if (staged ? !gc->has_staged() : !gc->has_direct) continue;
-            std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
-            for (int64_t sm = 0; sm < k; ++sm) {
-              const bool unpack = staged && sm != m;
-              const size_t cs = gc->Pair(pat, m, sm);
-              const auto [lo, hi] = unpack ? std::pair(gc->unpack_begin[cs], gc->unpack_begin[cs + 1]) : gc->Ops(cs);
-              RESHARD_RETURN_IF_ERROR(CountWrites(unpack ? gc->unpack : gc->copies, static_cast<size_t>(lo),
-                                                  static_cast<size_t>(hi), dp, eb, static_cast<int64_t>(si), writes));
+          // Each part's boxes (the one part where the step does not reduce);
+          // every part of the input reaches a receiver that keeps elements,
+          // the first of them the one whose boxes write.
+          std::vector<int64_t> parts;
+          for (int64_t sm = 0; sm < k && gc->parts > 1; ++sm)
+            if (gc->pair_bytes[gc->Pair(pat, m, sm)] > 0) parts.push_back(pat.part[static_cast<size_t>(sm)]);
+          std::sort(parts.begin(), parts.end());
+          parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+          if (gc->parts > 1 && dp.output_bytes > 0 &&
+              (static_cast<int64_t>(parts.size()) != gc->parts || parts.front() != pat.first_part))
+            return Status::InvalidArgument(fmt::format("step {}: device {} gets {} of {} parts", si, dp.device,
+                                                       parts.size(), gc->parts));
+          if (parts.empty()) parts = {-1};
+          for (const bool staged : {false, true})
+            for (const int64_t part : parts) {
+              if (staged ? !gc->has_staged() : !gc->has_direct) continue;
+              std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+              for (int64_t sm = 0; sm < k; ++sm) {
+                if (part >= 0 && pat.part[static_cast<size_t>(sm)] != part) continue;
+                const bool unpack = staged && sm != m;
+                const size_t cs = gc->Pair(pat, m, sm);
+                const auto [lo, hi] = unpack ? std::pair(gc->unpack_begin[cs], gc->unpack_begin[cs + 1]) : gc->Ops(cs);
+                RESHARD_RETURN_IF_ERROR(CountWrites(unpack ? gc->unpack : gc->copies, static_cast<size_t>(lo),
+                                                    static_cast<size_t>(hi), dp, eb, static_cast<int64_t>(si), writes));
+              }
+              for (size_t e = 0; e < writes.size(); ++e)
+                if (writes[e] != 1)
+                  return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times{}{}",
+                                                             si, dp.device, e, writes[e], staged ? " (staged)" : "",
+                                                             part >= 0 ? fmt::format(" by part {}", part) : ""));
             }
-            for (size_t e = 0; e < writes.size(); ++e)
-              if (writes[e] != 1)
-                return Status::InvalidArgument(fmt::format("step {}: device {}'s output element {} is written {} times{}",
-                                                           si, dp.device, e, writes[e], staged ? " (staged)" : ""));
-          }
         }
       }
       continue;

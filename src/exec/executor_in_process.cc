@@ -241,7 +241,14 @@ class InProcessExecutor final : public Executor {
           });
       }
       sched.first.Run(pool_, srcs, dsts);
-      if (step.reduces()) {
+      if (step.reduces() && step.group_copies != nullptr) {
+        const DType dtype = program.layouts()[si].dtype();
+        pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
+          const size_t i = static_cast<size_t>(k);
+          const std::vector<Contribution> in_order = GroupContributions(*step.group_copies, i, direct, in, send_);
+          ApplyContributions(in_order, step.reduction, step.scale, dtype, out[i].data());
+        });
+      } else if (step.reduces()) {
         const DType dtype = program.layouts()[si].dtype();
         pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
           const size_t i = static_cast<size_t>(k);
@@ -339,11 +346,20 @@ class InProcessExecutor final : public Executor {
   // copies). Staged: phase 1, its boxes staged into its send buffer and its
   // local copies; phase 2, every other member's box from the place it is
   // staged in that member's send buffer (the delta).
+  // A reducing step: phase 1 stages the boxes (staged), nothing else; the
+  // boxes are applied in part order after it (GroupContributions).
   template <typename Emit>
   static void ForEachGroupCopy(const GroupCopies& gc, size_t n, size_t i, bool direct, bool first, Emit&& emit) {
     const GroupCopies::Pattern& pat = gc.PatternOf(i);
     const int64_t k = gc.group_size, g = gc.group[i], r = gc.member[i];
     auto member = [&](int64_t m) { return static_cast<size_t>(gc.members[static_cast<size_t>(g * k + m)]); };
+    if (gc.parts > 1) {
+      for (int32_t c = 0; c < pat.classes && first && !direct; ++c) {
+        const size_t pair = gc.PairOfClass(pat, c, r);
+        emit(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], i, n + i, int64_t{0});
+      }
+      return;
+    }
     if (direct) {
       for (int64_t s = 0; s < k && first; ++s) {
         const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, s));
@@ -366,6 +382,32 @@ class InProcessExecutor final : public Executor {
       const int64_t at = gc.stage_offset[cs];
       if (gc.unpack_begin[cs] < gc.unpack_begin[cs + 1]) emit(gc.unpack, gc.unpack_begin[cs], gc.unpack_begin[cs + 1], n + member(s), i, at);
     }
+  }
+
+  // Device i's boxes of a reducing step written per group pattern, in part
+  // order: its own from its input, each other member's from that member's
+  // input (direct) or from where it staged the box in its send buffer.
+  static std::vector<Contribution> GroupContributions(const GroupCopies& gc, size_t i, bool direct,
+                                                      std::span<const std::span<const std::byte>> in,
+                                                      const std::vector<HostBuffer>& send) {
+    const GroupCopies::Pattern& pat = gc.PatternOf(i);
+    const int64_t k = gc.group_size, g = gc.group[i], r = gc.member[i];
+    std::vector<Contribution> out;
+    out.reserve(static_cast<size_t>(k));
+    for (const int32_t s : pat.part_order) {
+      const size_t pair = gc.Pair(pat, r, s);
+      if (gc.pair_bytes[pair] == 0) continue;
+      const size_t from = static_cast<size_t>(gc.members[static_cast<size_t>(g * k + s)]);
+      const bool writes = pat.part[static_cast<size_t>(s)] == pat.first_part;
+      if (s == r || direct) {
+        const auto [lo, hi] = gc.Ops(pair);
+        out.push_back({&gc.copies, lo, hi, in[from].data(), writes});
+      } else {
+        out.push_back({&gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1],
+                       send[from].data() + gc.stage_offset[pair], writes});
+      }
+    }
+    return out;
   }
 
   // One phase's schedule: its copies counted first, so that each list is

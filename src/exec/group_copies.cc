@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <numeric>
 #include <unordered_map>
 
 namespace reshard {
@@ -96,9 +97,17 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.direct_begin.push_back(0);
     AppendOps(p.unpack, gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], p.recv_bytes, 0);
     p.recv_bytes += bytes;
+    if (gc.parts > 1) {  // its sender's part; the group's lowest part writes
+      p.recv_part.push_back(pat.part[static_cast<size_t>(sm)]);
+      p.recv_writes.push_back(pat.part[static_cast<size_t>(sm)] == pat.first_part);
+    }
   }
   const size_t own = gc.Pair(pat, r, r);
   AppendOps(p.local, gc.copies, gc.begin[own], gc.begin[own + 1], 0, 0);
+  if (gc.parts > 1) {
+    p.local_part = pat.part[static_cast<size_t>(r)];
+    p.local_writes = p.local_part == pat.first_part;
+  }
   p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
   p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
   p.direct_begin.push_back(0);
@@ -110,7 +119,9 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
                                            const BufferFormat& in_format, const BufferFormat& out_format,
                                            bool direct, const BufferFormat* staging, bool with_copies) {
   const int64_t n = mesh.num_devices();
-  if (axes.empty() || in.partial() || out.partial() || in.rank() == 0 || in.rank() != out.rank()) return std::nullopt;
+  // (A partial input into a non-partial output has its parts routed whole,
+  // combined with the input's op: Exchange::RouteParts.)
+  if (axes.empty() || out.partial() || in.rank() == 0 || in.rank() != out.rank()) return std::nullopt;
   if (static_cast<int64_t>(devices.size()) != n || static_cast<int64_t>(in.devices().size()) != n ||
       static_cast<int64_t>(out.devices().size()) != n || !mesh.HasDevices(devices))
     return std::nullopt;
@@ -120,6 +131,8 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
 
   GroupCopies gc;
   gc.has_direct = direct;
+  gc.parts = in.reduction().parts;
+  auto part_of = [&](int64_t pos) { return gc.parts > 1 ? in.PartOf(mesh.device(pos)) : int64_t{0}; };
   const int64_t k = mesh.GroupSize(axes);
   gc.group_size = k;
   const int64_t groups = n / k;
@@ -161,20 +174,22 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         case 0: return at(in_start, pos, d) - at(in_start, base, d);
         case 1: return at(in_extent, pos, d);
         case 2: return at(out_start, pos, d) - at(in_start, base, d);
-        default: return at(out_extent, pos, d);
+        case 3: return at(out_extent, pos, d);
+        default: return part_of(pos);  // (the same for every d)
       }
     };
+    const int signatures = gc.parts > 1 ? 5 : 4;
     for (int64_t g = 0; g < groups; ++g) {
       uint64_t h = 1469598103934665603ull;
       for (size_t m = 0; m < static_cast<size_t>(k); ++m)
         for (size_t d = 0; d < rank; ++d)
-          for (int part = 0; part < 4; ++part) h = (h ^ static_cast<uint64_t>(signature(g, m, d, part))) * 1099511628211ull;
+          for (int part = 0; part < signatures; ++part) h = (h ^ static_cast<uint64_t>(signature(g, m, d, part))) * 1099511628211ull;
       std::vector<int32_t>& candidates = by_hash[h];
       for (int32_t p : candidates) {
         bool same = true;
         for (size_t m = 0; m < static_cast<size_t>(k) && same; ++m)
           for (size_t d = 0; d < rank && same; ++d)
-            for (int part = 0; part < 4 && same; ++part)
+            for (int part = 0; part < signatures && same; ++part)
               same = signature(g, m, d, part) == signature(first_group[static_cast<size_t>(p)], m, d, part);
         if (same) {
           gc.pattern_of[static_cast<size_t>(g)] = p;
@@ -198,13 +213,28 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
     GroupCopies::Pattern& pat = gc.patterns.emplace_back();
     pat.pairs_at = static_cast<int64_t>(gc.pair_bytes.size());
     auto pos_of = [&](int64_t m) { return member_pos[static_cast<size_t>(ref * k + m)]; };
-    // One holder per input tile within a group (distinct tiles are disjoint
-    // grid cells), so each element a receiver needs has one sender there.
+    // One holder per input tile (of each part) within a group (distinct
+    // tiles are disjoint grid cells), so each element a receiver needs (of
+    // each part) has one sender there.
     {
-      std::vector<int64_t> tiles(static_cast<size_t>(k));
-      for (int64_t m = 0; m < k; ++m) tiles[static_cast<size_t>(m)] = in.TileOf(mesh.device(pos_of(m)));
+      // (An empty tile's holders are all part 0 of it: they hold nothing.)
+      std::vector<std::pair<int64_t, int64_t>> tiles;  // (part, tile), of the tiles holding elements
+      for (int64_t m = 0; m < k; ++m) {
+        const std::span<const int64_t> e = extents(in_extent, pos_of(m));
+        if (std::find(e.begin(), e.end(), 0) == e.end()) tiles.emplace_back(part_of(pos_of(m)), in.TileOf(mesh.device(pos_of(m))));
+      }
       std::sort(tiles.begin(), tiles.end());
       if (std::adjacent_find(tiles.begin(), tiles.end()) != tiles.end()) return std::nullopt;
+      if (gc.parts > 1) {
+        // A receiver applies its boxes in part order; the lowest part's write.
+        pat.part.resize(static_cast<size_t>(k));
+        for (int64_t m = 0; m < k; ++m) pat.part[static_cast<size_t>(m)] = part_of(pos_of(m));
+        pat.part_order.resize(static_cast<size_t>(k));
+        std::iota(pat.part_order.begin(), pat.part_order.end(), 0);
+        std::stable_sort(pat.part_order.begin(), pat.part_order.end(),
+                         [&](int32_t a, int32_t b) { return pat.part[static_cast<size_t>(a)] < pat.part[static_cast<size_t>(b)]; });
+        pat.first_part = pat.part[static_cast<size_t>(pat.part_order.front())];
+      }
     }
     // Receiver classes: members of the first group with one output tile.
     std::unordered_map<int64_t, int32_t> class_of_tile;
@@ -269,8 +299,9 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         gc.pack.AddBox(box, src, in_str, gc.stage_offset[pair], staged, eb);
         gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
       }
-      // Every element of the receiver's box comes from its group, once.
-      if (covered != out_volume) return std::nullopt;
+      // Every element of the receiver's box comes from its group, once (of
+      // each part: distinct tiles of a part are disjoint).
+      if (covered != out_volume * gc.parts) return std::nullopt;
     }
     // What each member's messages carry: a box to every receiver of a class
     // but itself.
@@ -295,15 +326,35 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   return gc;
 }
 
+bool GroupPatternKind(const PlanStep& ps, const Layout& in) {
+  switch (ps.op) {
+    case StepOp::kAllGather:
+    case StepOp::kAllToAll: return in == ps.input;
+    case StepOp::kReduceScatter: return in.partial() && in == ps.input;
+    // Its reducing half from the input, or the gathering of its ring pieces.
+    case StepOp::kAllReduce: return in == ps.input ? in.partial() : !in.partial() && ps.input.partial();
+    default: return false;
+  }
+}
+
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step) {
   if (step >= plan.steps().size() || !plan.mesh()) return std::nullopt;
   const PlanStep& s = plan.steps()[step];
-  if (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll) return std::nullopt;
-  const std::optional<GroupCopies> gc =
-      MakeGroupCopies(*plan.mesh(), s.group_axes, s.input, s.output, plan.devices(), {}, {}, true, nullptr,
-                      /*with_copies=*/false);
-  if (!gc) return std::nullopt;
-  return gc->Pairs();
+  auto pairs = [&](const Layout& in, const Layout& out) -> std::optional<int64_t> {
+    if (!GroupPatternKind(s, in)) return std::nullopt;
+    const std::optional<GroupCopies> gc = MakeGroupCopies(*plan.mesh(), s.group_axes, in, out, plan.devices(), {}, {},
+                                                          true, nullptr, /*with_copies=*/false);
+    if (!gc) return std::nullopt;
+    return gc->Pairs();
+  };
+  // An all-reduce runs as two program steps through its ring pieces: both
+  // written per pattern, or counted per message.
+  if (const std::optional<Layout> pieces = RingPieces(s)) {
+    const std::optional<int64_t> a = pairs(s.input, *pieces), b = pairs(*pieces, s.output);
+    if (!a || !b) return std::nullopt;
+    return *a + *b;
+  }
+  return pairs(s.input, s.output);
 }
 
 }  // namespace reshard

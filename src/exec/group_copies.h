@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "reshard/collective_plan.h"
 #include "reshard/device_program.h"
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
@@ -20,8 +21,8 @@ namespace reshard {
 // `axes`, the program's devices `devices` (ascending) indexing its arrays;
 // nullopt where the step does not repeat from group to group (the
 // conditions on GroupCopies), where `in` and `out` are not both over
-// exactly `devices`, the mesh's devices, or where either holds a pending
-// reduction. Buffers in `in_format` and `out_format` (each the same for
+// exactly `devices`, the mesh's devices, or where `out` holds a pending
+// reduction (a partial `in`'s parts are combined with its op). Buffers in `in_format` and `out_format` (each the same for
 // every device); `direct`: the direct form (every pair's copies; without
 // it only the local pairs'); `staging`, where given, the order boxes are
 // staged in: the staged form. With `with_copies` false, everything but the copies
@@ -31,6 +32,12 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
                                            const Layout& out, std::span<const int64_t> devices,
                                            const BufferFormat& in_format, const BufferFormat& out_format,
                                            bool direct, const BufferFormat* staging, bool with_copies);
+
+// Whether the program step from `in` of plan step `ps` is of a kind written
+// per group pattern (MakeGroupCopies decides the rest): an all-gather or
+// all-to-all from its input, a reduce-scatter or all-reduce from its partial
+// input, and an all-reduce's gathering of its ring pieces (RingPieces).
+bool GroupPatternKind(const PlanStep& ps, const Layout& in);
 
 }  // namespace reshard
 

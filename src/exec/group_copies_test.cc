@@ -1,8 +1,10 @@
 // GroupCopies: structured steps' direct copies once per group pattern, on
-// random meshes of up to 64 devices (many groups) and random shapes (even
-// and uneven), against the per-message program of the same plan.
+// random meshes of up to 64 devices (many groups), random shapes (even and
+// uneven) and partial sources, against the per-message program of the same
+// plan.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
 #include <random>
 #include <string>
@@ -15,6 +17,7 @@
 #include "reshard/planner.h"
 #include "testing/planned_traffic.h"
 #include "testing/random_named.h"
+#include "testing/random_partial.h"
 
 namespace reshard {
 namespace {
@@ -36,15 +39,32 @@ Mesh RandomMesh(std::mt19937_64& rng) {
   return Mesh::Create(axes, ids).value();
 }
 
-// Every all-gather and all-to-all over mesh groups that compiles per group
-// pattern, in either form, moves each device's bytes as the per-message
-// program does and runs exactly, at the planned bytes: in process from the
-// executor's schedule and device by device, and staged also with threads as
-// ranks (each expanding its own messages); GroupCopyPairs says which steps
+// A random subset of the mesh axes `spec` leaves unused (each with
+// probability 2/3) unreduced, under a random op.
+Layout WithRandomParts(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec, const std::vector<int64_t>& shape,
+                       DType dtype) {
+  std::vector<bool> used(static_cast<size_t>(mesh.num_axes()), false);
+  for (const auto& d : spec.dims())
+    for (const AxisRef& r : d.axes) used[static_cast<size_t>(r.axis)] = true;
+  std::vector<AxisRef> unreduced;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (!used[static_cast<size_t>(a)] && rng() % 3 != 0) unreduced.push_back(AxisRef{a, 1, 0});
+  const Layout l = NamedSharding::Create(mesh, spec.dims(), {}, unreduced).value().ToLayout(shape, dtype).value();
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
+  return l.partial() ? testing::Retyped(l, dtype, ops[rng() % 4]) : l;
+}
+
+// Every all-gather, all-to-all, reduce-scatter and all-reduce (both of its
+// program steps) over mesh groups that compiles per group pattern, in
+// either form, moves each device's bytes as the per-message program does
+// and runs exactly, at the planned bytes: in process from the executor's
+// schedule and device by device, and staged also with threads as ranks
+// (each expanding its own messages); GroupCopyPairs says which plan steps
 // compile so.
 TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   std::mt19937_64 rng(20261205);
   int grouped = 0, collectives = 0, groups_of_many = 0, several_patterns = 0;
+  int reducing = 0, reducing_grouped = 0;
   for (int iter = 0; iter < 2000; ++iter) {
     const Mesh mesh = RandomMesh(rng);
     const size_t rank = 1 + rng() % 3;
@@ -52,8 +72,11 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
     // Mostly multiples of 12 (even over axes of 1 to 4), some uneven.
     for (size_t d = 0; d < rank; ++d)
       shape.push_back(rng() % 4 == 0 ? 1 + static_cast<int64_t>(rng() % 13) : 12 * (1 + static_cast<int64_t>(rng() % 2)));
-    const DType dtype = rng() % 2 ? DType::kF32 : DType::kS8;
-    const Layout source = testing::RandomSpec(rng, mesh, rank).ToLayout(shape, dtype).value();
+    // A third of the sources partial (f32 or s32: integer sums exact).
+    const bool partial = iter % 3 == 0;
+    const DType dtype = rng() % 2 ? DType::kF32 : partial ? DType::kS32 : DType::kS8;
+    const NamedSharding spec = testing::RandomSpec(rng, mesh, rank);
+    const Layout source = partial ? WithRandomParts(rng, mesh, spec, shape, dtype) : spec.ToLayout(shape, dtype).value();
     const Layout target = testing::RandomSpec(rng, mesh, rank).ToLayout(shape, dtype).value();
     PlannerOptions o;
     o.meshes = {mesh};
@@ -71,21 +94,27 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
       const PlanProgram p = PlanProgram::Compile(plan, co).value();
       ASSERT_EQ(p.steps().size(), full.steps().size()) << what;
       bool any = false;
+      // Per plan step: whether each of its program steps is written per
+      // pattern, and their pairs.
+      std::map<int64_t, std::pair<bool, int64_t>> per_plan_step;
       for (size_t si = 0; si < p.steps().size(); ++si) {
         const StepProgram& step = p.steps()[si];
-        const bool collective = step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll;
+        const bool reduces = step.op == StepOp::kReduceScatter || step.op == StepOp::kAllReduce;
+        const bool collective = step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll || reduces;
         collectives += collective && form == CopyForms::kDirect;
+        reducing += reduces && form == CopyForms::kDirect;
         const GroupCopies* gc = step.group_copies.get();
-        // One test decides: the memory estimate's and the compile's.
-        const std::optional<int64_t> pairs =
-            static_cast<int64_t>(si) == step.plan_step ? GroupCopyPairs(plan, si) : std::nullopt;
-        ASSERT_EQ(pairs.has_value(), gc != nullptr) << what << " step " << si;
+        auto [it, fresh] = per_plan_step.emplace(step.plan_step, std::pair(true, int64_t{0}));
+        it->second.first &= gc != nullptr;
         if (gc == nullptr) continue;
+        it->second.second += gc->Pairs();
         any = true;
         grouped += form == CopyForms::kDirect;
+        reducing_grouped += reduces && form == CopyForms::kDirect;
         groups_of_many += form == CopyForms::kDirect && static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
         several_patterns += form == CopyForms::kDirect && gc->patterns.size() > 1;
-        ASSERT_EQ(*pairs, gc->Pairs()) << what;
+        // The reducing half of a step reduces, in part order.
+        EXPECT_EQ(gc->parts, step.reduces() ? step.reduction.parts : 1) << what;
         ASSERT_EQ(gc->begin.size(), static_cast<size_t>(gc->Pairs()) + 1) << what;
         ASSERT_EQ(gc->has_staged(), staged) << what;
         ASSERT_EQ(gc->has_direct, direct) << what;
@@ -100,6 +129,11 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
           EXPECT_EQ(staged ? pat.staged[m] : b.send_bytes, b.send_bytes) << what << " device " << b.device;
         }
       }
+      // One test decides: the memory estimate's and the compile's.
+      for (const auto& [ps, grouped_pairs] : per_plan_step)
+        ASSERT_EQ(GroupCopyPairs(plan, static_cast<size_t>(ps)),
+                  grouped_pairs.first ? std::optional<int64_t>(grouped_pairs.second) : std::nullopt)
+            << what << " plan step " << ps;
       if (!any) continue;
       // In process from the schedule and device by device (both forms of a
       // program with both); staged, also threads as ranks.
@@ -120,6 +154,8 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   EXPECT_GE(grouped, collectives * 95 / 100) << collectives;
   EXPECT_GT(several_patterns, 5);
   EXPECT_GT(groups_of_many, 40);
+  EXPECT_GT(reducing, 100);
+  EXPECT_GE(reducing_grouped, reducing * 95 / 100) << reducing;
 }
 
 // Uneven shards that fall unlike from group to group take a pattern each
@@ -156,6 +192,72 @@ TEST(GroupCopies, GroupsThatFallUnlikeTakeTheirOwnPattern) {
   ASSERT_EQ(plan.steps().size(), 1u);
   ASSERT_EQ(plan.steps()[0].op, StepOp::kAllGather);
   EXPECT_EQ(GroupCopyPairs(plan, 0), std::optional<int64_t>(2 * 2));  // 2 patterns of 1 class by 2 senders
+}
+
+// A reduce-scatter and an all-reduce (both its program steps) over mesh
+// groups are one pattern each: every member's box of its own part, applied
+// in part order with part 0's writing; a group whose members hold an empty
+// tile (all of them part 0 of it, as the layout states it) is no exception.
+TEST(GroupCopies, ReducingStepsTakeEveryPartOfTheirGroup) {
+  const Mesh mesh = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  PlannerOptions o;
+  o.meshes = {mesh};
+  auto plan_of = [&](const char* from, const char* to, std::vector<int64_t> shape) {
+    return PlanReshard(ParseLayout(from, shape, DType::kS32, mesh).value().layout,
+                       ParseLayout(to, shape, DType::kS32, mesh).value().layout, o)
+        .value()
+        .plan;
+  };
+  auto run_exactly = [](const PlanProgram& p) {
+    for (const Transport t : {Transport::kDirect, Transport::kStaged, Transport::kRanks}) {
+      const Result<CheckReport> r = RunChecked(p, 2, t);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->ok()) << r->first_problem;
+    }
+  };
+  // f32[16] from partial sums over x into shards over x: a reduce-scatter
+  // over x in each of the two y groups, one pattern.
+  const CollectivePlan rs = plan_of("P(None, unreduced={'x'})", "P('x')", {16});
+  ASSERT_EQ(rs.steps().size(), 1u);
+  ASSERT_EQ(rs.steps()[0].op, StepOp::kReduceScatter);
+  const PlanProgram rs_program = PlanProgram::Compile(rs).value();
+  const GroupCopies* gc = rs_program.steps()[0].group_copies.get();
+  ASSERT_NE(gc, nullptr);
+  EXPECT_EQ(gc->parts, 4);
+  ASSERT_EQ(gc->patterns.size(), 1u);
+  const GroupCopies::Pattern& pat = gc->patterns[0];
+  EXPECT_EQ(pat.part, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(pat.part_order, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(pat.first_part, 0);
+  EXPECT_EQ(pat.classes, 4);
+  EXPECT_EQ(pat.received, (std::vector<int64_t>(4, 3 * 4 * 4)));  // 3 boxes of 4 elements
+  EXPECT_EQ(GroupCopyPairs(rs, 0), std::optional<int64_t>(4 * 4));
+  run_exactly(rs_program);
+  // Into replicas: an all-reduce, through its ring pieces, both halves
+  // patterns.
+  const CollectivePlan ar = plan_of("P(None, unreduced={'x'})", "P(None)", {16});
+  ASSERT_EQ(ar.steps().size(), 1u);
+  ASSERT_EQ(ar.steps()[0].op, StepOp::kAllReduce);
+  const PlanProgram ar_program = PlanProgram::Compile(ar).value();
+  ASSERT_EQ(ar_program.steps().size(), 2u);
+  ASSERT_NE(ar_program.steps()[0].group_copies, nullptr);
+  ASSERT_NE(ar_program.steps()[1].group_copies, nullptr);
+  EXPECT_EQ(ar_program.steps()[0].group_copies->parts, 4);
+  EXPECT_EQ(ar_program.steps()[1].group_copies->parts, 1);
+  EXPECT_EQ(GroupCopyPairs(ar, 0), ar_program.steps()[0].group_copies->Pairs() + ar_program.steps()[1].group_copies->Pairs());
+  run_exactly(ar_program);
+  // [3, 4] with rows over x: x=3 holds no row, so its y group's members are
+  // all part 0 of an empty tile; the reduce-scatter over y is still written
+  // per pattern, one per way the groups fall.
+  auto layout = [&](const char* spec) { return ParseLayout(spec, {3, 4}, DType::kS32, mesh).value().layout; };
+  const Layout in = layout("P('x', None, unreduced={'y'})"), out = layout("P('x', 'y')");
+  const std::optional<GroupCopies> uneven =
+      MakeGroupCopies(mesh, {1}, in, out, in.devices(), {}, {}, true, nullptr, /*with_copies=*/true);
+  ASSERT_TRUE(uneven.has_value());
+  ASSERT_EQ(uneven->patterns.size(), 2u);
+  EXPECT_EQ(uneven->pattern_of, (std::vector<int32_t>{0, 0, 0, 1}));
+  EXPECT_EQ(uneven->patterns[0].received, (std::vector<int64_t>{2 * 4, 2 * 4}));  // the other half row
+  EXPECT_EQ(uneven->patterns[1].received, (std::vector<int64_t>{0, 0}));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace reshard {
 namespace {
@@ -188,37 +189,41 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, int64
     });
   // In part order: the copies of the first part routed to an element write
   // it, later parts' combine with it (DeviceProgram::recv_writes).
-  auto apply = [&](const CopyProgram& copies, int32_t lo, int32_t hi, const std::byte* src, bool writes) {
-    for (int32_t k = lo; k < hi; ++k) {
-      const CopyOp& op = copies.ops[static_cast<size_t>(k)];
-      if (writes)
-        RunCopy(copies, op, src, out, 0, CopyUnits(copies, op));  // the pack/unpack kernel's copy
-      else
-        RunCombine(copies, op, src, out, dtype, reduction.op);
-    }
-  };
+  std::vector<Contribution> in_order;
+  in_order.reserve(p.recv_part.size() + 1);
   for (int64_t part = 0; part < reduction.parts; ++part) {
-    if (p.local_part == part) apply(p.local, 0, static_cast<int32_t>(p.local.ops.size()), in, p.local_writes);
+    if (p.local_part == part) in_order.push_back({&p.local, 0, static_cast<int64_t>(p.local.ops.size()), in, p.local_writes});
     for (size_t m = 0; m < p.recv_part.size(); ++m)
-      if (p.recv_part[m] == part) apply(received, begin[m], begin[m + 1], received_base(m), p.recv_writes[m] != 0);
+      if (p.recv_part[m] == part) in_order.push_back({&received, begin[m], begin[m + 1], received_base(m), p.recv_writes[m] != 0});
   }
-  // Divide (avg) and scale (an avg target) what the copies wrote, run by
-  // run: a target with a leading dimension has bytes between its columns
-  // that are the caller's.
-  auto finish = [&](const CopyProgram& copies, int32_t lo, int32_t hi) {
-    for (int32_t k = lo; k < hi; ++k) {
-      const CopyOp& op = copies.ops[static_cast<size_t>(k)];
-      ForEachRun(copies, op, [&](int64_t, int64_t dof) {
+  ApplyContributions(in_order, reduction, scale, dtype, out);
+}
+
+void ApplyContributions(std::span<const Contribution> in_part_order, const Reduction& reduction, int64_t scale,
+                        DType dtype, std::byte* out) {
+  const int64_t eb = ByteSize(dtype);
+  for (const Contribution& c : in_part_order)
+    for (int64_t k = c.lo; k < c.hi; ++k) {
+      const CopyOp& op = c.copies->ops[static_cast<size_t>(k)];
+      if (c.writes)
+        RunCopy(*c.copies, op, c.src, out, 0, CopyUnits(*c.copies, op));  // the pack/unpack kernel's copy
+      else
+        RunCombine(*c.copies, op, c.src, out, dtype, reduction.op);
+    }
+  if (reduction.op != ReduceOp::kAvg && scale == 1) return;
+  // Divide (avg) and scale (an avg target) what the writers wrote (they
+  // cover every reached element once), run by run: a target with a leading
+  // dimension has bytes between its columns that are the caller's.
+  for (const Contribution& c : in_part_order) {
+    if (!c.writes) continue;
+    for (int64_t k = c.lo; k < c.hi; ++k) {
+      const CopyOp& op = c.copies->ops[static_cast<size_t>(k)];
+      ForEachRun(*c.copies, op, [&](int64_t, int64_t dof) {
         if (reduction.op == ReduceOp::kAvg) DivideElements(out + dof, op.run_bytes / eb, dtype, reduction.parts);
         if (scale != 1) ScaleElements(out + dof, op.run_bytes / eb, dtype, scale);
       });
     }
-  };
-  if (reduction.op != ReduceOp::kAvg && scale == 1) return;
-  // The writing copies cover every reached element once.
-  if (p.local_writes) finish(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
-  for (size_t m = 0; m < p.recv_part.size(); ++m)
-    if (p.recv_writes[m]) finish(received, begin[m], begin[m + 1]);
+  }
 }
 
 void StoreIdentity(ReduceOp op, DType dtype, std::byte* out) {

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "reshard/device_program.h"
 #include "reshard/dtype.h"
@@ -41,6 +42,23 @@ void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t part
 // target's scale, PartRoutes::scale): integers wrap, floats round once
 // (f16 and bf16 from f32), complex values scale both components.
 void ScaleElements(std::byte* data, int64_t elements, DType dtype, int64_t factor);
+
+// One device's contribution of one part to a reducing step: ops [lo, hi) of
+// `copies`, read from `src`; `writes`: its part is the first routed to the
+// elements it covers (they are written, not combined).
+struct Contribution {
+  const CopyProgram* copies = nullptr;
+  int64_t lo = 0, hi = 0;
+  const std::byte* src = nullptr;
+  bool writes = false;
+};
+// Applies `in_part_order` (a device's contributions, ascending part) to
+// `out`: writers copy, the others combine; avg then divides what the writers
+// wrote by reduction.parts, and `scale` other than 1 multiplies it
+// (StepProgram::scale). The one place contributions are applied: every
+// executor and transport, per message or per group pattern, calls it.
+void ApplyContributions(std::span<const Contribution> in_part_order, const Reduction& reduction, int64_t scale,
+                        DType dtype, std::byte* out);
 
 // A reducing step's local and received copies on one device, in part order
 // (copies marked as writing, DeviceProgram::recv_writes and local_writes,
