@@ -190,11 +190,13 @@ struct BufferFormat {
 // reduce-scatter or all-reduce over mesh groups (CompileOptions::
 // group_patterns, every device's part; an all-reduce's two program steps
 // each) where every device holds one box in the input and one in the output
-// (no block-cyclic tiles), the output holds no pending reduction, and no two
-// members of a group hold the same input tile of the same part. A reducing
-// step (its input partial) then gives each receiver one box of every part
-// from its group, applied in part order (reduce_kernel.h): each part's boxes
-// cover the receiver's output once. Groups whose boxes fall alike (each member's
+// (no block-cyclic tiles) and no two members of a group hold the same input
+// tile of the same part. A reducing step (its input partial) then gives
+// each receiver one box of every part from its group, applied in part order
+// (reduce_kernel.h): each part's boxes cover the receiver's output once;
+// into a partial output, where each group's parts are all routed to the one
+// target part its receivers hold (the parts of other groups to others).
+// Groups whose boxes fall alike (each member's
 // extents, and its boxes' offsets from the group's first input box, equal)
 // share a pattern: one for even shards, one more for each way uneven shards
 // fall. Within a pattern, what member s sends member r depends only on
@@ -225,12 +227,17 @@ struct GroupCopies {
     // (local copies excluded), what StepExchange's messages carry; and, in
     // the staged form, its send buffer's bytes.
     std::vector<int64_t> sent, received, staged;
-    // A reducing step only (parts > 1): per member index, the part it holds;
-    // the members in ascending part (the order a receiver applies their
-    // boxes in); and the lowest part, whose boxes write (the others combine).
-    std::vector<int64_t> part;
+    // A reducing step only (parts > 1): per member index, its part's rank
+    // among the parts its group's members hold (dense from 0, the members
+    // holding elements only: groups of one pattern may hold different
+    // parts); the members in ascending rank, the order a receiver applies
+    // their boxes in (rank 0's write, the others combine).
+    std::vector<int32_t> part_rank;
     std::vector<int32_t> part_order;
-    int64_t first_part = 0;
+    // The parts routed to each receiver (PartRoutes::PartsInto): all of the
+    // input's where the output holds no reduction; 1 where the step does
+    // not reduce.
+    int64_t parts_in = 1;
   };
   // The input's part count (1: the step does not reduce).
   int64_t parts = 1;

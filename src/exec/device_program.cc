@@ -463,8 +463,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       step.by_parts = true;
       step.reduction = Reduction{routes->combine, in.reduction().parts};
       step.scale = routes->scale;
-      // (Into a target with no reduction, parts are routed whole: what a pattern applies.)
-      if (out.partial() || routes->tile_to || routes->scale != 1 || !per_pattern()) {
+      // (A pattern applies parts routed whole.)
+      if (routes->tile_to || !per_pattern()) {
         RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
       }
     } else if (per_pattern()) {

@@ -244,8 +244,8 @@ Status CheckCoverage(const PlanProgram& program) {
     if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
       // Written per group pattern: each receiver class's copies from every
       // member fill its (common) output once, in each form compiled (a
-      // reducing step's, once per part, and its lowest part's once). A
-      // device of each class of each pattern, in the pattern's first group.
+      // reducing step's, once per part). A device of each class of each
+      // pattern, in the pattern's first group.
       const int64_t k = gc->group_size;
       std::vector<bool> seen(gc->pair_bytes.size() / static_cast<size_t>(k), false);  // per pair row
       for (size_t g = 0; g < gc->pattern_of.size(); ++g) {
@@ -256,26 +256,41 @@ Status CheckCoverage(const PlanProgram& program) {
           if (seen[row]) continue;
           seen[row] = true;
           const DeviceProgram& dp = program.steps()[si].devices[index];
-          // The direct copies, and the staged form's unpacks with the local copies.
-          // Each part's boxes (the one part where the step does not reduce);
-          // every part of the input reaches a receiver that keeps elements,
-          // the first of them the one whose boxes write.
+          // The direct copies, and the staged form's unpacks with the local
+          // copies, each part's boxes (the one part where the step does not
+          // reduce): exactly the parts routed to a receiver that keeps
+          // elements reach it, ranked as their parts order them, the
+          // lowest part's boxes writing.
+          const Layout& in = program.layouts()[si];
+          std::vector<int64_t> member_part(static_cast<size_t>(k), -1);
+          std::vector<std::pair<int64_t, int32_t>> ranked;  // (part, rank) of the members sending it a box
+          for (int64_t sm = 0; sm < k && gc->parts > 1; ++sm) {
+            const size_t from = static_cast<size_t>(gc->members[g * static_cast<size_t>(k) + static_cast<size_t>(sm)]);
+            member_part[static_cast<size_t>(sm)] = in.PartOf(program.devices()[from]);
+            if (gc->pair_bytes[gc->Pair(pat, m, sm)] > 0)
+              ranked.emplace_back(member_part[static_cast<size_t>(sm)], pat.part_rank[static_cast<size_t>(sm)]);
+          }
+          std::sort(ranked.begin(), ranked.end());
+          ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());
           std::vector<int64_t> parts;
-          for (int64_t sm = 0; sm < k && gc->parts > 1; ++sm)
-            if (gc->pair_bytes[gc->Pair(pat, m, sm)] > 0) parts.push_back(pat.part[static_cast<size_t>(sm)]);
-          std::sort(parts.begin(), parts.end());
-          parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
-          if (gc->parts > 1 && dp.output_bytes > 0 &&
-              (static_cast<int64_t>(parts.size()) != gc->parts || parts.front() != pat.first_part))
-            return Status::InvalidArgument(fmt::format("step {}: device {} gets {} of {} parts", si, dp.device,
-                                                       parts.size(), gc->parts));
+          for (size_t j = 0; j < ranked.size(); ++j) {
+            parts.push_back(ranked[j].first);
+            // One rank a part, in the parts' order, from 0.
+            if (static_cast<size_t>(ranked[j].second) != j)
+              return Status::InvalidArgument(fmt::format("step {}: device {} applies part {} {}th, not {}th", si, dp.device,
+                                                         ranked[j].first, ranked[j].second, j));
+          }
+          if (gc->parts > 1 && dp.output_bytes > 0 && parts != routes.PartsInto(out.partial() ? out.PartOf(dp.device) : -1))
+            return Status::InvalidArgument(fmt::format("step {}: device {} gets {} parts, not the {} routed to it", si,
+                                                       dp.device, parts.size(),
+                                                       routes.PartsInto(out.partial() ? out.PartOf(dp.device) : -1).size()));
           if (parts.empty()) parts = {-1};
           for (const bool staged : {false, true})
             for (const int64_t part : parts) {
               if (staged ? !gc->has_staged() : !gc->has_direct) continue;
               std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
               for (int64_t sm = 0; sm < k; ++sm) {
-                if (part >= 0 && pat.part[static_cast<size_t>(sm)] != part) continue;
+                if (part >= 0 && member_part[static_cast<size_t>(sm)] != part) continue;
                 const bool unpack = staged && sm != m;
                 const size_t cs = gc->Pair(pat, m, sm);
                 const auto [lo, hi] = unpack ? std::pair(gc->unpack_begin[cs], gc->unpack_begin[cs + 1]) : gc->Ops(cs);

@@ -398,7 +398,7 @@ class InProcessExecutor final : public Executor {
       const size_t pair = gc.Pair(pat, r, s);
       if (gc.pair_bytes[pair] == 0) continue;
       const size_t from = static_cast<size_t>(gc.members[static_cast<size_t>(g * k + s)]);
-      const bool writes = pat.part[static_cast<size_t>(s)] == pat.first_part;
+      const bool writes = pat.part_rank[static_cast<size_t>(s)] == 0;
       if (s == r || direct) {
         const auto [lo, hi] = gc.Ops(pair);
         out.push_back({&gc.copies, lo, hi, in[from].data(), writes});

@@ -97,16 +97,16 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.direct_begin.push_back(0);
     AppendOps(p.unpack, gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], p.recv_bytes, 0);
     p.recv_bytes += bytes;
-    if (gc.parts > 1) {  // its sender's part; the group's lowest part writes
-      p.recv_part.push_back(pat.part[static_cast<size_t>(sm)]);
-      p.recv_writes.push_back(pat.part[static_cast<size_t>(sm)] == pat.first_part);
+    if (gc.parts > 1) {  // its sender's part's rank in the group, which orders them; rank 0 writes
+      p.recv_part.push_back(pat.part_rank[static_cast<size_t>(sm)]);
+      p.recv_writes.push_back(pat.part_rank[static_cast<size_t>(sm)] == 0);
     }
   }
   const size_t own = gc.Pair(pat, r, r);
   AppendOps(p.local, gc.copies, gc.begin[own], gc.begin[own + 1], 0, 0);
   if (gc.parts > 1) {
-    p.local_part = pat.part[static_cast<size_t>(r)];
-    p.local_writes = p.local_part == pat.first_part;
+    p.local_part = pat.part_rank[static_cast<size_t>(r)];
+    p.local_writes = p.local_part == 0;
   }
   p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
   p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
@@ -119,9 +119,15 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
                                            const BufferFormat& in_format, const BufferFormat& out_format,
                                            bool direct, const BufferFormat* staging, bool with_copies) {
   const int64_t n = mesh.num_devices();
-  // (A partial input into a non-partial output has its parts routed whole,
-  // combined with the input's op: Exchange::RouteParts.)
-  if (axes.empty() || out.partial() || in.rank() == 0 || in.rank() != out.rank()) return std::nullopt;
+  if (axes.empty() || in.rank() == 0 || in.rank() != out.rank() || (out.partial() && !in.partial())) return std::nullopt;
+  // A partial input's parts are routed whole (Exchange::RouteParts): into a
+  // target with no reduction every part to every device; into a partial
+  // one, each part to one target part (below: each group's to its own).
+  std::optional<PartRoutes> routes;
+  if (out.partial()) {
+    routes = Exchange::RouteParts(in, out);
+    if (routes->tile_to) return std::nullopt;
+  }
   if (static_cast<int64_t>(devices.size()) != n || static_cast<int64_t>(in.devices().size()) != n ||
       static_cast<int64_t>(out.devices().size()) != n || !mesh.HasDevices(devices))
     return std::nullopt;
@@ -132,7 +138,7 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   GroupCopies gc;
   gc.has_direct = direct;
   gc.parts = in.reduction().parts;
-  auto part_of = [&](int64_t pos) { return gc.parts > 1 ? in.PartOf(mesh.device(pos)) : int64_t{0}; };
+
   const int64_t k = mesh.GroupSize(axes);
   gc.group_size = k;
   const int64_t groups = n / k;
@@ -158,6 +164,61 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   auto at = [rank](const std::vector<int64_t>& start, int64_t pos, size_t d) {
     return start[static_cast<size_t>(pos) * rank + d];
   };
+  // Whether position `pos`'s box holds elements. (An empty tile's holders
+  // are all part 0 of it: they hold nothing, whatever part they stand in.)
+  auto holds = [&](const std::vector<int64_t>& extent, int64_t pos) {
+    for (size_t d = 0; d < rank; ++d)
+      if (at(extent, pos, d) == 0) return false;
+    return true;
+  };
+  // A reducing step: per position, its part's rank among the parts its
+  // group's members hold (dense, from 0; the members holding elements
+  // only), the order its receivers apply the parts in, rank 0's writing.
+  // Ranks, not parts, are what groups share: groups of one pattern may
+  // hold different parts (into a partial target, each group its own).
+  // Into a partial target, each group's receivers hold one target part q
+  // and its senders' parts are all routed to q, and those are all the
+  // parts routed to q: each receiver takes a box of every part of its
+  // group, as into a target with no reduction.
+  std::vector<int32_t> part_rank(gc.parts > 1 ? static_cast<size_t>(n) : 0, 0);
+  std::vector<int64_t> parts_in(static_cast<size_t>(groups), gc.parts);  // per group: the parts routed to its receivers
+  if (gc.parts > 1) {
+    std::unordered_map<int64_t, int64_t> routed_into;  // target part -> how many parts are routed to it
+    std::vector<int64_t> held;
+    for (int64_t g = 0; g < groups; ++g) {
+      held.clear();
+      for (int64_t m = 0; m < k; ++m) {
+        const int64_t pos = member_pos[static_cast<size_t>(g * k + m)];
+        if (holds(in_extent, pos)) held.push_back(in.PartOf(mesh.device(pos)));
+      }
+      std::sort(held.begin(), held.end());
+      held.erase(std::unique(held.begin(), held.end()), held.end());
+      for (int64_t m = 0; m < k; ++m) {
+        const int64_t pos = member_pos[static_cast<size_t>(g * k + m)];
+        if (holds(in_extent, pos))
+          part_rank[static_cast<size_t>(pos)] = static_cast<int32_t>(
+              std::lower_bound(held.begin(), held.end(), in.PartOf(mesh.device(pos))) - held.begin());
+      }
+      if (!routes) continue;
+      int64_t q = -1;
+      for (int64_t m = 0; m < k; ++m) {
+        const int64_t pos = member_pos[static_cast<size_t>(g * k + m)];
+        if (!holds(out_extent, pos)) continue;
+        if (q >= 0 && out.PartOf(mesh.device(pos)) != q) return std::nullopt;
+        q = out.PartOf(mesh.device(pos));
+      }
+      if (q < 0) {
+        parts_in[static_cast<size_t>(g)] = 0;  // (no receiver keeps an element)
+        continue;
+      }
+      for (int64_t part : held)
+        if (routes->to[static_cast<size_t>(part)] != q) return std::nullopt;
+      auto [it, fresh] = routed_into.emplace(q, 0);
+      if (fresh) it->second = static_cast<int64_t>(routes->PartsInto(q).size());
+      if (it->second != static_cast<int64_t>(held.size())) return std::nullopt;
+      parts_in[static_cast<size_t>(g)] = it->second;
+    }
+  }
   // Groups whose members' boxes are alike (each member's extents, and its
   // boxes' offsets from the group's first input box, on both sides) share a
   // pattern: each such group is its pattern's first group shifted by one
@@ -175,10 +236,11 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         case 1: return at(in_extent, pos, d);
         case 2: return at(out_start, pos, d) - at(in_start, base, d);
         case 3: return at(out_extent, pos, d);
-        default: return part_of(pos);  // (the same for every d)
+        case 4: return static_cast<int64_t>(part_rank[static_cast<size_t>(pos)]);  // (the same for every d)
+        default: return parts_in[static_cast<size_t>(g)];
       }
     };
-    const int signatures = gc.parts > 1 ? 5 : 4;
+    const int signatures = gc.parts > 1 ? 6 : 4;
     for (int64_t g = 0; g < groups; ++g) {
       uint64_t h = 1469598103934665603ull;
       for (size_t m = 0; m < static_cast<size_t>(k); ++m)
@@ -217,23 +279,22 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
     // tiles are disjoint grid cells), so each element a receiver needs (of
     // each part) has one sender there.
     {
-      // (An empty tile's holders are all part 0 of it: they hold nothing.)
-      std::vector<std::pair<int64_t, int64_t>> tiles;  // (part, tile), of the tiles holding elements
-      for (int64_t m = 0; m < k; ++m) {
-        const std::span<const int64_t> e = extents(in_extent, pos_of(m));
-        if (std::find(e.begin(), e.end(), 0) == e.end()) tiles.emplace_back(part_of(pos_of(m)), in.TileOf(mesh.device(pos_of(m))));
-      }
+      std::vector<std::pair<int32_t, int64_t>> tiles;  // (part rank, tile), of the tiles holding elements
+      for (int64_t m = 0; m < k; ++m)
+        if (holds(in_extent, pos_of(m)))
+          tiles.emplace_back(gc.parts > 1 ? part_rank[static_cast<size_t>(pos_of(m))] : 0, in.TileOf(mesh.device(pos_of(m))));
       std::sort(tiles.begin(), tiles.end());
       if (std::adjacent_find(tiles.begin(), tiles.end()) != tiles.end()) return std::nullopt;
+      pat.parts_in = gc.parts > 1 ? parts_in[static_cast<size_t>(ref)] : 1;
       if (gc.parts > 1) {
-        // A receiver applies its boxes in part order; the lowest part's write.
-        pat.part.resize(static_cast<size_t>(k));
-        for (int64_t m = 0; m < k; ++m) pat.part[static_cast<size_t>(m)] = part_of(pos_of(m));
+        // A receiver applies its boxes in part order; rank 0's write.
+        pat.part_rank.resize(static_cast<size_t>(k));
+        for (int64_t m = 0; m < k; ++m) pat.part_rank[static_cast<size_t>(m)] = part_rank[static_cast<size_t>(pos_of(m))];
         pat.part_order.resize(static_cast<size_t>(k));
         std::iota(pat.part_order.begin(), pat.part_order.end(), 0);
-        std::stable_sort(pat.part_order.begin(), pat.part_order.end(),
-                         [&](int32_t a, int32_t b) { return pat.part[static_cast<size_t>(a)] < pat.part[static_cast<size_t>(b)]; });
-        pat.first_part = pat.part[static_cast<size_t>(pat.part_order.front())];
+        std::stable_sort(pat.part_order.begin(), pat.part_order.end(), [&](int32_t a, int32_t b) {
+          return pat.part_rank[static_cast<size_t>(a)] < pat.part_rank[static_cast<size_t>(b)];
+        });
       }
     }
     // Receiver classes: members of the first group with one output tile.
@@ -299,9 +360,9 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         gc.pack.AddBox(box, src, in_str, gc.stage_offset[pair], staged, eb);
         gc.unpack.AddBox(box, 0, staged, dst, out_strides, eb);
       }
-      // Every element of the receiver's box comes from its group, once (of
-      // each part: distinct tiles of a part are disjoint).
-      if (covered != out_volume * gc.parts) return std::nullopt;
+      // Every element of the receiver's box comes from its group, once of
+      // each part routed to it (distinct tiles of a part are disjoint).
+      if (covered != out_volume * pat.parts_in) return std::nullopt;
     }
     // What each member's messages carry: a box to every receiver of a class
     // but itself.

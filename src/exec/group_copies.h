@@ -20,9 +20,9 @@ namespace reshard {
 // The pattern of a step from `in` to `out` over `mesh`'s groups along
 // `axes`, the program's devices `devices` (ascending) indexing its arrays;
 // nullopt where the step does not repeat from group to group (the
-// conditions on GroupCopies), where `in` and `out` are not both over
-// exactly `devices`, the mesh's devices, or where `out` holds a pending
-// reduction (a partial `in`'s parts are combined with its op). Buffers in `in_format` and `out_format` (each the same for
+// conditions on GroupCopies), or where `in` and `out` are not both over
+// exactly `devices`, the mesh's devices. A partial `in`'s parts are
+// combined as Exchange::RouteParts routes them. Buffers in `in_format` and `out_format` (each the same for
 // every device); `direct`: the direct form (every pair's copies; without
 // it only the local pairs'); `staging`, where given, the order boxes are
 // staged in: the staged form. With `with_copies` false, everything but the copies

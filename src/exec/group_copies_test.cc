@@ -4,7 +4,9 @@
 // plan.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <map>
+#include <tuple>
 #include <numeric>
 #include <random>
 #include <string>
@@ -54,6 +56,32 @@ Layout WithRandomParts(std::mt19937_64& rng, const Mesh& mesh, const NamedShardi
   return l.partial() ? testing::Retyped(l, dtype, ops[rng() % 4]) : l;
 }
 
+// From partial sums over mesh axes A (some of those `spec` leaves unused)
+// to `spec` further sharded over some of A and partial over the rest, under
+// one random op: a reduce-scatter into partial sums. nullopt where A has
+// fewer than two axes.
+std::optional<std::pair<Layout, Layout>> ReduceScatterIntoParts(std::mt19937_64& rng, const Mesh& mesh,
+                                                                const NamedSharding& spec,
+                                                                const std::vector<int64_t>& shape, DType dtype) {
+  std::vector<bool> used(static_cast<size_t>(mesh.num_axes()), false);
+  for (const auto& d : spec.dims())
+    for (const AxisRef& r : d.axes) used[static_cast<size_t>(r.axis)] = true;
+  std::vector<AxisRef> parts;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (!used[static_cast<size_t>(a)] && mesh.axes()[static_cast<size_t>(a)].size > 1) parts.push_back(AxisRef{a, 1, 0});
+  if (parts.size() < 2) return std::nullopt;
+  std::shuffle(parts.begin(), parts.end(), rng);
+  const size_t scattered = 1 + rng() % (parts.size() - 1);  // over these; the rest stay unreduced
+  std::vector<NamedSharding::Dim> dims = spec.dims();
+  for (size_t i = 0; i < scattered; ++i) dims[rng() % dims.size()].axes.push_back(parts[i]);
+  const std::vector<AxisRef> kept(parts.begin() + static_cast<std::ptrdiff_t>(scattered), parts.end());
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
+  const ReduceOp op = ops[rng() % 4];
+  const Layout from = NamedSharding::Create(mesh, spec.dims(), {}, parts).value().ToLayout(shape, dtype).value();
+  const Layout to = NamedSharding::Create(mesh, dims, {}, kept).value().ToLayout(shape, dtype).value();
+  return std::pair(testing::Retyped(from, dtype, op), testing::Retyped(to, dtype, op));
+}
+
 // Every all-gather, all-to-all, reduce-scatter and all-reduce (both of its
 // program steps) over mesh groups that compiles per group pattern, in
 // either form, moves each device's bytes as the per-message program does
@@ -64,7 +92,7 @@ Layout WithRandomParts(std::mt19937_64& rng, const Mesh& mesh, const NamedShardi
 TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   std::mt19937_64 rng(20261205);
   int grouped = 0, collectives = 0, groups_of_many = 0, several_patterns = 0;
-  int reducing = 0, reducing_grouped = 0;
+  int reducing = 0, reducing_grouped = 0, into_partial = 0;
   for (int iter = 0; iter < 2000; ++iter) {
     const Mesh mesh = RandomMesh(rng);
     const size_t rank = 1 + rng() % 3;
@@ -76,8 +104,15 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
     const bool partial = iter % 3 == 0;
     const DType dtype = rng() % 2 ? DType::kF32 : partial ? DType::kS32 : DType::kS8;
     const NamedSharding spec = testing::RandomSpec(rng, mesh, rank);
-    const Layout source = partial ? WithRandomParts(rng, mesh, spec, shape, dtype) : spec.ToLayout(shape, dtype).value();
-    const Layout target = testing::RandomSpec(rng, mesh, rank).ToLayout(shape, dtype).value();
+    Layout source = partial ? WithRandomParts(rng, mesh, spec, shape, dtype) : spec.ToLayout(shape, dtype).value();
+    // Of those, a third into partial sums over random axes (a random op),
+    // and a third a reduce-scatter into partial sums where the mesh allows.
+    const NamedSharding target_spec = testing::RandomSpec(rng, mesh, rank);
+    const int kind = partial ? static_cast<int>(rng() % 3) : 0;
+    Layout target = kind == 1 ? WithRandomParts(rng, mesh, target_spec, shape, dtype)
+                              : target_spec.ToLayout(shape, dtype).value();
+    if (kind == 2)
+      if (auto pair = ReduceScatterIntoParts(rng, mesh, spec, shape, dtype)) std::tie(source, target) = *pair;
     PlannerOptions o;
     o.meshes = {mesh};
     const Result<PlanResult> planned = PlanReshard(source, target, o);
@@ -111,6 +146,7 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
         any = true;
         grouped += form == CopyForms::kDirect;
         reducing_grouped += reduces && form == CopyForms::kDirect;
+        into_partial += form == CopyForms::kDirect && p.layouts()[si + 1].partial();
         groups_of_many += form == CopyForms::kDirect && static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
         several_patterns += form == CopyForms::kDirect && gc->patterns.size() > 1;
         // The reducing half of a step reduces, in part order.
@@ -156,6 +192,7 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   EXPECT_GT(groups_of_many, 40);
   EXPECT_GT(reducing, 100);
   EXPECT_GE(reducing_grouped, reducing * 95 / 100) << reducing;
+  EXPECT_GT(into_partial, 0);  // (the planner mostly prefers a reducing exchange there)
 }
 
 // Uneven shards that fall unlike from group to group take a pattern each
@@ -226,9 +263,9 @@ TEST(GroupCopies, ReducingStepsTakeEveryPartOfTheirGroup) {
   EXPECT_EQ(gc->parts, 4);
   ASSERT_EQ(gc->patterns.size(), 1u);
   const GroupCopies::Pattern& pat = gc->patterns[0];
-  EXPECT_EQ(pat.part, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(pat.part_rank, (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(pat.part_order, (std::vector<int32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(pat.first_part, 0);
+  EXPECT_EQ(pat.parts_in, 4);
   EXPECT_EQ(pat.classes, 4);
   EXPECT_EQ(pat.received, (std::vector<int64_t>(4, 3 * 4 * 4)));  // 3 boxes of 4 elements
   EXPECT_EQ(GroupCopyPairs(rs, 0), std::optional<int64_t>(4 * 4));
@@ -258,6 +295,21 @@ TEST(GroupCopies, ReducingStepsTakeEveryPartOfTheirGroup) {
   EXPECT_EQ(uneven->pattern_of, (std::vector<int32_t>{0, 0, 0, 1}));
   EXPECT_EQ(uneven->patterns[0].received, (std::vector<int64_t>{2 * 4, 2 * 4}));  // the other half row
   EXPECT_EQ(uneven->patterns[1].received, (std::vector<int64_t>{0, 0}));
+  // From partial sums over x and y to shards over x, partial over y: each
+  // y group reduce-scatters its own four parts into its own target part,
+  // one pattern for both (their parts differ, their ranks do not).
+  const Layout both = ParseLayout("P(None, unreduced={'x', 'y'})", {16}, DType::kS32, mesh).value().layout;
+  const Layout over_y = ParseLayout("P('x', unreduced={'y'})", {16}, DType::kS32, mesh).value().layout;
+  const std::optional<GroupCopies> into_parts =
+      MakeGroupCopies(mesh, {0}, both, over_y, both.devices(), {}, {}, true, nullptr, /*with_copies=*/true);
+  ASSERT_TRUE(into_parts.has_value());
+  EXPECT_EQ(into_parts->parts, 8);
+  ASSERT_EQ(into_parts->patterns.size(), 1u);
+  EXPECT_EQ(into_parts->patterns[0].parts_in, 4);
+  EXPECT_EQ(into_parts->patterns[0].part_rank, (std::vector<int32_t>{0, 1, 2, 3}));
+  // Over y instead, each x group's parts are routed to both of y's target
+  // parts: not a pattern.
+  EXPECT_FALSE(MakeGroupCopies(mesh, {1}, both, over_y, both.devices(), {}, {}, true, nullptr, true).has_value());
 }
 
 }  // namespace
