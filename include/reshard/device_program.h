@@ -234,9 +234,11 @@ struct GroupCopies {
     // their boxes in (rank 0's write, the others combine).
     std::vector<int32_t> part_rank;
     std::vector<int32_t> part_order;
+    // Whether member m's boxes write (rank 0) rather than combine.
+    bool Writes(int64_t m) const { return part_rank[static_cast<size_t>(m)] == 0; }
     // The parts routed to each receiver (PartRoutes::PartsInto): all of the
     // input's where the output holds no reduction; 1 where the step does
-    // not reduce.
+    // not reduce; 0 where no receiver of the pattern keeps an element.
     int64_t parts_in = 1;
   };
   // The input's part count (1: the step does not reduce).
@@ -305,8 +307,9 @@ struct CompileOptions {
   // (their begin arrays still span every message, each range empty);
   // running a transport whose form a program lacks is InvalidArgument.
   CopyForms copies = CopyForms::kBoth;
-  // Whether an all-gather or all-to-all over mesh groups whose layouts
-  // repeat from group to group is written once per group pattern
+  // Whether an all-gather, all-to-all, reduce-scatter or all-reduce over
+  // mesh groups whose layouts repeat from group to group is written once
+  // per group pattern
   // (GroupCopies) rather than per message, when every device's part is
   // compiled (only_device < 0). false: every step per message, the
   // reference the tests compare the patterns against.
@@ -365,9 +368,10 @@ struct StepProgram {
 };
 
 // The copy pairs (GroupCopies::Pairs) plan step `step` compiles to where
-// it is written per group pattern;
-// nullopt where it compiles per message. What a memory estimate counts; the
-// one test Compile applies.
+// it is written per group pattern (an all-reduce: where both its program
+// steps are); nullopt where it compiles per message (or, an all-reduce,
+// partly so). What a memory estimate counts, by the tests Compile applies
+// (src/exec/group_copies.h).
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
 // Device `index`'s part of a staged step written per group pattern, as the
 // per-message program it stands for: its messages (ascending peer), each
@@ -375,7 +379,11 @@ std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
 // sizes. What a per-rank runner takes. Its recv_peer_offset entries are -1
 // (as where the senders' programs are not compiled: CompileOptions::
 // only_device): the in-process staged transport reads senders' send buffers
-// from the pattern, not from expanded programs. REQUIRES: gc.has_staged().
+// from the pattern, not from expanded programs. A reducing step's parts
+// (recv_part, local_part) are their ranks in the group (Pattern::part_rank),
+// which order and mark the writers as the parts themselves do. No fill:
+// every receiver of a pattern takes every part routed to it. REQUIRES:
+// gc.has_staged().
 DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp, size_t index);
 
 // A whole plan compiled: one StepProgram per plan step, but two for an

@@ -353,30 +353,26 @@ class InProcessExecutor final : public Executor {
     const GroupCopies::Pattern& pat = gc.PatternOf(i);
     const int64_t k = gc.group_size, g = gc.group[i], r = gc.member[i];
     auto member = [&](int64_t m) { return static_cast<size_t>(gc.members[static_cast<size_t>(g * k + m)]); };
-    if (gc.parts > 1) {
-      for (int32_t c = 0; c < pat.classes && first && !direct; ++c) {
-        const size_t pair = gc.PairOfClass(pat, c, r);
-        emit(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], i, n + i, int64_t{0});
-      }
-      return;
-    }
+    const bool reduces = gc.parts > 1;
     if (direct) {
-      for (int64_t s = 0; s < k && first; ++s) {
+      for (int64_t s = 0; s < k && first && !reduces; ++s) {
         const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, s));
         emit(gc.copies, lo, hi, member(s), i, int64_t{0});
       }
       return;
     }
     if (first) {
-      const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, r));
-      emit(gc.copies, lo, hi, i, i, int64_t{0});
+      if (!reduces) {
+        const auto [lo, hi] = gc.Ops(gc.Pair(pat, r, r));
+        emit(gc.copies, lo, hi, i, i, int64_t{0});
+      }
       for (int32_t c = 0; c < pat.classes; ++c) {
         const size_t pair = gc.PairOfClass(pat, c, r);
         emit(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], i, n + i, int64_t{0});
       }
       return;
     }
-    for (int64_t s = 0; s < k; ++s) {
+    for (int64_t s = 0; s < k && !reduces; ++s) {
       if (s == r) continue;
       const size_t cs = gc.Pair(pat, r, s);
       const int64_t at = gc.stage_offset[cs];
@@ -398,7 +394,7 @@ class InProcessExecutor final : public Executor {
       const size_t pair = gc.Pair(pat, r, s);
       if (gc.pair_bytes[pair] == 0) continue;
       const size_t from = static_cast<size_t>(gc.members[static_cast<size_t>(g * k + s)]);
-      const bool writes = pat.part_rank[static_cast<size_t>(s)] == 0;
+      const bool writes = pat.Writes(s);
       if (s == r || direct) {
         const auto [lo, hi] = gc.Ops(pair);
         out.push_back({&gc.copies, lo, hi, in[from].data(), writes});

@@ -99,14 +99,14 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.recv_bytes += bytes;
     if (gc.parts > 1) {  // its sender's part's rank in the group, which orders them; rank 0 writes
       p.recv_part.push_back(pat.part_rank[static_cast<size_t>(sm)]);
-      p.recv_writes.push_back(pat.part_rank[static_cast<size_t>(sm)] == 0);
+      p.recv_writes.push_back(pat.Writes(sm));
     }
   }
   const size_t own = gc.Pair(pat, r, r);
   AppendOps(p.local, gc.copies, gc.begin[own], gc.begin[own + 1], 0, 0);
   if (gc.parts > 1) {
     p.local_part = pat.part_rank[static_cast<size_t>(r)];
-    p.local_writes = p.local_part == 0;
+    p.local_writes = pat.Writes(r);
   }
   p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
   p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
@@ -215,7 +215,9 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
         if (routes->to[static_cast<size_t>(part)] != q) return std::nullopt;
       auto [it, fresh] = routed_into.emplace(q, 0);
       if (fresh) it->second = static_cast<int64_t>(routes->PartsInto(q).size());
-      if (it->second != static_cast<int64_t>(held.size())) return std::nullopt;
+      // (A target part no part is routed to holds the identity: a fill, which
+      // patterns do not write.)
+      if (it->second == 0 || it->second != static_cast<int64_t>(held.size())) return std::nullopt;
       parts_in[static_cast<size_t>(g)] = it->second;
     }
   }
@@ -393,7 +395,11 @@ bool GroupPatternKind(const PlanStep& ps, const Layout& in) {
     case StepOp::kAllToAll: return in == ps.input;
     case StepOp::kReduceScatter: return in.partial() && in == ps.input;
     // Its reducing half from the input, or the gathering of its ring pieces.
-    case StepOp::kAllReduce: return in == ps.input ? in.partial() : !in.partial() && ps.input.partial();
+    case StepOp::kAllReduce: {
+      if (in == ps.input) return in.partial();
+      const std::optional<Layout> pieces = RingPieces(ps);
+      return pieces && in == *pieces;
+    }
     default: return false;
   }
 }

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <map>
+#include <memory>
+#include <span>
 #include <tuple>
 #include <numeric>
 #include <random>
@@ -15,6 +18,7 @@
 #include "exec/group_copies.h"
 #include "reshard/notation.h"
 #include "reshard/device_program.h"
+#include "reshard/executor.h"
 #include "reshard/named_sharding.h"
 #include "reshard/planner.h"
 #include "testing/planned_traffic.h"
@@ -82,17 +86,68 @@ std::optional<std::pair<Layout, Layout>> ReduceScatterIntoParts(std::mt19937_64&
   return std::pair(testing::Retyped(from, dtype, op), testing::Retyped(to, dtype, op));
 }
 
+// Device `device`'s buffer of `l` (f32, row-major) holding at each element a
+// float drawn from (its part, its global index): replicas agree, parts and
+// elements differ, and sums of them round.
+std::vector<std::byte> FloatSource(const Layout& l, int64_t device) {
+  const int64_t tile = l.TileOf(device);
+  if (tile < 0) return {};
+  const std::vector<int32_t> coords = l.TileCoords(tile);
+  const size_t rank = static_cast<size_t>(l.rank());
+  std::vector<std::vector<int64_t>> global(rank);  // per dim, the global index of each local position
+  int64_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    for (const Interval& in : l.TileIntervals(static_cast<int64_t>(d), coords[d]))
+      for (int64_t x = in.lo; x < in.lo + in.size(); ++x) global[d].push_back(x);
+    elements *= static_cast<int64_t>(global[d].size());
+  }
+  std::vector<std::byte> out(static_cast<size_t>(elements) * 4);
+  for (int64_t i = 0; i < elements; ++i) {
+    int64_t rest = i, g = 0, stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t n = static_cast<int64_t>(global[d].size());
+      g += global[d][static_cast<size_t>(rest % n)] * stride;
+      rest /= n;
+      stride *= l.shape()[d];
+    }
+    std::mt19937_64 mix(static_cast<uint64_t>(g) * 1000003u + static_cast<uint64_t>(l.PartOf(device)));
+    const float v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(mix);
+    std::memcpy(out.data() + i * 4, &v, 4);
+  }
+  return out;
+}
+
+// The target buffers `program` leaves from `sources` under `transport`.
+std::vector<std::vector<std::byte>> RunOn(const PlanProgram& program, const std::vector<std::vector<std::byte>>& sources,
+                                          Transport transport) {
+  ExecOptions o;
+  o.threads = 2;
+  o.transport = transport;
+  const std::unique_ptr<Executor> executor = MakeInProcessExecutor(o);
+  std::vector<std::vector<std::byte>> targets;
+  std::vector<std::span<const std::byte>> in;
+  std::vector<std::span<std::byte>> out;
+  for (const DeviceProgram& dp : program.steps().back().devices)
+    targets.emplace_back(static_cast<size_t>(dp.output_bytes), std::byte{0x5a});
+  for (const std::vector<std::byte>& b : sources) in.emplace_back(b);
+  for (std::vector<std::byte>& b : targets) out.emplace_back(b);
+  const Result<ExecStats> ran = executor->Run(program, in, out);
+  EXPECT_TRUE(ran.ok()) << ran.status();
+  return targets;
+}
+
 // Every all-gather, all-to-all, reduce-scatter and all-reduce (both of its
 // program steps) over mesh groups that compiles per group pattern, in
 // either form, moves each device's bytes as the per-message program does
 // and runs exactly, at the planned bytes: in process from the executor's
 // schedule and device by device, and staged also with threads as ranks
-// (each expanding its own messages); GroupCopyPairs says which plan steps
+// (each expanding its own messages), a reducing step's floats to the same
+// bits as the per-message program's; GroupCopyPairs says which plan steps
 // compile so.
 TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   std::mt19937_64 rng(20261205);
   int grouped = 0, collectives = 0, groups_of_many = 0, several_patterns = 0;
-  int reducing = 0, reducing_grouped = 0, into_partial = 0;
+  int reducing = 0, reducing_grouped = 0, into_partial = 0, bits_compared = 0;
   for (int iter = 0; iter < 2000; ++iter) {
     const Mesh mesh = RandomMesh(rng);
     const size_t rank = 1 + rng() % 3;
@@ -128,7 +183,7 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
       co.copies = form;
       const PlanProgram p = PlanProgram::Compile(plan, co).value();
       ASSERT_EQ(p.steps().size(), full.steps().size()) << what;
-      bool any = false;
+      bool any = false, reduced_per_pattern = false;
       // Per plan step: whether each of its program steps is written per
       // pattern, and their pairs.
       std::map<int64_t, std::pair<bool, int64_t>> per_plan_step;
@@ -146,6 +201,7 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
         any = true;
         grouped += form == CopyForms::kDirect;
         reducing_grouped += reduces && form == CopyForms::kDirect;
+        reduced_per_pattern |= gc->parts > 1;
         into_partial += form == CopyForms::kDirect && p.layouts()[si + 1].partial();
         groups_of_many += form == CopyForms::kDirect && static_cast<int64_t>(p.devices().size()) / gc->group_size >= 4;
         several_patterns += form == CopyForms::kDirect && gc->patterns.size() > 1;
@@ -184,6 +240,15 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
         EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
         testing::ExpectPlannedTraffic(plan, p.devices(), r->stats.steps, what);
       }
+      // A reducing step's floats, whose sums depend on the order of their
+      // parts: the same bits as the per-message program's, every transport.
+      if (form == CopyForms::kBoth && reduced_per_pattern && dtype == DType::kF32) {
+        std::vector<std::vector<std::byte>> sources;
+        for (int64_t device : p.devices()) sources.push_back(FloatSource(p.source(), device));
+        for (const Transport t : {Transport::kDirect, Transport::kStaged, Transport::kRanks})
+          EXPECT_TRUE(RunOn(p, sources, t) == RunOn(full, sources, t)) << what << " transport " << static_cast<int>(t);
+        ++bits_compared;
+      }
     }
   }
   EXPECT_GT(collectives, 400);
@@ -193,6 +258,7 @@ TEST(GroupCopies, RandomStructuredStepsMatchTheirMessages) {
   EXPECT_GT(reducing, 100);
   EXPECT_GE(reducing_grouped, reducing * 95 / 100) << reducing;
   EXPECT_GT(into_partial, 0);  // (the planner mostly prefers a reducing exchange there)
+  EXPECT_GT(bits_compared, 50);
 }
 
 // Uneven shards that fall unlike from group to group take a pattern each
