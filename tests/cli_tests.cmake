@@ -158,9 +158,14 @@ if(Python3_FOUND AND NOT RESHARD_SANITIZE)
            --mesh x=1048576 --from "P('x')" --to "P(None)")
   add_test(NAME memory.plan_2p20_devices_slice COMMAND ${MEM} --max-mb 96 -- plan --shape 1048576
            --mesh x=1048576 --from "P(None)" --to "P('x')")
+  # From partial sums: a reduce-scatter over 2^18 devices, the reducing exchange (2^36 transfers) not
+  # drafted where its floors cannot win. 44 MB at 2026-12-05 (drafting it: 1.27 GB at 4096 devices).
+  add_test(NAME memory.plan_2p18_devices_reduce_scatter COMMAND ${MEM} --max-mb 96 -- plan --shape 262144
+           --dtype s32 --mesh x=262144 --from "P(None, unreduced={'x'})" --to "P('x')")
   set_tests_properties(memory.show_json memory.plan_json memory.plan_json_transfers memory.plan_json_block_cyclic
                        memory.plan_json_transfers_replicated memory.plan_2p20_devices_permute
                        memory.plan_2p20_devices_all_gather memory.plan_2p20_devices_slice
+                       memory.plan_2p18_devices_reduce_scatter
                        PROPERTIES RUN_SERIAL TRUE TIMEOUT 120)
 endif()
 # Issue 10: the int64-overflow message names the layouts' own device counts.

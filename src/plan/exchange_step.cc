@@ -57,6 +57,42 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
   return floor;
 }
 
+ReducingExchangeFloors ReducingExchangeFloor(const Layout& source, const Layout& target, const Topology& topo,
+                                             const LowerBound& lb) {
+  const bool same = source.SameDevices(target);
+  const std::vector<int64_t> both = same ? std::vector<int64_t>{} : DevicesOfBoth(source, target);
+  const std::vector<int64_t>& devices = same ? source.devices() : both;
+  // The pieces a device needs are those of the source's grid without the
+  // reduction, once per part.
+  const Layout plain = source.WithoutReduction();
+  const int64_t parts = source.reduction().parts, eb = source.element_bytes();
+  ReducingExchangeFloors out;
+  double messages = 0;
+  int64_t largest_output = 0;
+  for (const int64_t dev : SampledDevices(devices)) {
+    const int64_t own = source.TileOf(dev);
+    double recv = 0;
+    int64_t recv_bytes = 0;
+    Exchange::ForEachReceived(plain, target, dev, [&](int64_t tile, int64_t elements) {
+      const int64_t pieces = parts - (tile == own ? 1 : 0);
+      recv += static_cast<double>(pieces) * topo.LeastMessageTime(elements * eb);
+      recv_bytes += pieces * elements * eb;
+    });
+    messages = std::max(messages, DeviceMessageTime(topo, 0, recv));
+    const int64_t output = target.LocalBytes(dev);
+    largest_output = std::max(largest_output, output);
+    out.peak_bytes = std::max(out.peak_bytes, source.LocalBytes(dev) + output + recv_bytes);
+  }
+  // The copies' time is its busiest device's: at least the average, where
+  // the bytes sent in all are those received, at least the bound's.
+  int64_t outputs = 0;
+  for (const int64_t dev : devices) outputs += target.LocalBytes(dev);
+  const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(devices.size()));
+  const int64_t average = (2 * lb.total_bytes + outputs) / n;
+  out.time_us = StepTime(topo, messages, std::max(average, largest_output), lb.total_bytes > 0);
+  return out;
+}
+
 ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detailed) {
   ExchangeDraft out;
   const std::vector<int64_t>& devices = ex.devices();

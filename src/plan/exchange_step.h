@@ -41,6 +41,27 @@ ExchangeDraft DraftExchange(const Exchange& exchange, const Topology& topology, 
 // layout partial.
 double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topology& topology, const LowerBound& lb);
 
+// Floors on DraftReducingExchange(Exchange::CreateReducing(source,
+// target), target, topology)'s time and peak, without building the
+// exchange (every part into every device: devices x parts transfers). Every
+// part holds every tile and is routed to every device of a target with no
+// reduction, and a device holds one part, so a device must receive every
+// part's piece of every source tile its target tile overlaps (but its own
+// part's of its own tile), each piece a message of its own at least. Time:
+// those messages at the cheapest link, on the devices ExchangeTimeFloor
+// samples, plus the copies' floor (their average: every byte sent is
+// packed and combined, every output byte laid out). Peak: the source and
+// target shards and what the sampled devices receive. `lb`: the pair's
+// ComputeLowerBound. For a planner that drafts the reducing exchange only
+// where it could win. REQUIRES: `source` partial, `target` not, Exchange::
+// Validate OK.
+struct ReducingExchangeFloors {
+  double time_us = 0;
+  int64_t peak_bytes = 0;
+};
+ReducingExchangeFloors ReducingExchangeFloor(const Layout& source, const Layout& target, const Topology& topology,
+                                             const LowerBound& lb);
+
 // The reducing exchange (Exchange::CreateReducing: its parts' exchanges, in
 // part order) as one step, detailed: each device's sends and receives summed
 // over the parts (a device sends in its own part only), its time the larger

@@ -171,14 +171,21 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source.WithoutReduction(), target));
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
   const LowerBound bound = ComputeLowerBound(source, target);
-  // The reducing exchange, where the target and strategy allow one.
+  // The reducing exchange, where the target and strategy allow one: drafted
+  // where it is the plan or could win (its transfers are every part into
+  // every device, devices x parts of them).
+  const bool exchange_allowed = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);
   std::optional<PlanStep> exchange;
-  if (options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {
-    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
-    exchange = std::move(step);
-  }
+  auto draft_exchange = [&]() -> Status {
+    if (exchange_allowed && !exchange) {
+      RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
+      exchange = std::move(step);
+    }
+    return Status::Ok();
+  };
   // The plan of the reducing exchange alone, where no structured plan applies.
-  auto exchange_only = [&](const std::string& why) {
+  auto exchange_only = [&](const std::string& why) -> Result<PlanResult> {
+    RESHARD_RETURN_IF_ERROR(draft_exchange());
     return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange), why);
   };
   if (options.strategy == Strategy::kExchange) return exchange_only("the exchange strategy asks for the reducing exchange");
@@ -335,6 +342,21 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   const bool dtensor_cheaper = dtensor_ok || (!candidates.empty() && dtensor && dtensor_cost < candidates[best].cost &&
                                                dtensor_fits(used_cap));
   const Cost structured_cost = dtensor_cheaper ? dtensor_cost : candidates[best].cost;
+  // The reducing exchange is drafted only where its floors (time and peak;
+  // its bytes are at least the bound's) allow it to win: it never wins a
+  // tie (one exchange more), so where the floors cost no less than the
+  // structured plan, or exceed the cap, it could not.
+  std::optional<PlanCandidate> undrafted;
+  if (exchange_allowed) {
+    const ReducingExchangeFloors floor = ReducingExchangeFloor(source, target, options.topology, bound);
+    const bool over_cap = floor.peak_bytes > used_cap;
+    if (over_cap || Cost{Picoseconds(floor.time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1} >= structured_cost)
+      undrafted = PlanCandidate{{"reducing exchange"}, floor.time_us, bound.max_recv_bytes, floor.peak_bytes,
+                                over_cap ? "not drafted: over the memory cap at its floor"
+                                         : "not drafted: at its floors it costs no less than the plan chosen"};
+    else
+      RESHARD_RETURN_IF_ERROR(draft_exchange());
+  }
   // The reducing exchange, where it fits the cap the structured plans were found under and costs less.
   const bool exchange_wins = exchange && exchange->peak_bytes.Max() <= used_cap &&
                              StepCost(*exchange) < structured_cost;
@@ -352,6 +374,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
       for (const auto& [from, e] : dtensor->path) c.steps.push_back(EdgeText(mesh, from, e));
     result.candidates.push_back(std::move(c));
   }
+  if (undrafted) result.candidates.push_back(std::move(*undrafted));
   if (exchange)
     result.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
                                               exchange->peak_bytes.Max(),

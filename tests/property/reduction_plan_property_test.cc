@@ -21,6 +21,9 @@
 #include "reshard/planner.h"
 #include "exec/exec_checker.h"
 #include "exec/simulator.h"
+#include "plan/exchange_step.h"
+#include "reshard/plan_stats.h"
+#include "reshard/topology.h"
 #include "testing/planned_traffic.h"
 #include "testing/random_layouts.h"
 #include "testing/random_partial.h"
@@ -174,6 +177,32 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
 // priced by bytes it receives what the plain pair's plan receives (the parts
 // move alike; no less where that plan permutes) and never less than the
 // bound.
+// The reducing exchange's floors, by which the planner drafts it only where
+// it could win (PlanReduction: its transfers are every part into every
+// device), never exceed its draft: time and peak, on every topology kind.
+TEST(ReductionPlanProperty, ReducingExchangeFloorsNeverExceedItsDraft) {
+  std::mt19937_64 rng(2026120501);
+  int checked = 0;
+  for (int iter = 0; checked < 1000 && iter < 20000; ++iter) {
+    const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
+    if (!drawn || drawn->target.partial()) continue;
+    const Layout& source = drawn->source;
+    const Layout& target = drawn->target;
+    const int64_t n = drawn->mesh.num_devices();
+    const LowerBound lb = ComputeLowerBound(source, target);
+    const std::vector<Exchange> parts = Exchange::CreateReducing(source, target).value();
+    for (const Topology& topology :
+         {Topology::Flat(), Topology::Nodes(2), Topology::Nodes(4), Topology::Torus({n}), Topology::Flat().BandwidthOnly()}) {
+      const ReducingExchangeFloors floor = ReducingExchangeFloor(source, target, topology, lb);
+      const ExchangeDraft draft = DraftReducingExchange(parts, target, topology);
+      EXPECT_LE(floor.time_us, draft.time_us * (1 + 1e-12)) << drawn->text;
+      EXPECT_LE(floor.peak_bytes, draft.peak_bytes) << drawn->text;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 1000);
+}
+
 TEST(ReductionPlanProperty, SamePartsMoveAlikeAsCollectives) {
   std::mt19937_64 rng(2026120401);
   int pairs = 0, planned = 0, even = 0, even_planned = 0, at_bound = 0, refused_permuted = 0, refused_permute = 0;
