@@ -1,6 +1,8 @@
 #include "plan/exchange_step.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <span>
 
 #include "plan/cost_model.h"
@@ -57,24 +59,36 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
   return floor;
 }
 
-ReducingExchangeFloors ReducingExchangeFloor(const Layout& source, const Layout& target, const Topology& topo,
-                                             const LowerBound& lb) {
+std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source, const Layout& target,
+                                                            const Topology& topo, const LowerBound& lb) {
   const bool same = source.SameDevices(target);
   const std::vector<int64_t> both = same ? std::vector<int64_t>{} : DevicesOfBoth(source, target);
   const std::vector<int64_t>& devices = same ? source.devices() : both;
-  // The pieces a device needs are those of the source's grid without the
-  // reduction, once per part.
-  const Layout plain = source.WithoutReduction();
+  // The parts routed to each target part (every part into a target with no
+  // reduction); tile by tile, no floor here.
   const int64_t parts = source.reduction().parts, eb = source.element_bytes();
+  const PartRoutes routes = Exchange::RouteParts(source, target);
+  if (routes.tile_to) return std::nullopt;
+  auto routed = [&](int64_t part, int64_t q) { return routes.to[static_cast<size_t>(part)] < 0 || routes.to[static_cast<size_t>(part)] == q; };
+  std::map<int64_t, int64_t> routed_into;  // target part -> how many parts reach it
+  // The pieces a device needs are those of the source's grid without the
+  // reduction, once per part routed to it.
+  const Layout plain = source.WithoutReduction(), plain_target = target.WithoutReduction();
   ReducingExchangeFloors out;
   double messages = 0;
   int64_t largest_output = 0;
   for (const int64_t dev : SampledDevices(devices)) {
-    const int64_t own = source.TileOf(dev);
+    if (target.TileOf(dev) < 0) continue;
+    const int64_t own = source.TileOf(dev), q = target.partial() ? target.PartOf(dev) : -1;
+    auto [it, fresh] = routed_into.emplace(q, 0);
+    if (fresh)
+      for (int64_t p = 0; p < parts; ++p) it->second += routed(p, q);
+    const int64_t into = it->second;
+    const bool own_routed = own >= 0 && routed(source.PartOf(dev), q);
     double recv = 0;
     int64_t recv_bytes = 0;
-    Exchange::ForEachReceived(plain, target, dev, [&](int64_t tile, int64_t elements) {
-      const int64_t pieces = parts - (tile == own ? 1 : 0);
+    Exchange::ForEachReceived(plain, plain_target, dev, [&](int64_t tile, int64_t elements) {
+      const int64_t pieces = into - (tile == own && own_routed ? 1 : 0);
       recv += static_cast<double>(pieces) * topo.LeastMessageTime(elements * eb);
       recv_bytes += pieces * elements * eb;
     });

@@ -12,6 +12,7 @@
 #define RESHARD_SRC_PLAN_EXCHANGE_STEP_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "reshard/collective_plan.h"
@@ -44,23 +45,24 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
 // Floors on DraftReducingExchange(Exchange::CreateReducing(source,
 // target), target, topology)'s time and peak, without building the
 // exchange (every part into every device: devices x parts transfers). Every
-// part holds every tile and is routed to every device of a target with no
-// reduction, and a device holds one part, so a device must receive every
-// part's piece of every source tile its target tile overlaps (but its own
-// part's of its own tile), each piece a message of its own at least. Time:
+// part holds every tile and is routed whole (Exchange::RouteParts) to every
+// device of a target with no reduction, or of one target part, and a device
+// holds one part, so a device must receive every routed part's piece of
+// every source tile its target tile overlaps (but its own part's of its own
+// tile), each piece a message of its own at least; nullopt where parts are
+// routed tile by tile. Time:
 // those messages at the cheapest link, on the devices ExchangeTimeFloor
 // samples, plus the copies' floor (their average: every byte sent is
 // packed and combined, every output byte laid out). Peak: the source and
 // target shards and what the sampled devices receive. `lb`: the pair's
 // ComputeLowerBound. For a planner that drafts the reducing exchange only
-// where it could win. REQUIRES: `source` partial, `target` not, Exchange::
-// Validate OK.
+// where it could win. REQUIRES: `source` partial, Exchange::Validate OK.
 struct ReducingExchangeFloors {
   double time_us = 0;
   int64_t peak_bytes = 0;
 };
-ReducingExchangeFloors ReducingExchangeFloor(const Layout& source, const Layout& target, const Topology& topology,
-                                             const LowerBound& lb);
+std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source, const Layout& target,
+                                                            const Topology& topology, const LowerBound& lb);
 
 // The reducing exchange (Exchange::CreateReducing: its parts' exchanges, in
 // part order) as one step, detailed: each device's sends and receives summed

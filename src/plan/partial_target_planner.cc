@@ -10,6 +10,7 @@
 
 #include "layout/mesh_grid.h"
 #include "plan/named_planner.h"
+#include "plan/exchange_step.h"
 #include "plan/plan_builder.h"
 #include "plan/plan_mesh.h"
 #include "plan/reduction_planner.h"
@@ -220,11 +221,18 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
         return RefuseWithBound(source, target, reducible.message());
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source.WithoutReduction(), target.WithoutReduction()));
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
+  // The reducing exchange, where the target and strategy allow one: drafted
+  // unless the parts moved alike cost less than even its floors (its
+  // transfers are every part into every device of its target part).
+  const bool exchange_allowed = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);
   std::optional<PlanStep> exchange;
-  if (options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {
-    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
-    exchange = std::move(step);
-  }
+  auto draft_exchange = [&]() -> Status {
+    if (exchange_allowed && !exchange) {
+      RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
+      exchange = std::move(step);
+    }
+    return Status::Ok();
+  };
   const LowerBound bound = ComputeLowerBound(source, target);
   // The parts moved alike, where the layouts allow it: taken where no
   // ragged exchange is allowed, or where it costs less than the exchange.
@@ -232,17 +240,29 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     bool no_path = false;
     std::optional<SameParts> alike = MovePartsAlike(source, target, options, cap, no_path);
     bool lifted = false;
-    if (!alike && no_path && !exchange && options.memory_cap_bytes <= 0) {
+    if (!alike && no_path && !exchange_allowed && options.memory_cap_bytes <= 0) {
       alike = MovePartsAlike(source, target, options, INT64_MAX, no_path);
       lifted = alike.has_value();
     }
-    if (alike && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
+    // Where the parts moved alike cost less than the exchange's floors, it
+    // could not win: not drafted.
+    std::optional<PlanCandidate> undrafted;
+    if (alike && exchange_allowed) {
+      const std::optional<ReducingExchangeFloors> floor = ReducingExchangeFloor(source, target, options.topology, bound);
+      if (floor && alike->cost < Cost{Picoseconds(floor->time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1})
+        undrafted = PlanCandidate{{"reducing exchange"}, floor->time_us, bound.max_recv_bytes, floor->peak_bytes,
+                                  "not drafted: at its floors it costs more than the parts moved alike"};
+      else
+        RESHARD_RETURN_IF_ERROR(draft_exchange());
+    }
+    if (alike && (undrafted || !exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
       PlanResult r{CollectivePlan{}, bound};
       r.memory_cap_bytes = lifted ? 0 : cap;
       r.memory_cap_lifted = lifted;
       r.states_explored = alike->explored;
       if (lifted)
         r.candidates.push_back(CapLiftedCandidate(cap));
+      if (undrafted) r.candidates.push_back(std::move(*undrafted));
       if (exchange)
         r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
                                              exchange->peak_bytes.Max(),
@@ -258,6 +278,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       return r;
     }
   }
+  RESHARD_RETURN_IF_ERROR(draft_exchange());
   // From partial sums: reducing first may move less than sending parts
   // (not tried where the one exchange already receives the bound). Under
   // the default cap, where neither fits it, both are priced without it.

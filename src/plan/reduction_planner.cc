@@ -348,7 +348,8 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   // structured plan, or exceed the cap, it could not.
   std::optional<PlanCandidate> undrafted;
   if (exchange_allowed) {
-    const ReducingExchangeFloors floor = ReducingExchangeFloor(source, target, options.topology, bound);
+    // (A target with no reduction: parts are routed whole.)
+    const ReducingExchangeFloors floor = *ReducingExchangeFloor(source, target, options.topology, bound);
     const bool over_cap = floor.peak_bytes > used_cap;
     if (over_cap || Cost{Picoseconds(floor.time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1} >= structured_cost)
       undrafted = PlanCandidate{{"reducing exchange"}, floor.time_us, bound.max_recv_bytes, floor.peak_bytes,
