@@ -556,35 +556,32 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
             const size_t pair = gc.PairOfClass(pat, c, sm);
             const bool own = pat.receiver_class[static_cast<size_t>(sm)] == c;
             const int64_t box_bytes = gc.pair_bytes[pair];
+            // The bytes ops [lo, hi) of `prog` copy, or -1 where one reads
+            // outside [0, src_end) or writes outside [dst_lo, dst_end).
+            auto range_bytes = [](const CopyProgram& prog, int64_t lo, int64_t hi, int64_t src_end, int64_t dst_lo,
+                                  int64_t dst_end) -> int64_t {
+              int64_t bytes = 0;
+              for (int64_t o = lo; o < hi; ++o) {
+                const CopyOp& op = prog.ops[static_cast<size_t>(o)];
+                if (op.src_offset < 0 || op.dst_offset < dst_lo || prog.SrcEnd(op) > src_end || prog.DstEnd(op) > dst_end)
+                  return -1;
+                bytes += prog.OpBytes(op);
+              }
+              return bytes;
+            };
             bool inside = true;
             // The direct copies (in the staged form alone, the local ones only).
-            if (gc.has_direct || own) {
-              int64_t copied = 0;
-              for (int64_t o = gc.begin[pair]; o < gc.begin[pair + 1]; ++o) {
-                const CopyOp& op = gc.copies.ops[static_cast<size_t>(o)];
-                inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.copies.SrcEnd(op) <= from.input_bytes &&
-                          gc.copies.DstEnd(op) <= to.output_bytes;
-                copied += gc.copies.OpBytes(op);
-              }
-              inside &= copied == box_bytes;
-            }
+            if (gc.has_direct || own)
+              inside &= range_bytes(gc.copies, gc.begin[pair], gc.begin[pair + 1], from.input_bytes, 0, to.output_bytes) ==
+                        box_bytes;
             // The staged box's pack and unpack, where a receiver other than the sender takes it.
             if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
-              int64_t unpacked = 0;
-              for (int64_t o = gc.unpack_begin[pair]; o < gc.unpack_begin[pair + 1]; ++o) {
-                const CopyOp& op = gc.unpack.ops[static_cast<size_t>(o)];
-                inside &= op.src_offset >= 0 && op.dst_offset >= 0 && gc.unpack.SrcEnd(op) <= box_bytes &&
-                          gc.unpack.DstEnd(op) <= to.output_bytes;
-                unpacked += gc.unpack.OpBytes(op);
-              }
-              int64_t packed = 0;
-              for (int64_t o = gc.pack_begin[pair]; o < gc.pack_begin[pair + 1]; ++o) {
-                const CopyOp& op = gc.pack.ops[static_cast<size_t>(o)];
-                inside &= op.src_offset >= 0 && op.dst_offset >= gc.stage_offset[pair] &&
-                          gc.pack.SrcEnd(op) <= from.input_bytes && gc.pack.DstEnd(op) <= gc.stage_offset[pair] + box_bytes;
-                packed += gc.pack.OpBytes(op);
-              }
-              inside &= gc.stage_offset[pair] >= 0 && unpacked == box_bytes && packed == box_bytes;
+              const int64_t at = gc.stage_offset[pair];
+              inside &= at >= 0 &&
+                        range_bytes(gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], box_bytes, 0,
+                                    to.output_bytes) == box_bytes &&
+                        range_bytes(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], from.input_bytes, at,
+                                    at + box_bytes) == box_bytes;
             }
             if (!inside)
               return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",

@@ -280,10 +280,12 @@ Status CheckCoverage(const PlanProgram& program) {
               return Status::InvalidArgument(fmt::format("step {}: device {} applies part {} {}th, not {}th", si, dp.device,
                                                          ranked[j].first, ranked[j].second, j));
           }
-          if (gc->parts > 1 && dp.output_bytes > 0 && parts != routes.PartsInto(out.partial() ? out.PartOf(dp.device) : -1))
-            return Status::InvalidArgument(fmt::format("step {}: device {} gets {} parts, not the {} routed to it", si,
-                                                       dp.device, parts.size(),
-                                                       routes.PartsInto(out.partial() ? out.PartOf(dp.device) : -1).size()));
+          if (gc->parts > 1 && dp.output_bytes > 0) {
+            const std::vector<int64_t> routed = routes.PartsInto(out.partial() ? out.PartOf(dp.device) : -1);
+            if (parts != routed)
+              return Status::InvalidArgument(fmt::format("step {}: device {} gets {} parts, not the {} routed to it", si,
+                                                         dp.device, parts.size(), routed.size()));
+          }
           if (parts.empty()) parts = {-1};
           for (const bool staged : {false, true})
             for (const int64_t part : parts) {

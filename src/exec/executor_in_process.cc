@@ -245,7 +245,9 @@ class InProcessExecutor final : public Executor {
         const DType dtype = program.layouts()[si].dtype();
         pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
           const size_t i = static_cast<size_t>(k);
-          const std::vector<Contribution> in_order = GroupContributions(*step.group_copies, i, direct, in, send_);
+          // (Kept per thread: no allocation per device and run once it has grown.)
+          thread_local std::vector<Contribution> in_order;
+          GroupContributions(*step.group_copies, i, direct, in, send_, in_order);
           ApplyContributions(in_order, step.reduction, step.scale, dtype, out[i].data());
         });
       } else if (step.reduces()) {
@@ -382,14 +384,12 @@ class InProcessExecutor final : public Executor {
 
   // Device i's boxes of a reducing step written per group pattern, in part
   // order: its own from its input, each other member's from that member's
-  // input (direct) or from where it staged the box in its send buffer.
-  static std::vector<Contribution> GroupContributions(const GroupCopies& gc, size_t i, bool direct,
-                                                      std::span<const std::span<const std::byte>> in,
-                                                      const std::vector<HostBuffer>& send) {
+  // input (direct) or from where it staged the box in its send buffer; into `out`, cleared first.
+  static void GroupContributions(const GroupCopies& gc, size_t i, bool direct, std::span<const std::span<const std::byte>> in,
+                                 const std::vector<HostBuffer>& send, std::vector<Contribution>& out) {
     const GroupCopies::Pattern& pat = gc.PatternOf(i);
     const int64_t k = gc.group_size, g = gc.group[i], r = gc.member[i];
-    std::vector<Contribution> out;
-    out.reserve(static_cast<size_t>(k));
+    out.clear();
     for (const int32_t s : pat.part_order) {
       const size_t pair = gc.Pair(pat, r, s);
       if (gc.pair_bytes[pair] == 0) continue;
@@ -403,7 +403,6 @@ class InProcessExecutor final : public Executor {
                        send[from].data() + gc.stage_offset[pair], writes});
       }
     }
-    return out;
   }
 
   // One phase's schedule: its copies counted first, so that each list is

@@ -49,13 +49,7 @@ Mesh RandomMesh(std::mt19937_64& rng) {
 // probability 2/3) unreduced, under a random op.
 Layout WithRandomParts(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec, const std::vector<int64_t>& shape,
                        DType dtype) {
-  std::vector<bool> used(static_cast<size_t>(mesh.num_axes()), false);
-  for (const auto& d : spec.dims())
-    for (const AxisRef& r : d.axes) used[static_cast<size_t>(r.axis)] = true;
-  std::vector<AxisRef> unreduced;
-  for (int64_t a = 0; a < mesh.num_axes(); ++a)
-    if (!used[static_cast<size_t>(a)] && rng() % 3 != 0) unreduced.push_back(AxisRef{a, 1, 0});
-  const Layout l = NamedSharding::Create(mesh, spec.dims(), {}, unreduced).value().ToLayout(shape, dtype).value();
+  const Layout l = testing::WithUnreducedAxes(rng, mesh, spec).ToLayout(shape, dtype).value();
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin};
   return l.partial() ? testing::Retyped(l, dtype, ops[rng() % 4]) : l;
 }

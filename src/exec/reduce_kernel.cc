@@ -189,8 +189,9 @@ void RunReducingCopies(const DeviceProgram& p, const Reduction& reduction, int64
     });
   // In part order: the copies of the first part routed to an element write
   // it, later parts' combine with it (DeviceProgram::recv_writes).
-  std::vector<Contribution> in_order;
-  in_order.reserve(p.recv_part.size() + 1);
+  // (Kept per thread: no allocation per device and run once it has grown.)
+  thread_local std::vector<Contribution> in_order;
+  in_order.clear();
   for (int64_t part = 0; part < reduction.parts; ++part) {
     if (p.local_part == part) in_order.push_back({&p.local, 0, static_cast<int64_t>(p.local.ops.size()), in, p.local_writes});
     for (size_t m = 0; m < p.recv_part.size(); ++m)

@@ -23,14 +23,20 @@ std::vector<int64_t> SampledDevices(const std::vector<int64_t>& devices) {
   return out;
 }
 
+// An exchange's devices: both layouts' (the source's own list where they
+// agree, as over one mesh, so nothing is copied there; else a union kept in
+// `storage`).
+const std::vector<int64_t>& ExchangeDevices(const Layout& source, const Layout& target, std::vector<int64_t>& storage) {
+  if (source.SameDevices(target)) return source.devices();
+  storage = DevicesOfBoth(source, target);
+  return storage;
+}
+
 }  // namespace
 
 double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topology& topo, const LowerBound& lb) {
-  // The exchange's devices: both layouts' (the source's own list where
-  // they agree, as over one mesh, so nothing is copied there).
-  const bool same = source.SameDevices(target);
-  const std::vector<int64_t> both = same ? std::vector<int64_t>{} : DevicesOfBoth(source, target);
-  const std::vector<int64_t>& devices = same ? source.devices() : both;
+  std::vector<int64_t> storage;
+  const std::vector<int64_t>& devices = ExchangeDevices(source, target, storage);
   // The devices a sampled draft prices (above 64 devices its time is the
   // largest of theirs); at 64 or fewer the draft is exact, and its time at
   // least any device's, so the same devices bound it there too.
@@ -61,16 +67,14 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
 
 std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source, const Layout& target,
                                                             const Topology& topo, const LowerBound& lb) {
-  const bool same = source.SameDevices(target);
-  const std::vector<int64_t> both = same ? std::vector<int64_t>{} : DevicesOfBoth(source, target);
-  const std::vector<int64_t>& devices = same ? source.devices() : both;
+  std::vector<int64_t> storage;
+  const std::vector<int64_t>& devices = ExchangeDevices(source, target, storage);
   // The parts routed to each target part (every part into a target with no
   // reduction); tile by tile, no floor here.
-  const int64_t parts = source.reduction().parts, eb = source.element_bytes();
+  const int64_t eb = source.element_bytes();
   const PartRoutes routes = Exchange::RouteParts(source, target);
   if (routes.tile_to) return std::nullopt;
-  auto routed = [&](int64_t part, int64_t q) { return routes.to[static_cast<size_t>(part)] < 0 || routes.to[static_cast<size_t>(part)] == q; };
-  std::map<int64_t, int64_t> routed_into;  // target part -> how many parts reach it
+  std::map<int64_t, std::vector<int64_t>> routed_into;  // target part -> the parts routed to it (ascending)
   // The pieces a device needs are those of the source's grid without the
   // reduction, once per part routed to it.
   const Layout plain = source.WithoutReduction(), plain_target = target.WithoutReduction();
@@ -80,11 +84,11 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
   for (const int64_t dev : SampledDevices(devices)) {
     if (target.TileOf(dev) < 0) continue;
     const int64_t own = source.TileOf(dev), q = target.partial() ? target.PartOf(dev) : -1;
-    auto [it, fresh] = routed_into.emplace(q, 0);
-    if (fresh)
-      for (int64_t p = 0; p < parts; ++p) it->second += routed(p, q);
-    const int64_t into = it->second;
-    const bool own_routed = own >= 0 && routed(source.PartOf(dev), q);
+    auto it = routed_into.find(q);
+    if (it == routed_into.end()) it = routed_into.emplace(q, routes.PartsInto(q)).first;
+    const std::vector<int64_t>& into_parts = it->second;
+    const int64_t into = static_cast<int64_t>(into_parts.size());
+    const bool own_routed = own >= 0 && std::binary_search(into_parts.begin(), into_parts.end(), source.PartOf(dev));
     double recv = 0;
     int64_t recv_bytes = 0;
     Exchange::ForEachReceived(plain, plain_target, dev, [&](int64_t tile, int64_t elements) {

@@ -249,13 +249,13 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     std::optional<PlanCandidate> undrafted;
     if (alike && exchange_allowed) {
       const std::optional<ReducingExchangeFloors> floor = ReducingExchangeFloor(source, target, options.topology, bound);
-      if (floor && alike->cost < Cost{Picoseconds(floor->time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1})
-        undrafted = PlanCandidate{{"reducing exchange"}, floor->time_us, bound.max_recv_bytes, floor->peak_bytes,
-                                  "not drafted: at its floors it costs more than the parts moved alike"};
+      if (floor && alike->cost < FloorCost(*floor, bound))
+        undrafted = UndraftedExchange(*floor, bound, "at its floors it costs more than the parts moved alike");
       else
         RESHARD_RETURN_IF_ERROR(draft_exchange());
     }
-    if (alike && (undrafted || !exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
+    // (Not drafted: no exchange.)
+    if (alike && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
       PlanResult r{CollectivePlan{}, bound};
       r.memory_cap_bytes = lifted ? 0 : cap;
       r.memory_cap_lifted = lifted;

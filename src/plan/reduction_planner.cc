@@ -87,6 +87,15 @@ Cost StepCost(const PlanStep& s) {
   return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), 1, 1};
 }
 
+Cost FloorCost(const ReducingExchangeFloors& floor, const LowerBound& bound) {
+  return Cost{Picoseconds(floor.time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1};
+}
+
+PlanCandidate UndraftedExchange(const ReducingExchangeFloors& floor, const LowerBound& bound, std::string note) {
+  return PlanCandidate{{"reducing exchange"}, floor.time_us, bound.max_recv_bytes, floor.peak_bytes,
+                       "not drafted: " + std::move(note)};
+}
+
 std::vector<PlanStep> PendingSteps(const std::vector<std::pair<AxisLists, Edge>>& path,
                                    const std::vector<std::vector<int32_t>>& pending, const PlanContext& ctx,
                                    const Layout& source, const Layout& target, const std::vector<int32_t>& target_pending) {
@@ -351,10 +360,9 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     // (A target with no reduction: parts are routed whole.)
     const ReducingExchangeFloors floor = *ReducingExchangeFloor(source, target, options.topology, bound);
     const bool over_cap = floor.peak_bytes > used_cap;
-    if (over_cap || Cost{Picoseconds(floor.time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1} >= structured_cost)
-      undrafted = PlanCandidate{{"reducing exchange"}, floor.time_us, bound.max_recv_bytes, floor.peak_bytes,
-                                over_cap ? "not drafted: over the memory cap at its floor"
-                                         : "not drafted: at its floors it costs no less than the plan chosen"};
+    if (over_cap || FloorCost(floor, bound) >= structured_cost)
+      undrafted = UndraftedExchange(floor, bound, over_cap ? "over the memory cap at its floor"
+                                                           : "at its floors it costs no less than the plan chosen");
     else
       RESHARD_RETURN_IF_ERROR(draft_exchange());
   }

@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "plan/exchange_step.h"
 #include "plan/search_state.h"
 #include "plan/structured_step.h"
 #include "reshard/collective_plan.h"
@@ -66,6 +67,11 @@ Status RefuseWithBound(const Layout& source, const Layout& target, const std::st
 Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology);
 // How the search orders a priced step, and a path of drafted edges.
 Cost StepCost(const PlanStep& s);
+// The least the reducing exchange could cost (its floors, and the bound's
+// bytes: it receives no less), one exchange step: it never wins a tie.
+Cost FloorCost(const ReducingExchangeFloors& floor, const LowerBound& bound);
+// The candidate line of a reducing exchange never drafted, at its floors.
+PlanCandidate UndraftedExchange(const ReducingExchangeFloors& floor, const LowerBound& bound, std::string note);
 Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path);
 // The plan of the reducing exchange alone (`exchange`, where the target and
 // strategy allow one) under `cap`, soft unless the caller set it; else

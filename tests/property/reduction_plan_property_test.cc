@@ -169,14 +169,6 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
             << " of " << even_planned << " at the bound, largest gap " << worst_even_gap << "x (" << worst_even << ")\n";
 }
 
-// Partial sums into partial sums over the same mesh axes and op (issue 17:
-// structured plans into partial targets): under Strategy::kCollectives, with
-// no ragged exchange, each part moves as the array without its reduction
-// would. Every such plan is structured (no exchange step), simulated,
-// executed in-process and checked element by element and byte by byte;
-// priced by bytes it receives what the plain pair's plan receives (the parts
-// move alike; no less where that plan permutes) and never less than the
-// bound.
 // The reducing exchange's floors, by which the planners draft it only where
 // it could win (its transfers are every part into every device), never
 // exceed its draft: time and peak, on every topology kind, into plain and
@@ -211,6 +203,14 @@ TEST(ReductionPlanProperty, ReducingExchangeFloorsNeverExceedItsDraft) {
   EXPECT_GE(into_partial, 200);  // (most partial targets here are routed tile by tile)
 }
 
+// Partial sums into partial sums over the same mesh axes and op (issue 17:
+// structured plans into partial targets): under Strategy::kCollectives, with
+// no ragged exchange, each part moves as the array without its reduction
+// would. Every such plan is structured (no exchange step), simulated,
+// executed in-process and checked element by element and byte by byte;
+// priced by bytes it receives what the plain pair's plan receives (the parts
+// move alike; no less where that plan permutes) and never less than the
+// bound.
 TEST(ReductionPlanProperty, SamePartsMoveAlikeAsCollectives) {
   std::mt19937_64 rng(2026120401);
   int pairs = 0, planned = 0, even = 0, even_planned = 0, at_bound = 0, refused_permuted = 0, refused_permute = 0;

@@ -11,18 +11,6 @@ namespace {
 
 std::string Text(const Result<std::string>& r) { return r.ok() ? *r : "?"; }
 
-// `spec` with a random subset of its unused mesh axes (each with
-// probability 2/3) unreduced.
-NamedSharding WithUnreducedAxes(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec) {
-  std::vector<bool> used(mesh.num_axes(), false);
-  for (const auto& d : spec.dims())
-    for (const AxisRef& r : d.axes) used[r.axis] = true;
-  std::vector<AxisRef> unreduced;
-  for (int64_t a = 0; a < mesh.num_axes(); ++a)
-    if (!used[a] && (rng() % 3 != 0)) unreduced.push_back(AxisRef{a, 1, 0});
-  return NamedSharding::Create(mesh, spec.dims(), {}, unreduced).value();
-}
-
 // Rank 1 to 3; half the shapes even (extents multiples of the device count), half uneven.
 std::vector<int64_t> DrawShape(std::mt19937_64& rng, const Mesh& mesh) {
   const size_t rank = 1 + rng() % 3;
@@ -41,6 +29,18 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+// `spec` with a random subset of its unused mesh axes (each with
+// probability 2/3) unreduced.
+NamedSharding WithUnreducedAxes(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec) {
+  std::vector<bool> used(mesh.num_axes(), false);
+  for (const auto& d : spec.dims())
+    for (const AxisRef& r : d.axes) used[r.axis] = true;
+  std::vector<AxisRef> unreduced;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (!used[a] && (rng() % 3 != 0)) unreduced.push_back(AxisRef{a, 1, 0});
+  return NamedSharding::Create(mesh, spec.dims(), {}, unreduced).value();
+}
 
 Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op) {
   std::vector<DimGrid> dims;

@@ -13,6 +13,7 @@
 
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
+#include "reshard/named_sharding.h"
 
 namespace reshard::testing {
 
@@ -37,6 +38,10 @@ std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_ta
 // with those axes taken out of its dims and unreduced, under the same op.
 // nullopt where the source came out with no parts or the two are equal.
 std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng);
+
+// `spec` with a random subset of its unused mesh axes (each with
+// probability 2/3) unreduced.
+NamedSharding WithUnreducedAxes(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec);
 
 // `l` with another element type (and op, where given): the same grid, devices and parts.
 Layout Retyped(const Layout& l, DType dtype, std::optional<ReduceOp> op = std::nullopt);
