@@ -162,10 +162,16 @@ if(Python3_FOUND AND NOT RESHARD_SANITIZE)
   # drafted where its floors cannot win. 44 MB at 2026-12-05 (drafting it: 1.27 GB at 4096 devices).
   add_test(NAME memory.plan_2p18_devices_reduce_scatter COMMAND ${MEM} --max-mb 96 -- plan --shape 262144
            --dtype s32 --mesh x=262144 --from "P(None, unreduced={'x'})" --to "P('x')")
+  # Partial sums into partial sums over the same axis (2^17 parts): the parts moved alike, an all-to-all
+  # over y, each step's reducing exchange checked part by part on its own devices: 51 MB, 0.6 s at
+  # 2026-12-05 (routing parts pair by pair and each part over every device, the slice from
+  # P(None, None, unreduced={'x'}) to P('y', None, ...) took 5.0 s and 0.54 GB at 4096 parts).
+  add_test(NAME memory.plan_2p18_devices_partial_target COMMAND ${MEM} --max-mb 96 -- plan --shape 64,131072
+           --dtype f32 --mesh x=131072,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})")
   set_tests_properties(memory.show_json memory.plan_json memory.plan_json_transfers memory.plan_json_block_cyclic
                        memory.plan_json_transfers_replicated memory.plan_2p20_devices_permute
                        memory.plan_2p20_devices_all_gather memory.plan_2p20_devices_slice
-                       memory.plan_2p18_devices_reduce_scatter
+                       memory.plan_2p18_devices_reduce_scatter memory.plan_2p18_devices_partial_target
                        PROPERTIES RUN_SERIAL TRUE TIMEOUT 120)
 endif()
 # Issue 10: the int64-overflow message names the layouts' own device counts.

@@ -125,6 +125,13 @@ class Layout {
   // nothing. What a reducing step sends of that part (device_program.h).
   // REQUIRES: 0 <= part < reduction().parts.
   Layout PartLayout(int64_t part) const;
+  // The devices of each part, ascending, element p for part p (a device
+  // holding no tile stands in part 0): one pass over the devices.
+  std::vector<std::vector<int64_t>> DevicesByPart() const;
+  // PartLayout(part) over `devices` alone (some of devices(), ascending):
+  // O(devices.size()), where PartLayout is O(devices()) whatever the part,
+  // so every part on its own devices (DevicesByPart) is linear in devices.
+  Result<Layout> PartLayoutOn(int64_t part, std::vector<int64_t> devices) const;
   const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid(); }
 
   // Devices of the layout (holding data or not), ascending.

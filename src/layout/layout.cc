@@ -329,6 +329,27 @@ Layout Layout::PartLayout(int64_t part) const {
   return Layout::Create(shape_, dtype_, std::move(dims), std::move(placement)).value();
 }
 
+std::vector<std::vector<int64_t>> Layout::DevicesByPart() const {
+  std::vector<std::vector<int64_t>> parts(static_cast<size_t>(reduction_.parts));
+  for (size_t i = 0; i < rep_->ids().size(); ++i)
+    parts[static_cast<size_t>(partial() ? rep_->device_part[i] : 0)].push_back(rep_->ids()[i]);
+  return parts;
+}
+
+Result<Layout> Layout::PartLayoutOn(int64_t part, std::vector<int64_t> devices) const {
+  std::vector<DimGrid> dims;
+  for (const Dim& d : rep_->dims) dims.push_back(d.grid());
+  std::vector<DeviceTile> placement;
+  placement.reserve(devices.size());
+  for (int64_t dev : devices) {
+    const int64_t i = PositionIn(rep_->ids(), dev);
+    if (i < 0) return Status::InvalidArgument("device " + std::to_string(dev) + " is not one of the layout's");
+    const bool held = !partial() || rep_->device_part[static_cast<size_t>(i)] == part;
+    placement.push_back({dev, held ? TileAtIndex(static_cast<size_t>(i)) : -1, 0});
+  }
+  return Layout::Create(shape_, dtype_, std::move(dims), std::move(placement));
+}
+
 int64_t PositionIn(std::span<const int64_t> ascending, int64_t id) {
   const int64_t n = static_cast<int64_t>(ascending.size());
   if (n > 0 && ascending.back() - ascending.front() + 1 == n) {  // a range of ids: index directly

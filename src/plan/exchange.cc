@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -452,31 +454,49 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   r.fill = top;
   r.to.assign(static_cast<size_t>(P), -1);
   if (!target.partial()) return r;
-  // How many devices hold source part p and target part q (by tiles held).
+  // How many devices hold source part p and target part q (by tiles held),
+  // per source part: (q, devices), q ascending. Only pairs that share a
+  // device are listed, so routing is linear in devices, not parts squared.
   std::map<std::pair<int64_t, int64_t>, int64_t> shared;
   for (int64_t dev : target.devices())
     if (target.TileOf(dev) >= 0 && source.TileOf(dev) >= 0) ++shared[{source.PartOf(dev), target.PartOf(dev)}];
-  auto overlap = [&](int64_t p, int64_t q) {
-    auto it = shared.find({p, q});
-    return it == shared.end() ? int64_t{0} : it->second;
-  };
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> sharing(static_cast<size_t>(P));
+  for (const auto& [pq, n] : shared) sharing[static_cast<size_t>(pq.first)].emplace_back(pq.second, n);
   std::vector<int64_t> load(static_cast<size_t>(Q), 0);
-  // The target part for source part p among `free` ones: most shared devices, then least loaded, then lowest.
-  auto best = [&](int64_t p, const std::vector<bool>& taken) {
-    int64_t b = -1;
-    for (int64_t q = 0; q < Q; ++q) {
-      if (taken[static_cast<size_t>(q)]) continue;
-      if (b < 0 || overlap(p, q) > overlap(p, b) ||
-          (overlap(p, q) == overlap(p, b) && load[static_cast<size_t>(q)] < load[static_cast<size_t>(b)]))
-        b = q;
-    }
-    return b;
+  std::vector<bool> taken(static_cast<size_t>(Q), false);
+  // (load, q) of the target parts not taken, for a source part sharing no
+  // device with any: built at the first such part (most never need it).
+  std::optional<std::set<std::pair<int64_t, int64_t>>> free_parts;
+  auto add_load = [&](int64_t q) {
+    const size_t i = static_cast<size_t>(q);
+    if (free_parts && free_parts->erase({load[i], q}) > 0) free_parts->emplace(load[i] + 1, q);
+    ++load[i];
   };
-  const std::vector<bool> none(static_cast<size_t>(Q), false);
+  auto take = [&](int64_t q) {
+    taken[static_cast<size_t>(q)] = true;
+    if (free_parts) free_parts->erase({load[static_cast<size_t>(q)], q});
+  };
+  // The target part for source part p among those not taken: most shared
+  // devices, then least loaded, then lowest. One sharing no device with p
+  // (the least loaded, then lowest) only where no free one shares any.
+  auto best = [&](int64_t p) {
+    int64_t b = -1, b_shared = 0;
+    for (const auto& [q, n] : sharing[static_cast<size_t>(p)]) {
+      if (taken[static_cast<size_t>(q)]) continue;
+      if (b < 0 || n > b_shared || (n == b_shared && load[static_cast<size_t>(q)] < load[static_cast<size_t>(b)]))
+        b = q, b_shared = n;
+    }
+    if (b >= 0) return b;
+    if (!free_parts) {
+      free_parts.emplace();
+      for (int64_t q = 0; q < Q; ++q)
+        if (!taken[static_cast<size_t>(q)]) free_parts->emplace(load[static_cast<size_t>(q)], q);
+    }
+    return free_parts->empty() ? int64_t{-1} : free_parts->begin()->second;
+  };
   if (top == ReduceOp::kAvg && P > 1 && sop == ReduceOp::kAvg && P == Q) {
     // avg into avg of as many parts: one to one, each receiver copies its part.
-    std::vector<bool> taken(static_cast<size_t>(Q), false);
-    for (int64_t p = 0; p < P; ++p) taken[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, taken))] = true;
+    for (int64_t p = 0; p < P; ++p) take(r.to[static_cast<size_t>(p)] = best(p));
     r.combine = ReduceOp::kSum;
     return r;
   }
@@ -489,16 +509,14 @@ PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   if (top == ReduceOp::kAvg) r.scale = Q;
   const ReduceOp as = top == ReduceOp::kAvg ? ReduceOp::kSum : top;
   if (P == 1 || sop == as) {  // parts split the reduction as they are
-    for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(r.to[static_cast<size_t>(p)] = best(p, none))];
+    for (int64_t p = 0; p < P; ++p) add_load(r.to[static_cast<size_t>(p)] = best(p));
     RouteTiles(source, target, /*together=*/false, r);
     return r;
   }
-  int64_t into = 0, most = -1;  // the target part sharing most devices with the source's parts
-  for (int64_t q = 0; q < Q; ++q) {
-    int64_t s = 0;
-    for (int64_t p = 0; p < P; ++p) s += overlap(p, q);
-    if (s > most) most = s, into = q;
-  }
+  std::vector<int64_t> shared_into(static_cast<size_t>(Q), 0);
+  for (const auto& [pq, n] : shared) shared_into[static_cast<size_t>(pq.second)] += n;
+  // The target part sharing most devices with the source's parts (the lowest of equals).
+  const int64_t into = std::max_element(shared_into.begin(), shared_into.end()) - shared_into.begin();
   std::fill(r.to.begin(), r.to.end(), into);
   RouteTiles(source, target, /*together=*/true, r);
   return r;

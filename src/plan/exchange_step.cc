@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <span>
 
@@ -182,6 +183,53 @@ void FillExchangeStep(PlanStep& step, const ExchangeDraft& d) {
   step.sends = DeviceValues::Each(d.sends);
   step.recvs = DeviceValues::Each(d.recvs);
   step.peak_bytes = DeviceValues::Each(d.peak);
+}
+
+Result<ReducingExchangeTraffic> ReducingExchangeBytes(const Layout& source, const Layout& target) {
+  std::vector<int64_t> storage;
+  const std::vector<int64_t>& devices = ExchangeDevices(source, target, storage);
+  ReducingExchangeTraffic out;
+  out.send_bytes.assign(devices.size(), 0);
+  out.recv_bytes.assign(devices.size(), 0);
+  const int64_t eb = source.element_bytes();
+  auto add = [&](const Exchange& ex) {
+    ex.ForEachTransfer([&](const Transfer& t) {
+      if (t.from == t.to) return;
+      out.send_bytes[static_cast<size_t>(PositionIn(devices, t.from))] += t.elements * eb;
+      out.recv_bytes[static_cast<size_t>(PositionIn(devices, t.to))] += t.elements * eb;
+    });
+  };
+  const PartRoutes routes = Exchange::RouteParts(source, target);
+  const bool whole = !routes.tile_to && target.partial() &&
+                     std::all_of(routes.to.begin(), routes.to.end(), [](int64_t q) { return q >= 0; });
+  if (!whole) {
+    RESHARD_ASSIGN_OR_RETURN(std::vector<Exchange> parts, Exchange::CreateReducing(source, target));
+    for (const Exchange& ex : parts) add(ex);
+    return out;
+  }
+  // Part p's exchange (CreateReducing's) moves between the devices of source
+  // part p and target part to[p] only: the others hold nothing of either.
+  // Each target part's layout is made once, for the parts routed to it.
+  const std::vector<std::vector<int64_t>> from = source.DevicesByPart(), into = target.DevicesByPart();
+  std::vector<int64_t> order(from.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return routes.to[static_cast<size_t>(a)] < routes.to[static_cast<size_t>(b)];
+  });
+  std::optional<Layout> made;
+  int64_t made_part = -1;
+  for (const int64_t p : order) {
+    const int64_t q = routes.to[static_cast<size_t>(p)];
+    if (q != made_part) {
+      RESHARD_ASSIGN_OR_RETURN(Layout l, target.PartLayoutOn(q, into[static_cast<size_t>(q)]));
+      made = std::move(l);
+      made_part = q;
+    }
+    RESHARD_ASSIGN_OR_RETURN(Layout part, source.PartLayoutOn(p, from[static_cast<size_t>(p)]));
+    RESHARD_ASSIGN_OR_RETURN(Exchange ex, Exchange::Create(part, *made));
+    add(ex);
+  }
+  return out;
 }
 
 ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topo) {

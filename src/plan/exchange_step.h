@@ -74,6 +74,18 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
 // whether or not a part is routed to them).
 ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topology);
 
+// Each device's bytes sent and received (other devices' only) by
+// Exchange::CreateReducing(source, target), indexed as the devices of both
+// layouts, ascending. Where parts are routed whole into target parts, each
+// part's exchange is built among its own devices (Layout::PartsAlone), so
+// linear in devices; else from CreateReducing itself (devices x parts).
+// For checking what a step from partial sums moves against its price.
+// REQUIRES: as CreateReducing.
+struct ReducingExchangeTraffic {
+  std::vector<int64_t> send_bytes, recv_bytes;
+};
+Result<ReducingExchangeTraffic> ReducingExchangeBytes(const Layout& source, const Layout& target);
+
 // Makes `step` the exchange step `d` prices (detailed): its op, its one
 // exchange program op over its output shard, time and per-device figures.
 void FillExchangeStep(PlanStep& step, const ExchangeDraft& d);

@@ -133,7 +133,7 @@ std::vector<PlanStep> PendingSteps(const std::vector<std::pair<AxisLists, Edge>>
     // exactly; into a plain one no more, as padded chunks are priced). An
     // all-reduce into a plain layout runs as a ring instead, as priced.
     if (step.input.partial() && !(step.input == step.output) && d->op != StepOp::kAllReduce) {
-      Result<PlanStep> run = ReducingExchangeStep(step.input, step.output, *ctx.topology);
+      Result<ReducingExchangeTraffic> run = ReducingExchangeBytes(step.input, step.output);
       if (!run.ok() || run->recv_bytes.size() != step.recv_bytes.size()) return {};
       const bool exact = step.output.partial();
       for (size_t k = 0; k < step.recv_bytes.size(); ++k) {

@@ -10,6 +10,8 @@
 // gap elsewhere is reported.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <tuple>
@@ -201,6 +203,66 @@ TEST(ReductionPlanProperty, ReducingExchangeFloorsNeverExceedItsDraft) {
   }
   EXPECT_GE(checked, 2000);
   EXPECT_GE(into_partial, 200);  // (most partial targets here are routed tile by tile)
+}
+
+// What a step from partial sums moves is checked against its price by
+// ReducingExchangeBytes, which builds each part's exchange among its own
+// devices where parts are routed whole (linear in devices): on random pairs
+// into partial targets (tile routes and whole parts) and between partial
+// sums over the same axes, it equals, device by device, the sends and
+// receives of CreateReducing's exchanges over every device, and those of
+// DraftReducingExchange; each part on its own devices holds what
+// PartLayout gives those devices.
+TEST(ReductionPlanProperty, ReducingExchangeBytesEqualItsExchanges) {
+  std::mt19937_64 rng(2026120502);
+  int checked = 0, whole = 0;
+  for (int iter = 0; checked < 1500 && iter < 40000; ++iter) {
+    const std::optional<testing::PartialPair> drawn =
+        iter % 3 == 0 ? testing::DrawSamePartsPair(rng) : testing::DrawPartialPair(rng, /*partial_target=*/true);
+    if (!drawn) continue;
+    const Layout& source = drawn->source;
+    const Layout& target = drawn->target;
+    const Result<std::vector<Exchange>> parts = Exchange::CreateReducing(source, target);
+    ASSERT_TRUE(parts.ok()) << drawn->text << ": " << parts.status();
+    const Result<ReducingExchangeTraffic> bytes = ReducingExchangeBytes(source, target);
+    ASSERT_TRUE(bytes.ok()) << drawn->text << ": " << bytes.status();
+    const std::vector<int64_t> devices = DevicesOfBoth(source, target);
+    std::vector<int64_t> send(devices.size(), 0), recv(devices.size(), 0);
+    for (const Exchange& ex : *parts)
+      ex.ForEachTransfer([&](const Transfer& t) {
+        if (t.from == t.to) return;
+        send[static_cast<size_t>(PositionIn(devices, t.from))] += t.elements * source.element_bytes();
+        recv[static_cast<size_t>(PositionIn(devices, t.to))] += t.elements * source.element_bytes();
+      });
+    EXPECT_EQ(bytes->send_bytes, send) << drawn->text;
+    EXPECT_EQ(bytes->recv_bytes, recv) << drawn->text;
+    const ExchangeDraft draft = DraftReducingExchange(*parts, target, Topology::Flat());
+    EXPECT_EQ(bytes->send_bytes, draft.send_bytes) << drawn->text;
+    EXPECT_EQ(bytes->recv_bytes, draft.recv_bytes) << drawn->text;
+    const PartRoutes routes = Exchange::RouteParts(source, target);
+    whole += !routes.tile_to && std::all_of(routes.to.begin(), routes.to.end(), [](int64_t q) { return q >= 0; });
+    for (const Layout* l : {&source, &target}) {
+      const std::vector<std::vector<int64_t>> by_part = l->DevicesByPart();
+      ASSERT_EQ(static_cast<int64_t>(by_part.size()), l->reduction().parts);
+      size_t listed = 0;
+      for (int64_t p = 0; p < l->reduction().parts; ++p) {
+        const std::vector<int64_t>& mine = by_part[static_cast<size_t>(p)];
+        listed += mine.size();
+        const Layout alone = l->PartLayoutOn(p, mine).value();
+        const Layout full = l->PartLayout(p);
+        ASSERT_EQ(alone.devices(), mine);
+        for (int64_t dev : mine) {
+          EXPECT_EQ(l->PartOf(dev), p) << drawn->text << ", device " << dev;
+          EXPECT_EQ(alone.TileOf(dev), full.TileOf(dev)) << drawn->text << ", device " << dev;
+        }
+      }
+      EXPECT_EQ(listed, l->devices().size()) << drawn->text;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 1500);
+  EXPECT_GE(whole, 500);
+  std::fprintf(stderr, "ReducingExchangeBytes: %d pairs, %d with parts routed whole\n", checked, whole);
 }
 
 // Partial sums into partial sums over the same mesh axes and op (issue 17:
