@@ -99,6 +99,12 @@ class Comm {
   // k's land at recv + k * bytes (this rank's own slot included). What a
   // structured all-gather of even shards is (MPI_Allgather, ncclAllGather).
   virtual Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) = 0;
+  // All-to-all of equal chunks: every rank passes the same `chunk`; to rank
+  // k go the `chunk` bytes at send + k * chunk, from rank k come `chunk`
+  // bytes into recv + k * chunk (this rank's own slot included). What a
+  // structured all-to-all is (MPI_Alltoall; on NCCL, a group of sends and
+  // receives of one size).
+  virtual Status StartAlltoall(const std::byte* send, int64_t chunk, std::byte* recv, int64_t& request) = 0;
   virtual Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   virtual Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   // Completes at least one of `requests` when `block` (none needed when all

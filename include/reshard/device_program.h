@@ -344,6 +344,10 @@ struct StepProgram {
   // kExchange and no axes for a program compiled from an exchange.
   StepOp op = StepOp::kExchange;
   std::vector<int32_t> group_axes = {};
+  // With group axes: the chunk the plan priced the collective's messages at
+  // (its padded shard's, or piece's, bytes), the same in every group; what
+  // a backend pads each message to, running the equal-chunk collective.
+  int64_t chunk_bytes = 0;
   // A step compiled part by part (its input or its output partial, the two
   // different): `reduction` is how receivers combine the parts routed to them
   // (PartRoutes::combine) and the input's part count. Otherwise parts == 1

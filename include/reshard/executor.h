@@ -92,6 +92,7 @@ struct ExecOptions {
   // Under Transport::kRanks: the runner's transport and message limit.
   StepTransport rank_transport = StepTransport::kAuto;
   int64_t rank_max_message_bytes = (int64_t{1} << 31) - 1;
+  bool rank_priced_chunks = false;  // RankOptions::priced_chunks
   // A step whose copies are written per group pattern (GroupCopies,
   // device_program.h), direct or staged, runs from a per-copy schedule (40
   // bytes a copy; large copies split over threads, small ones batched) up

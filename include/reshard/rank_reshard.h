@@ -102,12 +102,20 @@ struct RankOptions {
   BufferFormat source_format = {}, target_format = {};
   // Unset: the one-step minimal exchange. Set: PlanReshard with these options.
   std::optional<PlannerOptions> planner = std::nullopt;
+  // Planned all-gathers and all-to-alls over mesh groups as the equal-chunk
+  // collectives (Comm::StartAllgather, StartAlltoall), every message padded
+  // to the chunk the plan priced (StepProgram::chunk_bytes): what XLA and
+  // NCCL run, moving the plan's send_bytes and recv_bytes byte for byte.
+  // Off: exact counts (the v-forms; an all-gather of even shards is the
+  // equal-chunk one either way), which move no padding and, over MPI on
+  // this machine, run faster (docs/execution.md, "Transports").
+  bool priced_chunks = false;
 };
 
 // This rank's figures for one Execute.
 struct RankRunStats {
   int64_t bytes_moved = 0;  // written into this rank's target and intermediate buffers
-  int64_t bytes_sent = 0, bytes_received = 0;
+  int64_t bytes_sent = 0, bytes_received = 0;  // to and from other ranks, as the backend carried them
   int64_t messages_sent = 0;  // chunks counted
   int64_t peak_bytes = 0;     // most bytes this rank needs at once: its buffers, staging and intermediates
   double seconds = 0;         // this rank's wall time

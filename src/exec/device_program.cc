@@ -513,7 +513,12 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     step.devices.resize(n);
     if (exchange == nullptr && ps != nullptr) {
       step.op = ps->op;
-      if (plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll)) step.group_axes = ps->group_axes;
+      if (plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll)) {
+        step.group_axes = ps->group_axes;
+        // The collective's chunk as priced: k - 1 of them into every member.
+        const int64_t k = plan->mesh()->GroupSize(ps->group_axes);
+        if (k > 1) step.chunk_bytes = ps->recv_bytes.Max() / (k - 1);
+      }
     }
     for (size_t i = 0; i < n; ++i) {
       DeviceProgram& dp = step.devices[i];

@@ -131,6 +131,7 @@ struct CheckReport {
 struct RankChoice {
   StepTransport transport = StepTransport::kAuto;
   int64_t max_message_bytes = (int64_t{1} << 31) - 1;
+  bool priced_chunks = false;
   int64_t max_scheduled_group_copies = ExecOptions{}.max_scheduled_group_copies;
 };
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged,

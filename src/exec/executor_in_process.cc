@@ -49,6 +49,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
   RankOptions ro;
   ro.transport = options.rank_transport;
   ro.max_message_bytes = options.rank_max_message_bytes;
+  ro.priced_chunks = options.rank_priced_chunks;
   // One rank's whole part: create, then execute with the checker's hook.
   auto run_rank = [&](size_t k) {
     Result<RankReshard> r = RankReshard::Create(std::move(comms[k]), program, ro);

@@ -250,6 +250,13 @@ class MpiComm : public Comm {
                                   comm_, &p.request),
                    "MPI_Iallgather", request);
   }
+  Status StartAlltoall(const std::byte* send, int64_t chunk, std::byte* recv, int64_t& request) override {
+    if (chunk > INT_MAX) return Status::Internal("an all-to-all's chunk exceeds an MPI int count");
+    Pending& p = Take(request);
+    return Started(MPI_Ialltoall(send, static_cast<int>(chunk), MPI_BYTE, recv, static_cast<int>(chunk), MPI_BYTE, comm_,
+                                 &p.request),
+                   "MPI_Ialltoall", request);
+  }
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
     if (bytes > INT_MAX) return Status::Internal("a message exceeds an MPI int count");
     Pending& p = Take(request);

@@ -158,10 +158,13 @@ struct StepRun {
   std::unique_ptr<Comm> group;
   int group_size = 0;
   bool allgather = false;
-  // An all-gather whose members' inputs are all one size (even shards): the
-  // equal-chunk collective (Comm::StartAllgather). Every member of a group
-  // sees every member's size, so a group decides alike.
-  bool equal_chunks = false;
+  // The equal-chunk collective (Comm::StartAllgather, StartAlltoall) an
+  // all-gather or all-to-all over groups runs as, every message padded to
+  // this (RankOptions::priced_chunks: the chunk the plan priced; without it,
+  // an all-gather whose inputs are all one size); 0 where the v-form runs
+  // instead (exact counts, no bytes, or past what one call carries).
+  int64_t chunk = 0;
+  std::vector<int64_t> send_member, recv_member;  // all-to-all: message m's peer as a member of the group
   std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
@@ -240,6 +243,7 @@ struct RankReshard::State {
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // Over `over`: the whole Comm, or the step's group (the counts are then by member).
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
+  Status RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // A reducing step's local and received copies, in part order, once every message is in `recv`.
@@ -286,6 +290,7 @@ Status RankReshard::State::Begin(std::unique_ptr<Comm> c, const RankOptions& o, 
   options = o;
   hash = Mix(hash, static_cast<uint64_t>(o.transport));
   hash = Mix(hash, static_cast<uint64_t>(o.max_message_bytes));
+  hash = Mix(hash, o.priced_chunks ? 2 : 1);
   hash = Mix(hash, o.planner.has_value() ? PlannerOptionsHash(*o.planner) : 1);
   // Leading dimensions may differ by rank, orders may not: messages are
   // staged in the source buffers' order (device_program.h).
@@ -446,18 +451,38 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
       s.recv_displs[k] = at;
       at += s.recv_counts[k];
     }
-    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_base.push_back(s.recv_displs[member_of(s.recv_rank[m])]);
-    s.equal_chunks = std::all_of(s.recv_counts.begin(), s.recv_counts.end(), [&](int64_t c) { return c == p.input_bytes; });
-    Grow(recv, at);
+    // Every member sees every member's size, so a group decides alike.
+    const int64_t largest = *std::max_element(s.recv_counts.begin(), s.recv_counts.end());
+    const bool even = std::all_of(s.recv_counts.begin(), s.recv_counts.end(), [&](int64_t c) { return c == largest; });
+    const int64_t chunk = options.priced_chunks ? std::max(step.chunk_bytes, largest) : even ? largest : 0;
+    if (chunk > 0 && static_cast<int64_t>(g) <= comm->max_count() / chunk) s.chunk = chunk;
+    for (size_t m = 0; m < s.recv_rank.size(); ++m)
+      s.recv_base.push_back(s.chunk > 0 ? static_cast<int64_t>(member_of(s.recv_rank[m])) * s.chunk
+                                        : s.recv_displs[member_of(s.recv_rank[m])]);
+    Grow(recv, s.chunk > 0 ? static_cast<int64_t>(g) * s.chunk : at);
+    if (s.chunk > p.input_bytes) Grow(send, s.chunk);  // the input, padded
     return Status::Ok();
   }
   for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    s.send_member.push_back(static_cast<int64_t>(member_of(s.send_rank[m])));
     s.send_counts[member_of(s.send_rank[m])] = p.send_count[m];
     s.send_displs[member_of(s.send_rank[m])] = p.send_offset[m];
   }
   for (size_t m = 0; m < s.recv_rank.size(); ++m) {
+    s.recv_member.push_back(static_cast<int64_t>(member_of(s.recv_rank[m])));
     s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
     s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
+  }
+  if (step.op != StepOp::kAllToAll || !options.priced_chunks) return Status::Ok();
+  // An all-to-all: its members agree on the chunk (the priced one, unless a
+  // message of the group is larger, which no plan makes).
+  int64_t chunk = std::max({step.chunk_bytes, *std::max_element(s.send_counts.begin(), s.send_counts.end()),
+                            *std::max_element(s.recv_counts.begin(), s.recv_counts.end())});
+  RESHARD_RETURN_IF_ERROR(s.group->AllReduce(std::span<int64_t>(&chunk, 1), Comm::ReduceOp::kMax));
+  if (chunk > 0 && chunk <= comm->max_count()) {
+    s.chunk = chunk;
+    Grow(send, static_cast<int64_t>(g) * chunk);
+    Grow(recv, static_cast<int64_t>(g) * chunk);
   }
   return Status::Ok();
 }
@@ -465,22 +490,51 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
 Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
   const DeviceProgram& p = *s.program;
   if (s.group == nullptr) return Status::Ok();
-  if (!s.allgather) return RunAlltoallv(s, in, out, stats, *s.group);
-  // The input is the message: no packing. Each received message is then
-  // unpacked from its member's slot of the gathered buffer.
+  if (!s.allgather) return s.chunk > 0 ? RunAlltoall(s, in, out, stats) : RunAlltoallv(s, in, out, stats, *s.group);
+  // The input is the message: no packing (but padding to the chunk). Each
+  // received message is then unpacked from its member's slot of the
+  // gathered buffer.
   int64_t request = kNoRequest;
-  if (s.equal_chunks)  // (the displacements are then k * input_bytes)
-    RESHARD_RETURN_IF_ERROR(s.group->StartAllgather(in, p.input_bytes, recv.data(), request));
-  else
+  if (s.chunk > 0) {
+    const std::byte* mine = in;
+    if (p.input_bytes < s.chunk) {
+      if (p.input_bytes > 0) std::memcpy(send.data(), in, static_cast<size_t>(p.input_bytes));
+      mine = send.data();
+    }
+    RESHARD_RETURN_IF_ERROR(s.group->StartAllgather(mine, s.chunk, recv.data(), request));
+  } else {
     RESHARD_RETURN_IF_ERROR(s.group->StartAllgatherv(in, p.input_bytes, recv.data(), s.recv_counts, s.recv_displs, request));
+  }
   RunAll(p.local, in, out);
   RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
   // Its input went to every other member; its own slot is not a message.
-  stats.step_bytes_sent.back() += p.input_bytes * (s.group_size - 1);
-  stats.step_bytes_received.back() += Sum(s.recv_counts) - p.input_bytes;
+  const int64_t others = s.group_size - 1;
+  stats.step_bytes_sent.back() += (s.chunk > 0 ? s.chunk : p.input_bytes) * others;
+  stats.step_bytes_received.back() += s.chunk > 0 ? s.chunk * others : Sum(s.recv_counts) - p.input_bytes;
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
     Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], recv.data() + s.recv_base[m] - p.recv_offset[m], out,
               p.unpack.bytes);
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
+  const DeviceProgram& p = *s.program;
+  // Message m packed into its member's chunk (every message its own copy:
+  // chunks do not share staged boxes), then one equal-chunk all-to-all.
+  for (size_t m = 0; m < s.send_rank.size(); ++m)
+    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data() + s.send_member[m] * s.chunk - p.send_offset[m],
+              p.send_bytes);
+  int64_t request = kNoRequest;
+  RESHARD_RETURN_IF_ERROR(s.group->StartAlltoall(send.data(), s.chunk, recv.data(), request));
+  RunAll(p.local, in, out);  // while the messages travel
+  RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
+  const int64_t others = s.group_size - 1;
+  stats.step_bytes_sent.back() += s.chunk * others;
+  stats.step_bytes_received.back() += s.chunk * others;
+  for (size_t m = 0; m < s.recv_rank.size(); ++m)
+    Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1],
+           recv.data() + s.recv_member[m] * s.chunk - p.recv_offset[m], out, p.unpack.bytes);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }
@@ -691,7 +745,8 @@ std::vector<std::string> RankReshard::step_transports() const {
     else if (s.boxes)
       t.emplace_back("alltoallw");
     else if (s.grouped)
-      t.push_back(fmt::format("{} over groups", s.equal_chunks ? "allgather" : s.allgather ? "allgatherv" : "alltoallv"));
+      t.push_back(fmt::format("{} over groups", s.allgather ? (s.chunk > 0 ? "allgather" : "allgatherv")
+                                                            : (s.chunk > 0 ? "alltoall" : "alltoallv")));
     else
       t.emplace_back("alltoallv");
   }
@@ -736,13 +791,15 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
     }
     // A failed call is returned on the rank it failed on, and the others may
     // wait on this rank: aborting the job is the caller's call to make.
+    const int64_t sent = stats.step_bytes_sent.back(), received = stats.step_bytes_received.back();
     RESHARD_RETURN_IF_ERROR(s.p2p     ? st.RunPointToPoint(s, in, out, stats)
                             : s.boxes ? st.RunBoxes(s, in, out, stats)
                             : s.grouped ? st.RunGrouped(s, in, out, stats)
                                         : st.RunAlltoallv(s, in, out, stats, *st.comm));
     stats.bytes_moved += s.program->unpack.bytes + s.program->local.bytes;
-    stats.bytes_sent += Sum(s.program->send_count);
-    stats.bytes_received += s.program->recv_bytes;
+    // What the backend carried (priced chunks: their padding too).
+    stats.bytes_sent += stats.step_bytes_sent.back() - sent;
+    stats.bytes_received += stats.step_bytes_received.back() - received;
     if (after_step) {
       Status hook = after_step(i, std::span<const std::byte>(out, static_cast<size_t>(s.program->output_bytes)));
       st.clean_error = true;  // between steps nothing is in flight

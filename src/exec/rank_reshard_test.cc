@@ -36,12 +36,14 @@ Layout Canonical(const char* spec) { return ParseLayout(spec, {16, 16, 16}, DTyp
 
 // Runs source -> target on every rank with tagged data and checks each rank's target.
 Status RunTagged(int rank, std::unique_ptr<Comm> comm, const Layout& source, const Layout& target,
-                 const RankOptions& options, std::vector<std::string>* transports = nullptr) {
+                 const RankOptions& options, std::vector<std::string>* transports = nullptr,
+                 RankRunStats* stats_out = nullptr) {
   RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(comm), source, target, options));
   if (transports != nullptr && rank == 0) *transports = r.step_transports();
   std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
   FillTags(source, rank, src);
   RESHARD_ASSIGN_OR_RETURN(RankRunStats stats, r.Execute(src, dst));
+  if (stats_out != nullptr) *stats_out = stats;
   const TagCheck c = CheckTags(target, rank, dst);
   if (c.mismatches != 0) return Status::Internal(c.first_problem);
   if (r.step_ops().size() == 1 && stats.bytes_moved != target.LocalBytes(rank))
@@ -78,6 +80,13 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
        }))
     EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(transports, std::vector<std::string>{"alltoallv over groups"});
+  RankOptions priced = o;
+  priced.priced_chunks = true;
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), source, target, priced, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"alltoall over groups"});  // the equal-chunk all-to-all
   // An all-gather over y: every message is the sender's whole input.
   const Layout gathered = Canonical("P(None, None, 'x')");
   for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
@@ -85,14 +94,53 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
        }))
     EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(transports, std::vector<std::string>{"allgather over groups"});  // even shards: equal chunks
-  // Uneven shards (15 rows over x=4: 4, 4, 4, 3): the all-gather-v.
+  // Uneven shards (15 rows over x=4: 4, 4, 4, 3): the v-forms, or with
+  // priced chunks the equal-chunk collectives, each message padded to the
+  // chunk the plan priced.
   const Layout uneven = ParseLayout("P('x', 'y')", {15, 6}, DType::kF32, XY()).value().layout;
   const Layout uneven_gathered = ParseLayout("P(None, 'y')", {15, 6}, DType::kF32, XY()).value().layout;
-  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
-         return RunTagged(rank, std::move(c), uneven, uneven_gathered, o, &transports);
-       }))
-    EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(transports, std::vector<std::string>{"allgatherv over groups"});
+  // (Collectives only: at this size the cost model takes the exchange.)
+  const Layout uneven_moved = ParseLayout("P(None, 'x')", {15, 6}, DType::kF32, XY()).value().layout;
+  RankOptions oc = o;
+  oc.planner->strategy = Strategy::kCollectives;
+  for (const Layout* to : {&uneven_gathered, &uneven_moved}) {
+    for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+           return RunTagged(rank, std::move(c), uneven, *to, oc, &transports);
+         }))
+      EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(transports.back(), to == &uneven_gathered ? "allgatherv over groups" : "alltoallv over groups");
+  }
+  oc.priced_chunks = true;
+  int structured = 0;
+  for (const Layout* to : {&uneven_gathered, &uneven_moved}) {
+    std::vector<RankRunStats> stats(8);
+    for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+           return RunTagged(rank, std::move(c), uneven, *to, oc, &transports, &stats[static_cast<size_t>(rank)]);
+         }))
+      EXPECT_TRUE(s.ok()) << s;
+    const PlanResult plan = PlanReshard(uneven, *to, *oc.planner).value();
+    ASSERT_EQ(plan.plan.steps().size(), transports.size());
+    for (size_t i = 0; i < transports.size(); ++i) {
+      const PlanStep& step = plan.plan.steps()[i];
+      if (step.op == StepOp::kAllGather) {
+        EXPECT_EQ(transports[i], "allgather over groups");
+      }
+      if (step.op == StepOp::kAllToAll) {
+        EXPECT_EQ(transports[i], "alltoall over groups");
+      }
+      // Padded chunks: what moves is what the plan priced, device by device.
+      if (step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll) {
+        ++structured;
+        for (int rank = 0; rank < 8; ++rank) {
+          EXPECT_EQ(stats[static_cast<size_t>(rank)].step_bytes_received[i], step.recv_bytes[static_cast<size_t>(rank)])
+              << StepOpName(step.op) << ", rank " << rank;
+          EXPECT_EQ(stats[static_cast<size_t>(rank)].step_bytes_sent[i], step.send_bytes[static_cast<size_t>(rank)])
+              << StepOpName(step.op) << ", rank " << rank;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(structured, 3);  // the all-gather; an all-gather over y, then an all-to-all over x
 }
 
 // A backend that passes every call to another (threads as ranks); the
@@ -118,6 +166,9 @@ class Forwarding : public Comm {
   }
   Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) override {
     return inner_->StartAllgather(send, bytes, recv, request);
+  }
+  Status StartAlltoall(const std::byte* send, int64_t chunk, std::byte* recv, int64_t& request) override {
+    return inner_->StartAlltoall(send, chunk, recv, request);
   }
   Status StartSend(const std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartSend(d, b, peer, r); }
   Status StartRecv(std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartRecv(d, b, peer, r); }

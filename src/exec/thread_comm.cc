@@ -280,6 +280,21 @@ class ThreadComm final : public Comm {
     });
   }
 
+  Status StartAlltoall(const std::byte* send, int64_t chunk, std::byte* recv, int64_t& request) override {
+    request = kNoRequest;
+    Post mine{.valid = true, .data = send, .count = chunk};
+    return Collective(mine, "Alltoall", [&](const std::vector<Post>& posts) {
+      for (int k = 0; k < size(); ++k) {
+        const Post& p = posts[static_cast<size_t>(k)];
+        if (p.count != chunk)
+          return Status::Internal(fmt::format("Alltoall: rank {} passed a chunk of {} bytes, rank {} {}", rank_, chunk, k,
+                                              p.count));
+        Copy(recv + static_cast<int64_t>(k) * chunk, static_cast<const std::byte*>(p.data) + rank_ * chunk, chunk);
+      }
+      return Status::Ok();
+    });
+  }
+
   // Unbuffered, as strict as MPI allows: the send only records the
   // sender's pointer; its bytes are copied when a receive matches it.
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {

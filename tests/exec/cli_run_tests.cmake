@@ -41,6 +41,10 @@ cli_error_test(run_threads_negative 2 "^reshard: error: --threads: unexpected '-
 cli_error_test(run_threads_over_bound 2 "^reshard: error: --threads: 1025 is out of range. expected an integer from 1 to 1024" ${R} ${RUN4} --threads 1025)
 cli_error_test(run_threads_empty 2 "^reshard: error: --threads: empty value" sh -c "exec '${R}' run --shape 16 --mesh x=2 --from \"P('x')\" --to 'P()' --threads ''")
 cli_test(run_threads_bound "\"verified\":true" ${R} ${RUN4} --threads 1024 --json)
+cli_test(run_ranks_priced_chunks "^verified: .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
+         ${R} run --shape 15,16,16 --from ${CANON_FROM} --to ${CANON_TO} --strategy collectives --transport ranks --priced-chunks --repeat 1)
+cli_error_test(run_priced_chunks_in_process 2 "^reshard: error: --priced-chunks applies to --backend mpi and --transport ranks only"
+               ${R} ${RUN4} --priced-chunks)
 if(NOT RESHARD_SANITIZE)
   # 512 threads in 1 GB of address space: an error (exit 1), not a hang: refused up front, their stacks
   # counted against the address space (issue 15), or a thread that fails to start.
@@ -74,6 +78,10 @@ if(RESHARD_HAVE_MPI)
   set(MPIRUN ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
   cli_test(run_mpi_canonical_json "^{\"backend\":\"mpi\",\"bytes_moved\":16384,\"seconds\":[0-9.e-]+,.*\"verified\":true,\"ranks\":8,"
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --repeat 2 --json)
+  # The planned all-to-all as the equal-chunk MPI_Ialltoall (15 rows over y: chunks padded as priced,
+  # 14336 B as the plan prices them, where exact counts move 13440).
+  cli_test(run_mpi_priced_chunks "^verified: .*\\(14336 B .* as messages\\) on 8 ranks, 1 step \\(all-to-all, over alltoall over groups\\)"
+           ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 15,16,16 --from ${CANON_FROM} --to ${CANON_TO} --strategy collectives --priced-chunks --repeat 1)
   cli_test(run_mpi_multi_step "^verified: .* on 6 ranks, 3 steps"
            ${MPIRUN} 6 --oversubscribe ${R} run --backend mpi --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --repeat 1)
   cli_test(run_mpi_partial "^verified: .* on 8 ranks, 2 steps \\(reduce-scatter, all-to-all"
@@ -135,7 +143,7 @@ if(RESHARD_HAVE_MPI)
     set_tests_properties(memory.run_mpi_under_address_limit PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}"
                          RUN_SERIAL TRUE TIMEOUT 300)
   endif()
-  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
+  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
                        cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
                        cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
                        cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once

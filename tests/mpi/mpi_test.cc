@@ -122,7 +122,11 @@ void ExpectPlannedTraffic(const Case& c, const MpiOptions& options, const MpiRun
       traffic[s].received[static_cast<size_t>(at - devices.begin())] = received;
     }
   }
-  testing::ExpectPlannedTraffic(planned->plan, devices, traffic, c.what);
+  // Priced chunks with no transport forced: every all-gather and all-to-all
+  // over groups moves its priced chunks exactly.
+  const bool priced = options.priced_chunks && options.transport == MpiTransport::kAuto &&
+                      options.max_message_bytes == MpiOptions{}.max_message_bytes;
+  testing::ExpectPlannedTraffic(planned->plan, devices, traffic, c.what, priced);
 }
 
 // Runs `c` on every rank with `options`; true where this rank's target is exact.
@@ -186,12 +190,16 @@ TEST(Mpi, RandomLayoutsThroughThePlanner) {
       structured.strategy = Strategy::kCollectives;
       if (PlanReshard(c.source, c.target, structured).ok()) o.planner = structured;  // named pairs only
     }
+    // A third run their all-gathers and all-to-alls as equal-chunk
+    // collectives padded to the priced chunk.
+    o.priced_chunks = iter % 3 == 1;
     const ::testing::AssertionResult ok = RunCase(c, o);
     EXPECT_TRUE(AllOk(ok)) << ok.message();
   }
   // Structured steps ran over their groups' sub-communicators, both kinds.
   if (Size() >= 4) {
     EXPECT_GT(TransportsSeen()["alltoallv over groups"], 0) << ::testing::PrintToString(TransportsSeen());
+    EXPECT_GT(TransportsSeen()["alltoall over groups"], 0) << ::testing::PrintToString(TransportsSeen());
     EXPECT_GT(TransportsSeen()["allgather over groups"] + TransportsSeen()["allgatherv over groups"], 0)
         << ::testing::PrintToString(TransportsSeen());
   }

@@ -30,7 +30,7 @@ int64_t Sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v
 }  // namespace
 
 void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>& devices,
-                          const std::vector<StepTraffic>& traffic, const std::string& what) {
+                          const std::vector<StepTraffic>& traffic, const std::string& what, bool priced_chunks) {
   ASSERT_EQ(devices, plan.devices()) << what;
   if (plan.steps().empty()) {  // equal layouts: compiled as one local copy, no message
     for (const StepTraffic& t : traffic) EXPECT_EQ(Sum(t.received), 0) << what;
@@ -44,7 +44,9 @@ void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>
     ASSERT_EQ(t.sent.size(), devices.size()) << where;
     ASSERT_EQ(t.received.size(), devices.size()) << where;
     EXPECT_EQ(Sum(t.sent), Sum(t.received)) << where;
-    const bool exact = step.op == StepOp::kExchange || (Unpadded(step) && step.op != StepOp::kAllReduce);
+    const bool grouped = (step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll) && !step.group_axes.empty();
+    const bool exact = step.op == StepOp::kExchange || (Unpadded(step) && step.op != StepOp::kAllReduce) ||
+                       (grouped && priced_chunks);
     // An all-reduce runs through ReducedPieces: a device receives the other
     // parts of its own piece, then every other piece of its shard. Where the
     // pieces are equal boxes, that is the ring's 2 (k - 1) / k priced.
@@ -67,7 +69,6 @@ void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>
       }
       // Sends: the exchange's own; a grouped collective's, sent inside its
       // groups (StepExchange) as the plan prices them where nothing is padded.
-      const bool grouped = (step.op == StepOp::kAllGather || step.op == StepOp::kAllToAll) && !step.group_axes.empty();
       if (step.op == StepOp::kExchange || (exact && grouped)) {
         EXPECT_EQ(t.sent[i], step.send_bytes[i]) << where << ", device " << devices[i];
       }

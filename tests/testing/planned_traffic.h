@@ -28,8 +28,13 @@ namespace reshard::testing {
 
 // Checks (gtest EXPECTs) each step's traffic against the plan. `devices`:
 // the indices the traffic vectors use (PlanProgram::devices()).
+// `priced_chunks`: the traffic is a runner's that ran every all-gather and
+// all-to-all over groups as its equal-chunk collective padded to the priced
+// chunk (RankOptions::priced_chunks, no transport forced, no message above
+// the limit), so those move exactly what the plan prices, padded or not.
 void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>& devices,
-                          const std::vector<StepTraffic>& traffic, const std::string& what);
+                          const std::vector<StepTraffic>& traffic, const std::string& what,
+                          bool priced_chunks = false);
 
 }  // namespace reshard::testing
 

@@ -32,6 +32,7 @@ struct RunOptions {
   std::string backend = "in-process";
   // Each set when given, as given.
   std::optional<std::string> threads, max_memory, transport;
+  bool priced_chunks = false;
 };
 
 // run's own flags, checked: the same answer on every rank of an MPI run.
@@ -39,6 +40,7 @@ struct RunFlags {
   int threads = 0;         // 0: the hardware's count
   int64_t max_memory = 0;  // 0: the default limit
   Transport transport = Transport::kDirect;
+  bool priced_chunks = false;
 };
 
 RunFlags CheckRunFlags(const RunOptions& o) {
@@ -50,7 +52,12 @@ RunFlags CheckRunFlags(const RunOptions& o) {
     throw CliError(kExitBadInput,
                    "--transport applies to --backend in-process only (--backend mpi picks an MPI transport "
                    "for each step)");
+  if (o.priced_chunks && o.backend != "mpi" && o.transport != "ranks")
+    throw CliError(kExitBadInput,
+                   "--priced-chunks applies to --backend mpi and --transport ranks only (the per-rank step runner's "
+                   "collectives)");
   RunFlags f;
+  f.priced_chunks = o.priced_chunks;
   if (o.threads) {
     try {
       f.threads = static_cast<int>(ParseInteger(*o.threads, "--threads", 1, kMaxThreads));
@@ -92,7 +99,7 @@ void RunRun(const RunOptions& o) {
       const RunFlags f = CheckRunFlags(o);
       LayoutPair pair = LoadPair(o.pair);
       PlannerOptions planner = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
-      return MpiRequest{std::move(pair), std::move(planner), f.max_memory};
+      return MpiRequest{std::move(pair), std::move(planner), f.max_memory, f.priced_chunks};
     });
     return;
 #else
@@ -137,6 +144,7 @@ void RunRun(const RunOptions& o) {
   ExecOptions eo;
   eo.threads = flags.threads;
   eo.transport = flags.transport;
+  eo.rank_priced_chunks = flags.priced_chunks;
   std::unique_ptr<Executor> executor = MakeInProcessExecutor(eo);
   // Threads the system cannot start are a request it cannot meet, not a bug.
   auto check = [](const Status& s) {
@@ -217,6 +225,9 @@ void RegisterRun(CLI::App& app) {
        "send buffer, unpack from it: the path MPI and NCCL take) or ranks (every device a thread running the per-rank "
        "step runner MPI runs, threads as ranks)")
       ->check(CLI::IsMember({"direct", "staged", "ranks"}));
+  cmd->add_flag("--priced-chunks", o->priced_chunks,
+                "mpi or ranks: run planned all-gathers and all-to-alls over mesh groups as equal-chunk collectives, "
+                "every message padded to the chunk the plan priced (as XLA and NCCL run them), not with exact counts");
   text("--max-memory", o->max_memory,
        "refuse, before planning, runs whose buffers need more, e.g. 8G (default: 70% of physical memory; with mpi, "
        "per rank, 70% over the ranks)");

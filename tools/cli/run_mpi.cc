@@ -153,6 +153,7 @@ uint64_t RequestHash(const MpiRequest& r, int repeat) {
   h = Mix(h, static_cast<uint64_t>(r.planner.memory_cap_bytes));
   h = MixText(h, r.planner.topology.ToString());
   for (const Mesh& m : r.planner.meshes) h = MixText(h, m.ToString());
+  h = Mix(h, r.priced_chunks ? 2 : 1);
   return Mix(h, static_cast<uint64_t>(repeat));
 }
 
@@ -300,7 +301,9 @@ void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
   // 4. Creating is collective and agrees on its errors itself: rank 0 prints them.
   // (Its buffers are allocated there: running out of memory ends the job.)
   std::optional<Result<MpiReshard>> made;
-  OrAbort(mpi, [&]() { made.emplace(MpiReshard::Create(MPI_COMM_WORLD, planned->plan)); });
+  MpiOptions options;
+  options.priced_chunks = request->priced_chunks;
+  OrAbort(mpi, [&]() { made.emplace(MpiReshard::Create(MPI_COMM_WORLD, planned->plan, options)); });
   Result<MpiReshard>& created = *made;
   try {
     ThrowIfError(created.status(), "",

@@ -15,6 +15,7 @@ struct MpiRequest {
   LayoutPair pair;
   PlannerOptions planner;
   int64_t max_memory = 0;  // bytes one rank's buffers may need; 0: 70% of physical memory over the ranks
+  bool priced_chunks = false;  // RankOptions::priced_chunks
 };
 
 // Runs a reshard over MPI_COMM_WORLD (MPI initialized and finalized here):
