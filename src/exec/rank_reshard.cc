@@ -473,9 +473,10 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
     s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
   }
-  if (step.op != StepOp::kAllToAll || !options.priced_chunks) return Status::Ok();
-  // An all-to-all: its members agree on the chunk (the priced one, unless a
-  // message of the group is larger, which no plan makes).
+  if (!options.priced_chunks) return Status::Ok();
+  // An all-to-all (or an all-gather whose messages are not every sender's
+  // whole input, run as one): its members agree on the chunk, the priced
+  // one unless a message of the group is larger, which no plan makes.
   int64_t chunk = std::max({step.chunk_bytes, *std::max_element(s.send_counts.begin(), s.send_counts.end()),
                             *std::max_element(s.recv_counts.begin(), s.recv_counts.end())});
   RESHARD_RETURN_IF_ERROR(s.group->AllReduce(std::span<int64_t>(&chunk, 1), Comm::ReduceOp::kMax));
