@@ -97,7 +97,8 @@ class Comm {
                                  int64_t& request) = 0;
   // All-gather of equal chunks: every rank passes the same `bytes`; rank
   // k's land at recv + k * bytes (this rank's own slot included). What a
-  // structured all-gather of even shards is (MPI_Allgather, ncclAllGather).
+  // structured all-gather is (MPI_Allgather, ncclAllGather): of even shards,
+  // or of uneven ones padded to the priced chunk.
   virtual Status StartAllgather(const std::byte* send, int64_t bytes, std::byte* recv, int64_t& request) = 0;
   // All-to-all of equal chunks: every rank passes the same `chunk`; to rank
   // k go the `chunk` bytes at send + k * chunk, from rank k come `chunk`

@@ -65,8 +65,9 @@ class MpiReshard {
   int64_t source_bytes() const { return runner_.source_bytes(); }
   int64_t target_bytes() const { return runner_.target_bytes(); }
   // The transport each step runs with, the same on every rank: "alltoallv",
-  // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (even
-  // shards: equal chunks) or "allgatherv over groups".
+  // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups"
+  // (equal chunks), "allgatherv over groups" or "alltoall over groups"
+  // (RankReshard::step_transports).
   std::vector<std::string> step_transports() const { return runner_.step_transports(); }
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const { return runner_.step_ops(); }

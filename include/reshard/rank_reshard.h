@@ -40,14 +40,18 @@
 // sub-group per mesh group (Comm::Split, members ranked as Mesh::MemberIndex
 // orders them): an all-to-all-v, or an all-gather-v straight from the input
 // buffer when every message is the sender's whole input (and the gathered
-// buffer fits one call). kPointToPoint, kDatatypes, or a message too large
-// for one call, override this.
+// buffer fits one call; the equal-chunk all-gather where every input is one
+// size). With RankOptions::priced_chunks, the equal-chunk all-to-all and
+// all-gather instead, every message padded (with zeros) to the chunk the
+// plan priced, where that chunk fits one message. kPointToPoint, kDatatypes,
+// or a message too large for one call, override this.
 // A reducing step (from partial sums, device_program.h) runs as an
 // all-to-all-v (point-to-point where asked or where a message needs chunks),
 // never as box messages: each rank combines its own part and what it
 // received in part order once everything has arrived, so every transport
 // gives the same bits (reduce_kernel.h).
-// Steps run as their minimal exchange (device_program.h): no padding is sent.
+// Steps run as their minimal exchange (device_program.h): no padding is sent
+// but with RankOptions::priced_chunks.
 // Messages larger than RankOptions::max_message_bytes (or the backend's
 // Comm::max_count) are sent as several point-to-point chunks.
 //
@@ -156,8 +160,9 @@ class RankReshard {
   int64_t target_bytes() const;
   // The transport each program step runs with (an all-reduce runs as two,
   // device_program.h), the same on every rank: "alltoallv",
-  // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (even
-  // shards: equal chunks) or "allgatherv over groups".
+  // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (equal
+  // chunks: even shards, or padded with priced_chunks), "allgatherv over
+  // groups" or "alltoall over groups" (padded equal chunks, priced_chunks).
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <mutex>
 
@@ -165,6 +166,7 @@ struct StepRun {
   // instead (exact counts, no bytes, or past what one call carries).
   int64_t chunk = 0;
   std::vector<int64_t> send_member, recv_member;  // all-to-all: message m's peer as a member of the group
+  int64_t member = -1;                            // this rank's, in its group
   std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
@@ -455,7 +457,7 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     const int64_t largest = *std::max_element(s.recv_counts.begin(), s.recv_counts.end());
     const bool even = std::all_of(s.recv_counts.begin(), s.recv_counts.end(), [&](int64_t c) { return c == largest; });
     const int64_t chunk = options.priced_chunks ? std::max(step.chunk_bytes, largest) : even ? largest : 0;
-    if (chunk > 0 && static_cast<int64_t>(g) <= comm->max_count() / chunk) s.chunk = chunk;
+    if (chunk > 0 && chunk <= Chunk() && static_cast<int64_t>(g) <= comm->max_count() / chunk) s.chunk = chunk;
     for (size_t m = 0; m < s.recv_rank.size(); ++m)
       s.recv_base.push_back(s.chunk > 0 ? static_cast<int64_t>(member_of(s.recv_rank[m])) * s.chunk
                                         : s.recv_displs[member_of(s.recv_rank[m])]);
@@ -463,6 +465,7 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     if (s.chunk > p.input_bytes) Grow(send, s.chunk);  // the input, padded
     return Status::Ok();
   }
+  s.member = my_key;
   for (size_t m = 0; m < s.send_rank.size(); ++m) {
     s.send_member.push_back(static_cast<int64_t>(member_of(s.send_rank[m])));
     s.send_counts[member_of(s.send_rank[m])] = p.send_count[m];
@@ -480,7 +483,8 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   int64_t chunk = std::max({step.chunk_bytes, *std::max_element(s.send_counts.begin(), s.send_counts.end()),
                             *std::max_element(s.recv_counts.begin(), s.recv_counts.end())});
   RESHARD_RETURN_IF_ERROR(s.group->AllReduce(std::span<int64_t>(&chunk, 1), Comm::ReduceOp::kMax));
-  if (chunk > 0 && chunk <= comm->max_count()) {
+  // (A chunk above the message limit: the v-form, whose messages fit.)
+  if (chunk > 0 && chunk <= Chunk() && static_cast<int64_t>(g) <= comm->max_count() / chunk) {
     s.chunk = chunk;
     Grow(send, static_cast<int64_t>(g) * chunk);
     Grow(recv, static_cast<int64_t>(g) * chunk);
@@ -498,8 +502,9 @@ Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std
   int64_t request = kNoRequest;
   if (s.chunk > 0) {
     const std::byte* mine = in;
-    if (p.input_bytes < s.chunk) {
+    if (p.input_bytes < s.chunk) {  // padded with zeros: no stale bytes go to the peers
       if (p.input_bytes > 0) std::memcpy(send.data(), in, static_cast<size_t>(p.input_bytes));
+      std::memset(send.data() + p.input_bytes, 0, static_cast<size_t>(s.chunk - p.input_bytes));
       mine = send.data();
     }
     RESHARD_RETURN_IF_ERROR(s.group->StartAllgather(mine, s.chunk, recv.data(), request));
@@ -523,9 +528,16 @@ Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, st
   const DeviceProgram& p = *s.program;
   // Message m packed into its member's chunk (every message its own copy:
   // chunks do not share staged boxes), then one equal-chunk all-to-all.
-  for (size_t m = 0; m < s.send_rank.size(); ++m)
-    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send.data() + s.send_member[m] * s.chunk - p.send_offset[m],
-              p.send_bytes);
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    std::byte* at = send.data() + s.send_member[m] * s.chunk;
+    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
+    // Padded with zeros: no stale bytes go to the peers.
+    if (p.send_count[m] < s.chunk)
+      std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
+  }
+  for (size_t k = 0; k < s.send_counts.size(); ++k)  // peers this rank sends nothing to
+    if (s.send_counts[k] == 0 && static_cast<int64_t>(k) != s.member)
+      std::memset(send.data() + static_cast<int64_t>(k) * s.chunk, 0, static_cast<size_t>(s.chunk));
   int64_t request = kNoRequest;
   RESHARD_RETURN_IF_ERROR(s.group->StartAlltoall(send.data(), s.chunk, recv.data(), request));
   RunAll(p.local, in, out);  // while the messages travel

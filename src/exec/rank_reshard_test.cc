@@ -141,6 +141,22 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
     }
   }
   EXPECT_EQ(structured, 3);  // the all-gather; an all-gather over y, then an all-to-all over x
+  // 3 rows over x=4 (1, 1, 1, 0): a member with nothing to give sends a
+  // chunk of padding alone; each rank still moves the priced bytes.
+  const Layout thin = ParseLayout("P('x', 'y')", {3, 6}, DType::kF32, XY()).value().layout;
+  const Layout thin_gathered = ParseLayout("P(None, 'y')", {3, 6}, DType::kF32, XY()).value().layout;
+  std::vector<RankRunStats> stats(8);
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), thin, thin_gathered, oc, &transports, &stats[static_cast<size_t>(rank)]);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  const PlanResult thin_plan = PlanReshard(thin, thin_gathered, *oc.planner).value();
+  ASSERT_EQ(thin_plan.plan.OpNames(), std::vector<std::string>{"all-gather"});
+  EXPECT_EQ(transports, std::vector<std::string>{"allgather over groups"});
+  for (int rank = 0; rank < 8; ++rank)
+    EXPECT_EQ(stats[static_cast<size_t>(rank)].step_bytes_received[0],
+              thin_plan.plan.steps()[0].recv_bytes[static_cast<size_t>(rank)])
+        << "rank " << rank;
 }
 
 // A backend that passes every call to another (threads as ranks); the

@@ -239,6 +239,35 @@ TEST(ThreadComm, AllgatherOfEqualChunks) {
   });
 }
 
+TEST(ThreadComm, AlltoallOfEqualChunks) {
+  constexpr int kRanks = 4;
+  constexpr int64_t kChunk = 5;
+  RunRanks(kRanks, [](Comm& comm) {
+    const int r = comm.rank();
+    // Chunk k of rank r's send buffer goes to rank k: seeded by (r, k).
+    std::vector<std::byte> send;
+    for (int k = 0; k < kRanks; ++k) {
+      const std::vector<std::byte> chunk = Bytes(kChunk, 10 * r + k);
+      send.insert(send.end(), chunk.begin(), chunk.end());
+    }
+    std::vector<std::byte> recv(kChunk * kRanks);
+    int64_t request = 5;
+    ASSERT_TRUE(comm.StartAlltoall(send.data(), kChunk, recv.data(), request).ok());
+    EXPECT_EQ(request, kNoRequest);
+    for (int k = 0; k < kRanks; ++k) {
+      const std::vector<std::byte> want = Bytes(kChunk, 10 * k + r);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), recv.begin() + kChunk * k)) << "from rank " << k;
+    }
+  });
+  // Unequal chunks are a caller's error, reported on every rank.
+  RunRanks(2, [](Comm& comm) {
+    const std::vector<std::byte> send(8);
+    std::vector<std::byte> recv(8);
+    int64_t request = kNoRequest;
+    EXPECT_FALSE(comm.StartAlltoall(send.data(), 3 + comm.rank(), recv.data(), request).ok());
+  });
+}
+
 TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
   for (const bool receives_first : {false, true}) {

@@ -77,7 +77,8 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
 // Each device's bytes sent and received (other devices' only) by
 // Exchange::CreateReducing(source, target), indexed as the devices of both
 // layouts, ascending. Where parts are routed whole into target parts, each
-// part's exchange is built among its own devices (Layout::PartsAlone), so
+// part's exchange is built among its own devices (Layout::DevicesByPart,
+// PartLayoutOn), so
 // linear in devices; else from CreateReducing itself (devices x parts).
 // For checking what a step from partial sums moves against its price.
 // REQUIRES: as CreateReducing.

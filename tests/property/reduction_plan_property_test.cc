@@ -205,6 +205,75 @@ TEST(ReductionPlanProperty, ReducingExchangeFloorsNeverExceedItsDraft) {
   EXPECT_GE(into_partial, 200);  // (most partial targets here are routed tile by tile)
 }
 
+// The part matching of Exchange::RouteParts stated pair by pair, every
+// source part against every target part, as it was computed before it
+// matched parts through the devices they share: the oracle for the faster
+// rule. Source part -> target part (-1: none); parts routed whole.
+std::vector<int64_t> PairwiseRoutes(const Layout& source, const Layout& target) {
+  const int64_t P = source.reduction().parts, Q = target.reduction().parts;
+  const ReduceOp sop = source.reduction().op, top = target.reduction().op;
+  std::vector<int64_t> to(static_cast<size_t>(P), -1);
+  if (!target.partial()) return to;
+  std::vector<std::vector<int64_t>> overlap(static_cast<size_t>(P), std::vector<int64_t>(static_cast<size_t>(Q), 0));
+  for (int64_t dev : target.devices())
+    if (target.TileOf(dev) >= 0 && source.TileOf(dev) >= 0)
+      ++overlap[static_cast<size_t>(source.PartOf(dev))][static_cast<size_t>(target.PartOf(dev))];
+  std::vector<int64_t> load(static_cast<size_t>(Q), 0);
+  std::vector<bool> taken(static_cast<size_t>(Q), false);
+  auto best = [&](int64_t p) {
+    int64_t b = -1;
+    for (int64_t q = 0; q < Q; ++q) {
+      if (taken[static_cast<size_t>(q)]) continue;
+      const int64_t o = overlap[static_cast<size_t>(p)][static_cast<size_t>(q)];
+      if (b < 0 || o > overlap[static_cast<size_t>(p)][static_cast<size_t>(b)] ||
+          (o == overlap[static_cast<size_t>(p)][static_cast<size_t>(b)] &&
+           load[static_cast<size_t>(q)] < load[static_cast<size_t>(b)]))
+        b = q;
+    }
+    return b;
+  };
+  if (top == ReduceOp::kAvg && P > 1 && sop == ReduceOp::kAvg && P == Q) {
+    for (int64_t p = 0; p < P; ++p) taken[static_cast<size_t>(to[static_cast<size_t>(p)] = best(p))] = true;
+    return to;
+  }
+  if (top == ReduceOp::kAvg && target.dtype() == DType::kF16) return to;
+  const ReduceOp as = top == ReduceOp::kAvg ? ReduceOp::kSum : top;
+  if (P == 1 || sop == as) {
+    for (int64_t p = 0; p < P; ++p) ++load[static_cast<size_t>(to[static_cast<size_t>(p)] = best(p))];
+    return to;
+  }
+  int64_t into = 0, most = -1;
+  for (int64_t q = 0; q < Q; ++q) {
+    int64_t n = 0;
+    for (int64_t p = 0; p < P; ++p) n += overlap[static_cast<size_t>(p)][static_cast<size_t>(q)];
+    if (n > most) most = n, into = q;
+  }
+  std::fill(to.begin(), to.end(), into);
+  return to;
+}
+
+// RouteParts matches source parts to target parts as the pairwise rule
+// does, on random partial pairs with more than one source part whose parts
+// are routed whole (with one part, or tile routes, its tile routing may
+// replace the match).
+TEST(ReductionPlanProperty, RoutePartsMatchesThePairwiseRule) {
+  std::mt19937_64 rng(2026120503);
+  int checked = 0;
+  for (int iter = 0; checked < 1500 && iter < 40000; ++iter) {
+    const std::optional<testing::PartialPair> drawn =
+        iter % 3 == 0 ? testing::DrawSamePartsPair(rng) : testing::DrawPartialPair(rng, /*partial_target=*/true);
+    if (!drawn || drawn->source.reduction().parts < 2) continue;
+    for (const DType dtype : {DType::kF32, DType::kF16}) {
+      const Layout source = testing::Retyped(drawn->source, dtype), target = testing::Retyped(drawn->target, dtype);
+      const PartRoutes routes = Exchange::RouteParts(source, target);
+      if (routes.tile_to) continue;
+      EXPECT_EQ(routes.to, PairwiseRoutes(source, target)) << drawn->text << " (" << DTypeName(dtype) << ")";
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 1500);
+}
+
 // What a step from partial sums moves is checked against its price by
 // ReducingExchangeBytes, which builds each part's exchange among its own
 // devices where parts are routed whole (linear in devices): on random pairs
