@@ -377,6 +377,10 @@ struct StepProgram {
 // partly so). What a memory estimate counts, by the tests Compile applies
 // (src/exec/group_copies.h).
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
+// The chunk plan step `step` prices its collective's messages at, where it
+// is an all-gather or all-to-all over mesh groups of k > 1 members (k - 1
+// chunks into every member): StepProgram::chunk_bytes. 0 elsewhere.
+int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step);
 // Device `index`'s part of a staged step written per group pattern, as the
 // per-message program it stands for: its messages (ascending peer), each
 // box staged once, pack, unpack and local copies; `dp` gives its buffer

@@ -515,9 +515,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       step.op = ps->op;
       if (plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll)) {
         step.group_axes = ps->group_axes;
-        // The collective's chunk as priced: k - 1 of them into every member.
-        const int64_t k = plan->mesh()->GroupSize(ps->group_axes);
-        if (k > 1) step.chunk_bytes = ps->recv_bytes.Max() / (k - 1);
+        step.chunk_bytes = PricedChunkBytes(*plan, static_cast<size_t>(step.plan_step));
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -783,6 +781,13 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     p.steps_.push_back(std::move(step));
   }
   return p;
+}
+
+int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step) {
+  const PlanStep& s = plan.steps().at(step);
+  if (!plan.mesh() || s.group_axes.empty() || (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll)) return 0;
+  const int64_t k = plan.mesh()->GroupSize(s.group_axes);
+  return k > 1 ? s.recv_bytes.Max() / (k - 1) : 0;
 }
 
 }  // namespace reshard

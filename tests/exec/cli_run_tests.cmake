@@ -43,6 +43,9 @@ cli_error_test(run_threads_empty 2 "^reshard: error: --threads: empty value" sh 
 cli_test(run_threads_bound "\"verified\":true" ${R} ${RUN4} --threads 1024 --json)
 cli_test(run_ranks_priced_chunks "^verified: .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
          ${R} run --shape 15,16,16 --from ${CANON_FROM} --to ${CANON_TO} --strategy collectives --transport ranks --priced-chunks --repeat 1)
+# The estimate counts the padded equal-chunk staging (3 rows over x=4: 408 B beyond the shards here).
+cli_error_test(run_priced_chunks_counts_padding 1 "^reshard: error: running this needs about [0-9]+ B .*copy programs, priced chunks' padded staging\\), more than"
+               ${R} run --shape 3,6 --mesh x=4,y=2 --from "P('x','y')" --to "P(None,'y')" --strategy collectives --transport ranks --priced-chunks --max-memory 1800 --repeat 1)
 cli_error_test(run_priced_chunks_in_process 2 "^reshard: error: --priced-chunks applies to --backend mpi and --transport ranks only"
                ${R} ${RUN4} --priced-chunks)
 if(NOT RESHARD_SANITIZE)

@@ -121,7 +121,7 @@ void RunRun(const RunOptions& o) {
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
     ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, flags.transport),
+  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, flags.transport, flags.priced_chunks),
               limit, /*per_rank=*/false);
   // Only the copies the transport runs (a copy op or more per message each).
   CompileOptions compile;

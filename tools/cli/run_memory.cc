@@ -116,7 +116,8 @@ MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target
   return e;
 }
 
-MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, Transport transport) {
+MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, Transport transport,
+                                bool priced_chunks) {
   const bool as_ranks = transport == Transport::kRanks;
   MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads, transport);
   // Intermediate layouts: the outputs of every step but the last. In
@@ -163,6 +164,17 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   Add(e, programs, "copy programs");
+  // Priced chunks: the staging counted above is at most the shards; a
+  // padded equal-chunk collective stages k chunks each way.
+  if (priced_chunks && (per_rank || as_ranks) && plan.mesh()) {
+    int64_t staged = 0;
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (const int64_t chunk = PricedChunkBytes(plan, i); chunk > 0)
+        staged = std::max(staged, SaturatingMul(2 * plan.mesh()->GroupSize(steps[i].group_axes), chunk));
+    const int64_t all = per_rank ? staged : SaturatingMul(staged, static_cast<int64_t>(plan.devices().size()));
+    const int64_t counted = SaturatingAdd(Bytes(plan.source(), per_rank), Bytes(plan.target(), per_rank));
+    if (all > counted) Add(e, all - counted, "priced chunks' padded staging");
+  }
   // A rank keeps every step's types for as long as its plan lives; each
   // step's bytes bounded by its busiest device's (the estimate before
   // planning counted a bound for one step, source to target).

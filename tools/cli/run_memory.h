@@ -60,9 +60,12 @@ struct MemoryEstimate {
 // runner (--transport ranks), which stages as each MPI rank does.
 MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
                                       Transport transport = Transport::kStaged);
-// The same plus what the plan adds: intermediate buffers and the programs.
+// The same plus what the plan adds: intermediate buffers and the programs;
+// with `priced_chunks` (RankOptions::priced_chunks; per rank, or threads as
+// ranks) also the staging its padded equal-chunk collectives need beyond
+// the shards: k chunks each way, the rank's own included.
 MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads,
-                                Transport transport = Transport::kStaged);
+                                Transport transport = Transport::kStaged, bool priced_chunks = false);
 
 struct MemoryLimit {
   int64_t bytes = 0;

@@ -295,7 +295,8 @@ void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
     CheckMemory(EstimateBeforePlanning(source, target, /*per_rank=*/true, 1), limit, /*per_rank=*/true);
     Result<PlanResult> p = PlanReshard(source, target, request->planner);
     ThrowIfError(p.status(), "", p.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-    CheckMemory(EstimateWithPlan(p->plan, /*per_rank=*/true, 1), limit, /*per_rank=*/true);
+    CheckMemory(EstimateWithPlan(p->plan, /*per_rank=*/true, 1, Transport::kStaged, request->priced_chunks), limit,
+                /*per_rank=*/true);
     planned.emplace(std::move(p).value());
   });
   // 4. Creating is collective and agrees on its errors itself: rank 0 prints them.
