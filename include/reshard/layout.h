@@ -131,7 +131,7 @@ class Layout {
   // PartLayout(part) over `devices` alone (some of devices(), ascending):
   // O(devices.size()), where PartLayout is O(devices()) whatever the part,
   // so every part on its own devices (DevicesByPart) is linear in devices.
-  Result<Layout> PartLayoutOn(int64_t part, std::vector<int64_t> devices) const;
+  Result<Layout> PartLayoutOn(int64_t part, std::span<const int64_t> devices) const;
   const DimGrid& dim(int64_t d) const { return rep_->dims[d].grid(); }
 
   // Devices of the layout (holding data or not), ascending.

@@ -15,6 +15,18 @@
 namespace reshard {
 namespace {
 
+// The bytes ops [lo, hi) of `prog` copy, or -1 where one reads outside
+// [0, src_end) or writes outside [dst_lo, dst_end): a group copy's bounds.
+int64_t RangeBytes(const CopyProgram& prog, int64_t lo, int64_t hi, int64_t src_end, int64_t dst_lo, int64_t dst_end) {
+  int64_t bytes = 0;
+  for (int64_t o = lo; o < hi; ++o) {
+    const CopyOp& op = prog.ops[static_cast<size_t>(o)];
+    if (op.src_offset < 0 || op.dst_offset < dst_lo || prog.SrcEnd(op) > src_end || prog.DstEnd(op) > dst_end) return -1;
+    bytes += prog.OpBytes(op);
+  }
+  return bytes;
+}
+
 // A run along one dim after merging segments adjacent on the sides that matter.
 struct DimRun {
   int64_t src = 0, dst = 0, length = 0;
@@ -559,31 +571,18 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
             const size_t pair = gc.PairOfClass(pat, c, sm);
             const bool own = pat.receiver_class[static_cast<size_t>(sm)] == c;
             const int64_t box_bytes = gc.pair_bytes[pair];
-            // The bytes ops [lo, hi) of `prog` copy, or -1 where one reads
-            // outside [0, src_end) or writes outside [dst_lo, dst_end).
-            auto range_bytes = [](const CopyProgram& prog, int64_t lo, int64_t hi, int64_t src_end, int64_t dst_lo,
-                                  int64_t dst_end) -> int64_t {
-              int64_t bytes = 0;
-              for (int64_t o = lo; o < hi; ++o) {
-                const CopyOp& op = prog.ops[static_cast<size_t>(o)];
-                if (op.src_offset < 0 || op.dst_offset < dst_lo || prog.SrcEnd(op) > src_end || prog.DstEnd(op) > dst_end)
-                  return -1;
-                bytes += prog.OpBytes(op);
-              }
-              return bytes;
-            };
             bool inside = true;
             // The direct copies (in the staged form alone, the local ones only).
             if (gc.has_direct || own)
-              inside &= range_bytes(gc.copies, gc.begin[pair], gc.begin[pair + 1], from.input_bytes, 0, to.output_bytes) ==
+              inside &= RangeBytes(gc.copies, gc.begin[pair], gc.begin[pair + 1], from.input_bytes, 0, to.output_bytes) ==
                         box_bytes;
             // The staged box's pack and unpack, where a receiver other than the sender takes it.
             if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
               const int64_t at = gc.stage_offset[pair];
               inside &= at >= 0 &&
-                        range_bytes(gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], box_bytes, 0,
+                        RangeBytes(gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], box_bytes, 0,
                                     to.output_bytes) == box_bytes &&
-                        range_bytes(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], from.input_bytes, at,
+                        RangeBytes(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], from.input_bytes, at,
                                     at + box_bytes) == box_bytes;
             }
             if (!inside)

@@ -165,9 +165,11 @@ struct StepRun {
   // an all-gather whose inputs are all one size); 0 where the v-form runs
   // instead (exact counts, no bytes, or past what one call carries).
   int64_t chunk = 0;
-  std::vector<int64_t> send_member, recv_member;  // all-to-all: message m's peer as a member of the group
-  int64_t member = -1;                            // this rank's, in its group
-  std::vector<int64_t> recv_base;  // all-gather: where message m starts in the gathered buffer
+  // Equal-chunk all-to-all: where message m goes in the send buffer (its
+  // member's chunk), and the chunks of the members this rank sends nothing
+  // to (zeroed each run: the send buffer is shared between steps).
+  std::vector<int64_t> send_base, idle_base;
+  std::vector<int64_t> recv_base;  // where message m starts in the gathered or received buffer
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
   Reduction reduction = {};
@@ -242,6 +244,11 @@ struct RankReshard::State {
   // Whether every rank's messages can be box messages (BoxableMessage).
   Result<bool> AllBoxable(const StepRun& s);
   int64_t Chunk() const { return std::min(options.max_message_bytes, comm->max_count()); }
+  // Whether an equal-chunk collective of `chunk`-byte messages over `members`
+  // fits one call: each message within the limit, the buffer within a count.
+  bool OneCallCarries(int64_t chunk, size_t members) const {
+    return chunk > 0 && chunk <= Chunk() && static_cast<int64_t>(members) <= comm->max_count() / chunk;
+  }
   Status RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // Over `over`: the whole Comm, or the step's group (the counts are then by member).
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
@@ -457,7 +464,7 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     const int64_t largest = *std::max_element(s.recv_counts.begin(), s.recv_counts.end());
     const bool even = std::all_of(s.recv_counts.begin(), s.recv_counts.end(), [&](int64_t c) { return c == largest; });
     const int64_t chunk = options.priced_chunks ? std::max(step.chunk_bytes, largest) : even ? largest : 0;
-    if (chunk > 0 && chunk <= Chunk() && static_cast<int64_t>(g) <= comm->max_count() / chunk) s.chunk = chunk;
+    if (OneCallCarries(chunk, g)) s.chunk = chunk;
     for (size_t m = 0; m < s.recv_rank.size(); ++m)
       s.recv_base.push_back(s.chunk > 0 ? static_cast<int64_t>(member_of(s.recv_rank[m])) * s.chunk
                                         : s.recv_displs[member_of(s.recv_rank[m])]);
@@ -465,14 +472,11 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     if (s.chunk > p.input_bytes) Grow(send, s.chunk);  // the input, padded
     return Status::Ok();
   }
-  s.member = my_key;
   for (size_t m = 0; m < s.send_rank.size(); ++m) {
-    s.send_member.push_back(static_cast<int64_t>(member_of(s.send_rank[m])));
     s.send_counts[member_of(s.send_rank[m])] = p.send_count[m];
     s.send_displs[member_of(s.send_rank[m])] = p.send_offset[m];
   }
   for (size_t m = 0; m < s.recv_rank.size(); ++m) {
-    s.recv_member.push_back(static_cast<int64_t>(member_of(s.recv_rank[m])));
     s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
     s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
   }
@@ -484,11 +488,16 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
                             *std::max_element(s.recv_counts.begin(), s.recv_counts.end())});
   RESHARD_RETURN_IF_ERROR(s.group->AllReduce(std::span<int64_t>(&chunk, 1), Comm::ReduceOp::kMax));
   // (A chunk above the message limit: the v-form, whose messages fit.)
-  if (chunk > 0 && chunk <= Chunk() && static_cast<int64_t>(g) <= comm->max_count() / chunk) {
-    s.chunk = chunk;
-    Grow(send, static_cast<int64_t>(g) * chunk);
-    Grow(recv, static_cast<int64_t>(g) * chunk);
-  }
+  if (!OneCallCarries(chunk, g)) return Status::Ok();
+  s.chunk = chunk;
+  for (size_t m = 0; m < s.send_rank.size(); ++m)
+    s.send_base.push_back(static_cast<int64_t>(member_of(s.send_rank[m])) * chunk);
+  for (size_t m = 0; m < s.recv_rank.size(); ++m)
+    s.recv_base.push_back(static_cast<int64_t>(member_of(s.recv_rank[m])) * chunk);
+  for (size_t k = 0; k < g; ++k)
+    if (s.send_counts[k] == 0 && static_cast<int>(k) != my_key) s.idle_base.push_back(static_cast<int64_t>(k) * chunk);
+  Grow(send, static_cast<int64_t>(g) * chunk);
+  Grow(recv, static_cast<int64_t>(g) * chunk);
   return Status::Ok();
 }
 
@@ -529,15 +538,13 @@ Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, st
   // Message m packed into its member's chunk (every message its own copy:
   // chunks do not share staged boxes), then one equal-chunk all-to-all.
   for (size_t m = 0; m < s.send_rank.size(); ++m) {
-    std::byte* at = send.data() + s.send_member[m] * s.chunk;
+    std::byte* at = send.data() + s.send_base[m];
     RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
     // Padded with zeros: no stale bytes go to the peers.
     if (p.send_count[m] < s.chunk)
       std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
   }
-  for (size_t k = 0; k < s.send_counts.size(); ++k)  // peers this rank sends nothing to
-    if (s.send_counts[k] == 0 && static_cast<int64_t>(k) != s.member)
-      std::memset(send.data() + static_cast<int64_t>(k) * s.chunk, 0, static_cast<size_t>(s.chunk));
+  for (int64_t at : s.idle_base) std::memset(send.data() + at, 0, static_cast<size_t>(s.chunk));
   int64_t request = kNoRequest;
   RESHARD_RETURN_IF_ERROR(s.group->StartAlltoall(send.data(), s.chunk, recv.data(), request));
   RunAll(p.local, in, out);  // while the messages travel
@@ -547,7 +554,7 @@ Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, st
   stats.step_bytes_received.back() += s.chunk * others;
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
     Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1],
-           recv.data() + s.recv_member[m] * s.chunk - p.recv_offset[m], out, p.unpack.bytes);
+           recv.data() + s.recv_base[m] - p.recv_offset[m], out, p.unpack.bytes);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
   return Status::Ok();
 }

@@ -336,7 +336,7 @@ std::vector<std::vector<int64_t>> Layout::DevicesByPart() const {
   return parts;
 }
 
-Result<Layout> Layout::PartLayoutOn(int64_t part, std::vector<int64_t> devices) const {
+Result<Layout> Layout::PartLayoutOn(int64_t part, std::span<const int64_t> devices) const {
   std::vector<DimGrid> dims;
   for (const Dim& d : rep_->dims) dims.push_back(d.grid());
   std::vector<DeviceTile> placement;

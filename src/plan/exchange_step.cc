@@ -209,7 +209,10 @@ Result<ReducingExchangeTraffic> ReducingExchangeBytes(const Layout& source, cons
   }
   // Part p's exchange (CreateReducing's) moves between the devices of source
   // part p and target part to[p] only: the others hold nothing of either.
-  // Each target part's layout is made once, for the parts routed to it.
+  // Each target part's layout is made once, for the parts routed to it, in
+  // turn (parts sorted by target part): one at a time, not every part's at
+  // once (a lazily filled table of them took 129 MB where this takes 51 at
+  // 2^18 devices).
   const std::vector<std::vector<int64_t>> from = source.DevicesByPart(), into = target.DevicesByPart();
   std::vector<int64_t> order(from.size());
   std::iota(order.begin(), order.end(), 0);
