@@ -224,15 +224,8 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   // The reducing exchange, where the target and strategy allow one: drafted
   // unless the parts moved alike cost less than even its floors (its
   // transfers are every part into every device of its target part).
-  const bool exchange_allowed = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);
-  std::optional<PlanStep> exchange;
-  auto draft_exchange = [&]() -> Status {
-    if (exchange_allowed && !exchange) {
-      RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
-      exchange = std::move(step);
-    }
-    return Status::Ok();
-  };
+  ReducingExchangeCandidate exchange_candidate(source, target, options);
+  std::optional<PlanStep>& exchange = exchange_candidate.step();
   const LowerBound bound = ComputeLowerBound(source, target);
   // The parts moved alike, where the layouts allow it: taken where no
   // ragged exchange is allowed, or where it costs less than the exchange.
@@ -240,19 +233,17 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     bool no_path = false;
     std::optional<SameParts> alike = MovePartsAlike(source, target, options, cap, no_path);
     bool lifted = false;
-    if (!alike && no_path && !exchange_allowed && options.memory_cap_bytes <= 0) {
+    if (!alike && no_path && !exchange_candidate.allowed() && options.memory_cap_bytes <= 0) {
       alike = MovePartsAlike(source, target, options, INT64_MAX, no_path);
       lifted = alike.has_value();
     }
     // Where the parts moved alike cost less than the exchange's floors, it
     // could not win: not drafted.
     std::optional<PlanCandidate> undrafted;
-    if (alike && exchange_allowed) {
-      const std::optional<ReducingExchangeFloors> floor = ReducingExchangeFloor(source, target, options.topology, bound);
-      if (floor && alike->cost < FloorCost(*floor, bound))
-        undrafted = UndraftedExchange(*floor, bound, "at its floors it costs more than the parts moved alike");
-      else
-        RESHARD_RETURN_IF_ERROR(draft_exchange());
+    if (alike) {
+      RESHARD_ASSIGN_OR_RETURN(undrafted, exchange_candidate.DraftUnlessOutpriced(bound, alike->cost,
+                                                                                  /*rival_wins_ties=*/false,
+                                                                                  "the parts moved alike", cap));
     }
     // (Not drafted: no exchange.)
     if (alike && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
@@ -263,10 +254,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       if (lifted)
         r.candidates.push_back(CapLiftedCandidate(cap));
       if (undrafted) r.candidates.push_back(std::move(*undrafted));
-      if (exchange)
-        r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
-                                             exchange->peak_bytes.Max(),
-                                             exchange->peak_bytes.Max() > cap ? "over the memory cap" : "priced"});
+      if (exchange) r.candidates.push_back(exchange_candidate.Line(cap, /*chosen=*/false));
       PlanCandidate chosen{{}, static_cast<double>(alike->cost.time_ps) / 1e6, alike->cost.bytes, alike->peak, "chosen"};
       for (const PlanStep& step : alike->steps)
         chosen.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(step.op), step.input_spec, step.output_spec));
@@ -278,7 +266,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       return r;
     }
   }
-  RESHARD_RETURN_IF_ERROR(draft_exchange());
+  RESHARD_RETURN_IF_ERROR(exchange_candidate.Draft());
   // From partial sums: reducing first may move less than sending parts
   // (not tried where the one exchange already receives the bound). Under
   // the default cap, where neither fits it, both are priced without it.
@@ -295,9 +283,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       r.states_explored = two->first.states_explored;
       if (lifted)
         r.candidates.push_back(CapLiftedCandidate(cap));
-      r.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
-                                           exchange->peak_bytes.Max(),
-                                           over && !lifted ? "over the memory cap" : "priced"});
+      r.candidates.push_back(exchange_candidate.Line(lifted ? INT64_MAX : cap, /*chosen=*/false));
       PlanCandidate chosen{{}, static_cast<double>(two->cost.time_ps) / 1e6, two->cost.bytes,
                            std::max(two->first.plan.totals().peak_bytes, two->route.peak_bytes.Max()), "chosen"};
       for (const PlanCandidate& c : two->first.candidates)

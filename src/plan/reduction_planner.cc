@@ -65,6 +65,18 @@ PlanResult ExchangePlanResult(const Layout& source, const Layout& target, PlanSt
   return result;
 }
 
+// The least the reducing exchange could cost (its floors, and the bound's
+// bytes: it receives no less), one exchange step.
+Cost FloorCost(const ReducingExchangeFloors& floor, const LowerBound& bound) {
+  return Cost{Picoseconds(floor.time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1};
+}
+
+// The candidate line of a reducing exchange never drafted, at its floors.
+PlanCandidate UndraftedExchange(const ReducingExchangeFloors& floor, const LowerBound& bound, std::string note) {
+  return PlanCandidate{{"reducing exchange"}, floor.time_us, bound.max_recv_bytes, floor.peak_bytes,
+                       "not drafted: " + std::move(note)};
+}
+
 }  // namespace
 
 Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path) {
@@ -87,13 +99,46 @@ Cost StepCost(const PlanStep& s) {
   return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), 1, 1};
 }
 
-Cost FloorCost(const ReducingExchangeFloors& floor, const LowerBound& bound) {
-  return Cost{Picoseconds(floor.time_us), bound.max_recv_bytes, bound.total_bytes, 1, 1};
+ReducingExchangeCandidate::ReducingExchangeCandidate(const Layout& source, const Layout& target,
+                                                     const PlannerOptions& options)
+    : source_(source),
+      target_(target),
+      topology_(options.topology),
+      allowed_(options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {}
+
+Status ReducingExchangeCandidate::Draft() {
+  if (allowed_ && !step_) {
+    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source_, target_, topology_));
+    step_ = std::move(step);
+  }
+  return Status::Ok();
 }
 
-PlanCandidate UndraftedExchange(const ReducingExchangeFloors& floor, const LowerBound& bound, std::string note) {
-  return PlanCandidate{{"reducing exchange"}, floor.time_us, bound.max_recv_bytes, floor.peak_bytes,
-                       "not drafted: " + std::move(note)};
+Result<std::optional<PlanCandidate>> ReducingExchangeCandidate::DraftUnlessOutpriced(const LowerBound& bound,
+                                                                                   const Cost& rival,
+                                                                                   bool rival_wins_ties,
+                                                                                   const std::string& rival_name,
+                                                                                   int64_t cap) {
+  if (!allowed_ || step_) return std::optional<PlanCandidate>{};
+  if (const std::optional<ReducingExchangeFloors> floor = ReducingExchangeFloor(source_, target_, topology_, bound)) {
+    if (floor->peak_bytes > cap)
+      return std::optional<PlanCandidate>{UndraftedExchange(*floor, bound, "over the memory cap at its floor")};
+    const Cost least = FloorCost(*floor, bound);
+    if (rival_wins_ties ? !(least < rival) : rival < least)
+      return std::optional<PlanCandidate>{UndraftedExchange(
+          *floor, bound,
+          (rival_wins_ties ? "at its floors it costs no less than " : "at its floors it costs more than ") + rival_name)};
+  }
+  RESHARD_RETURN_IF_ERROR(Draft());
+  return std::optional<PlanCandidate>{};
+}
+
+PlanCandidate ReducingExchangeCandidate::Line(int64_t cap, bool chosen) const {
+  const PlanStep& s = *step_;
+  return PlanCandidate{{"reducing exchange"}, s.time_us, s.recv_bytes.Max(), s.peak_bytes.Max(),
+                       s.peak_bytes.Max() > cap ? "over the memory cap"
+                       : chosen                 ? "chosen"
+                                                : "priced"};
 }
 
 std::vector<PlanStep> PendingSteps(const std::vector<std::pair<AxisLists, Edge>>& path,
@@ -180,22 +225,12 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source.WithoutReduction(), target));
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
   const LowerBound bound = ComputeLowerBound(source, target);
-  // The reducing exchange, where the target and strategy allow one: drafted
-  // where it is the plan or could win (its transfers are every part into
-  // every device, devices x parts of them).
-  const bool exchange_allowed = options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target);
-  std::optional<PlanStep> exchange;
-  auto draft_exchange = [&]() -> Status {
-    if (exchange_allowed && !exchange) {
-      RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source, target, options.topology));
-      exchange = std::move(step);
-    }
-    return Status::Ok();
-  };
+  // The reducing exchange: drafted where it is the plan or could win.
+  ReducingExchangeCandidate exchange(source, target, options);
   // The plan of the reducing exchange alone, where no structured plan applies.
   auto exchange_only = [&](const std::string& why) -> Result<PlanResult> {
-    RESHARD_RETURN_IF_ERROR(draft_exchange());
-    return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange), why);
+    RESHARD_RETURN_IF_ERROR(exchange.Draft());
+    return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange.step()), why);
   };
   if (options.strategy == Strategy::kExchange) return exchange_only("the exchange strategy asks for the reducing exchange");
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
@@ -355,20 +390,12 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   // its bytes are at least the bound's) allow it to win: it never wins a
   // tie (one exchange more), so where the floors cost no less than the
   // structured plan, or exceed the cap, it could not.
-  std::optional<PlanCandidate> undrafted;
-  if (exchange_allowed) {
-    // (A target with no reduction: parts are routed whole.)
-    const ReducingExchangeFloors floor = *ReducingExchangeFloor(source, target, options.topology, bound);
-    const bool over_cap = floor.peak_bytes > used_cap;
-    if (over_cap || FloorCost(floor, bound) >= structured_cost)
-      undrafted = UndraftedExchange(floor, bound, over_cap ? "over the memory cap at its floor"
-                                                           : "at its floors it costs no less than the plan chosen");
-    else
-      RESHARD_RETURN_IF_ERROR(draft_exchange());
-  }
+  RESHARD_ASSIGN_OR_RETURN(
+      std::optional<PlanCandidate> undrafted,
+      exchange.DraftUnlessOutpriced(bound, structured_cost, /*rival_wins_ties=*/true, "the plan chosen", used_cap));
   // The reducing exchange, where it fits the cap the structured plans were found under and costs less.
-  const bool exchange_wins = exchange && exchange->peak_bytes.Max() <= used_cap &&
-                             StepCost(*exchange) < structured_cost;
+  const bool exchange_wins = exchange.step() && exchange.step()->peak_bytes.Max() <= used_cap &&
+                             StepCost(*exchange.step()) < structured_cost;
   const bool dtensor_wins = dtensor_cheaper && !exchange_wins;
   if (dtensor) {
     PlanCandidate c{{"DTensor's order, one mesh axis at a time"}, static_cast<double>(dtensor_cost.time_ps) / 1e6,
@@ -384,12 +411,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
     result.candidates.push_back(std::move(c));
   }
   if (undrafted) result.candidates.push_back(std::move(*undrafted));
-  if (exchange)
-    result.candidates.push_back(PlanCandidate{{"reducing exchange"}, exchange->time_us, exchange->recv_bytes.Max(),
-                                              exchange->peak_bytes.Max(),
-                                              exchange->peak_bytes.Max() > used_cap ? "over the memory cap"
-                                              : exchange_wins                       ? "chosen"
-                                                                                    : "priced"});
+  if (exchange.step()) result.candidates.push_back(exchange.Line(used_cap, exchange_wins));
 
   // --explain: every candidate, priced as the search priced it.
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -414,7 +436,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
 
   if (exchange_wins) {
     PlanBuilder builder(source, target);
-    builder.Add(std::move(*exchange));
+    builder.Add(std::move(*exchange.step()));
     result.plan = builder.Finish();
     return result;
   }

@@ -67,11 +67,42 @@ Status RefuseWithBound(const Layout& source, const Layout& target, const std::st
 Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology);
 // How the search orders a priced step, and a path of drafted edges.
 Cost StepCost(const PlanStep& s);
-// The least the reducing exchange could cost (its floors, and the bound's
-// bytes: it receives no less), one exchange step: it never wins a tie.
-Cost FloorCost(const ReducingExchangeFloors& floor, const LowerBound& bound);
-// The candidate line of a reducing exchange never drafted, at its floors.
-PlanCandidate UndraftedExchange(const ReducingExchangeFloors& floor, const LowerBound& bound, std::string note);
+// The reducing exchange of one pair as a planner's candidate: built at most
+// once (its transfers are every part into every device, devices x parts of
+// them), and only where the target has a ragged exchange and the strategy
+// is not kCollectives (allowed()). Both planners from partial sums decide
+// through it whether to build it.
+class ReducingExchangeCandidate {
+ public:
+  // The layouts and options must outlive it.
+  ReducingExchangeCandidate(const Layout& source, const Layout& target, const PlannerOptions& options);
+  bool allowed() const { return allowed_; }
+  // Builds it, where allowed and not built yet.
+  Status Draft();
+  // Builds it (where allowed) unless its floors (ReducingExchangeFloor, and
+  // the bound's bytes: FloorCost) show that it cannot be chosen over a rival
+  // plan costing `rival`: its peak floor over `cap`, or its cost floor above
+  // `rival`, or equal to it where the rival wins ties. Then nothing is built
+  // and the result is its line at its floors (UndraftedExchange), noted as
+  // over the cap or as costing more than (no less than, where the rival wins
+  // ties) `rival_name`. Where no floor applies (parts routed tile by tile),
+  // builds it. `bound`: the pair's ComputeLowerBound.
+  Result<std::optional<PlanCandidate>> DraftUnlessOutpriced(const LowerBound& bound, const Cost& rival,
+                                                            bool rival_wins_ties, const std::string& rival_name,
+                                                            int64_t cap);
+  // The built step; nullopt before a Draft, or where not allowed.
+  std::optional<PlanStep>& step() { return step_; }
+  // The candidate line of the built step: "over the memory cap" where its
+  // peak exceeds `cap`, else "chosen" or "priced". REQUIRES: step().
+  PlanCandidate Line(int64_t cap, bool chosen) const;
+
+ private:
+  const Layout& source_;
+  const Layout& target_;
+  const Topology& topology_;
+  bool allowed_;
+  std::optional<PlanStep> step_;
+};
 Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path);
 // The plan of the reducing exchange alone (`exchange`, where the target and
 // strategy allow one) under `cap`, soft unless the caller set it; else
