@@ -276,6 +276,21 @@ struct PartRoutes {
   bool FirstInto(int64_t part, int64_t tile, int64_t target_tile, int64_t target_part) const;
 };
 
+// PartRoutes::PartsInto per target part, each worked out on its first ask:
+// for walks over receivers, where every device of a target part asks the
+// same (PartsInto scans every part). Keeps a pointer to `routes`, which
+// must outlive it.
+class PartsIntoMemo {
+ public:
+  explicit PartsIntoMemo(const PartRoutes& routes) : routes_(&routes) {}
+  // PartRoutes::PartsInto(part); valid until the memo is destroyed.
+  const std::vector<int64_t>& Into(int64_t part);
+
+ private:
+  const PartRoutes* routes_;
+  std::unordered_map<int64_t, std::vector<int64_t>> into_;
+};
+
 class Exchange {
  public:
   // REQUIRES nothing; fails unless both layouts have the same shape and dtype,

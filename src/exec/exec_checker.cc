@@ -240,7 +240,7 @@ Status CheckCoverage(const PlanProgram& program) {
     // The parts each device must get: the routes from this step's input to its output.
     const Layout& out = program.layouts()[si + 1];
     const PartRoutes routes = by_parts ? Exchange::RouteParts(program.layouts()[si], out) : PartRoutes{};
-    std::map<int64_t, std::vector<int64_t>> into;  // target part -> the source parts routed to it
+    PartsIntoMemo into(routes);
     if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
       // Written per group pattern: each receiver class's copies from every
       // member fill its (common) output once, in each form compiled (a
@@ -390,16 +390,16 @@ Status CheckCoverage(const PlanProgram& program) {
         if (by_parts && out.TileOf(dp.device) >= 0 && !writes.empty()) {
           // Exactly the routed parts reach the device (every part where the output is not partial).
           const int64_t q = out.partial() ? out.PartOf(dp.device) : -1;
-          if (into.find(q) == into.end()) into[q] = routes.PartsInto(q);
+          const std::vector<int64_t>& routed = into.Into(q);
           std::vector<bool> want(static_cast<size_t>(parts), false);
-          for (int64_t p : into[q]) want[static_cast<size_t>(p)] = true;
+          for (int64_t p : routed) want[static_cast<size_t>(p)] = true;
           if (want != reaches)
             return Status::InvalidArgument(fmt::format("step {}: device {} does not get exactly the parts routed to it", si,
                                                        dp.device));
           if (routes.Fills(out, dp.device) == dp.fill.ops.empty())
             return Status::InvalidArgument(fmt::format("step {}: device {} is {}filled with the identity, but {} part is "
                                                        "routed to it", si, dp.device, dp.fill.ops.empty() ? "not " : "",
-                                                       into[q].empty() ? "no" : "a"));
+                                                       routed.empty() ? "no" : "a"));
         }
         if (!reached && !dp.fill.ops.empty()) {
           std::fill(writes.begin(), writes.end(), 0);

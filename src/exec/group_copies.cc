@@ -183,7 +183,8 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
   std::vector<int32_t> part_rank(gc.parts > 1 ? static_cast<size_t>(n) : 0, 0);
   std::vector<int64_t> parts_in(static_cast<size_t>(groups), gc.parts);  // per group: the parts routed to its receivers
   if (gc.parts > 1) {
-    std::unordered_map<int64_t, int64_t> routed_into;  // target part -> how many parts are routed to it
+    std::optional<PartsIntoMemo> routed_into;
+    if (routes) routed_into.emplace(*routes);
     std::vector<int64_t> held;
     for (int64_t g = 0; g < groups; ++g) {
       held.clear();
@@ -213,12 +214,11 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
       }
       for (int64_t part : held)
         if (routes->to[static_cast<size_t>(part)] != q) return std::nullopt;
-      auto [it, fresh] = routed_into.emplace(q, 0);
-      if (fresh) it->second = static_cast<int64_t>(routes->PartsInto(q).size());
+      const int64_t routed = static_cast<int64_t>(routed_into->Into(q).size());
       // (A target part no part is routed to holds the identity: a fill, which
       // patterns do not write.)
-      if (it->second == 0 || it->second != static_cast<int64_t>(held.size())) return std::nullopt;
-      parts_in[static_cast<size_t>(g)] = it->second;
+      if (routed == 0 || routed != static_cast<int64_t>(held.size())) return std::nullopt;
+      parts_in[static_cast<size_t>(g)] = routed;
     }
   }
   // Groups whose members' boxes are alike (each member's extents, and its

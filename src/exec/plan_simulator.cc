@@ -161,9 +161,7 @@ class PlanRun {
     const int64_t q = l.PartOf(device);
     std::vector<int64_t> at;  // with tile routes, this element's
     if (routes_.tile_to) at = routes_.PartsAt(via_, q, l.TileOf(device), static_cast<int64_t>(t - 1));
-    auto it = into_.find(q);
-    if (!routes_.tile_to && it == into_.end()) it = into_.emplace(q, routes_.PartsInto(q)).first;
-    const std::vector<int64_t>& parts = routes_.tile_to ? at : it->second;
+    const std::vector<int64_t>& parts = routes_.tile_to ? at : into_.Into(q);
     if (parts.empty()) return Identity(routes_.fill);
     Tag v = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -495,7 +493,7 @@ class PlanRun {
   std::map<int64_t, Buffer> buffers_;
   Layout via_;         // the last step's input
   PartRoutes routes_;  // where a partial target's values come from: routed from via_
-  std::map<int64_t, std::vector<int64_t>> into_;  // target part -> the source parts routed to it
+  PartsIntoMemo into_{routes_};  // (declared after routes_, which it points to)
 };
 
 }  // namespace

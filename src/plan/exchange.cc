@@ -249,6 +249,12 @@ std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
   return parts;
 }
 
+const std::vector<int64_t>& PartsIntoMemo::Into(int64_t part) {
+  auto [it, fresh] = into_.try_emplace(part);
+  if (fresh) it->second = routes_->PartsInto(part);
+  return it->second;  // (references into an unordered_map survive later inserts)
+}
+
 std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int64_t target_tile, int64_t element) const {
   if (!tile_to) return PartsInto(part);
   if (part < 0) return {};  // -1 in tile_to marks tiles that do not overlap

@@ -75,7 +75,7 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
   const int64_t eb = source.element_bytes();
   const PartRoutes routes = Exchange::RouteParts(source, target);
   if (routes.tile_to) return std::nullopt;
-  std::map<int64_t, std::vector<int64_t>> routed_into;  // target part -> the parts routed to it (ascending)
+  PartsIntoMemo routed_into(routes);
   // The pieces a device needs are those of the source's grid without the
   // reduction, once per part routed to it.
   const Layout plain = source.WithoutReduction(), plain_target = target.WithoutReduction();
@@ -85,9 +85,7 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
   for (const int64_t dev : SampledDevices(devices)) {
     if (target.TileOf(dev) < 0) continue;
     const int64_t own = source.TileOf(dev), q = target.partial() ? target.PartOf(dev) : -1;
-    auto it = routed_into.find(q);
-    if (it == routed_into.end()) it = routed_into.emplace(q, routes.PartsInto(q)).first;
-    const std::vector<int64_t>& into_parts = it->second;
+    const std::vector<int64_t>& into_parts = routed_into.Into(q);
     const int64_t into = static_cast<int64_t>(into_parts.size());
     const bool own_routed = own >= 0 && std::binary_search(into_parts.begin(), into_parts.end(), source.PartOf(dev));
     double recv = 0;

@@ -441,8 +441,11 @@ TEST(Exchange, RoutedPartsReduceToTheSourcesReduction) {
     std::vector<double> parts;
     for (int64_t p = 0; p < P; ++p) parts.push_back(static_cast<double>(static_cast<int64_t>(rng() % 201) - 100));
     std::vector<double> held;  // what each target part holds
+    PartsIntoMemo memo(routes);
+    for (int64_t q = Q - 1; q >= 0; --q) ASSERT_EQ(memo.Into(q), routes.PartsInto(q)) << "case " << c;
     for (int64_t q = 0; q < Q; ++q) {
       const std::vector<int64_t> in = routes.PartsInto(q);
+      ASSERT_EQ(memo.Into(q), in) << "case " << c;  // asked again: the memo's, after later parts were added
       if (in.empty()) {  // the identity (avg's is 0: its parts scale what they hold)
         ASSERT_TRUE(routes.fill != ReduceOp::kAvg || routes.scale == Q) << "case " << c;
         held.push_back(routes.fill == ReduceOp::kMax ? -1e300 : routes.fill == ReduceOp::kMin ? 1e300 : 0);
