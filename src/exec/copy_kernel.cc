@@ -225,18 +225,34 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // gain on 512-byte rows here is within this machine's noise). RunCopy's
   // rows go to 4 KiB: its MPI packs of 512-byte rows ran twice as fast.
   constexpr size_t kPrefetchRunBytes = 512;
-  // Row r of a cursor's copy is at src + r * src_stride (dst likewise):
-  // pointers are formed for rows copied only.
+  // Row r of a cursor's copy, r = o * inner + i, is at src + o *
+  // outer_src_stride + i * src_stride (dst likewise): copies of one dim have
+  // inner = kOneDim (o is 0), copies of two dims walk their inner dim's
+  // rows, then the outer's (the canonical case's 64-byte rows: each target
+  // row takes a run from each of four senders, so its group writes it whole,
+  // in address order, one row of each sender a turn). Pointers are formed
+  // for rows copied only.
+  static constexpr int64_t kOneDim = INT64_MAX;
   struct Cursor {
     const std::byte* src = nullptr;
     std::byte* dst = nullptr;
     int64_t src_stride = 0, dst_stride = 0;
+    int64_t inner = kOneDim, outer_src_stride = 0, outer_dst_stride = 0;
     int64_t rows_per_turn = 0;
     size_t run = 0;
     RowCopy kind = RowCopy::kMemcpy;
+    int64_t o = 0, i = 0;  // where the next row to copy lies (next[k] = o * inner + i)
+    int64_t SrcOffset(int64_t o, int64_t i) const { return o * outer_src_stride + i * src_stride; }
+    int64_t DstOffset(int64_t o, int64_t i) const { return o * outer_dst_stride + i * dst_stride; }
+    // The source offset of the row `n` rows on from the next (a division
+    // only where it passes an outer step).
+    int64_t SrcOffsetAhead(int64_t n) const {
+      const int64_t at = i + n;
+      return at < inner ? SrcOffset(o, at) : SrcOffset(o + at / inner, at % inner);
+    }
   };
   thread_local std::vector<int64_t> next, end;
-  thread_local std::vector<Cursor> cursor;  // num_dims == 1 copies only (rows_per_turn > 0)
+  thread_local std::vector<Cursor> cursor;  // copies of one or two dims only (rows_per_turn > 0)
   next.resize(copies.size());
   end.resize(copies.size());
   cursor.assign(copies.size(), Cursor{});
@@ -246,11 +262,21 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     next[k] = c.lo + n * part / parts;
     end[k] = c.lo + n * (part + 1) / parts;
     const CopyOp& op = *c.op;
-    if (op.num_dims != 1 || op.run_bytes > kTurnBytes) continue;
-    const CopyDim& dim = c.program->dims[static_cast<size_t>(op.first_dim)];
+    if ((op.num_dims != 1 && op.num_dims != 2) || op.run_bytes > kTurnBytes) continue;
+    const CopyDim& dim = c.program->dims[static_cast<size_t>(op.first_dim + op.num_dims - 1)];
     Cursor& cur = cursor[k];
     cur.src_stride = dim.src_stride;
     cur.dst_stride = dim.dst_stride;
+    if (op.num_dims == 2) {
+      const CopyDim& outer = c.program->dims[static_cast<size_t>(op.first_dim)];
+      cur.inner = dim.count;
+      cur.outer_src_stride = outer.src_stride;
+      cur.outer_dst_stride = outer.dst_stride;
+    }
+    // (No division for copies of one dim: a call per few rows of each of
+    // thousands of small boxes would pay two each.)
+    cur.o = op.num_dims == 2 ? next[k] / cur.inner : 0;
+    cur.i = op.num_dims == 2 ? next[k] % cur.inner : next[k];
     cur.src = c.src + op.src_offset;
     cur.dst = c.dst + op.dst_offset;
     cur.run = static_cast<size_t>(op.run_bytes);
@@ -267,17 +293,32 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     for (size_t k = 1; k < copies.size() && same; ++k) {
       const Cursor& c = cursor[k];
       same = c.rows_per_turn == 1 && c.run == c0.run && c.kind == c0.kind && c.src_stride == c0.src_stride &&
-             c.dst_stride == c0.dst_stride && next[k] == first && end[k] == last;
+             c.dst_stride == c0.dst_stride && c.inner == c0.inner && c.outer_src_stride == c0.outer_src_stride &&
+             c.outer_dst_stride == c0.outer_dst_stride && next[k] == first && end[k] == last;
     }
     if (same) {
       const bool prefetch = c0.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(c0.run), c0.src_stride) > 0;
       auto turns = [&](auto copy) {
-        for (int64_t r = first; r < last; ++r)
+        if (c0.inner == kOneDim) {
+          for (int64_t r = first; r < last; ++r)
+            for (size_t k = 0; k < copies.size(); ++k) {
+              const std::byte* f = cursor[k].src + r * c0.src_stride;
+              if (prefetch && r + 1 < last) PrefetchRun(f + c0.src_stride, c0.run);
+              copy(cursor[k].dst + r * c0.dst_stride, f);
+            }
+          return;
+        }
+        // Two dims: row r = o * inner + i, stepped without a division per row.
+        int64_t o = c0.o, i = c0.i;  // (next[0] == first)
+        for (int64_t r = first; r < last; ++r) {
+          const int64_t so = c0.SrcOffset(o, i), dof = c0.DstOffset(o, i);
+          if (++i == c0.inner) i = 0, ++o;
+          const int64_t next_so = c0.SrcOffset(o, i);  // row r + 1's
           for (size_t k = 0; k < copies.size(); ++k) {
-            const std::byte* f = cursor[k].src + r * c0.src_stride;
-            if (prefetch && r + 1 < last) PrefetchRun(f + c0.src_stride, c0.run);
-            copy(cursor[k].dst + r * c0.dst_stride, f);
+            if (prefetch && r + 1 < last) PrefetchRun(cursor[k].src + next_so, c0.run);
+            copy(cursor[k].dst + dof, cursor[k].src + so);
           }
+        }
       };
       const size_t run = c0.run;
       switch (c0.kind) {
@@ -304,10 +345,11 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
         const int64_t hi = std::min(end[k], next[k] + cur.rows_per_turn);
         // The row the next turn starts with; this turn's own rows come at once.
         if (hi < end[k] && cur.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(cur.run), cur.src_stride) > 0)
-          PrefetchRun(cur.src + hi * cur.src_stride, cur.run);
+          PrefetchRun(cur.src + cur.SrcOffsetAhead(hi - next[k]), cur.run);
         for (int64_t row = next[k]; row < hi; ++row) {
-          std::byte* t = cur.dst + row * cur.dst_stride;
-          const std::byte* f = cur.src + row * cur.src_stride;
+          std::byte* t = cur.dst + cur.DstOffset(cur.o, cur.i);
+          const std::byte* f = cur.src + cur.SrcOffset(cur.o, cur.i);
+          if (++cur.i == cur.inner) cur.i = 0, ++cur.o;
           switch (cur.kind) {
             case RowCopy::kStream: CopyRowAs<RowCopy::kStream>(t, f, cur.run); streamed = true; break;
             case RowCopy::kBlocks: CopyRowAs<RowCopy::kBlocks>(t, f, cur.run); break;

@@ -43,8 +43,10 @@ class CopySchedule {
   // run in groups by destination, each group interleaved (RunInterleaved);
   // strided copies that share source rows run in slices (slice k: the k-th
   // part of every copy), so a block of rows of every buffer stays cached
-  // until all its copies are done (docs/benchmarks.md, "Execution");
-  // contiguous copies run in chunks of about 256 KiB.
+  // until all its copies are done (docs/benchmarks.md, "Execution"), and
+  // where they are also short rows that share destination rows, in slices
+  // of their destination groups (slice k: part k of every group, each
+  // interleaved); contiguous copies run in chunks of about 256 KiB.
   // `strided`: the copies with dims; `contiguous`: those without.
   static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
@@ -53,10 +55,16 @@ class CopySchedule {
   void Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
 
   size_t size() const { return strided_.size() + contiguous_.size(); }
-  bool sliced() const { return slice_; }
+  // How the strided copies run: in slices (slice k: the k-th part of every
+  // copy); in groups by destination, each group's parts tasks of their own;
+  // or in slices of groups (slice k: the k-th part of every group, each
+  // interleaved, a task of its own).
+  enum class Mode { kSlices, kGroups, kSlicedGroups };
+  Mode mode() const { return mode_; }
 
  private:
-  // Part `part` of `parts` of strided_[begin, end), run interleaved.
+  // Part `part` of `parts` of strided_[begin, end), run interleaved (in
+  // kSlicedGroups, a whole group: part 0 of 1, run in slices).
   struct Task {
     size_t begin, end;
     int64_t part, parts;
@@ -68,11 +76,13 @@ class CopySchedule {
     int64_t lo, hi;
   };
   size_t Spans(bool dst) const;
-  void Group();
+  bool FillsRowsTogether() const;
+  // whole: one task per group (kSlicedGroups), not parts of kSliceBytes.
+  void Group(bool whole);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
   int64_t strided_bytes_ = 0, slices_ = 0;
-  bool slice_ = false;
+  Mode mode_ = Mode::kGroups;
   std::vector<Task> tasks_;
   std::vector<ChunkTask> chunks_;
 };

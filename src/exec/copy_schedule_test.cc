@@ -71,9 +71,55 @@ TEST(CopySchedule, SharedSourceRowsRunInSlicesSharedDestinationRowsInGroups) {
   for (const bool share_source : {true, false}) {
     const CopySchedule s = CopySchedule::Build(Copies(p, share_source), {}, pool.size());
     EXPECT_EQ(s.size(), 8u);
-    EXPECT_EQ(s.sliced(), share_source);
+    EXPECT_EQ(s.mode(), share_source ? CopySchedule::Mode::kSlices : CopySchedule::Mode::kGroups);
     // One schedule, buffers at other addresses each run.
     for (uint32_t base : {1u, 7u, 1000u}) ExpectRuns(s, pool, share_source, base);
+  }
+}
+
+// The canonical case in small: four senders' buffers of rows of eight
+// 64-byte runs, two for each of four receivers, whose rows are four runs,
+// one from each sender. The copies share source rows (slices) and are short
+// two-dim rows that share destination rows: slices of destination groups.
+TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
+  constexpr int64_t kR = 64, kRun = 16;  // rows; u32 elements a run
+  CopyProgram p;
+  std::vector<ScheduledCopy> copies;
+  const std::vector<int64_t> extent = {kR, 2, kRun}, src_strides = {8 * kRun, kRun, 1},
+                             dst_strides = {8 * kRun, 4 * kRun, 1};
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t from = 0; from < 4; ++from)
+      p.AddBox(extent, 2 * t * kRun * kElem, src_strides, from * kRun * kElem, dst_strides, kElem);
+  ASSERT_EQ(p.ops.size(), 16u);
+  ASSERT_EQ(p.ops[0].num_dims, 2);
+  ASSERT_EQ(p.ops[0].run_bytes, kRun * kElem);
+  for (size_t k = 0; k < p.ops.size(); ++k)
+    copies.push_back({&p, &p.ops[k], static_cast<int32_t>(k % 4), static_cast<int32_t>(k / 4), 0, CopyUnits(p, p.ops[k])});
+  for (const int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+    EXPECT_EQ(s.mode(), CopySchedule::Mode::kSlicedGroups);
+    for (uint32_t base : {3u, 500u}) {
+      std::vector<std::vector<uint32_t>> src, dst;
+      std::vector<const std::byte*> srcs;
+      std::vector<std::byte*> dsts;
+      for (uint32_t k = 0; k < 4; ++k) {
+        src.emplace_back(kR * 8 * kRun);
+        for (size_t i = 0; i < src.back().size(); ++i) src.back()[i] = base + k * 1000000 + static_cast<uint32_t>(i);
+        dst.emplace_back(kR * 8 * kRun, 0u);
+        srcs.push_back(reinterpret_cast<const std::byte*>(src.back().data()));
+        dsts.push_back(reinterpret_cast<std::byte*>(dst.back().data()));
+      }
+      s.Run(pool, srcs, dsts);
+      for (int64_t t = 0; t < 4; ++t)
+        for (int64_t r = 0; r < kR; ++r)
+          for (int64_t j = 0; j < 2; ++j)
+            for (int64_t from = 0; from < 4; ++from)
+              for (int64_t e = 0; e < kRun; ++e)
+                ASSERT_EQ(dst[static_cast<size_t>(t)][static_cast<size_t>(((r * 2 + j) * 4 + from) * kRun + e)],
+                          src[static_cast<size_t>(from)][static_cast<size_t>((r * 8 + 2 * t + j) * kRun + e)])
+                    << threads << " threads, receiver " << t << ", row " << r << ", j " << j << ", sender " << from;
+    }
   }
 }
 

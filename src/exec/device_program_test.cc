@@ -100,18 +100,25 @@ TEST(CopyKernel, InterleavedPartsEqualWhole) {
 // A group of boxes of one shape (rows of 64 bytes and over, one a turn) runs as one
 // loop over rows; a group where one box differs (fewer rows, another source
 // stride, or mixed with a two-dim copy and a contiguous one) takes the
-// general turns. Every variant equals each copy run whole, streamed or not,
-// in any number of parts. Rows of 128 bytes (streamed or in 32-byte blocks)
-// and of 80 (memcpy).
+// general turns; boxes of two dims alike (3 rows, a source row skipped,
+// twice) take the one loop, stepping over the outer dim. Every variant
+// equals each copy run whole, streamed or not, in any number of parts. Rows
+// of 128 bytes (streamed or in 32-byte blocks) and of 80 (memcpy).
 TEST(CopyKernel, UniformBoxesEqualWhole) {
-  enum class Variant { kUniform, kFewerRows, kOtherStride, kMixed };
+  enum class Variant { kUniform, kFewerRows, kOtherStride, kMixed, kTwoDims };
   for (int64_t cols : {32, 20}) {  // f32: 128-byte and 80-byte rows
-    for (Variant v : {Variant::kUniform, Variant::kFewerRows, Variant::kOtherStride, Variant::kMixed}) {
+    for (Variant v : {Variant::kUniform, Variant::kFewerRows, Variant::kOtherStride, Variant::kMixed, Variant::kTwoDims}) {
       CopyProgram p;
       const int64_t boxes = 5, rows = 7, width = cols * boxes + 3;
       const std::vector<int64_t> src_strides = {width, 1}, dst_strides = {cols * boxes, 1};
       const std::vector<int64_t> wide = {2 * width, 1};  // every other source row
       for (int64_t c = 0; c < boxes; ++c) {
+        if (v == Variant::kTwoDims) {
+          const std::vector<int64_t> e = {2, 3, cols}, s2 = {4 * width, width, 1}, d2 = {3 * cols * boxes, cols * boxes, 1};
+          p.AddBox(e, c * cols * 4, s2, c * cols * 4, d2, 4);
+          EXPECT_EQ(p.ops.back().num_dims, 2);
+          continue;
+        }
         const std::vector<int64_t> extent = {v == Variant::kFewerRows && c == 2 ? rows - 2 : rows, cols};
         const bool other = v == Variant::kOtherStride && c == 3;
         p.AddBox(extent, c * cols * 4, other ? wide : src_strides, c * cols * 4, dst_strides, 4);
