@@ -66,6 +66,43 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
   return floor;
 }
 
+namespace {
+
+// At most what `dev` stages in the reducing exchange of `source` (partial,
+// parts routed whole by `routes`) into `target`: where no other device of its
+// part holds its tile, it alone sends that part's contributions from the
+// tile, so it stages the tile's overlap with every target tile that a device
+// other than itself keeps in a target part its part is routed to (each box
+// once: StagedBoxes). Else 0: a replica may send in its place. `plain`,
+// `plain_target`: the layouts without their reductions. The tile's holders
+// are scanned whole (at most the devices, for each of SampledDevices' few:
+// linear in devices); a target tile's keepers up to kScan, past which it
+// counts as not staged (still a floor).
+int64_t StagedFloor(const Layout& source, const Layout& target, const Layout& plain, const Layout& plain_target,
+                    const PartRoutes& routes, int64_t dev) {
+  constexpr size_t kScan = 64;
+  const int64_t own = source.TileOf(dev);
+  if (own < 0) return 0;
+  const int64_t part = source.PartOf(dev);
+  for (const int64_t h : source.Holders(own))
+    if (h != dev && source.PartOf(h) == part) return 0;
+  const int64_t to = routes.to[static_cast<size_t>(part)];  // -1: every target device
+  int64_t staged = 0;
+  // The target tiles over `dev`'s source tile: plain_target's tiles as a
+  // "source" received into plain's tile of `dev`.
+  Exchange::ForEachReceived(plain_target, plain, dev, [&](int64_t tile, int64_t elements) {
+    const std::span<const int64_t> keepers = plain_target.Holders(tile);
+    for (size_t k = 0; k < keepers.size() && k < kScan; ++k)
+      if (keepers[k] != dev && (to < 0 || target.PartOf(keepers[k]) == to)) {
+        staged += elements * source.element_bytes();
+        return;
+      }
+  });
+  return staged;
+}
+
+}  // namespace
+
 std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source, const Layout& target,
                                                             const Topology& topo, const LowerBound& lb) {
   std::vector<int64_t> storage;
@@ -98,7 +135,8 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
     messages = std::max(messages, DeviceMessageTime(topo, 0, recv));
     const int64_t output = target.LocalBytes(dev);
     largest_output = std::max(largest_output, output);
-    out.peak_bytes = std::max(out.peak_bytes, source.LocalBytes(dev) + output + recv_bytes);
+    out.peak_bytes = std::max(out.peak_bytes, source.LocalBytes(dev) + output + recv_bytes +
+                                                  StagedFloor(source, target, plain, plain_target, routes, dev));
   }
   // The copies' time is its busiest device's: at least the average, where
   // the bytes sent in all are those received, at least the bound's.

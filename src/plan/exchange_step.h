@@ -54,7 +54,8 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
 // those messages at the cheapest link, on the devices ExchangeTimeFloor
 // samples, plus the copies' floor (their average: every byte sent is
 // packed and combined, every output byte laid out). Peak: the source and
-// target shards and what the sampled devices receive. `lb`: the pair's
+// target shards, what the sampled devices receive, and what they stage
+// where no replica in their part could send in their place. `lb`: the pair's
 // ComputeLowerBound. For a planner that drafts the reducing exchange only
 // where it could win. REQUIRES: `source` partial, Exchange::Validate OK.
 struct ReducingExchangeFloors {
