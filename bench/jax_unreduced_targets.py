@@ -20,6 +20,8 @@ ROWS = [  # (source spec, how it is made: A and B specs of a matmul, or None for
     ("P('y', None, unreduced={'x'})", ("P('y', 'x')", "P('x', None)"), "P(None, None, unreduced={'x','y'})"),
     ("P('x', None)", None, "P(None, None, unreduced={'y'})"),
     ("P('x', None)", None, "P('x', None, unreduced={'y'})"),
+    ("P(None, None, unreduced={'x','y'})", ("P(None, ('x','y'))", "P(('x','y'), None)"), "P('x', None, unreduced={'y'})"),
+    ("P(None, None, unreduced={'x','y'})", ("P(None, ('x','y'))", "P(('x','y'), None)"), "P(None, 'x', unreduced={'y'})"),
 ]
 
 ONE_ROW = r"""

@@ -133,64 +133,124 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
   for (int64_t a : PartialMeshAxes(source, mesh.mesh)) group.push_back(static_cast<int32_t>(a));
   std::vector<int32_t> target_group;
   for (int64_t a : PartialMeshAxes(target, mesh.mesh)) target_group.push_back(static_cast<int32_t>(a));
-  if (group.empty() || group != target_group) return std::nullopt;
-  // The parts must be numbered as the plan mesh numbers them on both sides,
-  // so that a device's part is the same before and after every step.
+  // The target's partial axes: the source's, or some of them, the others
+  // (`dropped`) reduced first (not for avg: its parts would scale).
+  std::sort(group.begin(), group.end());
+  std::sort(target_group.begin(), target_group.end());
+  if (target_group.empty() || !std::includes(group.begin(), group.end(), target_group.begin(), target_group.end()))
+    return std::nullopt;
+  std::vector<int32_t> dropped;
+  std::set_difference(group.begin(), group.end(), target_group.begin(), target_group.end(), std::back_inserter(dropped));
   const ReduceOp op = source.reduction().op;
-  for (const auto& [state, layout] : {std::pair(&mesh.source, &source), std::pair(&mesh.target, &target)}) {
-    Result<Layout> stated = StateLayout(mesh, *state, source.shape(), source.dtype(), group, op);
+  if (!dropped.empty() && op == ReduceOp::kAvg) return std::nullopt;
+  // The parts must be numbered as the plan mesh numbers them on both sides,
+  // so that a device's part is the same before and after every step (and,
+  // reducing first, the parts it joins those of its coordinates along the
+  // axes kept).
+  for (const auto& [state, layout, axes] : {std::tuple(&mesh.source, &source, &group),
+                                            std::tuple(&mesh.target, &target, &target_group)}) {
+    Result<Layout> stated = StateLayout(mesh, *state, source.shape(), source.dtype(), *axes, op);
     if (!stated.ok() || !(*stated == *layout)) return std::nullopt;
   }
   PlannerOptions structured = options;
   structured.strategy = Strategy::kCollectives;
-  NamedPlanner planner(mesh, plain_source, plain_target, structured, cap);
-  std::vector<PlanCandidate> priced;
-  SameParts r{{}, mesh.mesh, {}, 0, 0};
-  std::optional<std::vector<std::pair<AxisLists, Edge>>> path = planner.Search(priced, r.explored);
-  no_path = !path;  // (the one reason a higher cap could change)
-  if (!path || path->empty()) return std::nullopt;
-  const PlanContext& ctx = planner.context();
-  // (A state using a partial axis cannot hold the reduction pending over it:
-  // PendingSteps' layouts refuse an axis used twice.)
-  r.steps = PendingSteps(*path, std::vector<std::vector<int32_t>>(path->size(), group), ctx, source, target, group);
-  if (r.steps.empty()) return std::nullopt;
+  const PlanContext ctx(mesh, options.topology, source.shape(), source.element_bytes());
+  // Where some axes are dropped, they are reduced last: a reduce-scatter over
+  // them into the target, from each state `mid` the target is with them taken
+  // off the end of one dim, the parts moved alike there first. (Last, so
+  // that each step's input holds the source's parts, as the simulator and
+  // the executors' checks state a partial target's values: by the routes of
+  // the last step from them.) Else the parts moved alike into the target.
+  struct Leg {
+    AxisLists mid;
+    std::optional<Edge> reduce;
+  };
+  std::vector<Leg> legs;
+  if (dropped.empty()) {
+    legs.push_back({mesh.target, std::nullopt});
+  } else {
+    for (size_t d = 0; d < mesh.target.size(); ++d) {
+      const std::vector<int32_t>& on = mesh.target[d];
+      if (on.size() < dropped.size()) continue;
+      std::vector<int32_t> tail(on.end() - static_cast<std::ptrdiff_t>(dropped.size()), on.end());
+      std::sort(tail.begin(), tail.end());
+      if (tail != dropped) continue;
+      AxisLists mid = mesh.target;
+      mid[d].resize(on.size() - dropped.size());
+      std::optional<StepDraft> draft = DraftReduction(ctx, mid, mesh.target, dropped, op, /*detailed=*/false);
+      // (An all-reduce into partial sums would receive every other part
+      // whole: PendingSteps refuses it.)
+      if (draft && draft->op == StepOp::kReduceScatter && draft->peak_bytes <= cap)
+        legs.push_back({mid, ReductionEdge(ctx, mesh.target, *draft)});
+    }
+  }
   // A layout numbers its parts tile by tile (in the order of each tile's
   // lowest holder), and a step runs as the reducing exchange of its parts,
   // routed by those numbers: the parts move as the collectives move them
   // only where every layout of the path gives one number to all devices of
-  // one coordinate along the partial axes (not so on most meshes whose
+  // one coordinate along its partial axes (not so on most meshes whose
   // device order is permuted).
-  std::vector<int64_t> part_at(static_cast<size_t>(mesh.mesh.GroupSize(group)), -1);
-  auto numbered_alike = [&](const Layout& l) {
+  auto numbered_alike = [&](const Layout& l, const std::vector<int32_t>& axes) {
+    std::vector<int64_t> part_at(static_cast<size_t>(mesh.mesh.GroupSize(axes)), -1);
     for (int64_t pos = 0; pos < mesh.mesh.num_devices(); ++pos) {
       const int64_t device = mesh.mesh.device(pos);
       if (l.TileOf(device) < 0) continue;
-      int64_t& part = part_at[static_cast<size_t>(mesh.mesh.MemberIndex(pos, group))];
+      int64_t& part = part_at[static_cast<size_t>(mesh.mesh.MemberIndex(pos, axes))];
       if (part == -1) part = l.PartOf(device);
       if (part != l.PartOf(device)) return false;
     }
     return true;
   };
-  if (!numbered_alike(source)) return std::nullopt;
-  for (const PlanStep& step : r.steps) {
-    if (!numbered_alike(step.output)) return std::nullopt;
-    // Each step runs as the reducing exchange of its parts (device_program.h),
-    // routed by part numbers: taken where every part stays itself.
-    if (!KeepsParts(Exchange::RouteParts(step.input, step.output))) return std::nullopt;
-    for (const ProgramOp& op_ : step.program)
-      for (const auto& [from, to] : op_.pairs)
-        for (int32_t a : group)
-          if (ctx.Coordinate(from, a) != ctx.Coordinate(to, a)) return std::nullopt;
-    r.peak = std::max(r.peak, step.peak_bytes.Max());
+  if (!numbered_alike(source, group)) return std::nullopt;
+  std::optional<SameParts> best;
+  bool found_any = false;
+  int64_t explored = 0;
+  for (const Leg& leg : legs) {
+    PlanMesh to_mid = mesh;
+    to_mid.target = leg.mid;
+    const Layout plain_mid = leg.reduce ? StateLayout(to_mid, leg.mid, source.shape(), source.dtype()) : plain_target;
+    NamedPlanner planner(to_mid, plain_source, plain_mid, structured, cap);
+    std::vector<PlanCandidate> priced;
+    SameParts r{{}, mesh.mesh, {}, 0, 0};
+    std::optional<std::vector<std::pair<AxisLists, Edge>>> path;
+    if (to_mid.source == to_mid.target) path.emplace();
+    else path = planner.Search(priced, r.explored);
+    explored += r.explored;
+    if (!path) continue;
+    found_any = true;
+    if (leg.reduce) path->emplace_back(leg.mid, *leg.reduce);
+    if (path->empty()) continue;
+    // (A state using a partial axis cannot hold the reduction pending over it:
+    // PendingSteps' layouts refuse an axis used twice.)
+    r.steps = PendingSteps(*path, std::vector<std::vector<int32_t>>(path->size(), group), ctx, source, target,
+                           target_group);
+    if (r.steps.empty()) continue;
+    bool runs = numbered_alike(target, target_group);
+    for (size_t i = 0; i < r.steps.size() && runs; ++i) {
+      const PlanStep& step = r.steps[i];
+      r.peak = std::max(r.peak, step.peak_bytes.Max());
+      if (leg.reduce && i + 1 == r.steps.size()) break;  // the reduction: priced exactly by PendingSteps
+      runs = numbered_alike(step.output, group);
+      // Each step runs as the reducing exchange of its parts (device_program.h),
+      // routed by part numbers: taken where every part stays itself.
+      runs = runs && KeepsParts(Exchange::RouteParts(step.input, step.output));
+      for (const ProgramOp& op_ : step.program)
+        for (const auto& [a, b] : op_.pairs)
+          for (int32_t axis : group) runs = runs && ctx.Coordinate(a, axis) == ctx.Coordinate(b, axis);
+    }
+    if (!runs) continue;
+    r.cost = PathCost(*path);
+    if (!best || r.cost < best->cost) best = std::move(r);
   }
-  r.cost = PathCost(*path);
-  return r;
+  if (best) best->explored = explored;
+  no_path = !found_any;  // (the one reason a higher cap could change)
+  return best;
 }
 
 std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& target, const PlannerOptions& options,
                                         int64_t cap, bool& no_path) {
   no_path = false;
-  if (!source.partial() || !(source.reduction() == target.reduction())) return std::nullopt;
+  if (!source.partial() || !target.partial() || source.reduction().op != target.reduction().op) return std::nullopt;
   const Layout plain_source = source.WithoutReduction(), plain_target = target.WithoutReduction();
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(plain_source, plain_target, options.meshes, node);

@@ -79,6 +79,66 @@ PlanCandidate UndraftedExchange(const ReducingExchangeFloors& floor, const Lower
 
 }  // namespace
 
+std::vector<AxisLists> ReducedStates(const PlanContext& ctx, const AxisLists& s0, const std::vector<int32_t>& group,
+                                     const std::vector<int32_t>& pending) {
+  std::vector<bool> busy(ctx.axis_sizes.size(), false);
+  for (const auto& l : s0)
+    for (int32_t a : l) busy[static_cast<size_t>(a)] = true;
+  for (const std::vector<int32_t>* axes : {&group, &pending})
+    for (int32_t a : *axes) busy[static_cast<size_t>(a)] = true;
+  std::vector<int32_t> free;
+  for (size_t a = 0; a < busy.size(); ++a)
+    if (!busy[a]) free.push_back(static_cast<int32_t>(a));
+  // Fewest new axes first: all-reduce in place; else for each dim, the group
+  // axes with any set B of free axes, in every order (at most kMaxOrderAxes
+  // axes), or the group in order on the dim and B on another dim.
+  constexpr size_t kMaxOrderAxes = 4;
+  std::vector<AxisLists> states;
+  auto add_state = [&](const AxisLists& to) {
+    if (std::find(states.begin(), states.end(), to) == states.end()) states.push_back(to);
+  };
+  add_state(s0);
+  const uint32_t subsets = free.size() <= 4 ? (1u << free.size()) : 1u;
+  for (size_t extra = 0; extra <= free.size(); ++extra)
+    for (uint32_t mask = 0; mask < subsets; ++mask) {
+      std::vector<int32_t> b;
+      for (size_t i = 0; i < free.size(); ++i)
+        if (mask >> i & 1u) b.push_back(free[i]);
+      if (b.size() != extra) continue;
+      for (size_t d = 0; d < s0.size(); ++d) {
+        std::vector<int32_t> z = group;
+        z.insert(z.end(), b.begin(), b.end());
+        std::sort(z.begin(), z.end());
+        const bool all_orders = z.size() <= kMaxOrderAxes;
+        do {
+          AxisLists to = s0;
+          to[d].insert(to[d].end(), z.begin(), z.end());
+          add_state(to);
+        } while (all_orders && std::next_permutation(z.begin(), z.end()));
+        if (b.empty()) continue;
+        for (size_t d1 = 0; d1 < s0.size(); ++d1) {
+          if (d1 == d) continue;
+          AxisLists to = s0;
+          to[d].insert(to[d].end(), group.begin(), group.end());
+          to[d1].insert(to[d1].end(), b.begin(), b.end());
+          add_state(to);
+        }
+      }
+    }
+  return states;
+}
+
+Edge ReductionEdge(const PlanContext& ctx, const AxisLists& to, const StepDraft& d) {
+  Edge e;
+  e.to = to;
+  e.draft = d;
+  e.time_us = d.time_us;
+  e.recv_bytes = d.recv_bytes;
+  e.peak_bytes = d.peak_bytes;
+  e.total_bytes = d.recv_bytes * ctx.num_devices();
+  return e;
+}
+
 Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path) {
   Cost c;
   for (const auto& [from, e] : path) c = c + e.cost();
@@ -251,65 +311,12 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
 
   // The reduced states: all-reduce in place, or slice over B then reduce-scatter onto d.
   const AxisLists& s0 = mesh.source;
-  std::vector<bool> busy(ctx.axis_sizes.size(), false);
-  for (const auto& l : s0)
-    for (int32_t a : l) busy[a] = true;
-  for (int32_t a : group) busy[a] = true;
-  std::vector<int32_t> free;
-  for (size_t a = 0; a < busy.size(); ++a)
-    if (!busy[a]) free.push_back(static_cast<int32_t>(a));
-  auto edge_of = [&](const AxisLists& to, const StepDraft& d) {
-    Edge e;
-    e.to = to;
-    e.draft = d;
-    e.time_us = d.time_us;
-    e.recv_bytes = d.recv_bytes;
-    e.peak_bytes = d.peak_bytes;
-    e.total_bytes = d.recv_bytes * ctx.num_devices();
-    return e;
-  };
-  // Reduced states, fewest new axes first: all-reduce in place; else for
-  // each dim, the group axes with any set B of free axes, in every order
-  // (at most kMaxOrderAxes axes), or the group in order on the dim and B on
-  // another dim. At most kMaxReductions are searched.
-  constexpr size_t kMaxOrderAxes = 4, kMaxReductions = 64;
-  std::vector<AxisLists> states;
-  auto add_state = [&](const AxisLists& to) {
-    if (std::find(states.begin(), states.end(), to) == states.end()) states.push_back(to);
-  };
-  add_state(s0);
-  const uint32_t subsets = free.size() <= 4 ? (1u << free.size()) : 1u;
-  for (size_t extra = 0; extra <= free.size(); ++extra)
-    for (uint32_t mask = 0; mask < subsets; ++mask) {
-      std::vector<int32_t> b;
-      for (size_t i = 0; i < free.size(); ++i)
-        if (mask >> i & 1u) b.push_back(free[i]);
-      if (b.size() != extra) continue;
-      for (size_t d = 0; d < s0.size(); ++d) {
-        std::vector<int32_t> z = group;
-        z.insert(z.end(), b.begin(), b.end());
-        std::sort(z.begin(), z.end());
-        const bool all_orders = z.size() <= kMaxOrderAxes;
-        do {
-          AxisLists to = s0;
-          to[d].insert(to[d].end(), z.begin(), z.end());
-          add_state(to);
-        } while (all_orders && std::next_permutation(z.begin(), z.end()));
-        if (b.empty()) continue;
-        for (size_t d1 = 0; d1 < s0.size(); ++d1) {
-          if (d1 == d) continue;
-          AxisLists to = s0;
-          to[d].insert(to[d].end(), group.begin(), group.end());
-          to[d1].insert(to[d1].end(), b.begin(), b.end());
-          add_state(to);
-        }
-      }
-    }
+  const std::vector<AxisLists> states = ReducedStates(ctx, s0, group, group);
   std::vector<Path> reductions;
   for (const AxisLists& to : states) {
     if (reductions.size() == kMaxReductions) break;
     if (std::optional<StepDraft> d = DraftReduction(ctx, s0, to, group, op, /*detailed=*/false))
-      reductions.push_back({{s0, edge_of(to, *d)}});
+      reductions.push_back({{s0, ReductionEdge(ctx, to, *d)}});
   }
 
   // Each reduced state, then the named search to the target.

@@ -104,6 +104,20 @@ class ReducingExchangeCandidate {
   std::optional<PlanStep> step_;
 };
 Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path);
+// The states of ctx's plan mesh that one reduction over the axes `group`
+// from state `s0` may reach (an all-reduce in place, or a reduce-scatter
+// onto one dim, after a local slice over a set B of free axes: those
+// neither in `s0` nor in `group` nor in `pending`, the axes a reduction
+// stays pending over), fewest new axes first: for every dim d
+// and every B, the group and B on d in every order (up to 4 axes), or the
+// group on d and B on another dim. B shares the reduction among the
+// replicas of the partial values: each reduces only its slice.
+std::vector<AxisLists> ReducedStates(const PlanContext& ctx, const AxisLists& s0, const std::vector<int32_t>& group,
+                                     const std::vector<int32_t>& pending);
+// How many of those the planners draft at most, in that order.
+constexpr size_t kMaxReductions = 64;
+// A reduction from a state to `to` (drafted as `d`) as a search edge.
+Edge ReductionEdge(const PlanContext& ctx, const AxisLists& to, const StepDraft& d);
 // The plan of the reducing exchange alone (`exchange`, where the target and
 // strategy allow one) under `cap`, soft unless the caller set it; else
 // NotSupported with the bound, saying `why`. `bound`: the layouts' lower bound.

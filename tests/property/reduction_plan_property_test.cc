@@ -401,6 +401,61 @@ TEST(ReductionPlanProperty, SamePartsMoveAlikeAsCollectives) {
             << above_plain << " above the plain pair's plan (a permute there)\n";
 }
 
+// Partial sums into partial sums over some of the source's partial axes
+// (issue 17: partial on several mesh axes at once): under
+// Strategy::kCollectives, the parts move alike over all the source's axes,
+// then a reduce-scatter over the dropped ones reaches the target. Every
+// such plan is structured, simulated, executed in-process and checked
+// element by element and byte by byte; priced by bytes it never receives
+// less than the bound. Where it is one reduce-scatter, the shape even and
+// the source without replicas (which could share the reduction), it is at
+// the bound.
+TEST(ReductionPlanProperty, FewerPartsReduceLastAsCollectives) {
+  std::mt19937_64 rng(2026120502);
+  int pairs = 0, planned = 0, at_bound = 0, one_step = 0, one_step_even = 0, one_step_even_at_bound = 0;
+  for (int iter = 0; pairs < 600 && iter < 40000; ++iter) {
+    const std::optional<testing::PartialPair> drawn = testing::DrawFewerPartsPair(rng);
+    if (!drawn) continue;
+    ++pairs;
+    bool is_even = true;
+    for (int64_t e : drawn->shape) is_even = is_even && e % drawn->mesh.num_devices() == 0;
+    const std::string text = "iter " + std::to_string(iter) + ": " + drawn->text;
+    PlannerOptions o;
+    o.meshes = {drawn->mesh};
+    o.strategy = Strategy::kCollectives;
+    o.topology = o.topology.BandwidthOnly();
+    Result<PlanResult> r = PlanReshard(drawn->source, drawn->target, o);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), Status::Code::kNotSupported) << text << ": " << r.status();
+      continue;
+    }
+    ++planned;
+    for (const PlanStep& s : r->plan.steps()) EXPECT_NE(s.op, StepOp::kExchange) << text;
+    ASSERT_FALSE(r->plan.steps().empty()) << text;
+    EXPECT_EQ(r->plan.steps().back().op, StepOp::kReduceScatter) << text;
+    EXPECT_GE(r->plan.totals().max_recv_bytes, r->lower_bound.max_recv_bytes) << text;
+    at_bound += r->plan.totals().max_recv_bytes == r->lower_bound.max_recv_bytes;
+    if (r->plan.steps().size() == 1) {
+      ++one_step;
+      // (Replicas of the partial values, over axes that neither split the
+      // source nor hold its parts, could share the reduction: a lower bound.)
+      const Layout& src = drawn->source;
+      const bool no_replicas = src.num_tiles() * src.reduction().parts == drawn->mesh.num_devices();
+      one_step_even += is_even && no_replicas;
+      one_step_even_at_bound +=
+          is_even && no_replicas && r->plan.totals().max_recv_bytes == r->lower_bound.max_recv_bytes;
+    }
+    ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
+  }
+  EXPECT_EQ(pairs, 600);
+  EXPECT_GE(planned, 150);
+  EXPECT_GE(one_step_even, 20);
+  EXPECT_EQ(one_step_even_at_bound, one_step_even);
+  std::cout << "fewer parts: " << planned << " of " << pairs << " pairs planned as collectives, " << at_bound
+            << " at the lower bound by bytes; " << one_step << " one reduce-scatter (" << one_step_even_at_bound
+            << " of " << one_step_even << " even ones from sources without replicas at the bound)\n";
+}
+
 // Partial layouts in every notation (random_layouts.h: DTensor Partial with
 // uneven splits, JAX, Shardy and HLO V3 unreduced axes, sub-axes) to random
 // layouts in every notation, on the same devices or others: every pair is

@@ -104,4 +104,46 @@ std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng) {
   return PartialPair{mesh, shape, source, target, text};
 }
 
+std::optional<PartialPair> DrawFewerPartsPair(std::mt19937_64& rng) {
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
+  const Mesh mesh = RandomNamedMesh(rng);
+  const std::vector<int64_t> shape = DrawShape(rng, mesh);
+  const size_t rank = shape.size();
+  const DType dtype = rng() % 2 ? DType::kF32 : DType::kS32;
+  const NamedSharding s = WithUnreducedAxes(rng, mesh, RandomSpec(rng, mesh, rank));
+  if (s.unreduced().size() < 2) return std::nullopt;
+  // A random nonempty strict subset kept; the others dropped.
+  std::vector<AxisRef> kept, dropped;
+  for (const AxisRef& u : s.unreduced()) (rng() % 2 ? kept : dropped).push_back(u);
+  if (kept.empty() || dropped.empty()) return std::nullopt;
+  auto is_kept = [&](const AxisRef& r) {
+    return std::any_of(kept.begin(), kept.end(), [&](const AxisRef& u) { return u.axis == r.axis; });
+  };
+  auto is_dropped = [&](const AxisRef& r) {
+    return std::any_of(dropped.begin(), dropped.end(), [&](const AxisRef& u) { return u.axis == r.axis; });
+  };
+  std::vector<NamedSharding::Dim> dims = RandomSpec(rng, mesh, rank).dims();
+  for (NamedSharding::Dim& d : dims) std::erase_if(d.axes, is_kept);
+  // Mostly, the dropped axes on the end of one dim (a reduce-scatter onto it, last).
+  if (rng() % 4 != 0) {
+    for (NamedSharding::Dim& d : dims) std::erase_if(d.axes, is_dropped);
+    std::shuffle(dropped.begin(), dropped.end(), rng);
+    NamedSharding::Dim& d = dims[rng() % rank];
+    d.axes.insert(d.axes.end(), dropped.begin(), dropped.end());
+  }
+  Result<NamedSharding> t = NamedSharding::Create(mesh, dims, {}, kept);
+  if (!t.ok()) return std::nullopt;
+  const ReduceOp op = ops[rng() % 3];
+  Layout source = Retyped(s.ToLayout(shape, dtype).value(), dtype, op);
+  Result<Layout> target_layout = t->ToLayout(shape, dtype);
+  if (!target_layout.ok()) return std::nullopt;
+  Layout target = Retyped(*target_layout, dtype, op);
+  // (Axes of size 1 hold no parts: the drop must merge some.)
+  if (!target.partial() || source.reduction().parts <= target.reduction().parts) return std::nullopt;
+  const std::string text = "--shape " + ShapeText(shape) + " --mesh '" + mesh.ToString() + "' --from '" +
+                           Text(PrintLayout(source, Notation::kDTensor, mesh)) + "' --to '" +
+                           Text(PrintLayout(target, Notation::kDTensor, mesh)) + "'";
+  return PartialPair{mesh, shape, source, target, text};
+}
+
 }  // namespace reshard::testing

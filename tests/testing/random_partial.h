@@ -39,6 +39,15 @@ std::optional<PartialPair> DrawPartialPair(std::mt19937_64& rng, bool partial_ta
 // nullopt where the source came out with no parts or the two are equal.
 std::optional<PartialPair> DrawSamePartsPair(std::mt19937_64& rng);
 
+// A pair from partial sums into partial sums over some of the source's
+// partial axes, under one op (sum, max or min): a random source spec with
+// two or more of its unused axes unreduced, a random nonempty strict subset
+// of them kept unreduced in the target, taken out of its random spec's
+// dims; in three pairs of four the others (dropped) go on the end of one
+// of its dims, in a random order, and nowhere else. nullopt where the draw
+// does not make such a pair.
+std::optional<PartialPair> DrawFewerPartsPair(std::mt19937_64& rng);
+
 // `spec` with a random subset of its unused mesh axes (each with
 // probability 2/3) unreduced.
 NamedSharding WithUnreducedAxes(std::mt19937_64& rng, const Mesh& mesh, const NamedSharding& spec);
