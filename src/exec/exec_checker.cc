@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <vector>
 
 #include "exec/reduce_kernel.h"
@@ -147,14 +148,15 @@ void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int6
   StoreNumber(v * scale, layout.dtype(), out);
 }
 
-}  // namespace
-
-TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from) {
+// The scheme of a reshard from `source` whose partial target's values come
+// by `routes` (from `tiles` where they route tile by tile), from a plain
+// layout the plan reduced the source onto where `routed_reduced`.
+TagScheme SchemeWithRoutes(const Layout& source, PartRoutes routes, std::optional<Layout> tiles, bool routed_reduced) {
   TagScheme scheme;
   scheme.source = source.reduction();
-  scheme.routes = Exchange::RouteParts(routes_from, target);
-  if (scheme.routes.tile_to) scheme.tiles = routes_from;
-  scheme.routed_reduced = !(routes_from == source) && !routes_from.partial();
+  scheme.routes = std::move(routes);
+  scheme.tiles = std::move(tiles);
+  scheme.routed_reduced = routed_reduced;
   // Numbers where values combine: from partial sums, or into an avg target
   // whose parts scale what they hold (bit tags would not survive it).
   const int64_t scale = scheme.routes.scale;
@@ -167,6 +169,15 @@ TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout&
   }
   scheme.modulus = std::max<int64_t>(1, m / scale);  // scale * n stays exact too
   return scheme;
+}
+
+}  // namespace
+
+TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from) {
+  PartRoutes routes = Exchange::RouteParts(routes_from, target);
+  std::optional<Layout> tiles;
+  if (routes.tile_to) tiles = routes_from;
+  return SchemeWithRoutes(source, std::move(routes), std::move(tiles), !(routes_from == source) && !routes_from.partial());
 }
 
 void FillTags(const Layout& layout, int64_t device, std::span<std::byte> buffer, const TagScheme& scheme) {
@@ -452,15 +463,75 @@ bool TargetValuesStated(const Layout& source, const Layout& target, const Layout
   return true;
 }
 
-TagScheme TagSchemeFor(const CollectivePlan& plan) { return TagSchemeFor(plan.source(), plan.target(), RoutesFrom(plan)); }
+std::optional<PartRoutes> ComposedRoutes(std::span<const Layout* const> chain) {
+  if (chain.size() < 2) return std::nullopt;
+  const Layout& source = *chain.front();
+  const ReduceOp op = source.reduction().op;
+  if (!source.partial() || op == ReduceOp::kAvg) return std::nullopt;
+  std::vector<int64_t> at(static_cast<size_t>(source.reduction().parts));
+  std::iota(at.begin(), at.end(), int64_t{0});  // each source part's part in the layout reached
+  for (size_t i = 0; i + 1 < chain.size(); ++i) {
+    const Layout& in = *chain[i];
+    const Layout& out = *chain[i + 1];
+    if (!in.partial() || !out.partial() || in.reduction().op != op || out.reduction().op != op) return std::nullopt;
+    const PartRoutes r = Exchange::RouteParts(in, out);
+    if (r.tile_to || r.scale != 1 || r.combine != op) return std::nullopt;
+    for (int64_t& p : at) {
+      p = r.to[static_cast<size_t>(p)];
+      if (p < 0) return std::nullopt;
+    }
+  }
+  PartRoutes routes;
+  routes.to = std::move(at);
+  routes.combine = op;
+  routes.fill = chain.back()->reduction().op;
+  return routes;
+}
 
 namespace {
 
-TagScheme SchemeOf(const PlanProgram& program) {
-  return TagSchemeFor(program.source(), program.target(), RoutesFrom(program));
+// The scheme of a plan passing through `chain` (its source, each step's
+// output): routes from its last step's input where the oracles state the
+// target's values from there, else composed from the source.
+TagScheme SchemeOfChain(std::span<const Layout* const> chain) {
+  const Layout& source = *chain.front();
+  const Layout& target = *chain.back();
+  const Layout& last_input = *chain[chain.size() > 1 ? chain.size() - 2 : 0];
+  std::optional<PartRoutes> composed;
+  if (!TargetValuesStated(source, target, last_input)) composed = ComposedRoutes(chain);
+  if (!composed) return TagSchemeFor(source, target, last_input);
+  return SchemeWithRoutes(source, std::move(*composed), std::nullopt, /*routed_reduced=*/false);
 }
 
+std::vector<const Layout*> ChainOf(const CollectivePlan& plan) {
+  std::vector<const Layout*> chain = {&plan.source()};
+  for (const PlanStep& s : plan.steps()) chain.push_back(&s.output);
+  if (plan.steps().empty()) chain.push_back(&plan.target());
+  return chain;
+}
+
+std::vector<const Layout*> ChainOf(const PlanProgram& program) {
+  std::vector<const Layout*> chain;
+  for (const Layout& l : program.layouts()) chain.push_back(&l);
+  if (chain.size() == 1) chain.push_back(&program.target());
+  return chain;
+}
+
+TagScheme SchemeOf(const PlanProgram& program) { return SchemeOfChain(ChainOf(program)); }
+
 }  // namespace
+
+bool PlanValuesStated(const CollectivePlan& plan) {
+  const std::vector<const Layout*> chain = ChainOf(plan);
+  return TargetValuesStated(plan.source(), plan.target(), RoutesFrom(plan)) || ComposedRoutes(chain).has_value();
+}
+
+bool PlanValuesStated(const PlanProgram& program) {
+  const std::vector<const Layout*> chain = ChainOf(program);
+  return TargetValuesStated(program.source(), program.target(), RoutesFrom(program)) || ComposedRoutes(chain).has_value();
+}
+
+TagScheme TagSchemeFor(const CollectivePlan& plan) { return SchemeOfChain(ChainOf(plan)); }
 
 void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads) {
   ThreadPool pool(threads);
@@ -487,10 +558,11 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport, RankChoice ranks) {
   if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
-  if (!TargetValuesStated(program.source(), program.target(), RoutesFrom(program)))
+  if (!PlanValuesStated(program))
     return Status::InvalidArgument("the checker states a partial target's values by the routes of the last step, "
                                    "from the source, from a layout without a pending reduction, or from one whose "
-                                   "devices hold their source parts");
+                                   "devices hold their source parts, or by every step's routes composed (parts "
+                                   "routed whole, under one op: sum, max or min)");
   RESHARD_RETURN_IF_ERROR(CheckCoverage(program));
   const size_t n = program.devices().size();
   std::vector<std::vector<std::byte>> src(n), dst(n);

@@ -79,8 +79,23 @@ const Layout& RoutesFrom(const PlanProgram& program);
 // whose earlier steps moved a part into another part runs to other values,
 // which they report as mismatches.
 bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from);
-// The scheme of a plan: routes from RoutesFrom(plan).
-// REQUIRES: TargetValuesStated for them.
+// The routes of a plan that passes through `chain` (its source, then each
+// step's output, the target last) composed from the source: each source
+// part into the target part its steps' routes (Exchange::RouteParts, which
+// the executors follow) take it to, where every layout is partial under one
+// op (sum, max or min: a sum of sums is the sum of the parts) and every step
+// routes parts whole, with no scale; nullopt elsewhere. A partial target's
+// device then holds the source parts composed into its part, combined: what
+// a plan that reduces some axes before moving the parts runs to.
+std::optional<PartRoutes> ComposedRoutes(std::span<const Layout* const> chain);
+// Whether the oracles can state the values a plan (or compiled program)
+// runs to: TargetValuesStated from its last step's input, or ComposedRoutes
+// over its layouts.
+bool PlanValuesStated(const CollectivePlan& plan);
+bool PlanValuesStated(const PlanProgram& program);
+// The scheme of a plan: routes from RoutesFrom(plan) where
+// TargetValuesStated, else the composed routes from its source.
+// REQUIRES: PlanValuesStated(plan).
 TagScheme TagSchemeFor(const CollectivePlan& plan);
 
 // Writes device's local buffer of `source` with every element's tag (a

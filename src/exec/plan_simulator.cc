@@ -144,6 +144,17 @@ class PlanRun {
         via_(RoutesFrom(plan)),
         routes_(Exchange::RouteParts(via_, plan.target())) {
     if (plan.mesh()) positions_.emplace(*plan.mesh());
+    // Where the last step's input holds parts other than the source's (a
+    // plan that reduced some axes first), the routes composed from the source.
+    if (!TargetValuesStated(plan.source(), plan.target(), via_)) {
+      std::vector<const Layout*> chain = {&plan.source()};
+      for (const PlanStep& s : plan.steps()) chain.push_back(&s.output);
+      if (std::optional<PartRoutes> composed = ComposedRoutes(chain)) {
+        via_ = plan.source();
+        routes_ = std::move(*composed);
+        composed_ = true;
+      }
+    }
   }
 
   // The value `device` holds of the element tagged t in `layout`: the tag,
@@ -441,10 +452,11 @@ class PlanRun {
   static bool Padded(const PlanStep& s) { return s.op != StepOp::kExchange || !s.input_spec.empty(); }
 
   void Execute() {
-    if (!TargetValuesStated(plan_.source(), plan_.target(), via_)) {
+    if (!composed_ && !TargetValuesStated(plan_.source(), plan_.target(), via_)) {
       ++report_.mismatches;
       Problem("a partial target's values are stated by the routes of the plan's last step, from the source, from a "
-              "layout without a pending reduction, or from one whose devices hold their source parts");
+              "layout without a pending reduction, or from one whose devices hold their source parts, or by every "
+              "step's routes composed (parts routed whole, under one op: sum, max or min)");
       return;
     }
     const bool padded0 = !plan_.steps().empty() && Padded(plan_.steps()[0]);
@@ -491,8 +503,9 @@ class PlanRun {
     return pos;
   }
   std::map<int64_t, Buffer> buffers_;
-  Layout via_;         // the last step's input
+  Layout via_;         // the last step's input (the source, where routes_ are composed)
   PartRoutes routes_;  // where a partial target's values come from: routed from via_
+  bool composed_ = false;  // routes_ composed over every step from the source (ComposedRoutes)
   PartsIntoMemo into_{routes_};  // (declared after routes_, which it points to)
 };
 

@@ -155,20 +155,34 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
   PlannerOptions structured = options;
   structured.strategy = Strategy::kCollectives;
   const PlanContext ctx(mesh, options.topology, source.shape(), source.element_bytes());
-  // Where some axes are dropped, they are reduced last: a reduce-scatter over
-  // them into the target, from each state `mid` the target is with them taken
-  // off the end of one dim, the parts moved alike there first. (Last, so
-  // that each step's input holds the source's parts, as the simulator and
-  // the executors' checks state a partial target's values: by the routes of
-  // the last step from them.) Else the parts moved alike into the target.
+  // Where some axes are dropped, they are reduced by one step over them,
+  // first or last. First: a reduce-scatter or all-reduce from the source
+  // into each state one reduction reaches (ReducedStates: its replicas may
+  // share the work), the other axes still pending, then the parts moved
+  // alike over those; the reduced shards are smaller, so what moves after
+  // is less. Last: the parts moved alike over all the source's axes into
+  // each state `mid` the target is with the dropped axes taken off the end
+  // of one dim, then a reduce-scatter over them into the target. The oracles
+  // state a partial target's values either way: from the source's parts
+  // routed by the last step, or by every step's routes composed
+  // (ComposedRoutes). Else the parts moved alike into the target.
   struct Leg {
-    AxisLists mid;
-    std::optional<Edge> reduce;
+    AxisLists mid;               // where the parts moved alike start (first) or end (last)
+    std::optional<Edge> reduce;  // the reduction over the dropped axes
+    bool first = false;
   };
   std::vector<Leg> legs;
   if (dropped.empty()) {
     legs.push_back({mesh.target, std::nullopt});
   } else {
+    for (const AxisLists& to : ReducedStates(ctx, mesh.source, dropped, group)) {
+      if (legs.size() == kMaxReductions) break;
+      std::optional<StepDraft> draft = DraftReduction(ctx, mesh.source, to, dropped, op, /*detailed=*/false);
+      // (An all-reduce into partial sums would receive every other part
+      // whole: PendingSteps refuses it.)
+      if (draft && draft->op == StepOp::kReduceScatter && draft->peak_bytes <= cap)
+        legs.push_back({to, ReductionEdge(ctx, to, *draft), /*first=*/true});
+    }
     for (size_t d = 0; d < mesh.target.size(); ++d) {
       const std::vector<int32_t>& on = mesh.target[d];
       if (on.size() < dropped.size()) continue;
@@ -178,10 +192,8 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
       AxisLists mid = mesh.target;
       mid[d].resize(on.size() - dropped.size());
       std::optional<StepDraft> draft = DraftReduction(ctx, mid, mesh.target, dropped, op, /*detailed=*/false);
-      // (An all-reduce into partial sums would receive every other part
-      // whole: PendingSteps refuses it.)
       if (draft && draft->op == StepOp::kReduceScatter && draft->peak_bytes <= cap)
-        legs.push_back({mid, ReductionEdge(ctx, mesh.target, *draft)});
+        legs.push_back({mid, ReductionEdge(ctx, mesh.target, *draft), /*first=*/false});
     }
   }
   // A layout numbers its parts tile by tile (in the order of each tile's
@@ -202,49 +214,72 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
     return true;
   };
   if (!numbered_alike(source, group)) return std::nullopt;
-  std::optional<SameParts> best;
+  // Each leg's path, searched; then, cheapest first, the first whose steps
+  // run as priced (building and checking steps costs a pass over every pair
+  // of a reduction's groups: only as many as it takes).
+  struct Found {
+    std::vector<std::pair<AxisLists, Edge>> path;
+    size_t reduction_at;  // the reduction's step (path.size(): none)
+    Cost cost;
+  };
+  std::vector<Found> found;
   bool found_any = false;
   int64_t explored = 0;
   for (const Leg& leg : legs) {
-    PlanMesh to_mid = mesh;
-    to_mid.target = leg.mid;
-    const Layout plain_mid = leg.reduce ? StateLayout(to_mid, leg.mid, source.shape(), source.dtype()) : plain_target;
-    NamedPlanner planner(to_mid, plain_source, plain_mid, structured, cap);
+    // The parts moved alike: from the reduced state to the target (first),
+    // or from the source to `mid` (last), or from the source to the target.
+    PlanMesh alike = mesh;
+    if (leg.first) alike.source = leg.mid;
+    else alike.target = leg.mid;
+    const Layout from = leg.first ? StateLayout(alike, leg.mid, source.shape(), source.dtype()) : plain_source;
+    const Layout to = leg.reduce && !leg.first ? StateLayout(alike, leg.mid, source.shape(), source.dtype()) : plain_target;
+    NamedPlanner planner(alike, from, to, structured, cap);
     std::vector<PlanCandidate> priced;
-    SameParts r{{}, mesh.mesh, {}, 0, 0};
-    std::optional<std::vector<std::pair<AxisLists, Edge>>> path;
-    if (to_mid.source == to_mid.target) path.emplace();
-    else path = planner.Search(priced, r.explored);
-    explored += r.explored;
-    if (!path) continue;
+    std::optional<std::vector<std::pair<AxisLists, Edge>>> moves;
+    int64_t searched = 0;
+    if (alike.source == alike.target) moves.emplace();
+    else moves = planner.Search(priced, searched);
+    explored += searched;
+    if (!moves) continue;
     found_any = true;
-    if (leg.reduce) path->emplace_back(leg.mid, *leg.reduce);
-    if (path->empty()) continue;
+    Found f;
+    if (leg.first) f.path.emplace_back(mesh.source, *leg.reduce);
+    f.path.insert(f.path.end(), moves->begin(), moves->end());
+    if (leg.reduce && !leg.first) f.path.emplace_back(leg.mid, *leg.reduce);
+    if (f.path.empty()) continue;
+    f.reduction_at = !leg.reduce ? f.path.size() : leg.first ? 0 : f.path.size() - 1;
+    f.cost = PathCost(f.path);
+    found.push_back(std::move(f));
+  }
+  no_path = !found_any;  // (the one reason a higher cap could change)
+  std::stable_sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.cost < b.cost; });
+  for (const Found& f : found) {
+    // The axes pending before each step: the source's until the reduction,
+    // the target's after it.
+    std::vector<std::vector<int32_t>> pending;
+    for (size_t i = 0; i < f.path.size(); ++i) pending.push_back(i <= f.reduction_at ? group : target_group);
+    SameParts r{{}, mesh.mesh, f.cost, 0, explored};
     // (A state using a partial axis cannot hold the reduction pending over it:
     // PendingSteps' layouts refuse an axis used twice.)
-    r.steps = PendingSteps(*path, std::vector<std::vector<int32_t>>(path->size(), group), ctx, source, target,
-                           target_group);
+    r.steps = PendingSteps(f.path, pending, ctx, source, target, target_group);
     if (r.steps.empty()) continue;
     bool runs = numbered_alike(target, target_group);
     for (size_t i = 0; i < r.steps.size() && runs; ++i) {
       const PlanStep& step = r.steps[i];
       r.peak = std::max(r.peak, step.peak_bytes.Max());
-      if (leg.reduce && i + 1 == r.steps.size()) break;  // the reduction: priced exactly by PendingSteps
-      runs = numbered_alike(step.output, group);
+      const std::vector<int32_t>& parts_over = i < f.reduction_at ? group : target_group;
+      runs = numbered_alike(step.output, parts_over);
+      if (i == f.reduction_at) continue;  // the reduction: priced exactly by PendingSteps
       // Each step runs as the reducing exchange of its parts (device_program.h),
       // routed by part numbers: taken where every part stays itself.
       runs = runs && KeepsParts(Exchange::RouteParts(step.input, step.output));
       for (const ProgramOp& op_ : step.program)
         for (const auto& [a, b] : op_.pairs)
-          for (int32_t axis : group) runs = runs && ctx.Coordinate(a, axis) == ctx.Coordinate(b, axis);
+          for (int32_t axis : parts_over) runs = runs && ctx.Coordinate(a, axis) == ctx.Coordinate(b, axis);
     }
-    if (!runs) continue;
-    r.cost = PathCost(*path);
-    if (!best || r.cost < best->cost) best = std::move(r);
+    if (runs) return r;
   }
-  if (best) best->explored = explored;
-  no_path = !found_any;  // (the one reason a higher cap could change)
-  return best;
+  return std::nullopt;
 }
 
 std::optional<SameParts> MovePartsAlike(const Layout& source, const Layout& target, const PlannerOptions& options,
@@ -287,8 +322,33 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   ReducingExchangeCandidate exchange_candidate(source, target, options);
   std::optional<PlanStep>& exchange = exchange_candidate.step();
   const LowerBound bound = ComputeLowerBound(source, target);
+  // The plan of reducing onto a plain layout, then routing into the target's
+  // parts (ReduceThenRoute), its rivals listed beside it.
+  auto two_leg_plan = [&](TwoLeg& two, bool lifted, std::vector<PlanCandidate> rivals) {
+    PlanResult r{CollectivePlan{}, bound};
+    r.memory_cap_bytes = lifted ? 0 : cap;
+    r.memory_cap_lifted = lifted;
+    r.states_explored = two.first.states_explored;
+    if (lifted) r.candidates.push_back(CapLiftedCandidate(cap));
+    for (PlanCandidate& c : rivals) r.candidates.push_back(std::move(c));
+    PlanCandidate chosen{{}, static_cast<double>(two.cost.time_ps) / 1e6, two.cost.bytes,
+                         std::max(two.first.plan.totals().peak_bytes, two.route.peak_bytes.Max()), "chosen"};
+    for (const PlanCandidate& c : two.first.candidates)
+      if (c.note == "chosen") chosen.steps = c.steps;
+    if (chosen.steps.empty())
+      for (const PlanStep& s : two.first.plan.steps()) chosen.steps.emplace_back(StepOpName(s.op));
+    chosen.steps.push_back("reducing exchange into the target's parts");
+    r.candidates.push_back(std::move(chosen));
+    PlanBuilder builder(source, target);
+    if (two.first.plan.mesh()) builder.SetMesh(*two.first.plan.mesh());
+    for (const PlanStep& s : two.first.plan.steps()) builder.Add(s);
+    builder.Add(std::move(two.route));
+    r.plan = builder.Finish();
+    return r;
+  };
   // The parts moved alike, where the layouts allow it: taken where no
-  // ragged exchange is allowed, or where it costs less than the exchange.
+  // ragged exchange is allowed, or where it costs less than the exchange
+  // and than reducing first, then routing.
   if (options.strategy != Strategy::kExchange && source.partial()) {
     bool no_path = false;
     std::optional<SameParts> alike = MovePartsAlike(source, target, options, cap, no_path);
@@ -305,8 +365,30 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
                                                                                   /*rival_wins_ties=*/false,
                                                                                   "the parts moved alike", cap));
     }
+    // Reducing first, then routing (its last step a reducing exchange, so
+    // where one is allowed), under the same cap, where the target has fewer
+    // parts (parts over the same axes move alike as the plain array: no
+    // cheaper by reducing, and reducing at scale costs a search and an
+    // exchange more).
+    std::optional<TwoLeg> two;
+    if (alike && !lifted && exchange_candidate.allowed() && target.reduction().parts != source.reduction().parts)
+      two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
+    const bool two_cheaper = two && two->cost < alike->cost;
+    auto alike_line = [&](const char* note) {
+      PlanCandidate line{{}, static_cast<double>(alike->cost.time_ps) / 1e6, alike->cost.bytes, alike->peak, note};
+      for (const PlanStep& step : alike->steps)
+        line.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(step.op), step.input_spec, step.output_spec));
+      return line;
+    };
     // (Not drafted: no exchange.)
-    if (alike && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
+    if (two_cheaper && (!exchange || two->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
+      std::vector<PlanCandidate> rivals;
+      if (undrafted) rivals.push_back(std::move(*undrafted));
+      if (exchange) rivals.push_back(exchange_candidate.Line(cap, /*chosen=*/false));
+      rivals.push_back(alike_line("priced"));
+      return two_leg_plan(*two, /*lifted=*/false, std::move(rivals));
+    }
+    if (alike && !two_cheaper && (!exchange || alike->cost < StepCost(*exchange) || exchange->peak_bytes.Max() > cap)) {
       PlanResult r{CollectivePlan{}, bound};
       r.memory_cap_bytes = lifted ? 0 : cap;
       r.memory_cap_lifted = lifted;
@@ -315,10 +397,13 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
         r.candidates.push_back(CapLiftedCandidate(cap));
       if (undrafted) r.candidates.push_back(std::move(*undrafted));
       if (exchange) r.candidates.push_back(exchange_candidate.Line(cap, /*chosen=*/false));
-      PlanCandidate chosen{{}, static_cast<double>(alike->cost.time_ps) / 1e6, alike->cost.bytes, alike->peak, "chosen"};
-      for (const PlanStep& step : alike->steps)
-        chosen.steps.push_back(fmt::format("{}: {} -> {}", StepOpName(step.op), step.input_spec, step.output_spec));
-      r.candidates.push_back(std::move(chosen));
+      if (two) {
+        PlanCandidate line{{"reduce, then route into the target's parts"}, static_cast<double>(two->cost.time_ps) / 1e6,
+                           two->cost.bytes, std::max(two->first.plan.totals().peak_bytes, two->route.peak_bytes.Max()),
+                           "priced"};
+        r.candidates.push_back(std::move(line));
+      }
+      r.candidates.push_back(alike_line("chosen"));
       PlanBuilder builder(source, target);
       builder.SetMesh(alike->mesh);
       for (PlanStep& step : alike->steps) builder.Add(std::move(step));
@@ -336,29 +421,8 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     std::optional<TwoLeg> two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
     const bool lifted = !two && over && options.memory_cap_bytes <= 0;
     if (lifted) two = ReduceThenRoute(source, target, options, INT64_MAX, default_cap, /*uncapped=*/true);
-    if (two && ((over && !lifted) || two->cost < StepCost(*exchange))) {
-      PlanResult r{CollectivePlan{}, bound};
-      r.memory_cap_bytes = lifted ? 0 : cap;
-      r.memory_cap_lifted = lifted;
-      r.states_explored = two->first.states_explored;
-      if (lifted)
-        r.candidates.push_back(CapLiftedCandidate(cap));
-      r.candidates.push_back(exchange_candidate.Line(lifted ? INT64_MAX : cap, /*chosen=*/false));
-      PlanCandidate chosen{{}, static_cast<double>(two->cost.time_ps) / 1e6, two->cost.bytes,
-                           std::max(two->first.plan.totals().peak_bytes, two->route.peak_bytes.Max()), "chosen"};
-      for (const PlanCandidate& c : two->first.candidates)
-        if (c.note == "chosen") chosen.steps = c.steps;
-      if (chosen.steps.empty())
-        for (const PlanStep& s : two->first.plan.steps()) chosen.steps.emplace_back(StepOpName(s.op));
-      chosen.steps.push_back("reducing exchange into the target's parts");
-      r.candidates.push_back(std::move(chosen));
-      PlanBuilder builder(source, target);
-      if (two->first.plan.mesh()) builder.SetMesh(*two->first.plan.mesh());
-      for (const PlanStep& s : two->first.plan.steps()) builder.Add(s);
-      builder.Add(std::move(two->route));
-      r.plan = builder.Finish();
-      return r;
-    }
+    if (two && ((over && !lifted) || two->cost < StepCost(*exchange)))
+      return two_leg_plan(*two, lifted, {exchange_candidate.Line(lifted ? INT64_MAX : cap, /*chosen=*/false)});
   }
   return ReducingExchangeOnly(source, target, options, cap, bound, std::move(exchange),
                               "a target with a pending reduction is reached by the reducing exchange alone, or, from "
