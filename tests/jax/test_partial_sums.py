@@ -147,55 +147,43 @@ def test_emitted_reductions_parse(op, target):
 
 
 
-def test_parts_moved_alike_run_in_jax(tmp_path):
-    """Unreduced into unreduced over the same axes, with no ragged exchange (--for jax-cpu): the
-    parts moved alike, one all-to-all over y within each x part. The emitted module's result,
-    reduced, equals numpy's and jax.sharding.reshard's; it compiles to the plan's bytes, at the
-    bound, and to no more than XLA's reshard between the two unreduced shardings."""
-    source, target = "P('y', None, unreduced={'x'})", "P(None, 'y', unreduced={'x'})"
+def _unreduced_to_unreduced_runs(tmp_path, source, target, operand_specs, reduced, ops, bound):
+    """Plans `source` to `target` (both unreduced) with no ragged exchange (--for jax-cpu),
+    checks the plan's steps are `ops`, runs the emitted module on a matmul made unreduced as
+    `source` says (operands placed by `operand_specs`), and checks: its result reduced onto
+    `reduced` equals numpy's and jax.sharding.reshard's; it compiles to the plan's bytes, at the
+    bound `bound`, and to no more than XLA's reshard between the two."""
     j = _plan_json(source, target, model=())
-    assert [s["op"] for s in j["steps"]] == ["all-to-all"], j["steps"]
+    assert [s["op"] for s in j["steps"]] == ops, j["steps"]
     mesh, a, b = _operands()
     mod = _module(source, target, tmp_path, model=())
     with jax.set_mesh(mesh):
-        A, B, partial = _partial_product(mesh, a, b, P("y", "x"), P("x", None), source)
+        A, B, partial = _partial_product(mesh, a, b, *operand_specs, source)
 
         ours = jax.jit(lambda A, B: mod.reshard(partial(A, B), mesh))
         theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), _spec(target)))
-        reduced = P(None, "y")
         got = jax.jit(lambda A, B: jax.sharding.reshard(mod.reshard(partial(A, B), mesh), reduced))(A, B)
         want = jax.jit(lambda A, B: jax.sharding.reshard(theirs(A, B), reduced))(A, B)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
         np.testing.assert_array_equal(np.asarray(got), a @ b)
         ours_bytes = _ring_bytes(ours.lower(A, B).compile().as_text())
         xla_bytes = _ring_bytes(theirs.lower(A, B).compile().as_text())
-    assert ours_bytes == j["stats"]["max_recv_bytes"] == j["lower_bound"]["max_recv_bytes"] == 256, (ours_bytes, j["stats"])
+    assert ours_bytes == j["stats"]["max_recv_bytes"] == j["lower_bound"]["max_recv_bytes"] == bound, (ours_bytes, j["stats"])
     assert xla_bytes >= ours_bytes, (xla_bytes, ours_bytes)
     print("%s -> %s: reshard %d B, XLA %d B" % (source, target, ours_bytes, xla_bytes))
+
+
+def test_parts_moved_alike_run_in_jax(tmp_path):
+    """Unreduced into unreduced over the same axes, with no ragged exchange (--for jax-cpu): the
+    parts moved alike, one all-to-all over y within each x part, at the bound (256 B), its values
+    and bytes checked against jax's (_unreduced_to_unreduced_runs)."""
+    _unreduced_to_unreduced_runs(tmp_path, "P('y', None, unreduced={'x'})", "P(None, 'y', unreduced={'x'})",
+                                 (P("y", "x"), P("x", None)), P(None, "y"), ["all-to-all"], 256)
 
 
 def test_fewer_unreduced_axes_run_in_jax(tmp_path):
     """Unreduced over x and y into unreduced over y alone, sharded over x, with no ragged
-    exchange (--for jax-cpu): one reduce-scatter over x, y's sum still pending. The emitted
-    module's result, reduced over y, equals numpy's and jax.sharding.reshard's; it compiles to
-    the plan's bytes, at the bound, and to no more than XLA's reshard between the two."""
-    source, target = "P(None, None, unreduced={'x', 'y'})", "P('x', None, unreduced={'y'})"
-    j = _plan_json(source, target, model=())
-    assert [s["op"] for s in j["steps"]] == ["reduce-scatter"], j["steps"]
-    mesh, a, b = _operands()
-    mod = _module(source, target, tmp_path, model=())
-    with jax.set_mesh(mesh):
-        A, B, partial = _partial_product(mesh, a, b, P(None, ("x", "y")), P(("x", "y"), None), source)
-
-        ours = jax.jit(lambda A, B: mod.reshard(partial(A, B), mesh))
-        theirs = jax.jit(lambda A, B: jax.sharding.reshard(partial(A, B), _spec(target)))
-        reduced = P("x", None)
-        got = jax.jit(lambda A, B: jax.sharding.reshard(mod.reshard(partial(A, B), mesh), reduced))(A, B)
-        want = jax.jit(lambda A, B: jax.sharding.reshard(theirs(A, B), reduced))(A, B)
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-        np.testing.assert_array_equal(np.asarray(got), a @ b)
-        ours_bytes = _ring_bytes(ours.lower(A, B).compile().as_text())
-        xla_bytes = _ring_bytes(theirs.lower(A, B).compile().as_text())
-    assert ours_bytes == j["stats"]["max_recv_bytes"] == j["lower_bound"]["max_recv_bytes"] == 768, (ours_bytes, j["stats"])
-    assert xla_bytes >= ours_bytes, (xla_bytes, ours_bytes)
-    print("%s -> %s: reshard %d B, XLA %d B" % (source, target, ours_bytes, xla_bytes))
+    exchange (--for jax-cpu): one reduce-scatter over x, y's sum still pending, at the bound
+    (768 B), its values and bytes checked against jax's (_unreduced_to_unreduced_runs)."""
+    _unreduced_to_unreduced_runs(tmp_path, "P(None, None, unreduced={'x', 'y'})", "P('x', None, unreduced={'y'})",
+                                 (P(None, ("x", "y")), P(("x", "y"), None)), P("x", None), ["reduce-scatter"], 768)

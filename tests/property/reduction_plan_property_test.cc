@@ -334,6 +334,22 @@ TEST(ReductionPlanProperty, ReducingExchangeBytesEqualItsExchanges) {
   std::fprintf(stderr, "ReducingExchangeBytes: %d pairs, %d with parts routed whole\n", checked, whole);
 }
 
+// Whether every extent of the pair's shape is a multiple of its devices.
+bool EvenShape(const testing::PartialPair& pair) {
+  for (int64_t e : pair.shape)
+    if (e % pair.mesh.num_devices() != 0) return false;
+  return true;
+}
+
+// Planner options for collectives only (no ragged exchange), priced by bytes, over `mesh`.
+PlannerOptions CollectivesByBytes(const Mesh& mesh) {
+  PlannerOptions o;
+  o.meshes = {mesh};
+  o.strategy = Strategy::kCollectives;
+  o.topology = o.topology.BandwidthOnly();
+  return o;
+}
+
 // Partial sums into partial sums over the same mesh axes and op (issue 17:
 // structured plans into partial targets): under Strategy::kCollectives, with
 // no ragged exchange, each part moves as the array without its reduction
@@ -350,14 +366,10 @@ TEST(ReductionPlanProperty, SamePartsMoveAlikeAsCollectives) {
     const std::optional<testing::PartialPair> drawn = testing::DrawSamePartsPair(rng);
     if (!drawn) continue;
     ++pairs;
-    bool is_even = true;
-    for (int64_t e : drawn->shape) is_even = is_even && e % drawn->mesh.num_devices() == 0;
+    const bool is_even = EvenShape(*drawn);
     even += is_even;
     const std::string text = "iter " + std::to_string(iter) + ": " + drawn->text;
-    PlannerOptions o;
-    o.meshes = {drawn->mesh};
-    o.strategy = Strategy::kCollectives;
-    o.topology = o.topology.BandwidthOnly();
+    const PlannerOptions o = CollectivesByBytes(drawn->mesh);
     Result<PlanResult> r = PlanReshard(drawn->source, drawn->target, o);
     PlannerOptions plain = o;
     Result<PlanResult> p = PlanReshard(drawn->source.WithoutReduction(), drawn->target.WithoutReduction(), plain);
@@ -420,13 +432,9 @@ TEST(ReductionPlanProperty, FewerPartsReduceOnceAsCollectives) {
     const std::optional<testing::PartialPair> drawn = testing::DrawFewerPartsPair(rng);
     if (!drawn) continue;
     ++pairs;
-    bool is_even = true;
-    for (int64_t e : drawn->shape) is_even = is_even && e % drawn->mesh.num_devices() == 0;
+    const bool is_even = EvenShape(*drawn);
     const std::string text = "iter " + std::to_string(iter) + ": " + drawn->text;
-    PlannerOptions o;
-    o.meshes = {drawn->mesh};
-    o.strategy = Strategy::kCollectives;
-    o.topology = o.topology.BandwidthOnly();
+    const PlannerOptions o = CollectivesByBytes(drawn->mesh);
     Result<PlanResult> r = PlanReshard(drawn->source, drawn->target, o);
     if (!r.ok()) {
       EXPECT_EQ(r.status().code(), Status::Code::kNotSupported) << text << ": " << r.status();
