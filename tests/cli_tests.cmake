@@ -171,7 +171,7 @@ if(Python3_FOUND AND NOT RESHARD_SANITIZE)
   # From partial sums replicated over y into a layout sharded over x and y (2^17 devices): the reduce-scatter
   # then an exchange; the reducing exchange (every part into every device) would receive less but is over the
   # memory cap, which its peak floor now shows by counting what a device alone in its part stages. 54 MB, 0.35 s
-  # at 2026-12-05 (drafting it: 6.7 s and 1.46 GB at 8192 devices).
+  # at 2026-12-05 (drafting it: 7.2 s and 1.46 GB at 8192 devices, x=4096,y=2).
   add_test(NAME memory.plan_2p17_devices_reduce_then_route COMMAND ${MEM} --max-mb 96 -- plan --shape 131072,2
            --dtype f32 --mesh x=65536,y=2 --from "P('y', None, unreduced={'x'})" --to "P('x', 'y')")
   set_tests_properties(memory.show_json memory.plan_json memory.plan_json_transfers memory.plan_json_block_cyclic

@@ -274,21 +274,9 @@ struct PartRoutes {
   // receiver's copies of it write those elements, later parts' combine with
   // them (RunReducingCopies).
   bool FirstInto(int64_t part, int64_t tile, int64_t target_tile, int64_t target_part) const;
-};
-
-// PartRoutes::PartsInto per target part, each worked out on its first ask:
-// for walks over receivers, where every device of a target part asks the
-// same (PartsInto scans every part). Keeps a pointer to `routes`, which
-// must outlive it.
-class PartsIntoMemo {
- public:
-  explicit PartsIntoMemo(const PartRoutes& routes) : routes_(&routes) {}
-  // PartRoutes::PartsInto(part); valid until the memo is destroyed.
-  const std::vector<int64_t>& Into(int64_t part);
-
- private:
-  const PartRoutes* routes_;
-  std::unordered_map<int64_t, std::vector<int64_t>> into_;
+  // Whether the routes keep every part in itself: part p (each of its tiles,
+  // with tile routes) into target part p, nothing scaled.
+  bool KeepsParts() const;
 };
 
 class Exchange {

@@ -76,7 +76,7 @@ class CopySchedule {
     int64_t lo, hi;
   };
   size_t Spans(bool dst) const;
-  bool FillsRowsTogether() const;
+  bool FillsRowsTogether(size_t dst_spans) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes.
   void Group(bool whole);
 

@@ -97,6 +97,38 @@ TEST(CopyKernel, InterleavedPartsEqualWhole) {
   }
 }
 
+// Copies of two strided dims whose rows are under 64 bytes take several
+// rows a turn (8, 4 and 2 rows of 8, 16 and 32 bytes), so a turn crosses
+// from one outer index to the next (5 rows each): every split into parts
+// equals each copy run whole, streamed or not.
+TEST(CopyKernel, TwoDimShortRowsInterleavedEqualWhole) {
+  for (int64_t run : {2, 4, 8}) {  // u32 elements a row
+    CopyProgram p;
+    const std::vector<int64_t> extent = {3, 5, run}, src_strides = {80, 12, 1},
+                               dst_strides = {5 * 4 * run, 4 * run, 1};
+    for (int64_t c = 0; c < 4; ++c) p.AddBox(extent, (c * 3 + 1) * 4, src_strides, c * run * 4, dst_strides, 4);
+    for (const CopyOp& op : p.ops) ASSERT_EQ(op.num_dims, 2);
+    std::vector<std::byte> src(static_cast<size_t>(4 * (3 * 80 + 16)));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+    const size_t out = static_cast<size_t>(3 * 5 * 4 * run * 4);
+    std::vector<std::byte> want(out);
+    std::vector<CopyRange> copies;
+    for (const CopyOp& op : p.ops) {
+      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+    }
+    for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
+      for (int64_t parts : {1, 2, 3, 5, 7}) {
+        std::vector<std::byte> got(out + 64);
+        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        for (CopyRange& c : copies) c.dst = at;
+        for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together);
+        EXPECT_EQ(std::memcmp(at, want.data(), want.size()), 0) << run << " " << together << " " << parts;
+      }
+    }
+  }
+}
+
 // A group of boxes of one shape (rows of 64 bytes and over, one a turn) runs as one
 // loop over rows; a group where one box differs (fewer rows, another source
 // stride, or mixed with a two-dim copy and a contiguous one) takes the

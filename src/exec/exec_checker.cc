@@ -12,6 +12,7 @@
 
 #include "exec/reduce_kernel.h"
 #include "exec/thread_pool.h"
+#include "plan/parts_into_memo.h"
 
 namespace reshard {
 namespace {
@@ -475,6 +476,7 @@ std::optional<PartRoutes> ComposedRoutes(std::span<const Layout* const> chain) {
     const Layout& out = *chain[i + 1];
     if (!in.partial() || !out.partial() || in.reduction().op != op || out.reduction().op != op) return std::nullopt;
     const PartRoutes r = Exchange::RouteParts(in, out);
+    if (r.KeepsParts()) continue;  // (tile routes too: each tile into its own part)
     if (r.tile_to || r.scale != 1 || r.combine != op) return std::nullopt;
     for (int64_t& p : at) {
       p = r.to[static_cast<size_t>(p)];
@@ -488,50 +490,55 @@ std::optional<PartRoutes> ComposedRoutes(std::span<const Layout* const> chain) {
   return routes;
 }
 
-namespace {
-
-// The scheme of a plan passing through `chain` (its source, each step's
-// output): routes from its last step's input where the oracles state the
-// target's values from there, else composed from the source.
-TagScheme SchemeOfChain(std::span<const Layout* const> chain) {
-  const Layout& source = *chain.front();
-  const Layout& target = *chain.back();
-  const Layout& last_input = *chain[chain.size() > 1 ? chain.size() - 2 : 0];
-  std::optional<PartRoutes> composed;
-  if (!TargetValuesStated(source, target, last_input)) composed = ComposedRoutes(chain);
-  if (!composed) return TagSchemeFor(source, target, last_input);
-  return SchemeWithRoutes(source, std::move(*composed), std::nullopt, /*routed_reduced=*/false);
-}
-
-std::vector<const Layout*> ChainOf(const CollectivePlan& plan) {
+std::vector<const Layout*> LayoutChain(const CollectivePlan& plan) {
   std::vector<const Layout*> chain = {&plan.source()};
   for (const PlanStep& s : plan.steps()) chain.push_back(&s.output);
   if (plan.steps().empty()) chain.push_back(&plan.target());
   return chain;
 }
 
-std::vector<const Layout*> ChainOf(const PlanProgram& program) {
+std::vector<const Layout*> LayoutChain(const PlanProgram& program) {
   std::vector<const Layout*> chain;
   for (const Layout& l : program.layouts()) chain.push_back(&l);
   if (chain.size() == 1) chain.push_back(&program.target());
   return chain;
 }
 
-TagScheme SchemeOf(const PlanProgram& program) { return SchemeOfChain(ChainOf(program)); }
+std::optional<ValueRoutes> ValueRoutesOf(std::span<const Layout* const> chain) {
+  const Layout& source = *chain.front();
+  const Layout& target = *chain.back();
+  const Layout& last_input = *chain[chain.size() > 1 ? chain.size() - 2 : 0];
+  if (TargetValuesStated(source, target, last_input))
+    return ValueRoutes{&last_input, Exchange::RouteParts(last_input, target), false};
+  if (std::optional<PartRoutes> composed = ComposedRoutes(chain))
+    return ValueRoutes{&source, std::move(*composed), true};
+  return std::nullopt;
+}
+
+namespace {
+
+// The scheme of a plan passing through `chain`: routes from its last step's
+// input where the oracles state the target's values from there, else
+// composed from the source. REQUIRES: ValueRoutesOf(chain).
+TagScheme SchemeOfChain(std::span<const Layout* const> chain) {
+  const Layout& source = *chain.front();
+  std::optional<ValueRoutes> v = ValueRoutesOf(chain);
+  if (!v) return TagSchemeFor(source, *chain.back(), source);  // (unstated: its checks report mismatches)
+  std::optional<Layout> tiles;
+  if (v->routes.tile_to) tiles = *v->from;
+  const bool routed_reduced = !(*v->from == source) && !v->from->partial();
+  return SchemeWithRoutes(source, std::move(v->routes), std::move(tiles), routed_reduced);
+}
+
+TagScheme SchemeOf(const PlanProgram& program) { return SchemeOfChain(LayoutChain(program)); }
 
 }  // namespace
 
-bool PlanValuesStated(const CollectivePlan& plan) {
-  const std::vector<const Layout*> chain = ChainOf(plan);
-  return TargetValuesStated(plan.source(), plan.target(), RoutesFrom(plan)) || ComposedRoutes(chain).has_value();
-}
+bool PlanValuesStated(const CollectivePlan& plan) { return ValueRoutesOf(LayoutChain(plan)).has_value(); }
 
-bool PlanValuesStated(const PlanProgram& program) {
-  const std::vector<const Layout*> chain = ChainOf(program);
-  return TargetValuesStated(program.source(), program.target(), RoutesFrom(program)) || ComposedRoutes(chain).has_value();
-}
+bool PlanValuesStated(const PlanProgram& program) { return ValueRoutesOf(LayoutChain(program)).has_value(); }
 
-TagScheme TagSchemeFor(const CollectivePlan& plan) { return SchemeOfChain(ChainOf(plan)); }
+TagScheme TagSchemeFor(const CollectivePlan& plan) { return SchemeOfChain(LayoutChain(plan)); }
 
 void FillSources(const PlanProgram& program, std::span<const std::span<std::byte>> sources, int threads) {
   ThreadPool pool(threads);

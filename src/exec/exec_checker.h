@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "reshard/device_program.h"
 #include "reshard/exchange.h"
@@ -75,22 +76,36 @@ const Layout& RoutesFrom(const PlanProgram& program);
 // Whether the oracles can state the target's values: it is not partial, or
 // its routes start at the source, at a layout with no pending reduction, or
 // at one whose devices hold the parts they held in the source (as the
-// planner makes them). RunChecked and the simulator refuse others; a plan
-// whose earlier steps moved a part into another part runs to other values,
-// which they report as mismatches.
+// planner makes them). Where it is not, the oracles compose every step's
+// routes instead (ComposedRoutes); plans neither covers, RunChecked and the
+// simulator refuse.
 bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from);
 // The routes of a plan that passes through `chain` (its source, then each
 // step's output, the target last) composed from the source: each source
 // part into the target part its steps' routes (Exchange::RouteParts, which
 // the executors follow) take it to, where every layout is partial under one
 // op (sum, max or min: a sum of sums is the sum of the parts) and every step
-// routes parts whole, with no scale; nullopt elsewhere. A partial target's
+// routes parts whole, with no scale, or keeps every part in itself
+// (PartRoutes::KeepsParts, tile routes included); nullopt elsewhere. A partial target's
 // device then holds the source parts composed into its part, combined: what
 // a plan that reduces some axes before moving the parts runs to.
 std::optional<PartRoutes> ComposedRoutes(std::span<const Layout* const> chain);
-// Whether the oracles can state the values a plan (or compiled program)
-// runs to: TargetValuesStated from its last step's input, or ComposedRoutes
-// over its layouts.
+// The layouts a plan (or compiled program) passes through: its source, each
+// step's output (the target last; the target alone after the source where
+// it has no steps).
+std::vector<const Layout*> LayoutChain(const CollectivePlan& plan);
+std::vector<const Layout*> LayoutChain(const PlanProgram& program);
+// Where the oracles take a partial target's values from, for a plan through
+// `chain`: `from`, the last step's input, and its routes where
+// TargetValuesStated; else the source and ComposedRoutes (composed: true);
+// nullopt where neither states them.
+struct ValueRoutes {
+  const Layout* from;
+  PartRoutes routes;
+  bool composed;
+};
+std::optional<ValueRoutes> ValueRoutesOf(std::span<const Layout* const> chain);
+// Whether ValueRoutesOf states a plan's (or compiled program's) values.
 bool PlanValuesStated(const CollectivePlan& plan);
 bool PlanValuesStated(const PlanProgram& program);
 // The scheme of a plan: routes from RoutesFrom(plan) where

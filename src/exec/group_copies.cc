@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
+
+#include "plan/parts_into_memo.h"
 
 namespace reshard {
 namespace {

@@ -15,6 +15,7 @@
 #include "exec/exec_checker.h"
 #include "exec/reduce_kernel.h"
 #include "exec/simulator.h"
+#include "plan/parts_into_memo.h"
 
 namespace reshard {
 namespace {
@@ -144,18 +145,17 @@ class PlanRun {
         via_(RoutesFrom(plan)),
         routes_(Exchange::RouteParts(via_, plan.target())) {
     if (plan.mesh()) positions_.emplace(*plan.mesh());
-    // Where the last step's input holds parts other than the source's (a
-    // plan that reduced some axes first), the routes composed from the source.
-    if (!TargetValuesStated(plan.source(), plan.target(), via_)) {
-      std::vector<const Layout*> chain = {&plan.source()};
-      for (const PlanStep& s : plan.steps()) chain.push_back(&s.output);
-      if (std::optional<PartRoutes> composed = ComposedRoutes(chain)) {
-        via_ = plan.source();
-        routes_ = std::move(*composed);
-        composed_ = true;
-      }
+    // Where the target's values are stated: from the last step's input, or
+    // (a plan that reduced some axes first) by routes composed from the source.
+    if (std::optional<ValueRoutes> v = ValueRoutesOf(LayoutChain(plan))) {
+      via_ = *v->from;
+      routes_ = std::move(v->routes);
+      stated_ = true;
     }
   }
+
+  PlanRun(const PlanRun&) = delete;  // into_ points at routes_
+  PlanRun& operator=(const PlanRun&) = delete;
 
   // The value `device` holds of the element tagged t in `layout`: the tag,
   // or where the layout is partial its part: the source's (PartValue), or a
@@ -452,7 +452,7 @@ class PlanRun {
   static bool Padded(const PlanStep& s) { return s.op != StepOp::kExchange || !s.input_spec.empty(); }
 
   void Execute() {
-    if (!composed_ && !TargetValuesStated(plan_.source(), plan_.target(), via_)) {
+    if (!stated_) {
       ++report_.mismatches;
       Problem("a partial target's values are stated by the routes of the plan's last step, from the source, from a "
               "layout without a pending reduction, or from one whose devices hold their source parts, or by every "
@@ -505,7 +505,7 @@ class PlanRun {
   std::map<int64_t, Buffer> buffers_;
   Layout via_;         // the last step's input (the source, where routes_ are composed)
   PartRoutes routes_;  // where a partial target's values come from: routed from via_
-  bool composed_ = false;  // routes_ composed over every step from the source (ComposedRoutes)
+  bool stated_ = false;  // ValueRoutesOf states the target's values (via_ and routes_ are its)
   PartsIntoMemo into_{routes_};  // (declared after routes_, which it points to)
 };
 

@@ -233,6 +233,21 @@ std::vector<Box> ExchangePlan::Boxes(const Transfer& t) const {
   return out;
 }
 
+bool PartRoutes::KeepsParts() const {
+  if (scale != 1) return false;
+  for (size_t p = 0; p < to.size(); ++p) {
+    const int64_t part = static_cast<int64_t>(p);
+    if (!tile_to) {
+      if (to[p] != part) return false;
+      continue;
+    }
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      for (int64_t t = 0; t < target_tiles; ++t)
+        if (const int64_t into = TileTo(part, tile, t); into != -1 && into != part) return false;
+  }
+  return true;
+}
+
 std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
   std::vector<int64_t> parts;
   for (size_t p = 0; p < to.size(); ++p) {
@@ -247,12 +262,6 @@ std::vector<int64_t> PartRoutes::PartsInto(int64_t part) const {
     if (routed) parts.push_back(pp);
   }
   return parts;
-}
-
-const std::vector<int64_t>& PartsIntoMemo::Into(int64_t part) {
-  auto [it, fresh] = into_.try_emplace(part);
-  if (fresh) it->second = routes_->PartsInto(part);
-  return it->second;  // (references into an unordered_map survive later inserts)
 }
 
 std::vector<int64_t> PartRoutes::PartsAt(const Layout& source, int64_t part, int64_t target_tile, int64_t element) const {

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "plan/cost_model.h"
+#include "plan/parts_into_memo.h"
 #include "reshard/plan_stats.h"
 
 namespace reshard {

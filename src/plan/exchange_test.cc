@@ -11,6 +11,7 @@
 #include "reshard/notation.h"
 #include "reshard/plan_stats.h"
 #include "exec/simulator.h"
+#include "plan/parts_into_memo.h"
 
 namespace reshard {
 namespace {

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -88,23 +90,6 @@ std::optional<TwoLeg> ReduceThenRoute(const Layout& source, const Layout& target
   return best;
 }
 
-// Whether `r` keeps every part in itself: part p (each of its tiles, with
-// tile routes) into target part p, nothing scaled.
-bool KeepsParts(const PartRoutes& r) {
-  if (r.scale != 1) return false;
-  for (size_t p = 0; p < r.to.size(); ++p) {
-    const int64_t part = static_cast<int64_t>(p);
-    if (!r.tile_to) {
-      if (r.to[p] != part) return false;
-      continue;
-    }
-    for (int64_t tile = 0; tile < r.tiles; ++tile)
-      for (int64_t t = 0; t < r.target_tiles; ++t)
-        if (const int64_t to = r.TileTo(part, tile, t); to != -1 && to != part) return false;
-  }
-  return true;
-}
-
 // The parts moved alike: from partial sums over the same plan-mesh axes and
 // op as the target's, each part moves as the array without its reduction
 // would. The named search plans the two layouts without their reduction,
@@ -163,9 +148,11 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
   // is less. Last: the parts moved alike over all the source's axes into
   // each state `mid` the target is with the dropped axes taken off the end
   // of one dim, then a reduce-scatter over them into the target. The oracles
-  // state a partial target's values either way: from the source's parts
-  // routed by the last step, or by every step's routes composed
-  // (ComposedRoutes). Else the parts moved alike into the target.
+  // state a partial target's values either way (taken below only where the
+  // routes allow it): from the source's parts routed by the last step, or
+  // by every step's routes composed (ComposedRoutes in exec_checker.h:
+  // whole routes, or routes keeping every part). Else the parts moved alike
+  // into the target.
   struct Leg {
     AxisLists mid;               // where the parts moved alike start (first) or end (last)
     std::optional<Edge> reduce;  // the reduction over the dropped axes
@@ -269,10 +256,16 @@ std::optional<SameParts> MovePartsAlikeOver(const PlanMesh& mesh, const Layout& 
       r.peak = std::max(r.peak, step.peak_bytes.Max());
       const std::vector<int32_t>& parts_over = i < f.reduction_at ? group : target_group;
       runs = numbered_alike(step.output, parts_over);
-      if (i == f.reduction_at) continue;  // the reduction: priced exactly by PendingSteps
+      if (i == f.reduction_at) {
+        // The reduction, priced exactly by PendingSteps. Followed by more
+        // steps, its parts must be routed whole: the oracles compose whole
+        // routes (ComposedRoutes), not tile routes that merge parts.
+        if (i + 1 < r.steps.size() && Exchange::RouteParts(step.input, step.output).tile_to) runs = false;
+        continue;
+      }
       // Each step runs as the reducing exchange of its parts (device_program.h),
       // routed by part numbers: taken where every part stays itself.
-      runs = runs && KeepsParts(Exchange::RouteParts(step.input, step.output));
+      runs = runs && Exchange::RouteParts(step.input, step.output).KeepsParts();
       for (const ProgramOp& op_ : step.program)
         for (const auto& [a, b] : op_.pairs)
           for (int32_t axis : parts_over) runs = runs && ctx.Coordinate(a, axis) == ctx.Coordinate(b, axis);
@@ -346,6 +339,10 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     r.plan = builder.Finish();
     return r;
   };
+  // Reducing onto a plain layout, then routing (ReduceThenRoute) under the
+  // cap: searched at most once, beside the parts moved alike or the exchange.
+  std::optional<TwoLeg> two;
+  bool two_searched = false;
   // The parts moved alike, where the layouts allow it: taken where no
   // ragged exchange is allowed, or where it costs less than the exchange
   // and than reducing first, then routing.
@@ -370,9 +367,10 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     // parts (parts over the same axes move alike as the plain array: no
     // cheaper by reducing, and reducing at scale costs a search and an
     // exchange more).
-    std::optional<TwoLeg> two;
-    if (alike && !lifted && exchange_candidate.allowed() && target.reduction().parts != source.reduction().parts)
+    if (alike && !lifted && exchange_candidate.allowed() && target.reduction().parts != source.reduction().parts) {
       two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
+      two_searched = true;
+    }
     const bool two_cheaper = two && two->cost < alike->cost;
     auto alike_line = [&](const char* note) {
       PlanCandidate line{{}, static_cast<double>(alike->cost.time_ps) / 1e6, alike->cost.bytes, alike->peak, note};
@@ -418,7 +416,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   if (exchange && source.partial() && options.strategy != Strategy::kExchange &&
       exchange->recv_bytes.Max() > bound.max_recv_bytes) {
     const bool over = exchange->peak_bytes.Max() > cap;
-    std::optional<TwoLeg> two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
+    if (!two_searched) two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
     const bool lifted = !two && over && options.memory_cap_bytes <= 0;
     if (lifted) two = ReduceThenRoute(source, target, options, INT64_MAX, default_cap, /*uncapped=*/true);
     if (two && ((over && !lifted) || two->cost < StepCost(*exchange)))

@@ -108,9 +108,11 @@ Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path);
 // from state `s0` may reach (an all-reduce in place, or a reduce-scatter
 // onto one dim, after a local slice over a set B of free axes: those
 // neither in `s0` nor in `group` nor in `pending`, the axes a reduction
-// stays pending over), fewest new axes first: for every dim d
-// and every B, the group and B on d in every order (up to 4 axes), or the
-// group on d and B on another dim. B shares the reduction among the
+// stays pending over), fewest new axes first: for every dim d and every B
+// (every subset where there are at most 4 free axes, else only the empty
+// one), the group
+// and B on d in every order (up to 4 axes), or the group on d and B on
+// another dim. B shares the reduction among the
 // replicas of the partial values: each reduces only its slice.
 std::vector<AxisLists> ReducedStates(const PlanContext& ctx, const AxisLists& s0, const std::vector<int32_t>& group,
                                      const std::vector<int32_t>& pending);
