@@ -142,11 +142,11 @@ class PlanRun {
   PlanRun(const CollectivePlan& plan, SimulationReport& report)
       : plan_(plan),
         report_(report),
-        via_(RoutesFrom(plan)),
-        routes_(Exchange::RouteParts(via_, plan.target())) {
+        via_(plan.source()) {
     if (plan.mesh()) positions_.emplace(*plan.mesh());
     // Where the target's values are stated: from the last step's input, or
     // (a plan that reduced some axes first) by routes composed from the source.
+    // (Unstated, Execute reports it before any value is asked.)
     if (std::optional<ValueRoutes> v = ValueRoutesOf(LayoutChain(plan))) {
       via_ = *v->from;
       routes_ = std::move(v->routes);

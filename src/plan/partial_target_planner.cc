@@ -317,6 +317,11 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   const LowerBound bound = ComputeLowerBound(source, target);
   // The plan of reducing onto a plain layout, then routing into the target's
   // parts (ReduceThenRoute), its rivals listed beside it.
+  // Its candidate line: priced as a whole, peak the larger of its legs'.
+  auto two_leg_line = [](const TwoLeg& two, std::vector<std::string> steps, const char* note) {
+    return PlanCandidate{std::move(steps), static_cast<double>(two.cost.time_ps) / 1e6, two.cost.bytes,
+                         std::max(two.first.plan.totals().peak_bytes, two.route.peak_bytes.Max()), note};
+  };
   auto two_leg_plan = [&](TwoLeg& two, bool lifted, std::vector<PlanCandidate> rivals) {
     PlanResult r{CollectivePlan{}, bound};
     r.memory_cap_bytes = lifted ? 0 : cap;
@@ -324,8 +329,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
     r.states_explored = two.first.states_explored;
     if (lifted) r.candidates.push_back(CapLiftedCandidate(cap));
     for (PlanCandidate& c : rivals) r.candidates.push_back(std::move(c));
-    PlanCandidate chosen{{}, static_cast<double>(two.cost.time_ps) / 1e6, two.cost.bytes,
-                         std::max(two.first.plan.totals().peak_bytes, two.route.peak_bytes.Max()), "chosen"};
+    PlanCandidate chosen = two_leg_line(two, {}, "chosen");
     for (const PlanCandidate& c : two.first.candidates)
       if (c.note == "chosen") chosen.steps = c.steps;
     if (chosen.steps.empty())
@@ -395,12 +399,7 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
         r.candidates.push_back(CapLiftedCandidate(cap));
       if (undrafted) r.candidates.push_back(std::move(*undrafted));
       if (exchange) r.candidates.push_back(exchange_candidate.Line(cap, /*chosen=*/false));
-      if (two) {
-        PlanCandidate line{{"reduce, then route into the target's parts"}, static_cast<double>(two->cost.time_ps) / 1e6,
-                           two->cost.bytes, std::max(two->first.plan.totals().peak_bytes, two->route.peak_bytes.Max()),
-                           "priced"};
-        r.candidates.push_back(std::move(line));
-      }
+      if (two) r.candidates.push_back(two_leg_line(*two, {"reduce, then route into the target's parts"}, "priced"));
       r.candidates.push_back(alike_line("chosen"));
       PlanBuilder builder(source, target);
       builder.SetMesh(alike->mesh);
