@@ -445,15 +445,6 @@ Status CheckCoverage(const PlanProgram& program) {
   return Status::Ok();
 }
 
-const Layout& RoutesFrom(const CollectivePlan& plan) {
-  return plan.steps().empty() ? plan.source() : plan.steps().back().input;
-}
-
-const Layout& RoutesFrom(const PlanProgram& program) {
-  const size_t steps = program.steps().size();
-  return program.layouts()[steps > 0 ? steps - 1 : 0];
-}
-
 bool TargetValuesStated(const Layout& source, const Layout& target, const Layout& routes_from) {
   if (!target.partial() || routes_from == source || !routes_from.partial()) return true;
   // Parts moved alike: every device holds the part it held in the source.

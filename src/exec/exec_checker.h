@@ -50,8 +50,9 @@ namespace reshard {
 // order (and scaled), or the identity where none is: checked exactly. That these reduce,
 // over the target's parts, to n again is the routes' own rule, tested on its
 // own (Exchange.RoutedPartsReduceToTheSourcesReduction), not here. The
-// routes of a plan into a partial target start at its last step's input:
-// the source, or a plain layout it reduced the source onto (RoutesFrom).
+// routes of a plan into a partial target start at its last step's input
+// (the source, or a plain layout it reduced the source onto), or are
+// composed over its steps from the source (ValueRoutesOf).
 struct TagScheme {
   int64_t modulus = 0;      // 0: bit tags (nothing combines or scales values)
   Reduction source = {};    // the source's reduction
@@ -69,10 +70,6 @@ struct TagScheme {
 // each holds its part's source values).
 TagScheme TagSchemeFor(const Layout& source, const Layout& target, const Layout& routes_from);
 inline TagScheme TagSchemeFor(const Layout& source, const Layout& target) { return TagSchemeFor(source, target, source); }
-// The layout a plan's (or a compiled program's) partial target is routed
-// from: its last step's input, the source where it has no steps.
-const Layout& RoutesFrom(const CollectivePlan& plan);
-const Layout& RoutesFrom(const PlanProgram& program);
 // Whether the oracles can state the target's values: it is not partial, or
 // its routes start at the source, at a layout with no pending reduction, or
 // at one whose devices hold the parts they held in the source (as the
@@ -108,8 +105,8 @@ std::optional<ValueRoutes> ValueRoutesOf(std::span<const Layout* const> chain);
 // Whether ValueRoutesOf states a plan's (or compiled program's) values.
 bool PlanValuesStated(const CollectivePlan& plan);
 bool PlanValuesStated(const PlanProgram& program);
-// The scheme of a plan: routes from RoutesFrom(plan) where
-// TargetValuesStated, else the composed routes from its source.
+// The scheme of a plan: routes from its last step's input where
+// TargetValuesStated, else the composed routes from its source (ValueRoutesOf).
 // REQUIRES: PlanValuesStated(plan).
 TagScheme TagSchemeFor(const CollectivePlan& plan);
 
