@@ -38,6 +38,8 @@
 #include <vector>
 
 #include "reshard/device_program.h"
+#include "reshard/dtype.h"
+#include "reshard/layout.h"
 #include "reshard/status.h"
 
 namespace reshard {
@@ -106,6 +108,18 @@ class Comm {
   // structured all-to-all is (MPI_Alltoall; on NCCL, a group of sends and
   // receives of one size).
   virtual Status StartAlltoall(const std::byte* send, int64_t chunk, std::byte* recv, int64_t& request) = 0;
+  // Reduce-scatter of equal chunks: every rank passes the same `chunk`
+  // (bytes, whole elements of `dtype`), `dtype` and `op`; rank k's `recv`
+  // gets the chunks at send + k * chunk of every rank combined element by
+  // element by `op` (avg combines as sum: dividing is the caller's). The
+  // arithmetic is the reduce kernel's (src/exec/reduce_kernel.h: integers
+  // wrap, f16 and bf16 in f32 rounded after each combination); the order of
+  // the combinations is the backend's (threads: ascending rank; MPI: its
+  // algorithm's, ranks kept in order), so floats may round differently from
+  // a part-order sum. What a structured reduce-scatter is
+  // (MPI_Reduce_scatter_block, ncclReduceScatter).
+  virtual Status StartReduceScatter(const std::byte* send, int64_t chunk, std::byte* recv, DType dtype,
+                                    reshard::ReduceOp op, int64_t& request) = 0;
   virtual Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   virtual Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   // Completes at least one of `requests` when `block` (none needed when all

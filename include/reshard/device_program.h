@@ -338,15 +338,18 @@ Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step);
 
 struct StepProgram {
   std::vector<DeviceProgram> devices;  // indexed like PlanProgram::devices()
-  // The plan step this program runs: its op, and for an all-gather or
-  // all-to-all over mesh groups the plan mesh's group axes (members ordered
-  // as Mesh::MemberIndex orders them), which a backend runs over sub-groups.
+  // The plan step this program runs: its op, and for an all-gather,
+  // all-to-all or reduce-scatter over mesh groups, or either half of an
+  // all-reduce whose ring pieces are all one size, the plan mesh's group
+  // axes (members ordered as Mesh::MemberIndex orders them), which a backend
+  // runs over sub-groups.
   // kExchange and no axes for a program compiled from an exchange.
   StepOp op = StepOp::kExchange;
   std::vector<int32_t> group_axes = {};
   // With group axes: the chunk the plan priced the collective's messages at
   // (its padded shard's, or piece's, bytes), the same in every group; what
-  // a backend pads each message to, running the equal-chunk collective.
+  // a backend pads each message to, running the equal-chunk collective
+  // (an all-reduce's halves: a piece).
   int64_t chunk_bytes = 0;
   // A step compiled part by part (its input or its output partial, the two
   // different): `reduction` is how receivers combine the parts routed to them
@@ -378,8 +381,9 @@ struct StepProgram {
 // (src/exec/group_copies.h).
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
 // The chunk plan step `step` prices its collective's messages at, where it
-// is an all-gather or all-to-all over mesh groups of k > 1 members (k - 1
-// chunks into every member): StepProgram::chunk_bytes. 0 elsewhere.
+// is an all-gather, all-to-all or reduce-scatter over mesh groups of k > 1
+// members (k - 1 chunks into every member): StepProgram::chunk_bytes. 0
+// elsewhere.
 int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step);
 // Device `index`'s part of a staged step written per group pattern, as the
 // per-message program it stands for: its messages (ascending peer), each

@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -63,6 +64,9 @@ struct ExecStats {
   // not decided and sorted again (phases of contiguous copies only count
   // too: their chunking is kept likewise).
   int64_t phases_reused = 0;
+  // Under Transport::kRanks: the transport each program step ran with
+  // (RankReshard::step_transports). Empty otherwise.
+  std::vector<std::string> rank_transports = {};
 };
 
 // How the in-process executor moves a message: kStaged packs it into the

@@ -110,6 +110,12 @@ struct RankOptions {
   // collectives (Comm::StartAllgather, StartAlltoall), every message padded
   // to the chunk the plan priced (StepProgram::chunk_bytes): what XLA and
   // NCCL run, moving the plan's send_bytes and recv_bytes byte for byte.
+  // Planned reduce-scatters over mesh groups likewise as the backend's
+  // (Comm::StartReduceScatter), where each member's output takes one whole
+  // contribution from every member (even shards; uneven ones padded): the
+  // element arithmetic is the reduce kernel's, but the backend picks the
+  // order of the combinations, so float sums may round otherwise than the
+  // part order the other paths keep (reduce_kernel.h).
   // Off: exact counts (the v-forms; an all-gather of even shards is the
   // equal-chunk one either way), which move no padding and, over MPI on
   // this machine, run faster (docs/execution.md, "Transports").
@@ -162,7 +168,8 @@ class RankReshard {
   // device_program.h), the same on every rank: "alltoallv",
   // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (equal
   // chunks: even shards, or padded with priced_chunks), "allgatherv over
-  // groups" or "alltoall over groups" (padded equal chunks, priced_chunks).
+  // groups" or "alltoall over groups" (padded equal chunks, priced_chunks),
+  // "reduce_scatter over groups" (the backend's, priced_chunks).
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;

@@ -525,9 +525,23 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     step.devices.resize(n);
     if (exchange == nullptr && ps != nullptr) {
       step.op = ps->op;
-      if (plan->mesh() && (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll)) {
+      if (plan->mesh() &&
+          (ps->op == StepOp::kAllGather || ps->op == StepOp::kAllToAll || ps->op == StepOp::kReduceScatter)) {
         step.group_axes = ps->group_axes;
         step.chunk_bytes = PricedChunkBytes(*plan, static_cast<size_t>(step.plan_step));
+      }
+      // An all-reduce run as a ring whose pieces are all one size: its
+      // halves are a reduce-scatter and an all-gather over its groups, in
+      // chunks of a piece.
+      if (plan->mesh() && ps->op == StepOp::kAllReduce && !ps->group_axes.empty() && (in != ps->input || out != ps->output)) {
+        const Layout& pieces = in == ps->input ? out : in;
+        const int64_t piece = pieces.devices().empty() ? 0 : pieces.LocalBytes(pieces.devices().front());
+        bool even = piece > 0;
+        for (size_t i = 0; i < pieces.devices().size() && even; ++i) even = pieces.LocalBytes(pieces.devices()[i]) == piece;
+        if (even) {
+          step.group_axes = ps->group_axes;
+          step.chunk_bytes = piece;
+        }
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -784,7 +798,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
 
 int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step) {
   const PlanStep& s = plan.steps().at(step);
-  if (!plan.mesh() || s.group_axes.empty() || (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll)) return 0;
+  if (!plan.mesh() || s.group_axes.empty() ||
+      (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll && s.op != StepOp::kReduceScatter))
+    return 0;
   const int64_t k = plan.mesh()->GroupSize(s.group_axes);
   return k > 1 ? s.recv_bytes.Max() / (k - 1) : 0;
 }

@@ -46,6 +46,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
   std::mutex mu;
   std::condition_variable cv;
   enum class Gate { kWait, kGo, kStop } gate = Gate::kWait;
+  std::vector<std::string> transports;
   RankOptions ro;
   ro.transport = options.rank_transport;
   ro.max_message_bytes = options.rank_max_message_bytes;
@@ -57,6 +58,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
       results[k] = r.status();
       return;
     }
+    if (k == 0) transports = r->step_transports();  // the same on every rank
     RankReshard::AfterStep hook;
     if (options.after_step) {
       // Every rank's output is in place before the hook reads them all, and
@@ -117,6 +119,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
       stats.steps[i].received[k] = r.step_bytes_received[i];
     }
   }
+  stats.rank_transports = std::move(transports);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "exec/reduce_kernel.h"
 #include "exec/row_walk.h"
 
 namespace reshard {
@@ -176,6 +178,58 @@ class MpiBoxes : public BoxExchange {
   int64_t sent = 0, received = 0;
 };
 
+// What MPI reduces with (StartReduceScatter): per DType a committed
+// contiguous datatype of its element's bytes, and per ReduceOp a user op
+// that combines through the reduce kernel, so MPI computes exactly what the
+// other backends do (integers wrap, f16 and bf16 through f32; MPI has no
+// predefined type for the latter). The ops are not commutative to MPI, so it
+// keeps ranks in order. Made once per process, on first use (after
+// MPI_Init), and left to MPI_Finalize.
+class MpiReductions {
+ public:
+  static const MpiReductions& Get() {
+    static const MpiReductions made;
+    return made;
+  }
+  MPI_Datatype type(DType t) const { return types_[static_cast<size_t>(t)]; }
+  MPI_Op op(ReduceOp o) const { return ops_[static_cast<size_t>(o)]; }
+  Status status() const { return status_; }
+
+ private:
+  static constexpr size_t kTypes = static_cast<size_t>(DType::kC128) + 1;
+  static constexpr size_t kOps = static_cast<size_t>(ReduceOp::kMin) + 1;
+
+  MpiReductions() {
+    types_.fill(MPI_DATATYPE_NULL);
+    ops_.fill(MPI_OP_NULL);
+    for (size_t t = 0; t < kTypes && status_.ok(); ++t) {
+      status_ = MpiCall(MPI_Type_contiguous(static_cast<int>(ByteSize(static_cast<DType>(t))), MPI_BYTE, &types_[t]),
+                        "MPI_Type_contiguous");
+      if (status_.ok()) status_ = MpiCall(MPI_Type_commit(&types_[t]), "MPI_Type_commit");
+    }
+    MPI_User_function* fns[kOps] = {&Combine<ReduceOp::kSum>, &Combine<ReduceOp::kAvg>, &Combine<ReduceOp::kMax>,
+                                    &Combine<ReduceOp::kMin>};
+    for (size_t o = 0; o < kOps && status_.ok(); ++o)
+      status_ = MpiCall(MPI_Op_create(fns[o], /*commute=*/0, &ops_[o]), "MPI_Op_create");
+  }
+  // inout = op(inout, in), `len` elements of the DType whose datatype `type` is.
+  template <ReduceOp kOp>
+  static void Combine(void* in, void* inout, int* len, MPI_Datatype* type) {
+    const MpiReductions& r = Get();
+    for (size_t t = 0; t < kTypes; ++t)
+      if (r.types_[t] == *type) {
+        const DType dtype = static_cast<DType>(t);
+        CombineContiguous(static_cast<const std::byte*>(in), static_cast<std::byte*>(inout), *len * ByteSize(dtype),
+                          dtype, kOp);
+        return;
+      }
+  }
+
+  std::array<MPI_Datatype, kTypes> types_;
+  std::array<MPI_Op, kOps> ops_;
+  Status status_ = Status::Ok();
+};
+
 class MpiComm : public Comm {
  public:
   // Takes ownership of `comm`.
@@ -256,6 +310,17 @@ class MpiComm : public Comm {
     return Started(MPI_Ialltoall(send, static_cast<int>(chunk), MPI_BYTE, recv, static_cast<int>(chunk), MPI_BYTE, comm_,
                                  &p.request),
                    "MPI_Ialltoall", request);
+  }
+  Status StartReduceScatter(const std::byte* send, int64_t chunk, std::byte* recv, DType dtype, reshard::ReduceOp op,
+                            int64_t& request) override {
+    const MpiReductions& r = MpiReductions::Get();
+    RESHARD_RETURN_IF_ERROR(r.status());
+    const int64_t elements = chunk / ByteSize(dtype);
+    if (elements > INT_MAX) return Status::Internal("a reduce-scatter's chunk exceeds an MPI int count");
+    Pending& p = Take(request);
+    return Started(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(elements), r.type(dtype), r.op(op), comm_,
+                                             &p.request),
+                   "MPI_Ireduce_scatter_block", request);
   }
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
     if (bytes > INT_MAX) return Status::Internal("a message exceeds an MPI int count");

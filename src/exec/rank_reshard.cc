@@ -9,10 +9,12 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <utility>
 
 #include "exec/copy_kernel.h"
 #include "exec/fingerprint.h"
 #include "exec/reduce_kernel.h"
+#include "exec/row_walk.h"
 #include "exec/staging_cache.h"
 #include "reshard/host_buffer.h"
 
@@ -115,6 +117,54 @@ bool BoxableMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t by
   return bytes >= kBoxRunBytes * RunCount(p, begin, end);
 }
 
+// The output spans (offset, bytes) ops [begin, end) of `p` write, sorted,
+// adjacent spans merged.
+std::vector<std::pair<int64_t, int64_t>> WrittenSpans(const CopyProgram& p, int32_t begin, int32_t end) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    ForEachRun(p, op, [&](int64_t, int64_t dst) { spans.emplace_back(dst, op.run_bytes); });
+  }
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& [at, bytes] : spans)
+    if (!merged.empty() && merged.back().first + merged.back().second == at)
+      merged.back().second += bytes;
+    else
+      merged.emplace_back(at, bytes);
+  return merged;
+}
+
+// Whether this rank's part of a reducing step is a member's part of a
+// reduce-scatter over `members` ranks, as Comm::StartReduceScatter runs it:
+// no output (and then nothing received or copied locally), or an output
+// that takes one contribution from every member, its own as local copies and
+// every other member's as one message, each message as long as the local
+// copies, unpacked by the same copies at its own offset (so every member
+// staged its contribution in one order, and the reduced chunk unpacks
+// with them), and writing the spans the local copies write; no identity fill.
+bool ReduceScatterShaped(const DeviceProgram& p, int64_t members) {
+  if (!p.fill.ops.empty()) return false;
+  if (p.recv_peer.empty() && p.local.bytes == 0) return true;
+  if (static_cast<int64_t>(p.recv_peer.size()) != members - 1 || p.local.bytes == 0) return false;
+  const int32_t b0 = p.unpack_begin[0], e0 = p.unpack_begin[1];
+  for (size_t m = 0; m < p.recv_peer.size(); ++m) {
+    const int32_t b = p.unpack_begin[m], e = p.unpack_begin[m + 1];
+    if (p.recv_count[m] != p.local.bytes || e - b != e0 - b0) return false;
+    for (int32_t k = 0; k < e - b; ++k) {
+      const CopyOp& x = p.unpack.ops[static_cast<size_t>(b + k)];
+      const CopyOp& y = p.unpack.ops[static_cast<size_t>(b0 + k)];
+      if (x.src_offset - p.recv_offset[m] != y.src_offset - p.recv_offset[0] || x.dst_offset != y.dst_offset ||
+          x.run_bytes != y.run_bytes || x.num_dims != y.num_dims)
+        return false;
+      for (int32_t d = 0; d < x.num_dims; ++d)
+        if (p.unpack.dims[static_cast<size_t>(x.first_dim + d)] != p.unpack.dims[static_cast<size_t>(y.first_dim + d)])
+          return false;
+    }
+  }
+  return WrittenSpans(p.unpack, b0, e0) == WrittenSpans(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
+}
+
 const DeviceProgram& EmptyProgram() {
   static const DeviceProgram empty = [] {
     DeviceProgram p;
@@ -170,6 +220,12 @@ struct StepRun {
   // to (zeroed each run: the send buffer is shared between steps).
   std::vector<int64_t> send_base, idle_base;
   std::vector<int64_t> recv_base;  // where message m starts in the gathered or received buffer
+  // A reduce-scatter run as the backend's (Comm::StartReduceScatter), in
+  // chunks of `chunk`: RankOptions::priced_chunks, and every member's part
+  // ReduceScatterShaped. This rank's own slot holds the identity; its own
+  // contribution is combined after, with the others' reduced chunk.
+  bool reduce_scatter = false;
+  int my_member = 0;
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
   Reduction reduction = {};
@@ -253,6 +309,7 @@ struct RankReshard::State {
   // Over `over`: the whole Comm, or the step's group (the counts are then by member).
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  Status RunReduceScatter(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // A reducing step's local and received copies, in part order, once every message is in `recv`.
@@ -358,7 +415,12 @@ Status RankReshard::State::Prepare() {
     } else {
       // A structured collective runs as one, over its groups; then box
       // messages where every message allows; then the shape rule.
-      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty() && !s.reduces())
+      // (A reducing step: only a reduce-scatter, or an all-reduce's first
+      // half, with priced chunks, run as the backend's; the others combine
+      // after an all-to-all-v over the whole Comm.)
+      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty() &&
+          (!s.reduces() ||
+           ((sp.op == StepOp::kReduceScatter || sp.op == StepOp::kAllReduce) && options.priced_chunks)))
         RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
       bool boxes = false;
       // Box messages write the output as they land: a reducing step combines after.
@@ -425,7 +487,8 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   // is, and goes to every other member: then what each member receives from
   // another is that member's whole input, as an all-gather-v has it.
   const int64_t members = mesh.GroupSize(axes);
-  bool whole = step.op == StepOp::kAllGather &&
+  // (An all-reduce's second half gathers its pieces: an all-gather.)
+  bool whole = (step.op == StepOp::kAllGather || (step.op == StepOp::kAllReduce && !s.reduces())) &&
                static_cast<int64_t>(s.send_rank.size()) == (p.input_bytes > 0 ? members - 1 : 0);
   for (size_t m = 0; m < s.send_rank.size() && whole; ++m) {
     const int32_t b = p.pack_begin[m];
@@ -436,9 +499,11 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   int64_t gathered = p.input_bytes;
   for (int64_t c : p.recv_count) gathered += c;
   whole = whole && gathered <= comm->max_count();
-  int64_t all[2] = {inside ? 1 : 0, whole ? 1 : 0};
+  const bool shaped = s.reduces() && ReduceScatterShaped(p, members);
+  int64_t all[3] = {inside ? 1 : 0, whole ? 1 : 0, shaped ? 1 : 0};
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(all, Comm::ReduceOp::kMin));
   if (all[0] == 0) return Status::Ok();  // some message crosses groups: the whole Comm it is
+  if (s.reduces() && all[2] == 0) return Status::Ok();  // not the backend's reduce-scatter: reduced after an all-to-all-v
   s.grouped = true;
   const int my_color = me >= 0 ? static_cast<int>(color(me)) : -1;
   const int my_key = me >= 0 ? static_cast<int>(member(me)) : 0;
@@ -490,6 +555,8 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   // (A chunk above the message limit: the v-form, whose messages fit.)
   if (!OneCallCarries(chunk, g)) return Status::Ok();
   s.chunk = chunk;
+  s.reduce_scatter = s.reduces();
+  s.my_member = my_key;
   for (size_t m = 0; m < s.send_rank.size(); ++m)
     s.send_base.push_back(static_cast<int64_t>(member_of(s.send_rank[m])) * chunk);
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
@@ -504,6 +571,7 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
 Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
   const DeviceProgram& p = *s.program;
   if (s.group == nullptr) return Status::Ok();
+  if (s.reduce_scatter) return RunReduceScatter(s, in, out, stats);
   if (!s.allgather) return s.chunk > 0 ? RunAlltoall(s, in, out, stats) : RunAlltoallv(s, in, out, stats, *s.group);
   // The input is the message: no packing (but padding to the chunk). Each
   // received message is then unpacked from its member's slot of the
@@ -556,6 +624,37 @@ Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, st
     Unpack(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1],
            recv.data() + s.recv_base[m] - p.recv_offset[m], out, p.unpack.bytes);
   stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunReduceScatter(const StepRun& s, const std::byte* in, std::byte* out,
+                                           RankRunStats& stats) {
+  const DeviceProgram& p = *s.program;
+  // Each message packed into its member's chunk, the rest of every chunk
+  // zeroed (reduced, never read); this rank's own chunk the identity, so
+  // what comes back is the other members' contributions reduced.
+  for (size_t m = 0; m < s.send_rank.size(); ++m) {
+    std::byte* at = send.data() + s.send_base[m];
+    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
+    if (p.send_count[m] < s.chunk)
+      std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
+  }
+  for (int64_t at : s.idle_base) std::memset(send.data() + at, 0, static_cast<size_t>(s.chunk));
+  FillIdentity(s.reduction.op, s.dtype, send.data() + static_cast<int64_t>(s.my_member) * s.chunk, s.chunk);
+  int64_t request = kNoRequest;
+  RESHARD_RETURN_IF_ERROR(s.group->StartReduceScatter(send.data(), s.chunk, recv.data(), s.dtype, s.reduction.op, request));
+  RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
+  const int64_t others = s.group_size - 1;
+  stats.step_bytes_sent.back() += s.chunk * others;
+  stats.step_bytes_received.back() += s.chunk * others;
+  stats.messages_sent += static_cast<int64_t>(s.send_rank.size());
+  if (p.recv_peer.empty()) return Status::Ok();  // no output
+  // Its own contribution writes, the others' reduced chunk combines (then
+  // avg divides): one element, one order, whatever the backend's.
+  const Contribution both[2] = {
+      {&p.local, 0, static_cast<int64_t>(p.local.ops.size()), in, true},
+      {&p.unpack, p.unpack_begin[0], p.unpack_begin[1], recv.data() - p.recv_offset[0], false}};
+  ApplyContributions(both, s.reduction, s.scale, s.dtype, out);
   return Status::Ok();
 }
 
@@ -764,6 +863,8 @@ std::vector<std::string> RankReshard::step_transports() const {
       t.emplace_back("p2p");
     else if (s.boxes)
       t.emplace_back("alltoallw");
+    else if (s.reduce_scatter)
+      t.emplace_back("reduce_scatter over groups");
     else if (s.grouped)
       t.push_back(fmt::format("{} over groups", s.allgather ? (s.chunk > 0 ? "allgather" : "allgatherv")
                                                             : (s.chunk > 0 ? "alltoall" : "alltoallv")));

@@ -168,6 +168,23 @@ void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, st
   Dispatch(dtype, [&]<typename E>(int64_t width) { CombineRuns<E>(p, op, src, dst, reduce, width); });
 }
 
+void CombineContiguous(const std::byte* src, std::byte* dst, int64_t bytes, DType dtype, ReduceOp reduce) {
+  Dispatch(dtype, [&]<typename E>(int64_t width) {
+    for (int64_t at = 0; at + width <= bytes; at += width) E::Store(Apply(E::Load(dst + at), E::Load(src + at), reduce), dst + at);
+  });
+}
+
+void FillIdentity(ReduceOp op, DType dtype, std::byte* out, int64_t bytes) {
+  const int64_t eb = ByteSize(dtype);
+  if (bytes < eb) return;
+  if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {  // 0 is all zero bytes in every type
+    std::memset(out, 0, static_cast<size_t>(bytes));
+    return;
+  }
+  StoreIdentity(op, dtype, out);
+  for (int64_t at = eb; at + eb <= bytes; at += eb) std::memcpy(out + at, out, static_cast<size_t>(eb));
+}
+
 void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts) {
   const int64_t components = dtype == DType::kC64 || dtype == DType::kC128 ? 2 : 1;
   Dispatch(dtype, [&]<typename E>(int64_t width) { Divide<E>(data, elements * components, parts, width); });

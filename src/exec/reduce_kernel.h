@@ -36,6 +36,13 @@ namespace reshard {
 void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, DType dtype,
                 ReduceOp reduce);
 
+// dst = op(dst, src) over `bytes` contiguous bytes (whole elements of
+// `dtype`). avg combines as sum. What a backend's reduce-scatter combines with.
+void CombineContiguous(const std::byte* src, std::byte* dst, int64_t bytes, DType dtype, ReduceOp reduce);
+// Writes the identity of `op` (StoreIdentity) into each of the `bytes` / element
+// bytes elements at `out`.
+void FillIdentity(ReduceOp op, DType dtype, std::byte* out, int64_t bytes);
+
 // Divides each of `elements` elements at `data` by `parts` (avg's last step).
 void DivideElements(std::byte* data, int64_t elements, DType dtype, int64_t parts);
 // Multiplies each of `elements` elements at `data` by `factor` (an avg

@@ -5,6 +5,8 @@
 // once, straight from the sender's buffer, when a send meets its receive.
 #include "reshard/thread_comm.h"
 
+#include "exec/reduce_kernel.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@ struct Post {
   const int64_t* send_counts = nullptr;
   const int64_t* send_displs = nullptr;
   int color = -1, key = 0;
+  int dtype = -1, op = -1;  // a reduce-scatter's element type and op
 };
 
 // A point-to-point send or receive not yet matched: the caller's buffer
@@ -290,6 +293,30 @@ class ThreadComm final : public Comm {
           return Status::Internal(fmt::format("Alltoall: rank {} passed a chunk of {} bytes, rank {} {}", rank_, chunk, k,
                                               p.count));
         Copy(recv + static_cast<int64_t>(k) * chunk, static_cast<const std::byte*>(p.data) + rank_ * chunk, chunk);
+      }
+      return Status::Ok();
+    });
+  }
+
+  // Rank k's chunk: every rank's chunk k combined in ascending rank order.
+  Status StartReduceScatter(const std::byte* send, int64_t chunk, std::byte* recv, DType dtype, reshard::ReduceOp op,
+                            int64_t& request) override {
+    request = kNoRequest;
+    Post mine{.valid = true, .data = send, .count = chunk, .dtype = static_cast<int>(dtype), .op = static_cast<int>(op)};
+    return Collective(mine, "ReduceScatter", [&](const std::vector<Post>& posts) {
+      for (int k = 0; k < size(); ++k) {
+        const Post& p = posts[static_cast<size_t>(k)];
+        if (p.count != chunk || p.dtype != mine.dtype || p.op != mine.op)
+          return Status::Internal(fmt::format(
+              "ReduceScatter: rank {} passed a chunk of {} bytes (type {}, op {}), rank {} {} bytes (type {}, op {})",
+              rank_, chunk, mine.dtype, mine.op, k, p.count, p.dtype, p.op));
+      }
+      for (int k = 0; k < size(); ++k) {
+        const std::byte* from = static_cast<const std::byte*>(posts[static_cast<size_t>(k)].data) + rank_ * chunk;
+        if (k == 0)
+          Copy(recv, from, chunk);
+        else
+          CombineContiguous(from, recv, chunk, dtype, op);
       }
       return Status::Ok();
     });

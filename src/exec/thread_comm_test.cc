@@ -268,6 +268,57 @@ TEST(ThreadComm, AlltoallOfEqualChunks) {
   });
 }
 
+// Rank k gets every rank's chunk k combined, in the element type's
+// arithmetic: s8 sums wrap, max keeps the largest, bf16 sums in f32 and
+// rounds after each combination.
+TEST(ThreadComm, ReduceScatterOfEqualChunks) {
+  constexpr int kRanks = 4;
+  RunRanks(kRanks, [](Comm& comm) {
+    const int r = comm.rank();
+    // s8: rank r's element i of chunk k is 40 * (r + 1) + k + i; four ranks sum past 127 and wrap.
+    std::vector<int8_t> send(kRanks * 3);
+    for (int k = 0; k < kRanks; ++k)
+      for (int i = 0; i < 3; ++i) send[static_cast<size_t>(k * 3 + i)] = static_cast<int8_t>(40 * (r + 1) + k + i);
+    std::vector<int8_t> recv(3);
+    int64_t request = 5;
+    ASSERT_TRUE(comm.StartReduceScatter(reinterpret_cast<const std::byte*>(send.data()), 3,
+                                        reinterpret_cast<std::byte*>(recv.data()), DType::kS8, ReduceOp::kSum, request)
+                    .ok());
+    EXPECT_EQ(request, kNoRequest);
+    for (int i = 0; i < 3; ++i) {
+      const int sum = 40 * (1 + 2 + 3 + 4) + kRanks * (r + i);  // 400 + ...: wraps modulo 256
+      EXPECT_EQ(recv[static_cast<size_t>(i)], static_cast<int8_t>(static_cast<uint8_t>(sum & 0xff))) << "element " << i;
+    }
+    // f32 max: rank r's chunk k holds (k + 1) * (r == k ? 10 : 1).
+    std::vector<float> fsend(kRanks), frecv(1);
+    for (int k = 0; k < kRanks; ++k) fsend[static_cast<size_t>(k)] = static_cast<float>((k + 1) * (r == k ? 10 : 1));
+    ASSERT_TRUE(comm.StartReduceScatter(reinterpret_cast<const std::byte*>(fsend.data()), 4,
+                                        reinterpret_cast<std::byte*>(frecv.data()), DType::kF32, ReduceOp::kMax, request)
+                    .ok());
+    EXPECT_EQ(frecv[0], static_cast<float>((r + 1) * 10));
+    // bf16 sum: 256 + 1 + 1 + 1 in rank order rounds to 256 after each step
+    // (bf16 keeps 8 significant bits); exact f32 would give 259.
+    const uint16_t bf_256 = 0x4380, bf_1 = 0x3f80;
+    std::vector<uint16_t> bsend(kRanks, r == 0 ? bf_256 : bf_1), brecv(1);
+    ASSERT_TRUE(comm.StartReduceScatter(reinterpret_cast<const std::byte*>(bsend.data()), 2,
+                                        reinterpret_cast<std::byte*>(brecv.data()), DType::kBF16, ReduceOp::kSum, request)
+                    .ok());
+    EXPECT_EQ(brecv[0], bf_256);
+  });
+  // Unequal chunks or types are a caller's error, reported on every rank.
+  RunRanks(2, [](Comm& comm) {
+    const std::vector<std::byte> send(16);
+    std::vector<std::byte> recv(8);
+    int64_t request = kNoRequest;
+    EXPECT_FALSE(comm.StartReduceScatter(send.data(), 4 + 4 * comm.rank(), recv.data(), DType::kF32, ReduceOp::kSum,
+                                         request)
+                     .ok());
+    EXPECT_FALSE(comm.StartReduceScatter(send.data(), 4, recv.data(), comm.rank() ? DType::kF32 : DType::kS32,
+                                         ReduceOp::kSum, request)
+                     .ok());
+  });
+}
+
 TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
   for (const bool receives_first : {false, true}) {

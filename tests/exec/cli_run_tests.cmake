@@ -4,7 +4,7 @@ cli_test(run_canonical_json "^{\"backend\":\"in-process\",\"bytes_moved\":16384,
 cli_test(run_staged_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport staged --repeat 1)
 # Issue 16: every device a thread running the per-rank step runner MPI runs.
-cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
+cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all, over alltoallv over groups\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport ranks --repeat 1)
 cli_test(run_ranks_multi_step "\"verified\":true.*\"transport\":\"ranks\""
          ${R} run --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --transport ranks --repeat 1 --json)
@@ -15,7 +15,7 @@ cli_test(run_block_cyclic "\"verified\":true"
 # Issue 17: partial sums run; every element combined in part order, checked with numeric tags.
 cli_test(run_partial_reduce_scatter "^verified: 8192 B .*\\(6144 B .* as messages\\) on 8 devices, 1 step \\(reduce-scatter\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P('x', None)" --repeat 1)
-cli_test(run_partial_uneven_bf16 "^verified: .* 1 step \\(exchange\\)"
+cli_test(run_partial_uneven_bf16 "^verified: .* 1 step \\(exchange, over alltoallv\\)"
          ${R} run --shape 13,5 --mesh x=3,y=2 --from "[Partial(\"max\"), Shard(0)]" --to "P(None, 'x')" --dtype bf16 --strategy exchange --transport ranks --repeat 1)
 # Partial targets: each source part routed into one target part, the others the identity; checked exactly.
 # From partial sums into another op, or other axes, the plan may reduce first, then route (checked the same).
@@ -25,9 +25,9 @@ cli_test(run_partial_target "^verified: 4096 B .*\\(2048 B .* as messages\\) on 
 # exchange in time and bytes, and no ragged exchange); with no ragged exchange at all (--for jax-cpu), an all-to-all.
 cli_test(run_partial_target_alike "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(all-gather\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --repeat 1)
-cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all\\)"
+cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, over p2p\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})" --for jax-cpu --transport ranks --repeat 1)
-cli_test(run_partial_target_other_op "^verified: .* 2 steps \\(exchange, exchange\\)"
+cli_test(run_partial_target_other_op "^verified: .* 2 steps \\(exchange, exchange, over p2p, p2p\\)"
          ${R} run --shape 13,5 --mesh x=4,y=2 --from "[Partial(\"sum\"), Shard(1)]" --to "[Shard(0), Partial(\"max\")]" --dtype s8 --transport ranks --repeat 1)
 cli_exit_test(run_too_large 1 ${R} run --shape 1024,1024,1024 --from ${CANON_FROM} --to ${CANON_TO} --max-memory 1G)
 cli_exit_test(run_bad_max_memory 2 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --max-memory 12Q)
@@ -41,8 +41,11 @@ cli_error_test(run_threads_negative 2 "^reshard: error: --threads: unexpected '-
 cli_error_test(run_threads_over_bound 2 "^reshard: error: --threads: 1025 is out of range. expected an integer from 1 to 1024" ${R} ${RUN4} --threads 1025)
 cli_error_test(run_threads_empty 2 "^reshard: error: --threads: empty value" sh -c "exec '${R}' run --shape 16 --mesh x=2 --from \"P('x')\" --to 'P()' --threads ''")
 cli_test(run_threads_bound "\"verified\":true" ${R} ${RUN4} --threads 1024 --json)
-cli_test(run_ranks_priced_chunks "^verified: .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
+cli_test(run_ranks_priced_chunks "^verified: .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all, over alltoall over groups\\)"
          ${R} run --shape 15,16,16 --from ${CANON_FROM} --to ${CANON_TO} --strategy collectives --transport ranks --priced-chunks --repeat 1)
+# Priced chunks: a planned reduce-scatter runs as the backend's (Comm::StartReduceScatter), then an all-to-all.
+cli_test(run_ranks_priced_reduce_scatter "^verified: .* 2 steps \\(reduce-scatter, all-to-all, over reduce_scatter over groups, alltoall over groups\\)"
+         ${R} run --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, ('x','y'))" --transport ranks --priced-chunks --repeat 1)
 # The estimate counts the padded equal-chunk staging (3 rows over x=4: 408 B beyond the shards here).
 cli_error_test(run_priced_chunks_counts_padding 1 "^reshard: error: running this needs about [0-9]+ B .*copy programs, priced chunks' padded staging\\), more than"
                ${R} run --shape 3,6 --mesh x=4,y=2 --from "P('x','y')" --to "P(None,'y')" --strategy collectives --transport ranks --priced-chunks --max-memory 1800 --repeat 1)
@@ -89,6 +92,9 @@ if(RESHARD_HAVE_MPI)
            ${MPIRUN} 6 --oversubscribe ${R} run --backend mpi --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --repeat 1)
   cli_test(run_mpi_partial "^verified: .* on 8 ranks, 2 steps \\(reduce-scatter, all-to-all"
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, ('x','y'))" --dtype bf16 --repeat 1)
+  # bf16 reduced by MPI_Ireduce_scatter_block with the reduce kernel's user op.
+  cli_test(run_mpi_partial_priced "^verified: .* on 8 ranks, 2 steps \\(reduce-scatter, all-to-all, over reduce_scatter over groups, alltoall over groups\\)"
+           ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --priced-chunks --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, ('x','y'))" --dtype bf16 --repeat 1)
   cli_test(run_mpi_partial_target "^verified: 10240 B .* on 8 ranks, 2 steps \\(exchange, exchange, "
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P(None, None, unreduced={'y'})" --dtype f16 --repeat 1)
   cli_test(run_mpi_block_cyclic "\"verified\":true"
@@ -146,7 +152,7 @@ if(RESHARD_HAVE_MPI)
     set_tests_properties(memory.run_mpi_under_address_limit PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}"
                          RUN_SERIAL TRUE TIMEOUT 300)
   endif()
-  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
+  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_priced cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
                        cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
                        cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
                        cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once

@@ -230,6 +230,8 @@ void RunPartialPairs(uint64_t seed, int count, const std::function<std::optional
     o.planner->strategy = strategy;
     o.transport = std::vector<MpiTransport>{MpiTransport::kAuto, MpiTransport::kAlltoallv, MpiTransport::kPointToPoint,
                                             MpiTransport::kDatatypes}[cases % 4];
+    // Every other kAuto case with priced chunks: reduce-scatters as MPI's.
+    o.priced_chunks = cases % 8 == 4;
     // (Under kCollectives some pairs have no plan: refused alike on every rank.)
     if (strategy == Strategy::kCollectives || check) {
       Result<PlanResult> planned = PlanReshard(c.source, c.target, *o.planner);
@@ -251,7 +253,12 @@ TEST(Mpi, PartialSumsThroughThePlanner) {
   if (Size() < 4) GTEST_SKIP() << "partial sums run at 4 and 8 ranks";
   const DType types[] = {DType::kF32, DType::kS32, DType::kBF16, DType::kF16, DType::kS8,
                          DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
+  TransportsSeen().clear();
   RunPartialPairs(17, 300, [](std::mt19937_64& rng) { return testing::DrawPartialPair(rng, false); }, types);
+  // Some reduce-scatters ran as MPI_Ireduce_scatter_block (priced chunks).
+  if (Size() >= 8) {
+    EXPECT_GT(TransportsSeen()["reduce_scatter over groups"], 0) << ::testing::PrintToString(TransportsSeen());
+  }
 }
 
 // Targets with a pending reduction (partial or plain sources, other ops):

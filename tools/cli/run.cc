@@ -175,6 +175,9 @@ void RunRun(const RunOptions& o) {
   const RunFigures f = MakeRunFigures(moved, best, MeasureMemcpyGbps(moved, flags.threads, o.repeat), verified);
   const double gbps = f.gbps, memcpy_gbps = f.memcpy_gbps, fraction = f.fraction_of_memcpy;
   const std::vector<std::string> ops = planned->plan.OpNames();
+  // Threads as ranks: each step's transport, as `--backend mpi` prints them
+  // (none for a plan without steps, one local copy).
+  const std::vector<std::string> transports = ops.empty() ? std::vector<std::string>{} : stats->rank_transports;
   if (o.pair.common.json) {
     nlohmann::ordered_json j = RunJson("in-process", f);
     j.update(nlohmann::ordered_json{{"devices", n},
@@ -186,6 +189,7 @@ void RunRun(const RunOptions& o) {
                                     {"transport", flags.transport == Transport::kStaged  ? "staged"
                                                   : flags.transport == Transport::kRanks ? "ranks"
                                                                                          : "direct"},
+                                    {"transports", transports},
                                     {"problem", tags.first_problem}});
     std::cout << j.dump() << "\n";
   } else {
@@ -194,7 +198,10 @@ void RunRun(const RunOptions& o) {
         "memcpy of the same bytes {:.2f} GB/s ({:.0f}%); peak {} per device\n",
         verified ? "verified" : "FAILED", FormatBytes(moved), FormatBytes(stats->bytes_sent), n,
         Plural(static_cast<int64_t>(ops.size()), "step"),
-        ops.empty() ? std::string("a local copy") : fmt::format("{}", fmt::join(ops, ", ")), o.repeat, best, gbps,
+        ops.empty()          ? std::string("a local copy")
+        : transports.empty() ? fmt::format("{}", fmt::join(ops, ", "))
+                             : fmt::format("{}, over {}", fmt::join(ops, ", "), fmt::join(transports, ", ")),
+        o.repeat, best, gbps,
         memcpy_gbps, 100 * fraction, FormatBytes(stats->peak_bytes));
     if (!verified) std::cout << fmt::format("{} mismatches; {}\n", tags.mismatches, tags.first_problem);
   }
