@@ -290,9 +290,13 @@ class Exchange {
                                  std::function<int64_t(int64_t device)> group_key);
   // Only the transfers `delivers(source tile, receiver)` keeps: the others
   // are left out (the sender rule's positions stay those of the whole
-  // exchange, so every device still finds its senders alone).
-  static Result<Exchange> CreateRouted(const Layout& source, const Layout& target,
-                                       std::function<bool(int64_t source_tile, int64_t receiver)> delivers);
+  // exchange, so every device still finds its senders alone). `receivers`,
+  // where given, lists what `delivers` keeps of each (source tile, target
+  // tile) pair, ascending: the exchange then visits only those (linear in
+  // its transfers, not in each target tile's holders).
+  static Result<Exchange> CreateRouted(
+      const Layout& source, const Layout& target, std::function<bool(int64_t source_tile, int64_t receiver)> delivers,
+      std::function<std::span<const int64_t>(int64_t source_tile, int64_t target_tile)> receivers = {});
   // Create's checks alone, without building the exchange.
   static Status Validate(const Layout& source, const Layout& target);
   // The reducing exchange: for each part of `source` (a layout with no

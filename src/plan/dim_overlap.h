@@ -56,8 +56,11 @@ class ExchangeTables {
   std::function<int64_t(int64_t)> group_key;
   std::vector<int64_t> keyed_begin;
   std::vector<std::pair<int64_t, int64_t>> keyed_holders;
-  // Exchange::CreateRouted's filter: null delivers every transfer.
+  // Exchange::CreateRouted's filter: null delivers every transfer. With
+  // `receivers`, what it keeps of each (source tile, target tile) pair,
+  // listed: the sender side then visits only those.
   std::function<bool(int64_t source_tile, int64_t receiver)> delivers;
+  std::function<std::span<const int64_t>(int64_t source_tile, int64_t target_tile)> receivers;
 };
 
 }  // namespace reshard

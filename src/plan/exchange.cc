@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "plan/dim_overlap.h"
+#include "plan/tile_routes.h"
 
 namespace reshard {
 namespace {
@@ -146,7 +147,18 @@ class Planner {
     ForEachChoice(lists, choice, [&](const std::vector<int32_t>& c) {
       tr.elements = Elements(c);
       tr.overlaps = c;
-      std::span<const int64_t> receivers = t_.target.Holders(TargetTileOf(c));
+      const int64_t target_tile = TargetTileOf(c);
+      std::span<const int64_t> receivers = t_.target.Holders(target_tile);
+      if (t_.receivers) {
+        // Only the receivers kept, each with its sender by the closed form
+        // (its position among all the target tile's holders).
+        for (int64_t to : t_.receivers(tile, target_tile)) {
+          tr.to = to;
+          tr.from = SenderFor(tile, c, to, IndexOf(receivers, to));
+          visit(tr);
+        }
+        return;
+      }
       for (size_t j = 0; j < receivers.size(); ++j) {
         tr.to = receivers[j];
         if (Holds(holders, tr.to)) {
@@ -308,159 +320,6 @@ bool PartRoutes::FirstInto(int64_t part, int64_t tile, int64_t target_tile, int6
   return TileTo(part, tile, target_tile) == target_part;
 }
 
-namespace {
-
-// PartRoutes' tile routes into a partial target, where they receive less
-// than the routes already in r.to (for a source with no reduction, than the
-// whole source into any one part): fills r.tile_to, r.tiles and
-// r.partly_filled and sets r.to to -1; else leaves r.to (a source with no
-// reduction: r.to[0] becomes the part receiving least, r.to[0] where it
-// ties). `together`: every part of a tile joins one target part.
-// Counts in elements: O(parts * source tiles * (target tiles + devices)),
-// plus per dim the tile coordinate pairs times cells (both bounded, else no
-// tile routes).
-void RouteTiles(const Layout& source, const Layout& target, bool together, PartRoutes& r) {
-  const int64_t S = source.num_tiles(), T = target.num_tiles(), rank = source.rank();
-  const int64_t P = source.reduction().parts, Q = target.reduction().parts;
-  const int64_t devices = static_cast<int64_t>(target.devices().size());
-  if (S < 2 || source.shape() != target.shape() ||
-      static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T + devices) >
-          static_cast<double>(int64_t{1} << 22))
-    return;
-  // The per-dim overlap table: every pair of tile coordinates, each over its cells.
-  double table = 0;
-  for (int64_t d = 0; d < rank; ++d)
-    table += static_cast<double>(source.dim(d).tiles) * target.dim(d).tiles *
-             static_cast<double>(source.dim(d).cuts.size() + target.dim(d).cuts.size());
-  if (table > static_cast<double>(int64_t{1} << 24)) return;
-  // Per dim, the overlap of source tile coordinate a and target coordinate b at [a * tiles_b + b].
-  std::vector<std::vector<int64_t>> overlap(static_cast<size_t>(rank));
-  for (int64_t d = 0; d < rank; ++d) {
-    const int32_t a = source.dim(d).tiles, b = target.dim(d).tiles;
-    std::vector<std::vector<Interval>> ti(static_cast<size_t>(b));
-    for (int32_t y = 0; y < b; ++y) ti[static_cast<size_t>(y)] = target.TileIntervals(d, y);
-    for (int32_t x = 0; x < a; ++x) {
-      const std::vector<Interval> si = source.TileIntervals(d, x);
-      for (int32_t y = 0; y < b; ++y) overlap[static_cast<size_t>(d)].push_back(OverlapLength(si, ti[static_cast<size_t>(y)]));
-    }
-  }
-  std::vector<std::vector<int32_t>> target_coords;
-  for (int64_t t = 0; t < T; ++t) target_coords.push_back(target.TileCoords(t));
-  auto index = [&](int64_t dev) {
-    return std::lower_bound(target.devices().begin(), target.devices().end(), dev) - target.devices().begin();
-  };
-  std::vector<int64_t> recv(static_cast<size_t>(devices), 0), covered(static_cast<size_t>(devices), 0);
-  std::vector<int64_t> tile_to(static_cast<size_t>(P * S * T), -1);
-  struct Reach {
-    int64_t device, part, elements;
-    int64_t held;  // the source part whose tile the device holds (it keeps these elements of it), or -1
-  };
-  std::vector<Reach> reach;
-  std::vector<int64_t> cost(static_cast<size_t>(Q)), worst(static_cast<size_t>(Q));
-  std::vector<bool> into(static_cast<size_t>(Q));
-  // Each (source tile, target tile) pair that overlaps on its own: parts
-  // are numbered per target tile, so one target part number may hold other
-  // devices in another tile.
-  for (int64_t s = 0; s < S; ++s) {
-    std::span<const int64_t> holders = source.Holders(s);
-    const std::vector<int32_t> sc = source.TileCoords(s);
-    for (int64_t t = 0; t < T; ++t) {
-      int64_t v = 1;
-      for (int64_t d = 0; d < rank && v > 0; ++d)
-        v *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
-      if (v == 0) continue;
-      reach.clear();
-      for (int64_t h : target.Holders(t))
-        reach.push_back({h, target.PartOf(h), v,
-                         std::binary_search(holders.begin(), holders.end(), h) ? source.PartOf(h) : int64_t{-1}});
-      // Elements of part p's tile s that x receives (none where it holds them).
-      auto gets = [&](const Reach& x, int64_t p) {
-        if (!together) return x.held == p ? int64_t{0} : x.elements;
-        return x.elements * (P - (x.held >= 0 ? 1 : 0));
-      };
-      // For each part (all at once, together): the target part receiving the
-      // fewest elements, then the least busiest device after, then the lowest.
-      std::fill(into.begin(), into.end(), false);
-      for (int64_t p = 0; p < (together ? 1 : P); ++p) {
-        std::fill(cost.begin(), cost.end(), 0);
-        std::fill(worst.begin(), worst.end(), 0);
-        for (const Reach& x : reach)
-          if (const int64_t n = gets(x, p); n > 0) {
-            cost[static_cast<size_t>(x.part)] += n;
-            worst[static_cast<size_t>(x.part)] =
-                std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + n);
-          }
-        int64_t q = 0;
-        for (int64_t c = 1; c < Q; ++c)
-          if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
-              std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
-            q = c;
-        for (int64_t pp = together ? 0 : p; pp < (together ? P : p + 1); ++pp)
-          tile_to[static_cast<size_t>((pp * S + s) * T + t)] = q;
-        into[static_cast<size_t>(q)] = true;
-        for (const Reach& x : reach)
-          if (x.part == q) recv[static_cast<size_t>(index(x.device))] += gets(x, p);
-      }
-      for (const Reach& x : reach)
-        if (into[static_cast<size_t>(x.part)]) covered[static_cast<size_t>(index(x.device))] += x.elements;
-    }
-  }
-  // Against parts routed whole (r.to): each device of a part's target part
-  // receives its tile but what it holds of that part. For a source with no
-  // reduction every target part is a candidate, and the best replaces
-  // r.to[0] where it beats both.
-  int64_t tiles_max = 0, tiles_total = 0;
-  for (int64_t n : recv) {
-    tiles_max = std::max(tiles_max, n);
-    tiles_total += n;
-  }
-  std::vector<int64_t> whole_max(static_cast<size_t>(Q), 0), whole_total(static_cast<size_t>(Q), 0);
-  for (size_t i = 0; i < recv.size(); ++i) {
-    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
-    if (t < 0) continue;
-    const int64_t q = target.PartOf(dev);
-    int64_t kept = 0;
-    if (const int64_t s = source.TileOf(dev); s >= 0) {
-      kept = 1;
-      const std::vector<int32_t> sc = source.TileCoords(s);
-      for (int64_t d = 0; d < rank; ++d)
-        kept *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
-    }
-    // P == 1: the device's cost were the source routed into its part; else
-    // its cost under r.to, booked at slot 0.
-    int64_t got = 0;
-    if (P == 1) {
-      got = target.TileElements(t) - kept;
-    } else {
-      for (int64_t p = 0; p < P; ++p)
-        if (r.to[static_cast<size_t>(p)] < 0 || r.to[static_cast<size_t>(p)] == q)
-          got += target.TileElements(t) - (source.TileOf(dev) >= 0 && source.PartOf(dev) == p ? kept : 0);
-    }
-    const size_t slot = P == 1 ? static_cast<size_t>(q) : 0;
-    whole_max[slot] = std::max(whole_max[slot], got);
-    whole_total[slot] += got;
-  }
-  auto whole = [&](int64_t q) { return std::pair(whole_max[static_cast<size_t>(q)], whole_total[static_cast<size_t>(q)]); };
-  int64_t best = P == 1 ? r.to[0] : 0;
-  if (P == 1)
-    for (int64_t q = 0; q < Q; ++q)
-      if (whole(q) < whole(best)) best = q;
-  if (std::pair(tiles_max, tiles_total) >= whole(best)) {
-    if (P == 1) r.to[0] = best;
-    return;
-  }
-  std::fill(r.to.begin(), r.to.end(), -1);
-  r.tile_to = std::make_shared<const std::vector<int64_t>>(std::move(tile_to));
-  r.tiles = S;
-  r.target_tiles = T;
-  for (size_t i = 0; i < covered.size(); ++i) {
-    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
-    if (t >= 0 && covered[i] < target.TileElements(t)) r.partly_filled.push_back(dev);
-  }
-}
-
-}  // namespace
-
 PartRoutes Exchange::RouteParts(const Layout& source, const Layout& target) {
   const int64_t P = source.reduction().parts, Q = target.reduction().parts;
   const ReduceOp sop = source.reduction().op, top = target.reduction().op;
@@ -546,12 +405,42 @@ Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, con
   const Layout every = target.WithoutReduction();
   std::vector<Exchange> parts;
   if (routes.tile_to) {
+    // Each target tile's holders by part (ascending device within a part),
+    // so that each part's exchange lists the receivers a tile is routed to
+    // rather than testing every holder of the target tile.
+    struct ByPart {
+      std::vector<int64_t> devices;  // by (target tile, part, device)
+      // Per target tile: (part, index of its first device), ascending part,
+      // then (INT64_MAX, one past the tile's last device).
+      std::vector<std::vector<std::pair<int64_t, size_t>>> starts;
+    };
+    auto by_part = std::make_shared<ByPart>();
+    by_part->starts.resize(static_cast<size_t>(target.num_tiles()));
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> held;  // (tile, part, device)
+    for (int64_t dev : target.devices())
+      if (const int64_t t = target.TileOf(dev); t >= 0) held.emplace_back(t, target.PartOf(dev), dev);
+    std::sort(held.begin(), held.end());
+    for (size_t k = 0; k < held.size(); ++k) {
+      const auto [t, q, dev] = held[k];
+      auto& starts = by_part->starts[static_cast<size_t>(t)];
+      if (starts.empty() || starts.back().first != q) starts.emplace_back(q, by_part->devices.size());
+      by_part->devices.push_back(dev);
+    }
+    for (size_t k = 0; k < held.size(); ++k)
+      if (k + 1 == held.size() || std::get<0>(held[k + 1]) != std::get<0>(held[k]))
+        by_part->starts[static_cast<size_t>(std::get<0>(held[k]))].emplace_back(INT64_MAX, k + 1);
     for (int64_t part = 0; part < source.reduction().parts; ++part) {
       RESHARD_ASSIGN_OR_RETURN(
-          Exchange e, CreateRouted(source.partial() ? source.PartLayout(part) : source, every,
-                                   [routes, target, part](int64_t tile, int64_t to) {
-                                     return routes.RoutesTileTo(target, part, tile, to);
-                                   }));
+          Exchange e,
+          CreateRouted(source.partial() ? source.PartLayout(part) : source, every,
+                       [routes, target, part](int64_t tile, int64_t to) { return routes.RoutesTileTo(target, part, tile, to); },
+                       [routes, by_part, part](int64_t tile, int64_t target_tile) -> std::span<const int64_t> {
+                         const int64_t q = routes.TileTo(part, tile, target_tile);
+                         const auto& starts = by_part->starts[static_cast<size_t>(target_tile)];
+                         const auto it = std::lower_bound(starts.begin(), starts.end(), std::pair(q, size_t{0}));
+                         if (q < 0 || it == starts.end() || it->first != q) return {};
+                         return std::span<const int64_t>(by_part->devices).subspan(it->second, (it + 1)->second - it->second);
+                       }));
       parts.push_back(std::move(e));
     }
     return parts;
@@ -594,11 +483,13 @@ Status Exchange::Validate(const Layout& source, const Layout& target) {
 
 Result<Exchange> Exchange::Create(const Layout& source, const Layout& target) { return Create(source, target, nullptr); }
 
-Result<Exchange> Exchange::CreateRouted(const Layout& source, const Layout& target,
-                                        std::function<bool(int64_t source_tile, int64_t receiver)> delivers) {
+Result<Exchange> Exchange::CreateRouted(
+    const Layout& source, const Layout& target, std::function<bool(int64_t source_tile, int64_t receiver)> delivers,
+    std::function<std::span<const int64_t>(int64_t source_tile, int64_t target_tile)> receivers) {
   RESHARD_ASSIGN_OR_RETURN(Exchange e, Create(source, target, nullptr));
   auto tables = std::make_shared<ExchangeTables>(*e.tables_);
   tables->delivers = std::move(delivers);
+  tables->receivers = std::move(receivers);
   e.tables_ = std::move(tables);
   return e;
 }
@@ -607,7 +498,7 @@ Result<Exchange> Exchange::Create(const Layout& source, const Layout& target,
                                   std::function<int64_t(int64_t device)> group_key) {
   RESHARD_RETURN_IF_ERROR(Validate(source, target));
   std::vector<int64_t> all = DevicesOfBoth(source, target);
-  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}, {}});
+  auto tables = std::make_shared<ExchangeTables>(ExchangeTables{source, target, {}, 1, {}, {}, {}, {}, {}, {}});
   for (int64_t d = 0; d < source.rank(); ++d) tables->dims.push_back(BuildDimOverlap(source, target, d));
   BuildSenderRule(*tables);
   if (group_key) {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
+#include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "layout/checked_math.h"
@@ -106,6 +109,131 @@ bool DimOverlaps(const Layout& source, const Layout& target, int64_t d, int64_t*
   return true;
 }
 
+// One target tile's keepers, for ElementReceptions of each source tile it
+// overlaps without visiting every keeper: of the inputs, only which keepers
+// hold the source tile (and which parts) change from one source tile to the
+// next, and they are few against all keepers of a partial target (one
+// target part's replicas per source part at most). Built in
+// O(keepers log keepers); each source tile then costs O(its holders among
+// the keepers, log of them), plus, where P <= Q, P.
+class TileKeepers {
+ public:
+  TileKeepers(const Layout& source, const Layout& target, std::span<const int64_t> keepers)
+      : P_(source.reduction().parts), Q_(target.reduction().parts), R_(static_cast<int64_t>(keepers.size())) {
+    for (int64_t r : keepers)
+      if (const int64_t s = source.TileOf(r); s >= 0) holding_.push_back({s, source.PartOf(r), target.PartOf(r)});
+    std::sort(holding_.begin(), holding_.end());
+    if (Q_ < 2) return;
+    std::vector<int64_t> parts;
+    for (int64_t r : keepers) parts.push_back(target.PartOf(r));
+    std::sort(parts.begin(), parts.end());
+    for (size_t i = 0; i < parts.size();) {
+      size_t j = i;
+      while (j < parts.size() && parts[j] == parts[i]) ++j;
+      by_count_.push_back({static_cast<int64_t>(j - i), parts[i]});
+      i = j;
+    }
+    std::sort(by_count_.begin(), by_count_.end());
+    for (size_t i = 0; i < by_count_.size(); ++i) position_.push_back({by_count_[i].second, static_cast<int64_t>(i)});
+    std::sort(position_.begin(), position_.end());
+    removed_.assign(by_count_.size(), 0);
+  }
+
+  // ElementReceptions of an element of source tile s (REQUIRES: s overlaps
+  // the target tile), as it would compute from every keeper.
+  int64_t Receptions(int64_t s, bool parts_split) {
+    const Holding lo{s, INT64_MIN, INT64_MIN};
+    const auto b = std::lower_bound(holding_.begin(), holding_.end(), lo);
+    auto e = b;
+    while (e != holding_.end() && e->source_tile == s) ++e;
+    const int64_t holding = e - b;
+    if (Q_ < 2) return WholeReceptions(P_, R_, holding);
+    // Distinct source parts held: each other leaves its holder.
+    held_.clear();
+    for (auto it = b; it != e; ++it) held_.push_back(it->source_part);
+    std::sort(held_.begin(), held_.end());
+    const int64_t leave = P_ - (std::unique(held_.begin(), held_.end()) - held_.begin());
+    const int64_t groups = static_cast<int64_t>(by_count_.size());
+    if (groups < Q_) return leave;
+    // The target parts with a keeper holding the tile: their keepers, how
+    // many hold a part, and the most that hold one part.
+    affected_.clear();
+    for (auto it = b; it != e; ++it) affected_.push_back({it->target_part, it->source_part});
+    std::sort(affected_.begin(), affected_.end());
+    changed_.clear();  // (position in by_count_, lacking, holding)
+    for (size_t i = 0; i < affected_.size();) {
+      size_t j = i;
+      int64_t most = 0;
+      while (j < affected_.size() && affected_[j].first == affected_[i].first) {
+        size_t k = j;
+        while (k < affected_.size() && affected_[k] == affected_[j]) ++k;
+        most = std::max(most, static_cast<int64_t>(k - j));
+        j = k;
+      }
+      const int64_t at = std::lower_bound(position_.begin(), position_.end(), std::pair(affected_[i].first, INT64_MIN))->second;
+      const int64_t n = by_count_[static_cast<size_t>(at)].first;
+      changed_.push_back({at, n - most, static_cast<int64_t>(j - i)});
+      i = j;
+    }
+    // One target part forms the whole reduction: the least over parts, the
+    // unaffected ones at their smallest count (WholeReceptions grows with it).
+    int64_t whole = INT64_MAX;
+    for (const Changed& c : changed_) {
+      whole = std::min(whole, WholeReceptions(P_, by_count_[static_cast<size_t>(c.at)].first, c.holding));
+      removed_[static_cast<size_t>(c.at)] = 1;
+    }
+    for (size_t i = 0; i < by_count_.size(); ++i)
+      if (!removed_[i]) {
+        whole = std::min(whole, WholeReceptions(P_, by_count_[i].first, 0));
+        break;
+      }
+    int64_t result = 0;
+    if (!parts_split) {
+      result = std::max(leave, whole);
+    } else {
+      // The smallest count of a part's keepers (a set of two parts or more),
+      // or, where P <= Q, the P smallest lacking counts (the affected parts'
+      // lowered, the others their counts): a merge of the two sorted lists.
+      int64_t replicas = by_count_.front().first;
+      if (P_ <= Q_) {
+        lacking_.clear();
+        for (const Changed& c : changed_) lacking_.push_back(c.lacking);
+        std::sort(lacking_.begin(), lacking_.end());
+        int64_t singles = 0, taken = 0;
+        size_t i = 0, k = 0;
+        while (taken < P_) {
+          while (i < by_count_.size() && removed_[i]) ++i;
+          const bool from_changed = k < lacking_.size() && (i >= by_count_.size() || lacking_[k] <= by_count_[i].first);
+          singles += from_changed ? lacking_[k++] : by_count_[i++].first;
+          ++taken;
+        }
+        replicas = std::min(replicas, singles);
+      }
+      result = std::max(leave, replicas);
+    }
+    for (const Changed& c : changed_) removed_[static_cast<size_t>(c.at)] = 0;
+    return result;
+  }
+
+ private:
+  struct Holding {
+    int64_t source_tile, source_part, target_part;
+    friend auto operator<=>(const Holding&, const Holding&) = default;
+  };
+  struct Changed {
+    int64_t at, lacking, holding;
+  };
+  int64_t P_, Q_, R_;
+  std::vector<Holding> holding_;                       // the keepers holding a source tile, by tile
+  std::vector<std::pair<int64_t, int64_t>> by_count_;  // (keepers, target part), ascending
+  std::vector<std::pair<int64_t, int64_t>> position_;  // (target part, its index in by_count_), by part
+  std::vector<uint8_t> removed_;
+  // Scratch, kept between calls.
+  std::vector<int64_t> held_, lacking_;
+  std::vector<std::pair<int64_t, int64_t>> affected_;
+  std::vector<Changed> changed_;
+};
+
 }  // namespace
 
 LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
@@ -127,7 +255,6 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
   LowerBound lb;
   int64_t max_need = 0;     // elements, the busiest keeper's own need
   int64_t receptions = 0;   // elements, over every device
-  std::vector<int64_t> holder_parts, keeper_parts;
   for (int64_t t = 0; t < target.num_tiles(); ++t) {
     const int64_t tile_elements = target.TileElements(t);
     std::span<const int64_t> keepers = target.Holders(t);
@@ -152,10 +279,11 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
     const std::vector<int32_t> tc = target.TileCoords(t);
     int64_t combos = 1;
     for (int64_t d = 0; d < rank; ++d) combos *= static_cast<int64_t>(per_dim[d][tc[d]].size());
-    budget -= combos * static_cast<int64_t>(keepers.size());
+    // (TileKeepers: linear in the keepers and the source tiles, give or
+    // take a log, plus P a source tile where P <= Q.)
+    budget -= static_cast<int64_t>(keepers.size()) + combos * (P <= Q ? P : 1);
     if (budget < 0) { exact = false; continue; }
-    keeper_parts.clear();
-    for (int64_t r : keepers) keeper_parts.push_back(target.PartOf(r));
+    TileKeepers tile_keepers(source, target, keepers);
     std::vector<size_t> idx(rank, 0);
     std::vector<int32_t> sc(rank);
     for (int64_t c = 0; c < combos; ++c) {
@@ -166,10 +294,8 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
         n *= len;
       }
       const int64_t s = source.TileIndex(sc);
-      holder_parts.clear();
-      for (int64_t r : keepers) holder_parts.push_back(source.TileOf(r) == s ? source.PartOf(r) : -1);
       int64_t add = 0;
-      if (!CheckedMul(n, ElementReceptions(P, Q, holder_parts, keeper_parts, splits), &add) ||
+      if (!CheckedMul(n, tile_keepers.Receptions(s, splits), &add) ||
           !CheckedAdd(receptions, add, &receptions)) {
         exact = false;  // beyond int64: keep the per-device part
         break;

@@ -25,6 +25,8 @@
 #include "exec/exec_checker.h"
 #include "exec/simulator.h"
 #include "plan/exchange_step.h"
+#include "plan/reduction_bound.h"
+#include "plan/tile_routes.h"
 #include "reshard/plan_stats.h"
 #include "reshard/topology.h"
 #include "testing/planned_traffic.h"
@@ -33,6 +35,151 @@
 
 namespace reshard {
 namespace {
+
+// The rule RouteTiles replaced, kept as its oracle: every source tile pair
+// against every target device and part (quadratic in devices). Its cap
+// (parts x source tiles x (target tiles + devices) at most 2^22) was what
+// dropped tile routes at a few thousand devices.
+void QuadraticRouteTiles(const Layout& source, const Layout& target, bool together, PartRoutes& r) {
+  const int64_t S = source.num_tiles(), T = target.num_tiles(), rank = source.rank();
+  const int64_t P = source.reduction().parts, Q = target.reduction().parts;
+  const int64_t devices = static_cast<int64_t>(target.devices().size());
+  if (S < 2 || source.shape() != target.shape() ||
+      static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T + devices) >
+          static_cast<double>(int64_t{1} << 28))
+    return;
+  // The per-dim overlap table: every pair of tile coordinates, each over its cells.
+  double table = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    table += static_cast<double>(source.dim(d).tiles) * target.dim(d).tiles *
+             static_cast<double>(source.dim(d).cuts.size() + target.dim(d).cuts.size());
+  if (table > static_cast<double>(int64_t{1} << 24)) return;
+  // Per dim, the overlap of source tile coordinate a and target coordinate b at [a * tiles_b + b].
+  std::vector<std::vector<int64_t>> overlap(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    const int32_t a = source.dim(d).tiles, b = target.dim(d).tiles;
+    std::vector<std::vector<Interval>> ti(static_cast<size_t>(b));
+    for (int32_t y = 0; y < b; ++y) ti[static_cast<size_t>(y)] = target.TileIntervals(d, y);
+    for (int32_t x = 0; x < a; ++x) {
+      const std::vector<Interval> si = source.TileIntervals(d, x);
+      for (int32_t y = 0; y < b; ++y) overlap[static_cast<size_t>(d)].push_back(OverlapLength(si, ti[static_cast<size_t>(y)]));
+    }
+  }
+  std::vector<std::vector<int32_t>> target_coords;
+  for (int64_t t = 0; t < T; ++t) target_coords.push_back(target.TileCoords(t));
+  auto index = [&](int64_t dev) {
+    return std::lower_bound(target.devices().begin(), target.devices().end(), dev) - target.devices().begin();
+  };
+  std::vector<int64_t> recv(static_cast<size_t>(devices), 0), covered(static_cast<size_t>(devices), 0);
+  std::vector<int64_t> tile_to(static_cast<size_t>(P * S * T), -1);
+  struct Reach {
+    int64_t device, part, elements;
+    int64_t held;  // the source part whose tile the device holds (it keeps these elements of it), or -1
+  };
+  std::vector<Reach> reach;
+  std::vector<int64_t> cost(static_cast<size_t>(Q)), worst(static_cast<size_t>(Q));
+  std::vector<bool> into(static_cast<size_t>(Q));
+  // Each (source tile, target tile) pair that overlaps on its own: parts
+  // are numbered per target tile, so one target part number may hold other
+  // devices in another tile.
+  for (int64_t s = 0; s < S; ++s) {
+    std::span<const int64_t> holders = source.Holders(s);
+    const std::vector<int32_t> sc = source.TileCoords(s);
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t v = 1;
+      for (int64_t d = 0; d < rank && v > 0; ++d)
+        v *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
+      if (v == 0) continue;
+      reach.clear();
+      for (int64_t h : target.Holders(t))
+        reach.push_back({h, target.PartOf(h), v,
+                         std::binary_search(holders.begin(), holders.end(), h) ? source.PartOf(h) : int64_t{-1}});
+      // Elements of part p's tile s that x receives (none where it holds them).
+      auto gets = [&](const Reach& x, int64_t p) {
+        if (!together) return x.held == p ? int64_t{0} : x.elements;
+        return x.elements * (P - (x.held >= 0 ? 1 : 0));
+      };
+      // For each part (all at once, together): the target part receiving the
+      // fewest elements, then the least busiest device after, then the lowest.
+      std::fill(into.begin(), into.end(), false);
+      for (int64_t p = 0; p < (together ? 1 : P); ++p) {
+        std::fill(cost.begin(), cost.end(), 0);
+        std::fill(worst.begin(), worst.end(), 0);
+        for (const Reach& x : reach)
+          if (const int64_t n = gets(x, p); n > 0) {
+            cost[static_cast<size_t>(x.part)] += n;
+            worst[static_cast<size_t>(x.part)] =
+                std::max(worst[static_cast<size_t>(x.part)], recv[static_cast<size_t>(index(x.device))] + n);
+          }
+        int64_t q = 0;
+        for (int64_t c = 1; c < Q; ++c)
+          if (std::pair(cost[static_cast<size_t>(c)], worst[static_cast<size_t>(c)]) <
+              std::pair(cost[static_cast<size_t>(q)], worst[static_cast<size_t>(q)]))
+            q = c;
+        for (int64_t pp = together ? 0 : p; pp < (together ? P : p + 1); ++pp)
+          tile_to[static_cast<size_t>((pp * S + s) * T + t)] = q;
+        into[static_cast<size_t>(q)] = true;
+        for (const Reach& x : reach)
+          if (x.part == q) recv[static_cast<size_t>(index(x.device))] += gets(x, p);
+      }
+      for (const Reach& x : reach)
+        if (into[static_cast<size_t>(x.part)]) covered[static_cast<size_t>(index(x.device))] += x.elements;
+    }
+  }
+  // Against parts routed whole (r.to): each device of a part's target part
+  // receives its tile but what it holds of that part. For a source with no
+  // reduction every target part is a candidate, and the best replaces
+  // r.to[0] where it beats both.
+  int64_t tiles_max = 0, tiles_total = 0;
+  for (int64_t n : recv) {
+    tiles_max = std::max(tiles_max, n);
+    tiles_total += n;
+  }
+  std::vector<int64_t> whole_max(static_cast<size_t>(Q), 0), whole_total(static_cast<size_t>(Q), 0);
+  for (size_t i = 0; i < recv.size(); ++i) {
+    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
+    if (t < 0) continue;
+    const int64_t q = target.PartOf(dev);
+    int64_t kept = 0;
+    if (const int64_t s = source.TileOf(dev); s >= 0) {
+      kept = 1;
+      const std::vector<int32_t> sc = source.TileCoords(s);
+      for (int64_t d = 0; d < rank; ++d)
+        kept *= overlap[static_cast<size_t>(d)][static_cast<size_t>(sc[d] * target.dim(d).tiles + target_coords[t][d])];
+    }
+    // P == 1: the device's cost were the source routed into its part; else
+    // its cost under r.to, booked at slot 0.
+    int64_t got = 0;
+    if (P == 1) {
+      got = target.TileElements(t) - kept;
+    } else {
+      for (int64_t p = 0; p < P; ++p)
+        if (r.to[static_cast<size_t>(p)] < 0 || r.to[static_cast<size_t>(p)] == q)
+          got += target.TileElements(t) - (source.TileOf(dev) >= 0 && source.PartOf(dev) == p ? kept : 0);
+    }
+    const size_t slot = P == 1 ? static_cast<size_t>(q) : 0;
+    whole_max[slot] = std::max(whole_max[slot], got);
+    whole_total[slot] += got;
+  }
+  auto whole = [&](int64_t q) { return std::pair(whole_max[static_cast<size_t>(q)], whole_total[static_cast<size_t>(q)]); };
+  int64_t best = P == 1 ? r.to[0] : 0;
+  if (P == 1)
+    for (int64_t q = 0; q < Q; ++q)
+      if (whole(q) < whole(best)) best = q;
+  if (std::pair(tiles_max, tiles_total) >= whole(best)) {
+    if (P == 1) r.to[0] = best;
+    return;
+  }
+  std::fill(r.to.begin(), r.to.end(), -1);
+  r.tile_to = std::make_shared<const std::vector<int64_t>>(std::move(tile_to));
+  r.tiles = S;
+  r.target_tiles = T;
+  for (size_t i = 0; i < covered.size(); ++i) {
+    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
+    if (t >= 0 && covered[i] < target.TileElements(t)) r.partly_filled.push_back(dev);
+  }
+}
+
 
 // `plan` simulated (or too large to), compiled and run in-process over the
 // transport `iter` picks, every element checked and every step's bytes
@@ -269,6 +416,98 @@ std::vector<int64_t> PairwiseRoutes(const Layout& source, const Layout& target) 
 // does, on random partial pairs with more than one source part whose parts
 // are routed whole (with one part, or tile routes, its tile routing may
 // replace the match).
+// RouteTiles (linear in its routes and devices) against the quadratic rule
+// it replaced, on random pairs into partial targets (plain and partial
+// sources, every op pair, uneven shapes, replicas, permuted device orders)
+// with the part routes of RouteParts and random ones, both modes: the same
+// routes, the same choice against whole parts, the same partly filled
+// devices.
+TEST(ReductionPlanProperty, TileRoutesMatchTheQuadraticRule) {
+  std::mt19937_64 rng(2026120505);
+  int checked = 0, tiled = 0;
+  for (int iter = 0; checked < 3000 && iter < 60000; ++iter) {
+    const std::optional<testing::PartialPair> drawn =
+        iter % 3 == 0 ? testing::DrawSamePartsPair(rng) : testing::DrawPartialPair(rng, /*partial_target=*/true);
+    if (!drawn || !drawn->target.partial()) continue;
+    const Layout& source = drawn->source;
+    const Layout& target = drawn->target;
+    const int64_t P = source.reduction().parts, Q = target.reduction().parts;
+    for (const bool together : {false, true}) {
+      PartRoutes start = Exchange::RouteParts(source, target);
+      start.tile_to = nullptr;
+      start.tiles = start.target_tiles = 0;
+      start.partly_filled.clear();
+      if (rng() % 2 == 0)
+        for (int64_t& q : start.to) q = static_cast<int64_t>(rng() % static_cast<uint64_t>(Q + 1)) - 1;
+      if (P == 1 && start.to[0] < 0) start.to[0] = 0;
+      PartRoutes fast = start, slow = start;
+      RouteTiles(source, target, together, fast);
+      QuadraticRouteTiles(source, target, together, slow);
+      const std::string what = drawn->text + (together ? " (together)" : "");
+      EXPECT_EQ(fast.to, slow.to) << what;
+      ASSERT_EQ(fast.tile_to == nullptr, slow.tile_to == nullptr) << what;
+      if (fast.tile_to) {
+        EXPECT_EQ(*fast.tile_to, *slow.tile_to) << what;
+        ++tiled;
+      }
+      EXPECT_EQ(fast.tiles, slow.tiles) << what;
+      EXPECT_EQ(fast.target_tiles, slow.target_tiles) << what;
+      EXPECT_EQ(fast.partly_filled, slow.partly_filled) << what;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 3000);
+  EXPECT_GT(tiled, 300);
+  std::cout << "tile routes equal to the quadratic rule's on " << checked << " pairs, both modes; " << tiled
+            << " routed tile by tile\n";
+}
+
+// The bound's receptions, summed tile pair by tile pair from every keeper's
+// holding (ElementReceptions, as the bound computed them before
+// TileKeepers): equal to ReductionLowerBound's total on random pairs into
+// partial and plain targets (replicas, uneven shapes, every op pair,
+// permuted device orders).
+TEST(ReductionPlanProperty, BoundReceptionsMatchEveryKeepersSum) {
+  std::mt19937_64 rng(2026120506);
+  int checked = 0, partial_targets = 0;
+  for (int iter = 0; checked < 3000 && iter < 60000; ++iter) {
+    const std::optional<testing::PartialPair> drawn =
+        iter % 3 == 0 ? testing::DrawSamePartsPair(rng) : testing::DrawPartialPair(rng, /*partial_target=*/iter % 3 == 1);
+    if (!drawn) continue;
+    const Layout& a = drawn->source;
+    const Layout& b = drawn->target;
+    const int64_t P = a.reduction().parts, Q = b.reduction().parts;
+    const bool splits = ReductionSplits(P, a.reduction().op, b.reduction().op);
+    int64_t receptions = 0;
+    std::vector<int64_t> holder_parts, keeper_parts;
+    for (int64_t t = 0; t < b.num_tiles(); ++t) {
+      const std::span<const int64_t> keepers = b.Holders(t);
+      if (b.TileElements(t) == 0 || keepers.empty()) continue;
+      const std::vector<int32_t> tc = b.TileCoords(t);
+      for (int64_t s = 0; s < a.num_tiles(); ++s) {
+        const std::vector<int32_t> sc = a.TileCoords(s);
+        int64_t n = 1;
+        for (int64_t d = 0; d < a.rank(); ++d) n *= OverlapLength(a.TileIntervals(d, sc[d]), b.TileIntervals(d, tc[d]));
+        if (n == 0) continue;
+        holder_parts.clear();
+        keeper_parts.clear();
+        for (int64_t r : keepers) {
+          holder_parts.push_back(a.TileOf(r) == s ? a.PartOf(r) : -1);
+          keeper_parts.push_back(b.PartOf(r));
+        }
+        receptions += n * ElementReceptions(P, Q, holder_parts, keeper_parts, splits);
+      }
+    }
+    // (Into a plain target from partial sums every element takes at least
+    // one reception a keeper, so the receptions are the whole total.)
+    EXPECT_EQ(ReductionLowerBound(a, b).total_bytes, receptions * a.element_bytes()) << drawn->text;
+    partial_targets += Q > 1;
+    ++checked;
+  }
+  EXPECT_GE(checked, 3000);
+  EXPECT_GT(partial_targets, 1000);
+}
+
 TEST(ReductionPlanProperty, RoutePartsMatchesThePairwiseRule) {
   std::mt19937_64 rng(2026120503);
   int checked = 0;

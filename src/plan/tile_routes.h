@@ -1,0 +1,40 @@
+// Tile routes into a partial target (PartRoutes, exchange.h): each tile of
+// each source part, within each target tile it overlaps, joins one target
+// part, chosen tile pair by tile pair so that a target part's devices
+// receive least (the part holding most of it already, then the least busy).
+// Exchange::RouteParts takes them where they receive less than parts routed
+// whole. Internal to the planner.
+#ifndef RESHARD_SRC_PLAN_TILE_ROUTES_H_
+#define RESHARD_SRC_PLAN_TILE_ROUTES_H_
+
+#include <cstdint>
+
+#include "reshard/exchange.h"
+#include "reshard/layout.h"
+
+namespace reshard {
+
+// Fills r.tile_to, r.tiles, r.target_tiles and r.partly_filled and sets r.to
+// to -1 where tile routes receive less than the routes already in r.to (for
+// a source with no reduction, than the whole source into any one part);
+// else leaves r.to (a source with no reduction: r.to[0] becomes the part
+// receiving least, r.to[0] where it ties). `together`: every part of a tile
+// joins one target part. Source tile pairs are taken in order (source tile,
+// then target tile), and each choice is the target part whose devices would
+// receive fewest elements, then whose busiest device would hold least
+// after, then the lowest.
+//
+// Cost: linear in the routes it writes (parts x source tiles x target
+// tiles, at most 2^22 of them, else no tile routes) and, give or take a
+// log, in devices (at most kMaxTileRouteDevices target devices, else no
+// tile routes): each choice looks only at the target parts that hold some
+// of what they would receive (their devices' elements are free) and, of the
+// others, the least busy of each replica count (an ordered set per target
+// tile). About 0.2 s a call at 2^18 target devices, where it was not worth
+// it on the pairs measured, hence the cap.
+inline constexpr int64_t kMaxTileRouteDevices = int64_t{1} << 16;
+void RouteTiles(const Layout& source, const Layout& target, bool together, PartRoutes& r);
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_PLAN_TILE_ROUTES_H_
