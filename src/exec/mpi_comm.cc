@@ -180,11 +180,12 @@ class MpiBoxes : public BoxExchange {
 
 // What MPI reduces with (StartReduceScatter): per DType a committed
 // contiguous datatype of its element's bytes, and per ReduceOp a user op
-// that combines through the reduce kernel, so MPI computes exactly what the
-// other backends do (integers wrap, f16 and bf16 through f32; MPI has no
+// that combines through the reduce kernel, so MPI's element arithmetic is
+// the other backends' (integers wrap, f16 and bf16 through f32; MPI has no
 // predefined type for the latter). The ops are not commutative to MPI, so it
-// keeps ranks in order. Made once per process, on first use (after
-// MPI_Init), and left to MPI_Finalize.
+// keeps ranks in order, the lower ranks' operand first, as threads do; how
+// it groups the combinations is its algorithm's. Made once per process, on
+// first use (after MPI_Init), and left to MPI_Finalize.
 class MpiReductions {
  public:
   static const MpiReductions& Get() {
@@ -212,7 +213,8 @@ class MpiReductions {
     for (size_t o = 0; o < kOps && status_.ok(); ++o)
       status_ = MpiCall(MPI_Op_create(fns[o], /*commute=*/0, &ops_[o]), "MPI_Op_create");
   }
-  // inout = op(inout, in), `len` elements of the DType whose datatype `type` is.
+  // inout = op(in, inout) (MPI's order: `in` holds the lower ranks'
+  // values), `len` elements of the DType whose datatype `type` is.
   template <ReduceOp kOp>
   static void Combine(void* in, void* inout, int* len, MPI_Datatype* type) {
     const MpiReductions& r = Get();
@@ -220,7 +222,7 @@ class MpiReductions {
       if (r.types_[t] == *type) {
         const DType dtype = static_cast<DType>(t);
         CombineContiguous(static_cast<const std::byte*>(in), static_cast<std::byte*>(inout), *len * ByteSize(dtype),
-                          dtype, kOp);
+                          dtype, kOp, /*src_first=*/true);
         return;
       }
   }

@@ -144,7 +144,7 @@ std::vector<std::pair<int64_t, int64_t>> WrittenSpans(const CopyProgram& p, int3
 // staged its contribution in one order, and the reduced chunk unpacks
 // with them), and writing the spans the local copies write; no identity fill.
 bool ReduceScatterShaped(const DeviceProgram& p, int64_t members) {
-  if (!p.fill.ops.empty()) return false;
+  if (!p.fill.ops.empty() || members < 2) return false;
   if (p.recv_peer.empty() && p.local.bytes == 0) return true;
   if (static_cast<int64_t>(p.recv_peer.size()) != members - 1 || p.local.bytes == 0) return false;
   const int32_t b0 = p.unpack_begin[0], e0 = p.unpack_begin[1];
@@ -310,6 +310,19 @@ struct RankReshard::State {
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunReduceScatter(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  // An equal-chunk collective's send buffer: message m packed at
+  // s.send_base[m], each chunk's tail and the idle members' chunks zeroed
+  // (no stale bytes go to the peers).
+  void PackChunks(const StepRun& s, const std::byte* in) {
+    const DeviceProgram& p = *s.program;
+    for (size_t m = 0; m < s.send_rank.size(); ++m) {
+      std::byte* at = send.data() + s.send_base[m];
+      RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
+      if (p.send_count[m] < s.chunk)
+        std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
+    }
+    for (int64_t at : s.idle_base) std::memset(send.data() + at, 0, static_cast<size_t>(s.chunk));
+  }
   Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // A reducing step's local and received copies, in part order, once every message is in `recv`.
@@ -416,8 +429,8 @@ Status RankReshard::State::Prepare() {
       // A structured collective runs as one, over its groups; then box
       // messages where every message allows; then the shape rule.
       // (A reducing step: only a reduce-scatter, or an all-reduce's first
-      // half, with priced chunks, run as the backend's; the others combine
-      // after an all-to-all-v over the whole Comm.)
+      // half, with priced chunks, run as the backend's where every member's
+      // part lines up, else combined once its messages have arrived.)
       if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty() &&
           (!s.reduces() ||
            ((sp.op == StepOp::kReduceScatter || sp.op == StepOp::kAllReduce) && options.priced_chunks)))
@@ -605,14 +618,7 @@ Status RankReshard::State::RunAlltoall(const StepRun& s, const std::byte* in, st
   const DeviceProgram& p = *s.program;
   // Message m packed into its member's chunk (every message its own copy:
   // chunks do not share staged boxes), then one equal-chunk all-to-all.
-  for (size_t m = 0; m < s.send_rank.size(); ++m) {
-    std::byte* at = send.data() + s.send_base[m];
-    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
-    // Padded with zeros: no stale bytes go to the peers.
-    if (p.send_count[m] < s.chunk)
-      std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
-  }
-  for (int64_t at : s.idle_base) std::memset(send.data() + at, 0, static_cast<size_t>(s.chunk));
+  PackChunks(s, in);
   int64_t request = kNoRequest;
   RESHARD_RETURN_IF_ERROR(s.group->StartAlltoall(send.data(), s.chunk, recv.data(), request));
   RunAll(p.local, in, out);  // while the messages travel
@@ -633,13 +639,7 @@ Status RankReshard::State::RunReduceScatter(const StepRun& s, const std::byte* i
   // Each message packed into its member's chunk, the rest of every chunk
   // zeroed (reduced, never read); this rank's own chunk the identity, so
   // what comes back is the other members' contributions reduced.
-  for (size_t m = 0; m < s.send_rank.size(); ++m) {
-    std::byte* at = send.data() + s.send_base[m];
-    RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
-    if (p.send_count[m] < s.chunk)
-      std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
-  }
-  for (int64_t at : s.idle_base) std::memset(send.data() + at, 0, static_cast<size_t>(s.chunk));
+  PackChunks(s, in);
   FillIdentity(s.reduction.op, s.dtype, send.data() + static_cast<int64_t>(s.my_member) * s.chunk, s.chunk);
   int64_t request = kNoRequest;
   RESHARD_RETURN_IF_ERROR(s.group->StartReduceScatter(send.data(), s.chunk, recv.data(), s.dtype, s.reduction.op, request));

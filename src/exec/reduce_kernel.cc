@@ -168,9 +168,13 @@ void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, st
   Dispatch(dtype, [&]<typename E>(int64_t width) { CombineRuns<E>(p, op, src, dst, reduce, width); });
 }
 
-void CombineContiguous(const std::byte* src, std::byte* dst, int64_t bytes, DType dtype, ReduceOp reduce) {
+void CombineContiguous(const std::byte* src, std::byte* dst, int64_t bytes, DType dtype, ReduceOp reduce,
+                       bool src_first) {
   Dispatch(dtype, [&]<typename E>(int64_t width) {
-    for (int64_t at = 0; at + width <= bytes; at += width) E::Store(Apply(E::Load(dst + at), E::Load(src + at), reduce), dst + at);
+    for (int64_t at = 0; at + width <= bytes; at += width) {
+      const auto d = E::Load(dst + at), s = E::Load(src + at);
+      E::Store(src_first ? Apply(s, d, reduce) : Apply(d, s, reduce), dst + at);
+    }
   });
 }
 

@@ -37,8 +37,12 @@ void RunCombine(const CopyProgram& p, const CopyOp& op, const std::byte* src, st
                 ReduceOp reduce);
 
 // dst = op(dst, src) over `bytes` contiguous bytes (whole elements of
-// `dtype`). avg combines as sum. What a backend's reduce-scatter combines with.
-void CombineContiguous(const std::byte* src, std::byte* dst, int64_t bytes, DType dtype, ReduceOp reduce);
+// `dtype`), or with `src_first` dst = op(src, dst) (MPI's order: the lower
+// ranks' operand first; max and min keep their first operand of equals, so
+// the order shows on signed zeros). avg combines as sum. What a backend's
+// reduce-scatter combines with.
+void CombineContiguous(const std::byte* src, std::byte* dst, int64_t bytes, DType dtype, ReduceOp reduce,
+                       bool src_first = false);
 // Writes the identity of `op` (StoreIdentity) into each of the `bytes` / element
 // bytes elements at `out`.
 void FillIdentity(ReduceOp op, DType dtype, std::byte* out, int64_t bytes);

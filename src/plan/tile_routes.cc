@@ -94,11 +94,16 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     }
   }
   const std::vector<int64_t>& devs = target.devices();
-  auto index = [&](int64_t dev) -> int64_t {
-    const auto it = std::lower_bound(devs.begin(), devs.end(), dev);
-    return it != devs.end() && *it == dev ? it - devs.begin() : -1;
-  };
   const TargetHolders th(target, T);
+  // Each choice prices, and books, the devices of the parts it looks at:
+  // at most a part's replicas of a target tile apiece, once for each part
+  // of each tile pair and for each holder of a source tile.
+  int64_t replicas = 0;
+  for (const PartHolders& h : th.parts) replicas = std::max(replicas, h.end - h.begin);
+  if ((static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T) +
+       static_cast<double>(source.devices().size())) * static_cast<double>(replicas) >
+      static_cast<double>(int64_t{1} << 25))
+    return;
   std::vector<int64_t> recv(devs.size(), 0), covered(devs.size(), 0);
   std::vector<int64_t> tile_to(static_cast<size_t>(P * S * T), -1);
   // Per target tile, built at its first use: per replica count, the parts
@@ -158,7 +163,7 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     }
     held.clear();
     for (int64_t h : holders)
-      if (index(h) >= 0 && target.TileOf(h) >= 0) held.push_back({target.TileOf(h), source.PartOf(h), target.PartOf(h)});
+      if (target.TileOf(h) >= 0) held.push_back({target.TileOf(h), source.PartOf(h), target.PartOf(h)});
     std::sort(held.begin(), held.end());
     size_t next_held = 0;  // `met` ascends, so does the tile of the holders looked at
     auto source_part_of = [&](int64_t i) {  // the source part target device i holds of tile s, or -1
