@@ -405,41 +405,17 @@ Result<std::vector<Exchange>> Exchange::CreateReducing(const Layout& source, con
   const Layout every = target.WithoutReduction();
   std::vector<Exchange> parts;
   if (routes.tile_to) {
-    // Each target tile's holders by part (ascending device within a part),
-    // so that each part's exchange lists the receivers a tile is routed to
-    // rather than testing every holder of the target tile.
-    struct ByPart {
-      std::vector<int64_t> devices;  // by (target tile, part, device)
-      // Per target tile: (part, index of its first device), ascending part,
-      // then (INT64_MAX, one past the tile's last device).
-      std::vector<std::vector<std::pair<int64_t, size_t>>> starts;
-    };
-    auto by_part = std::make_shared<ByPart>();
-    by_part->starts.resize(static_cast<size_t>(target.num_tiles()));
-    std::vector<std::tuple<int64_t, int64_t, int64_t>> held;  // (tile, part, device)
-    for (int64_t dev : target.devices())
-      if (const int64_t t = target.TileOf(dev); t >= 0) held.emplace_back(t, target.PartOf(dev), dev);
-    std::sort(held.begin(), held.end());
-    for (size_t k = 0; k < held.size(); ++k) {
-      const auto [t, q, dev] = held[k];
-      auto& starts = by_part->starts[static_cast<size_t>(t)];
-      if (starts.empty() || starts.back().first != q) starts.emplace_back(q, by_part->devices.size());
-      by_part->devices.push_back(dev);
-    }
-    for (size_t k = 0; k < held.size(); ++k)
-      if (k + 1 == held.size() || std::get<0>(held[k + 1]) != std::get<0>(held[k]))
-        by_part->starts[static_cast<size_t>(std::get<0>(held[k]))].emplace_back(INT64_MAX, k + 1);
+    // Each target tile's holders by part, so that each part's exchange
+    // lists the receivers a tile is routed to rather than testing every
+    // holder of the target tile.
+    auto holders = std::make_shared<const TileHolders>(target);
     for (int64_t part = 0; part < source.reduction().parts; ++part) {
       RESHARD_ASSIGN_OR_RETURN(
           Exchange e,
           CreateRouted(source.partial() ? source.PartLayout(part) : source, every,
                        [routes, target, part](int64_t tile, int64_t to) { return routes.RoutesTileTo(target, part, tile, to); },
-                       [routes, by_part, part](int64_t tile, int64_t target_tile) -> std::span<const int64_t> {
-                         const int64_t q = routes.TileTo(part, tile, target_tile);
-                         const auto& starts = by_part->starts[static_cast<size_t>(target_tile)];
-                         const auto it = std::lower_bound(starts.begin(), starts.end(), std::pair(q, size_t{0}));
-                         if (q < 0 || it == starts.end() || it->first != q) return {};
-                         return std::span<const int64_t>(by_part->devices).subspan(it->second, (it + 1)->second - it->second);
+                       [routes, holders, part](int64_t tile, int64_t target_tile) {
+                         return holders->Devices(target_tile, routes.TileTo(part, tile, target_tile));
                        }));
       parts.push_back(std::move(e));
     }

@@ -13,52 +13,47 @@
 namespace reshard {
 namespace {
 
-// The target devices holding one target tile and belonging to one part:
-// [begin, end) of TargetHolders::devices.
-struct PartHolders {
-  int64_t part;
-  int64_t begin, end;
-};
-
-// The target's devices grouped by tile, then part (each device holds one
-// tile), and, per tile, its parts' holders in part order; built once,
-// linear in devices.
-struct TargetHolders {
-  std::vector<int64_t> devices;       // indices into target.devices()
-  std::vector<PartHolders> parts;     // per tile, ascending part
-  std::vector<int64_t> tile_begin;    // tile t's entries of `parts`: [tile_begin[t], tile_begin[t + 1])
-
-  TargetHolders(const Layout& target, int64_t T) {
-    std::vector<std::tuple<int64_t, int64_t, int64_t>> held;  // (tile, part, index)
-    for (size_t i = 0; i < target.devices().size(); ++i) {
-      const int64_t dev = target.devices()[i], t = target.TileOf(dev);
-      if (t >= 0) held.emplace_back(t, target.PartOf(dev), static_cast<int64_t>(i));
-    }
-    std::sort(held.begin(), held.end());
-    tile_begin.assign(static_cast<size_t>(T + 1), 0);
-    for (size_t k = 0; k < held.size(); ++k) {
-      const auto [t, q, i] = held[k];
-      devices.push_back(i);
-      if (k == 0 || std::get<0>(held[k - 1]) != t || std::get<1>(held[k - 1]) != q) {
-        parts.push_back({q, static_cast<int64_t>(k), static_cast<int64_t>(k) + 1});
-        ++tile_begin[static_cast<size_t>(t + 1)];
-      } else {
-        ++parts.back().end;
-      }
-    }
-    for (int64_t t = 0; t < T; ++t) tile_begin[static_cast<size_t>(t + 1)] += tile_begin[static_cast<size_t>(t)];
-  }
-  // Tile t's entry of `parts` for part q (every part holds every tile, layout.h).
-  int64_t Find(int64_t t, int64_t q) const {
-    const auto b = parts.begin() + tile_begin[static_cast<size_t>(t)], e = parts.begin() + tile_begin[static_cast<size_t>(t + 1)];
-    return std::lower_bound(b, e, q, [](const PartHolders& h, int64_t v) { return h.part < v; }) - parts.begin();
-  }
-};
-
 // (elements received, busiest device after, part): what a choice minimizes.
 using Choice = std::tuple<int64_t, int64_t, int64_t>;
 
 }  // namespace
+
+TileHolders::TileHolders(const Layout& target) {
+  const int64_t T = target.num_tiles();
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> held;  // (tile, part, index)
+  for (size_t i = 0; i < target.devices().size(); ++i) {
+    const int64_t dev = target.devices()[i], t = target.TileOf(dev);
+    if (t >= 0) held.emplace_back(t, target.PartOf(dev), static_cast<int64_t>(i));
+  }
+  std::sort(held.begin(), held.end());
+  tile_begin.assign(static_cast<size_t>(T + 1), 0);
+  for (size_t k = 0; k < held.size(); ++k) {
+    const auto [t, q, i] = held[k];
+    indices.push_back(i);
+    ids.push_back(target.devices()[static_cast<size_t>(i)]);
+    if (k == 0 || std::get<0>(held[k - 1]) != t || std::get<1>(held[k - 1]) != q) {
+      parts.push_back({q, static_cast<int64_t>(k), static_cast<int64_t>(k) + 1});
+      ++tile_begin[static_cast<size_t>(t + 1)];
+    } else {
+      ++parts.back().end;
+    }
+  }
+  for (int64_t t = 0; t < T; ++t) tile_begin[static_cast<size_t>(t + 1)] += tile_begin[static_cast<size_t>(t)];
+}
+
+int64_t TileHolders::Find(int64_t tile, int64_t part) const {
+  const auto b = parts.begin() + tile_begin[static_cast<size_t>(tile)];
+  const auto e = parts.begin() + tile_begin[static_cast<size_t>(tile + 1)];
+  const auto it = std::lower_bound(b, e, part, [](const Entry& h, int64_t v) { return h.part < v; });
+  return it != e && it->part == part ? it - parts.begin() : -1;
+}
+
+std::span<const int64_t> TileHolders::Devices(int64_t tile, int64_t part) const {
+  const int64_t k = part < 0 ? -1 : Find(tile, part);
+  if (k < 0) return {};
+  const Entry& h = parts[static_cast<size_t>(k)];
+  return std::span<const int64_t>(ids).subspan(static_cast<size_t>(h.begin), static_cast<size_t>(h.end - h.begin));
+}
 
 void RouteTiles(const Layout& source, const Layout& target, bool together, PartRoutes& r) {
   const int64_t S = source.num_tiles(), T = target.num_tiles(), rank = source.rank();
@@ -94,12 +89,12 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     }
   }
   const std::vector<int64_t>& devs = target.devices();
-  const TargetHolders th(target, T);
+  const TileHolders th(target);
   // Each choice prices, and books, the devices of the parts it looks at:
   // at most a part's replicas of a target tile apiece, once for each part
   // of each tile pair and for each holder of a source tile.
   int64_t replicas = 0;
-  for (const PartHolders& h : th.parts) replicas = std::max(replicas, h.end - h.begin);
+  for (const TileHolders::Entry& h : th.parts) replicas = std::max(replicas, h.end - h.begin);
   if ((static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T) +
        static_cast<double>(source.devices().size())) * static_cast<double>(replicas) >
       static_cast<double>(int64_t{1} << 25))
@@ -118,9 +113,9 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     if (built[static_cast<size_t>(t)]) return;
     built[static_cast<size_t>(t)] = true;
     for (int64_t k = th.tile_begin[static_cast<size_t>(t)]; k < th.tile_begin[static_cast<size_t>(t + 1)]; ++k) {
-      const PartHolders& h = th.parts[static_cast<size_t>(k)];
+      const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
       int64_t most = 0;
-      for (int64_t i = h.begin; i < h.end; ++i) most = std::max(most, recv[static_cast<size_t>(th.devices[static_cast<size_t>(i)])]);
+      for (int64_t i = h.begin; i < h.end; ++i) most = std::max(most, recv[static_cast<size_t>(th.indices[static_cast<size_t>(i)])]);
       busiest[static_cast<size_t>(k)] = most;
       by_load[static_cast<size_t>(t)][h.end - h.begin].emplace(most, h.part);
     }
@@ -199,10 +194,10 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
         sparse.erase(std::unique(sparse.begin(), sparse.end()), sparse.end());
         Choice best{INT64_MAX, INT64_MAX, INT64_MAX};
         for (int64_t q : sparse) {
-          const PartHolders& h = th.parts[static_cast<size_t>(th.Find(t, q))];
+          const TileHolders::Entry& h = th.parts[static_cast<size_t>(th.Find(t, q))];
           int64_t cost = 0, worst = 0;
           for (int64_t k = h.begin; k < h.end; ++k) {
-            const int64_t i = th.devices[static_cast<size_t>(k)];
+            const int64_t i = th.indices[static_cast<size_t>(k)];
             if (const int64_t n = gets(i, p); n > 0) {
               cost += n;
               worst = std::max(worst, recv[static_cast<size_t>(i)] + n);
@@ -230,10 +225,10 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
         }
         const int64_t k = th.Find(t, q);
         if (std::get<0>(best) == 0) continue;  // its devices receive nothing
-        const PartHolders& h = th.parts[static_cast<size_t>(k)];
+        const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
         int64_t most = 0;
         for (int64_t j = h.begin; j < h.end; ++j) {
-          const int64_t i = th.devices[static_cast<size_t>(j)];
+          const int64_t i = th.indices[static_cast<size_t>(j)];
           recv[static_cast<size_t>(i)] += gets(i, p);
           most = std::max(most, recv[static_cast<size_t>(i)]);
         }
@@ -244,8 +239,8 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
       }
       for (int64_t q : chosen) {
         is_chosen[static_cast<size_t>(q)] = false;
-        const PartHolders& h = th.parts[static_cast<size_t>(th.Find(t, q))];
-        for (int64_t j = h.begin; j < h.end; ++j) covered[static_cast<size_t>(th.devices[static_cast<size_t>(j)])] += v;
+        const TileHolders::Entry& h = th.parts[static_cast<size_t>(th.Find(t, q))];
+        for (int64_t j = h.begin; j < h.end; ++j) covered[static_cast<size_t>(th.indices[static_cast<size_t>(j)])] += v;
       }
     }
   }

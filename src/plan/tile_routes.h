@@ -8,6 +8,8 @@
 #define RESHARD_SRC_PLAN_TILE_ROUTES_H_
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "reshard/exchange.h"
 #include "reshard/layout.h"
@@ -40,6 +42,28 @@ namespace reshard {
 // devices, where it was not worth it on the pairs measured, hence the
 // device cap.
 inline constexpr int64_t kMaxTileRouteDevices = int64_t{1} << 16;
+
+// A target's devices grouped by tile, then part, ascending device within a
+// part (each device holds one tile; every part holds every tile,
+// layout.h): what tile routes price tile by tile, and the receivers a
+// tile-routed exchange lists (Exchange::CreateReducing). A sort of the
+// devices.
+struct TileHolders {
+  struct Entry {
+    int64_t part;
+    int64_t begin, end;  // its devices: [begin, end) of `ids` and `indices`
+  };
+  std::vector<int64_t> ids;         // device ids, by (tile, part, id)
+  std::vector<int64_t> indices;     // the same devices' indices in target.devices()
+  std::vector<Entry> parts;         // per tile, ascending part
+  std::vector<int64_t> tile_begin;  // tile t's entries of `parts`: [tile_begin[t], tile_begin[t + 1])
+
+  explicit TileHolders(const Layout& target);
+  // The entry of `part` in `tile`, or -1 where it holds none of it.
+  int64_t Find(int64_t tile, int64_t part) const;
+  // The devices of `part` holding `tile`, ascending (none for part < 0).
+  std::span<const int64_t> Devices(int64_t tile, int64_t part) const;
+};
 void RouteTiles(const Layout& source, const Layout& target, bool together, PartRoutes& r);
 
 }  // namespace reshard
