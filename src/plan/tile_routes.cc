@@ -165,7 +165,8 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
       const int64_t dev = devs[static_cast<size_t>(i)];
       return std::binary_search(holders.begin(), holders.end(), dev) ? source.PartOf(dev) : int64_t{-1};
     };
-    for (const auto& [t, v] : met) {
+    for (const auto& [met_tile, met_elements] : met) {
+      const int64_t t = met_tile, v = met_elements;  // (lambdas below capture them: no bindings)
       // Elements device i receives of part p's tile s routed to its part.
       auto gets = [&](int64_t i, int64_t p) {
         const int64_t h = source_part_of(i);
