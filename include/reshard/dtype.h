@@ -16,6 +16,10 @@ enum class DType { kPred, kS8, kU8, kS16, kU16, kF16, kBF16, kS32, kU32, kF32, k
 int64_t ByteSize(DType t);
 // The XLA name: "f32".
 std::string_view DTypeName(DType t);
+// Whether `t` is a floating-point type (f16, bf16, f32, f64, and the complex
+// types, whose components are): where arithmetic rounds rather than wraps
+// or truncates.
+bool IsFloatingPoint(DType t);
 // Inverse of DTypeName. Error names the unknown text and lists the known names.
 Result<DType> ParseDType(std::string_view name);
 

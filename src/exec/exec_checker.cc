@@ -508,17 +508,23 @@ std::optional<ValueRoutes> ValueRoutesOf(std::span<const Layout* const> chain) {
 
 namespace {
 
+// The scheme of a plan from `source` whose target's values come by `v`.
+TagScheme SchemeOfRoutes(const Layout& source, ValueRoutes v) {
+  std::optional<Layout> tiles;
+  if (v.routes.tile_to) tiles = *v.from;
+  const bool routed_reduced = !(*v.from == source) && !v.from->partial();
+  return SchemeWithRoutes(source, std::move(v.routes), std::move(tiles), routed_reduced);
+}
+
 // The scheme of a plan passing through `chain`: routes from its last step's
 // input where the oracles state the target's values from there, else
-// composed from the source. REQUIRES: ValueRoutesOf(chain).
+// composed from the source (ValueRoutesOf); unstated, its checks report
+// mismatches.
 TagScheme SchemeOfChain(std::span<const Layout* const> chain) {
   const Layout& source = *chain.front();
   std::optional<ValueRoutes> v = ValueRoutesOf(chain);
-  if (!v) return TagSchemeFor(source, *chain.back(), source);  // (unstated: its checks report mismatches)
-  std::optional<Layout> tiles;
-  if (v->routes.tile_to) tiles = *v->from;
-  const bool routed_reduced = !(*v->from == source) && !v->from->partial();
-  return SchemeWithRoutes(source, std::move(v->routes), std::move(tiles), routed_reduced);
+  if (!v) return TagSchemeFor(source, *chain.back(), source);
+  return SchemeOfRoutes(source, std::move(*v));
 }
 
 TagScheme SchemeOf(const PlanProgram& program) { return SchemeOfChain(LayoutChain(program)); }
@@ -556,7 +562,8 @@ TagCheck CheckTargets(const PlanProgram& program, std::span<const std::span<cons
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transport transport, RankChoice ranks) {
   if (!program.source_format().tight_row_major() || !program.target_format().tight_row_major())
     return Status::InvalidArgument("the checker compares tight row-major buffers; this program was compiled for other formats");
-  if (!PlanValuesStated(program))
+  std::optional<ValueRoutes> value_routes = ValueRoutesOf(LayoutChain(program));
+  if (!value_routes)
     return Status::InvalidArgument("the checker states a partial target's values by the routes of the last step, "
                                    "from the source, from a layout without a pending reduction, or from one whose "
                                    "devices hold their source parts, or by every step's routes composed (parts "
@@ -576,7 +583,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
     sources[i] = src[i];
     targets[i] = dst[i];
   }
-  const TagScheme scheme = SchemeOf(program);
+  const TagScheme scheme = SchemeOfRoutes(program.source(), std::move(*value_routes));
   pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { FillTags(program.source(), program.devices()[i], src[i], scheme); });
   CheckReport report;
   std::mutex mu;

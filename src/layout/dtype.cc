@@ -25,6 +25,11 @@ constexpr std::array<DTypeInfo, 15> kTypes = {{
 int64_t ByteSize(DType t) { return kTypes[static_cast<size_t>(t)].bytes; }
 std::string_view DTypeName(DType t) { return kTypes[static_cast<size_t>(t)].name; }
 
+bool IsFloatingPoint(DType t) {
+  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64 || t == DType::kC64 ||
+         t == DType::kC128;
+}
+
 Result<DType> ParseDType(std::string_view name) {
   std::string known;
   for (const DTypeInfo& info : kTypes) {

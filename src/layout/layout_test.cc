@@ -22,6 +22,14 @@ TEST(DimGrid, CeilFollowsXlaUnevenRule) {
   EXPECT_EQ(DimGrid::Ceil(big, 2).cuts, (std::vector<int64_t>{0, big / 2 + 1, big}));
 }
 
+TEST(DType, FloatingPointTypesAreTheOnesThatRound) {
+  for (DType t : {DType::kF16, DType::kBF16, DType::kF32, DType::kF64, DType::kC64, DType::kC128})
+    EXPECT_TRUE(IsFloatingPoint(t)) << DTypeName(t);
+  for (DType t : {DType::kPred, DType::kS8, DType::kU8, DType::kS16, DType::kU16, DType::kS32, DType::kU32, DType::kS64,
+                  DType::kU64})
+    EXPECT_FALSE(IsFloatingPoint(t)) << DTypeName(t);
+}
+
 TEST(Layout, CanonicalSourceGivesDevice2xPlusYItsBox) {
   // P('y', None, 'x') on mesh x=4,y=2 = {devices=[2,1,4]<=[4,2]T(1,0)}.
   HloSharding s = HloSharding::Tile(TileAssignment::Iota({2, 1, 4}, {4, 2}, {1, 0}).value(), false);

@@ -346,10 +346,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
       // Avg axis by axis, as DTensor reduces it, is the average where the
       // element type rounds (each step divides by its own axes' parts);
       // integers would truncate at every step.
-      const DType t = source.dtype();
-      const bool rounds = t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64 ||
-                          t == DType::kC64 || t == DType::kC128;
-      if (op == ReduceOp::kAvg && !rounds)
+      if (op == ReduceOp::kAvg && !IsFloatingPoint(source.dtype()))
         dtensor_note = "not taken: an average of integers is not reduced one axis at a time";
       else if ((*dtensor_steps = PendingSteps(dtensor->path, dtensor->pending, ctx, source, target)).empty())
         dtensor_note = "not taken: a step from partial sums would not move the bytes priced";
