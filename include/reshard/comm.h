@@ -120,6 +120,14 @@ class Comm {
   // (MPI_Reduce_scatter_block, ncclReduceScatter).
   virtual Status StartReduceScatter(const std::byte* send, int64_t chunk, std::byte* recv, DType dtype,
                                     reshard::ReduceOp op, int64_t& request) = 0;
+  // All-reduce: every rank passes the same `bytes` (whole elements of
+  // `dtype`), `dtype` and `op`; every rank's `recv` (not `send`) gets every
+  // rank's `send` combined element by element by `op` (avg as sum), with
+  // StartReduceScatter's arithmetic and its rule on order (threads:
+  // ascending rank; MPI: its algorithm's, ranks kept in order). What a
+  // structured all-reduce is (MPI_Allreduce, ncclAllReduce).
+  virtual Status StartAllReduce(const std::byte* send, int64_t bytes, std::byte* recv, DType dtype,
+                                reshard::ReduceOp op, int64_t& request) = 0;
   virtual Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   virtual Status StartRecv(std::byte* data, int64_t bytes, int peer, int64_t& request) = 0;
   // Completes at least one of `requests` when `block` (none needed when all

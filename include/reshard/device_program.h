@@ -351,6 +351,13 @@ struct StepProgram {
   // a backend pads each message to, running the equal-chunk collective
   // (an all-reduce's halves: a piece).
   int64_t chunk_bytes = 0;
+  // The first of an all-reduce's two program steps, over mesh groups: the
+  // plan step's group axes and its ring chunk (PricedChunkBytes), what a
+  // backend's all-reduce call (Comm::StartAllReduce) runs both program
+  // steps as, in one call on a buffer of members times that chunk. Empty
+  // and 0 elsewhere.
+  std::vector<int32_t> all_reduce_axes = {};
+  int64_t all_reduce_chunk = 0;
   // A step compiled part by part (its input or its output partial, the two
   // different): `reduction` is how receivers combine the parts routed to them
   // (PartRoutes::combine) and the input's part count. Otherwise parts == 1
@@ -382,8 +389,9 @@ struct StepProgram {
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
 // The chunk plan step `step` prices its collective's messages at, where it
 // is an all-gather, all-to-all or reduce-scatter over mesh groups of k > 1
-// members (k - 1 chunks into every member): StepProgram::chunk_bytes. 0
-// elsewhere.
+// members (k - 1 chunks into every member: StepProgram::chunk_bytes), or
+// an all-reduce over them (its ring's chunk, 2 (k - 1) of them into every
+// member: StepProgram::all_reduce_chunk). 0 elsewhere.
 int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step);
 // Device `index`'s part of a staged step written per group pattern, as the
 // per-message program it stands for: its messages (ascending peer), each

@@ -115,7 +115,12 @@ struct RankOptions {
   // contribution from every member (even shards; uneven ones padded): the
   // element arithmetic is the reduce kernel's, but the backend picks the
   // order of the combinations, so float sums may round otherwise than the
-  // part order the other paths keep (reduce_kernel.h).
+  // part order the other paths keep (reduce_kernel.h). Planned all-reduces
+  // over mesh groups as one backend all-reduce (Comm::StartAllReduce) on
+  // the ring's priced buffer (members times StepProgram::all_reduce_chunk,
+  // the input padded with the op's identity), where each rank's buffers
+  // before and after hold the same boxes in one tight format; the ring's
+  // 2 (k - 1) chunks are what it counts as moved.
   // Off: exact counts (the v-forms; an all-gather of even shards is the
   // equal-chunk one either way), which move no padding and, over MPI on
   // this machine, run faster (docs/execution.md, "Transports").
@@ -169,7 +174,9 @@ class RankReshard {
   // "p2p", "alltoallw", "alltoallv over groups", "allgather over groups" (equal
   // chunks: even shards, or padded with priced_chunks), "allgatherv over
   // groups" or "alltoall over groups" (padded equal chunks, priced_chunks),
-  // "reduce_scatter over groups" (the backend's, priced_chunks).
+  // "reduce_scatter over groups" (the backend's, priced_chunks),
+  // "allreduce over groups" (the backend's, priced_chunks: an all-reduce's
+  // first program step, its second then "in the allreduce").
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;

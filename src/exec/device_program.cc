@@ -530,6 +530,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         step.group_axes = ps->group_axes;
         step.chunk_bytes = PricedChunkBytes(*plan, static_cast<size_t>(step.plan_step));
       }
+      if (plan->mesh() && ps->op == StepOp::kAllReduce && !ps->group_axes.empty() && in == ps->input) {
+        step.all_reduce_axes = ps->group_axes;
+        step.all_reduce_chunk = PricedChunkBytes(*plan, static_cast<size_t>(step.plan_step));
+      }
       // An all-reduce run as a ring whose pieces are all one size: its
       // halves are a reduce-scatter and an all-gather over its groups, in
       // chunks of a piece.
@@ -799,10 +803,12 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
 int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step) {
   const PlanStep& s = plan.steps().at(step);
   if (!plan.mesh() || s.group_axes.empty() ||
-      (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll && s.op != StepOp::kReduceScatter))
+      (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll && s.op != StepOp::kReduceScatter &&
+       s.op != StepOp::kAllReduce))
     return 0;
   const int64_t k = plan.mesh()->GroupSize(s.group_axes);
-  return k > 1 ? s.recv_bytes.Max() / (k - 1) : 0;
+  const int64_t messages = s.op == StepOp::kAllReduce ? 2 * (k - 1) : k - 1;
+  return k > 1 ? s.recv_bytes.Max() / messages : 0;
 }
 
 }  // namespace reshard

@@ -178,7 +178,7 @@ class MpiBoxes : public BoxExchange {
   int64_t sent = 0, received = 0;
 };
 
-// What MPI reduces with (StartReduceScatter): per DType a committed
+// What MPI reduces with (StartReduceScatter, StartAllReduce): per DType a committed
 // contiguous datatype of its element's bytes, and per ReduceOp a user op
 // that combines through the reduce kernel, so MPI's element arithmetic is
 // the other backends' (integers wrap, f16 and bf16 through f32; MPI has no
@@ -323,6 +323,16 @@ class MpiComm : public Comm {
     return Started(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(elements), r.type(dtype), r.op(op), comm_,
                                              &p.request),
                    "MPI_Ireduce_scatter_block", request);
+  }
+  Status StartAllReduce(const std::byte* send, int64_t bytes, std::byte* recv, DType dtype, reshard::ReduceOp op,
+                        int64_t& request) override {
+    const MpiReductions& r = MpiReductions::Get();
+    RESHARD_RETURN_IF_ERROR(r.status());
+    const int64_t elements = bytes / ByteSize(dtype);
+    if (elements > INT_MAX) return Status::Internal("an all-reduce's buffer exceeds an MPI int count");
+    Pending& p = Take(request);
+    return Started(MPI_Iallreduce(send, recv, static_cast<int>(elements), r.type(dtype), r.op(op), comm_, &p.request),
+                   "MPI_Iallreduce", request);
   }
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
     if (bytes > INT_MAX) return Status::Internal("a message exceeds an MPI int count");

@@ -165,6 +165,26 @@ bool ReduceScatterShaped(const DeviceProgram& p, int64_t members) {
   return WrittenSpans(p.unpack, b0, e0) == WrittenSpans(p.local, 0, static_cast<int32_t>(p.local.ops.size()));
 }
 
+// Whether `device`'s buffers before program step `first` and after program
+// step `last` (one all-reduce's program steps) hold the same boxes in the
+// same tight format, so that its output is the element-wise reduction of its
+// group's inputs, as Comm::StartAllReduce gives it, byte for byte: true of
+// an all-reduce (its output is its input's tiles without the reduction)
+// unless the caller's buffer formats differ or leave gaps, which the call
+// would write. A device in neither layout takes part with nothing.
+bool AllReduceShaped(const PlanProgram& pp, size_t first, size_t last, int64_t device) {
+  const Layout& in = pp.layouts()[first];
+  const Layout& out = pp.layouts()[last + 1];
+  const bool holds_in = device >= 0 && in.TileOf(device) >= 0, holds_out = device >= 0 && out.TileOf(device) >= 0;
+  if (!holds_in && !holds_out) return true;
+  if (holds_in != holds_out || in.LocalShape(device) != out.LocalShape(device) ||
+      in.DeviceBoxes(device) != out.DeviceBoxes(device))
+    return false;
+  const BufferFormat in_format = first == 0 ? pp.source_format() : BufferFormat{};
+  const BufferFormat out_format = last + 2 == pp.layouts().size() ? pp.target_format() : BufferFormat{};
+  return in_format == out_format && in_format.leading_dim == 0;
+}
+
 const DeviceProgram& EmptyProgram() {
   static const DeviceProgram empty = [] {
     DeviceProgram p;
@@ -226,6 +246,13 @@ struct StepRun {
   // contribution is combined after, with the others' reduced chunk.
   bool reduce_scatter = false;
   int my_member = 0;
+  // An all-reduce run as the backend's (Comm::StartAllReduce), its program
+  // steps all in one call by the first (RankOptions::priced_chunks, every
+  // rank's part AllReduceShaped): on members times `chunk` bytes, the input
+  // padded with the op's identity. `fused`: a later program step of it,
+  // which runs nothing.
+  bool all_reduce = false;
+  bool fused = false;
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
   Reduction reduction = {};
@@ -310,6 +337,13 @@ struct RankReshard::State {
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunReduceScatter(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  // Every rank's mesh position (-1: not a device of the program's mesh).
+  std::vector<int64_t> PositionsOfRanks() const;
+  // Runs program steps [first, last], one all-reduce over `step`'s groups,
+  // as one Comm::StartAllReduce where every rank's part allows (the same
+  // choice on every rank); false where they run step by step.
+  Result<bool> UseAllReduce(StepRun& s, const StepProgram& step, size_t first, size_t last);
+  Status RunAllReduce(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // An equal-chunk collective's send buffer: message m packed at
   // s.send_base[m], each chunk's tail and the idle members' chunks zeroed
   // (no stale bytes go to the peers).
@@ -401,6 +435,24 @@ Status RankReshard::State::Prepare() {
     s.by_parts = sp.by_parts;
     s.plan_step = sp.plan_step;
     s.dtype = pp.layouts()[i].dtype();
+    const StepTransport asked = options.transport;
+    // An all-reduce over groups with priced chunks: all its program steps
+    // in the first one's call, where every rank's part allows.
+    bool fused = false;
+    if (i > 0 && (steps[i - 1].all_reduce || steps[i - 1].fused) && steps[i - 1].plan_step == s.plan_step) {
+      s.fused = fused = true;
+    } else if (options.priced_chunks && pp.mesh() && sp.all_reduce_chunk > 0 && asked != StepTransport::kDatatypes &&
+               asked != StepTransport::kPointToPoint) {
+      size_t last = i;
+      while (last + 1 < pp.steps().size() && pp.steps()[last + 1].plan_step == sp.plan_step) ++last;
+      RESHARD_ASSIGN_OR_RETURN(fused, UseAllReduce(s, sp, i, last));
+    }
+    if (fused) {
+      if (i == 0) source_bytes = p.input_bytes;
+      if (i + 1 == pp.steps().size()) target_bytes = p.output_bytes;
+      if (i + 1 < pp.steps().size()) Grow(between[i % 2], p.output_bytes);
+      continue;
+    }
     for (int64_t peer : p.send_peer) s.send_rank.push_back(PeerRank(peer));
     for (int64_t peer : p.recv_peer) s.recv_rank.push_back(PeerRank(peer));
     for (size_t m = 0; m < s.send_rank.size(); ++m) s.send_order.push_back(m);
@@ -422,7 +474,6 @@ Status RankReshard::State::Prepare() {
     RESHARD_RETURN_IF_ERROR(comm->AllReduce(sums, Comm::ReduceOp::kSum));
     const bool sparse = most[0] * 2 <= size;
     const bool large = sums[1] > 0 && sums[0] / sums[1] >= (int64_t{1} << 20);
-    const StepTransport asked = options.transport;
     if (most[1] != 0 || asked == StepTransport::kPointToPoint) {
       s.p2p = true;  // asked for, or a message one call cannot carry
     } else {
@@ -474,11 +525,8 @@ Result<bool> RankReshard::State::AllBoxable(const StepRun& s) {
   return all == 1;
 }
 
-Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
-  const Mesh& mesh = *program->mesh();
-  const std::vector<int32_t>& axes = step.group_axes;
-  // Rank -> mesh position, for this rank and its peers.
-  const MeshPositions positions(mesh);
+std::vector<int64_t> RankReshard::State::PositionsOfRanks() const {
+  const MeshPositions positions(*program->mesh());
   std::vector<int64_t> position_of_rank(static_cast<size_t>(size), -1);
   for (int64_t r = 0; r < size; ++r) {
     const int64_t dev = rank_is_index ? (r < static_cast<int64_t>(program->devices().size())
@@ -486,6 +534,38 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
                                       : r;
     if (dev >= 0) position_of_rank[static_cast<size_t>(r)] = positions.Of(dev);
   }
+  return position_of_rank;
+}
+
+Result<bool> RankReshard::State::UseAllReduce(StepRun& s, const StepProgram& step, size_t first, size_t last) {
+  const Mesh& mesh = *program->mesh();
+  const std::vector<int32_t>& axes = step.all_reduce_axes;
+  const int64_t members = mesh.GroupSize(axes);
+  const int64_t me = rank_is_index ? rank : program->IndexOf(rank);
+  const int64_t device = me >= 0 ? program->devices()[static_cast<size_t>(me)] : -1;
+  const int64_t shaped = AllReduceShaped(*program, first, last, device) ? 1 : 0;
+  int64_t all = shaped && OneCallCarries(step.all_reduce_chunk, static_cast<size_t>(members)) ? 1 : 0;
+  RESHARD_RETURN_IF_ERROR(comm->AllReduce(std::span<int64_t>(&all, 1), Comm::ReduceOp::kMin));
+  if (all == 0) return false;
+  const std::vector<int64_t> position_of_rank = PositionsOfRanks();
+  const int64_t pos = position_of_rank[static_cast<size_t>(rank)];
+  Result<std::unique_ptr<Comm>> split = comm->Split(pos >= 0 ? static_cast<int>(mesh.GroupOf(pos, axes)) : -1,
+                                                    pos >= 0 ? static_cast<int>(mesh.MemberIndex(pos, axes)) : 0);
+  RESHARD_RETURN_IF_ERROR(AgreeStatus(*comm, split.status()));
+  s.group = std::move(split).value();
+  s.group_size = s.group ? s.group->size() : 0;
+  s.all_reduce = true;
+  s.chunk = step.all_reduce_chunk;
+  Grow(send, members * s.chunk);
+  Grow(recv, members * s.chunk);
+  return true;
+}
+
+Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
+  const Mesh& mesh = *program->mesh();
+  const std::vector<int32_t>& axes = step.group_axes;
+  // Rank -> mesh position, for this rank and its peers.
+  const std::vector<int64_t> position_of_rank = PositionsOfRanks();
   auto color = [&](int64_t pos) { return mesh.GroupOf(pos, axes); };
   auto member = [&](int64_t pos) { return mesh.MemberIndex(pos, axes); };
   const int64_t me = position_of_rank[static_cast<size_t>(rank)];
@@ -655,6 +735,28 @@ Status RankReshard::State::RunReduceScatter(const StepRun& s, const std::byte* i
       {&p.local, 0, static_cast<int64_t>(p.local.ops.size()), in, true},
       {&p.unpack, p.unpack_begin[0], p.unpack_begin[1], recv.data() - p.recv_offset[0], false}};
   ApplyContributions(both, s.reduction, s.scale, s.dtype, out);
+  return Status::Ok();
+}
+
+Status RankReshard::State::RunAllReduce(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
+  if (s.group == nullptr) return Status::Ok();  // not in the mesh: no part
+  // The input, then the identity up to the members' chunks (the buffer the
+  // ring priced); the reduced bytes back into the output, avg divided.
+  const int64_t bytes = s.program->input_bytes, buffer = s.group_size * s.chunk;
+  if (bytes > 0) std::memcpy(send.data(), in, static_cast<size_t>(bytes));
+  FillIdentity(s.reduction.op, s.dtype, send.data() + bytes, buffer - bytes);
+  int64_t request = kNoRequest;
+  RESHARD_RETURN_IF_ERROR(s.group->StartAllReduce(send.data(), buffer, recv.data(), s.dtype, s.reduction.op, request));
+  RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
+  if (bytes > 0) std::memcpy(out, recv.data(), static_cast<size_t>(bytes));
+  const int64_t elements = bytes / ByteSize(s.dtype);
+  if (s.reduction.op == ReduceOp::kAvg) DivideElements(out, elements, s.dtype, s.reduction.parts);
+  if (s.scale != 1) ScaleElements(out, elements, s.dtype, s.scale);
+  // What a ring moves: 2 (k - 1) chunks each way.
+  const int64_t messages = 2 * (s.group_size - 1);
+  stats.step_bytes_sent.back() += messages * s.chunk;
+  stats.step_bytes_received.back() += messages * s.chunk;
+  stats.messages_sent += messages;
   return Status::Ok();
 }
 
@@ -865,6 +967,10 @@ std::vector<std::string> RankReshard::step_transports() const {
       t.emplace_back("alltoallw");
     else if (s.reduce_scatter)
       t.emplace_back("reduce_scatter over groups");
+    else if (s.all_reduce)
+      t.emplace_back("allreduce over groups");
+    else if (s.fused)
+      t.emplace_back("in the allreduce");
     else if (s.grouped)
       t.push_back(fmt::format("{} over groups", s.allgather ? (s.chunk > 0 ? "allgather" : "allgatherv")
                                                             : (s.chunk > 0 ? "alltoall" : "alltoallv")));
@@ -902,9 +1008,12 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
   RankRunStats stats;
   stats.peak_bytes = st.peak_bytes;
   const std::byte* in = source.data();
+  // Where program step i writes (an all-reduce run in one call: where its
+  // last program step does).
+  auto out_of = [&](size_t i) { return i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data(); };
   for (size_t i = 0; i < st.steps.size(); ++i) {
     const StepRun& s = st.steps[i];
-    std::byte* out = i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data();
+    std::byte* out = out_of(i);
     // Per plan step: an all-reduce's two program steps add up.
     if (i == 0 || s.plan_step != st.steps[i - 1].plan_step) {
       stats.step_bytes_sent.push_back(0);
@@ -913,15 +1022,26 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
     // A failed call is returned on the rank it failed on, and the others may
     // wait on this rank: aborting the job is the caller's call to make.
     const int64_t sent = stats.step_bytes_sent.back(), received = stats.step_bytes_received.back();
-    RESHARD_RETURN_IF_ERROR(s.p2p     ? st.RunPointToPoint(s, in, out, stats)
-                            : s.boxes ? st.RunBoxes(s, in, out, stats)
-                            : s.grouped ? st.RunGrouped(s, in, out, stats)
-                                        : st.RunAlltoallv(s, in, out, stats, *st.comm));
-    stats.bytes_moved += s.program->unpack.bytes + s.program->local.bytes;
+    if (s.all_reduce) {
+      size_t last = i;
+      while (last + 1 < st.steps.size() && st.steps[last + 1].fused) ++last;
+      out = out_of(last);
+      RESHARD_RETURN_IF_ERROR(st.RunAllReduce(s, in, out, stats));
+      stats.bytes_moved += s.program->input_bytes;
+    } else if (!s.fused) {
+      RESHARD_RETURN_IF_ERROR(s.p2p     ? st.RunPointToPoint(s, in, out, stats)
+                              : s.boxes ? st.RunBoxes(s, in, out, stats)
+                              : s.grouped ? st.RunGrouped(s, in, out, stats)
+                                          : st.RunAlltoallv(s, in, out, stats, *st.comm));
+      stats.bytes_moved += s.program->unpack.bytes + s.program->local.bytes;
+    }
     // What the backend carried (priced chunks: their padding too).
     stats.bytes_sent += stats.step_bytes_sent.back() - sent;
     stats.bytes_received += stats.step_bytes_received.back() - received;
-    if (after_step) {
+    // (An all-reduce run in one call leaves no output of its first program
+    // step: the hook sees its last one's.)
+    const bool whole = !s.all_reduce || i + 1 == st.steps.size() || !st.steps[i + 1].fused;
+    if (after_step && whole) {
       Status hook = after_step(i, std::span<const std::byte>(out, static_cast<size_t>(s.program->output_bytes)));
       st.clean_error = true;  // between steps nothing is in flight
       RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, hook));

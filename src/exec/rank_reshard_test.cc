@@ -191,6 +191,10 @@ class Forwarding : public Comm {
                             int64_t& request) override {
     return inner_->StartReduceScatter(send, chunk, recv, dtype, op, request);
   }
+  Status StartAllReduce(const std::byte* send, int64_t bytes, std::byte* recv, DType dtype, reshard::ReduceOp op,
+                        int64_t& request) override {
+    return inner_->StartAllReduce(send, bytes, recv, dtype, op, request);
+  }
   Status StartSend(const std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartSend(d, b, peer, r); }
   Status StartRecv(std::byte* d, int64_t b, int peer, int64_t& r) override { return inner_->StartRecv(d, b, peer, r); }
   Status WaitSome(std::span<int64_t> r, bool block, std::vector<int>& done) override { return inner_->WaitSome(r, block, done); }
@@ -264,6 +268,88 @@ TEST(RankReshard, PlannedReduceScattersRunAsTheBackendsWithPricedChunks) {
           EXPECT_EQ(received, 3 * chunk) << pair.from << ", rank " << rank;
         } else {
           EXPECT_LE(received, step.recv_bytes[static_cast<size_t>(rank)]) << pair.from << ", rank " << rank;
+        }
+      }
+    }
+  }
+}
+
+// Planned all-reduces with priced chunks run as one backend all-reduce
+// (Comm::StartAllReduce) on the ring's buffer, even shards and uneven ones
+// (45 elements over 4 members: chunks of 12, the buffer padded with the
+// identity), in sum, avg, max and min, f32, wrapping s8 and bf16: every
+// element checked, each rank's bytes the ring's 2 (k - 1) chunks, the
+// plan's. A column-major source, whose buffer differs from the row-major
+// target's, runs it as two program steps instead; so does every pair
+// without priced chunks.
+TEST(RankReshard, PlannedAllReducesRunAsTheBackendsWithPricedChunks) {
+  struct Pair {
+    const char* from;
+    const char* to;
+    std::vector<int64_t> shape;
+    DType dtype;
+    BufferFormat source_format = {};
+  };
+  const std::vector<Pair> pairs = {
+      {"[Partial(), Replicate()]", "[Replicate(), Replicate()]", {16, 16}, DType::kF32},
+      {"[Partial(\"avg\"), Shard(0)]", "[Replicate(), Shard(0)]", {16, 8}, DType::kF32},
+      {"[Partial(\"max\"), Shard(1)]", "[Replicate(), Shard(1)]", {8, 6}, DType::kBF16},
+      {"[Partial(\"min\"), Replicate()]", "[Replicate(), Replicate()]", {5, 4}, DType::kS8},
+      {"[Partial(), Shard(1)]", "[Replicate(), Shard(1)]", {16, 4}, DType::kS8},
+      {"P(None, 'y', unreduced={'x'})", "P(None, 'y')", {15, 6}, DType::kF32},  // 45 elements a device
+      {"[Partial(), Replicate()]", "[Replicate(), Replicate()]", {8, 4}, DType::kF32, BufferFormat::ColumnMajor()},
+  };
+  for (const Pair& pair : pairs) {
+    const Layout source = ParseLayout(pair.from, pair.shape, pair.dtype, XY()).value().layout;
+    const Layout target = ParseLayout(pair.to, pair.shape, pair.dtype, XY()).value().layout;
+    RankOptions o;
+    o.planner = PlannerOptions{};
+    o.planner->meshes = {XY()};
+    o.source_format = pair.source_format;
+    const PlanResult planned = PlanReshard(source, target, *o.planner).value();
+    ASSERT_EQ(planned.plan.OpNames(), std::vector<std::string>{"all-reduce"}) << pair.from;
+    const TagScheme scheme = TagSchemeFor(planned.plan);
+    const bool column_major = pair.source_format.order == BufferFormat::Order::kColumnMajor;
+    for (const bool priced : {false, true}) {
+      o.priced_chunks = priced;
+      std::vector<std::string> transports;
+      std::vector<RankRunStats> stats(8);
+      for (const Status& st : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
+             RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target, o));
+             if (rank == 0) transports = r.step_transports();
+             std::vector<int64_t> shape = source.LocalShape(rank);
+             std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
+             if (column_major) {
+               // The tags row-major, then laid out column by column.
+               std::vector<std::byte> rows(src.size());
+               FillTags(source, rank, rows, scheme);
+               const size_t eb = static_cast<size_t>(source.element_bytes());
+               const int64_t m = shape[0], n = shape[1];
+               for (int64_t i = 0; i < m; ++i)
+                 for (int64_t j = 0; j < n; ++j)
+                   std::memcpy(src.data() + static_cast<size_t>(j * m + i) * eb, rows.data() + static_cast<size_t>(i * n + j) * eb, eb);
+             } else {
+               FillTags(source, rank, src, scheme);
+             }
+             RESHARD_ASSIGN_OR_RETURN(stats[static_cast<size_t>(rank)], r.Execute(src, dst));
+             const TagCheck check = CheckTags(target, rank, dst, scheme);
+             return check.mismatches == 0 ? Status::Ok() : Status::Internal(check.first_problem);
+           }))
+        EXPECT_TRUE(st.ok()) << pair.from << (priced ? ", priced chunks: " : ": ") << st;
+      ASSERT_EQ(transports.size(), 2u) << pair.from;  // the ring's two program steps
+      const bool one_call = priced && !column_major;
+      if (one_call) {
+        EXPECT_EQ(transports, (std::vector<std::string>{"allreduce over groups", "in the allreduce"})) << pair.from;
+      } else {
+        EXPECT_NE(transports[0], "allreduce over groups") << pair.from;
+      }
+      const PlanStep& step = planned.plan.steps()[0];
+      for (int rank = 0; rank < 8; ++rank) {
+        const int64_t received = stats[static_cast<size_t>(rank)].step_bytes_received[0];
+        if (one_call) {
+          EXPECT_EQ(received, step.recv_bytes[static_cast<size_t>(rank)]) << pair.from << ", rank " << rank;
+          EXPECT_EQ(stats[static_cast<size_t>(rank)].step_bytes_sent[0], step.send_bytes[static_cast<size_t>(rank)])
+              << pair.from << ", rank " << rank;
         }
       }
     }

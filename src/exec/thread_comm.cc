@@ -35,7 +35,7 @@ struct Post {
   const int64_t* send_counts = nullptr;
   const int64_t* send_displs = nullptr;
   int color = -1, key = 0;
-  int dtype = -1, op = -1;  // a reduce-scatter's element type and op
+  int dtype = -1, op = -1;  // a reduce-scatter's or all-reduce's element type and op
 };
 
 // A point-to-point send or receive not yet matched: the caller's buffer
@@ -317,6 +317,30 @@ class ThreadComm final : public Comm {
           Copy(recv, from, chunk);
         else
           CombineContiguous(from, recv, chunk, dtype, op);
+      }
+      return Status::Ok();
+    });
+  }
+
+  // Every rank's buffer combined in ascending rank order, into each rank's recv.
+  Status StartAllReduce(const std::byte* send, int64_t bytes, std::byte* recv, DType dtype, reshard::ReduceOp op,
+                        int64_t& request) override {
+    request = kNoRequest;
+    Post mine{.valid = true, .data = send, .count = bytes, .dtype = static_cast<int>(dtype), .op = static_cast<int>(op)};
+    return Collective(mine, "StartAllReduce", [&](const std::vector<Post>& posts) {
+      for (int k = 0; k < size(); ++k) {
+        const Post& p = posts[static_cast<size_t>(k)];
+        if (p.count != bytes || p.dtype != mine.dtype || p.op != mine.op)
+          return Status::Internal(fmt::format(
+              "StartAllReduce: rank {} passed {} bytes (type {}, op {}), rank {} {} bytes (type {}, op {})", rank_, bytes,
+              mine.dtype, mine.op, k, p.count, p.dtype, p.op));
+      }
+      for (int k = 0; k < size(); ++k) {
+        const std::byte* from = static_cast<const std::byte*>(posts[static_cast<size_t>(k)].data);
+        if (k == 0)
+          Copy(recv, from, bytes);
+        else
+          CombineContiguous(from, recv, bytes, dtype, op);
       }
       return Status::Ok();
     });

@@ -319,6 +319,52 @@ TEST(ThreadComm, ReduceScatterOfEqualChunks) {
   });
 }
 
+TEST(ThreadComm, AllReduceOfEqualBuffers) {
+  constexpr int kRanks = 4;
+  RunRanks(kRanks, [](Comm& comm) {
+    const int r = comm.rank();
+    // s8: rank r's element i is 40 * (r + 1) + i; four ranks sum past 127 and wrap.
+    std::vector<int8_t> send(5);
+    for (int i = 0; i < 5; ++i) send[static_cast<size_t>(i)] = static_cast<int8_t>(40 * (r + 1) + i);
+    std::vector<int8_t> recv(5, 7);
+    int64_t request = 5;
+    ASSERT_TRUE(comm.StartAllReduce(reinterpret_cast<const std::byte*>(send.data()), 5,
+                                    reinterpret_cast<std::byte*>(recv.data()), DType::kS8, ReduceOp::kSum, request)
+                    .ok());
+    EXPECT_EQ(request, kNoRequest);
+    for (int i = 0; i < 5; ++i) {
+      const int sum = 40 * (1 + 2 + 3 + 4) + kRanks * i;  // 400 + ...: wraps modulo 256
+      EXPECT_EQ(recv[static_cast<size_t>(i)], static_cast<int8_t>(static_cast<uint8_t>(sum & 0xff))) << "element " << i;
+    }
+    // f32 min, every rank gets the same: element i is i - r on rank r.
+    std::vector<float> fsend(3), frecv(3);
+    for (int i = 0; i < 3; ++i) fsend[static_cast<size_t>(i)] = static_cast<float>(i - r);
+    ASSERT_TRUE(comm.StartAllReduce(reinterpret_cast<const std::byte*>(fsend.data()), 12,
+                                    reinterpret_cast<std::byte*>(frecv.data()), DType::kF32, ReduceOp::kMin, request)
+                    .ok());
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(frecv[static_cast<size_t>(i)], static_cast<float>(i - (kRanks - 1)));
+    // bf16 sum: 256 + 1 + 1 + 1 in rank order rounds to 256 after each step.
+    const uint16_t bf_256 = 0x4380, bf_1 = 0x3f80;
+    std::vector<uint16_t> bsend(2, r == 0 ? bf_256 : bf_1), brecv(2);
+    ASSERT_TRUE(comm.StartAllReduce(reinterpret_cast<const std::byte*>(bsend.data()), 4,
+                                    reinterpret_cast<std::byte*>(brecv.data()), DType::kBF16, ReduceOp::kSum, request)
+                    .ok());
+    EXPECT_EQ(brecv[0], bf_256);
+    EXPECT_EQ(brecv[1], bf_256);
+  });
+  // Unequal sizes, types or ops are a caller's error, reported on every rank.
+  RunRanks(2, [](Comm& comm) {
+    const std::vector<std::byte> send(16);
+    std::vector<std::byte> recv(16);
+    int64_t request = kNoRequest;
+    EXPECT_FALSE(comm.StartAllReduce(send.data(), 4 + 4 * comm.rank(), recv.data(), DType::kF32, ReduceOp::kSum, request)
+                     .ok());
+    EXPECT_FALSE(comm.StartAllReduce(send.data(), 8, recv.data(), DType::kF32,
+                                     comm.rank() ? ReduceOp::kMax : ReduceOp::kSum, request)
+                     .ok());
+  });
+}
+
 TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
   for (const bool receives_first : {false, true}) {

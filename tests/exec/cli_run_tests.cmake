@@ -95,6 +95,9 @@ if(RESHARD_HAVE_MPI)
   # bf16 reduced by MPI_Ireduce_scatter_block with the reduce kernel's user op.
   cli_test(run_mpi_partial_priced "^verified: .* on 8 ranks, 2 steps \\(reduce-scatter, all-to-all, over reduce_scatter over groups, alltoall over groups\\)"
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --priced-chunks --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, ('x','y'))" --dtype bf16 --repeat 1)
+  # An uneven all-reduce (45 bf16 elements a rank over 4) as one MPI_Iallreduce on the ring's padded buffer: 2 x 3 chunks of 24 B a rank.
+  cli_test(run_mpi_allreduce_priced "^verified: 720 B into target buffers \\(1152 B .* as messages\\) on 8 ranks, 1 step \\(all-reduce, over allreduce over groups, in the allreduce\\)"
+           ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --priced-chunks --shape 15,6 --mesh x=4,y=2 --from "P(None, 'y', unreduced={'x'})" --to "P(None, 'y')" --dtype bf16 --repeat 1)
   cli_test(run_mpi_partial_target "^verified: 10240 B .* on 8 ranks, 2 steps \\(exchange, exchange, "
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P(None, None, unreduced={'y'})" --dtype f16 --repeat 1)
   cli_test(run_mpi_block_cyclic "\"verified\":true"

@@ -255,9 +255,11 @@ TEST(Mpi, PartialSumsThroughThePlanner) {
                          DType::kU8,  DType::kU64, DType::kF64,  DType::kC64};
   TransportsSeen().clear();
   RunPartialPairs(17, 300, [](std::mt19937_64& rng) { return testing::DrawPartialPair(rng, false); }, types);
-  // Some reduce-scatters ran as MPI_Ireduce_scatter_block (priced chunks).
+  // Some reduce-scatters ran as MPI_Ireduce_scatter_block, and all-reduces
+  // as MPI_Iallreduce (priced chunks).
   if (Size() >= 8) {
     EXPECT_GT(TransportsSeen()["reduce_scatter over groups"], 0) << ::testing::PrintToString(TransportsSeen());
+    EXPECT_GT(TransportsSeen()["allreduce over groups"], 0) << ::testing::PrintToString(TransportsSeen());
   }
 }
 

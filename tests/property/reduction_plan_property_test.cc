@@ -5,7 +5,7 @@
 // integer whose reduction is the element's tag), and the default plan again,
 // in one of nine element types, by the in-process executor (exec_checker.h's
 // numbers, exact in any order; threads as ranks with priced chunks every
-// other time, reduce-scatters then the backend's); no plan is costlier than
+// other time, reduce-scatters and all-reduces then the backend's); no plan is costlier than
 // reducing first with an all-reduce; by bytes alone, plans meet the lower
 // bound where their target has each element on one device, and the largest
 // gap elsewhere is reported.
@@ -203,7 +203,8 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   double worst_gap = 1.0, worst_even_gap = 1.0;
   int even_planned = 0, even_at_bound = 0;
   std::string worst, worst_even;
-  int pairs = 0, executed = 0, backend_reduce_scatters = 0, priced_reduce_scatters = 0;
+  int pairs = 0, executed = 0, backend_reduce_scatters = 0, backend_all_reduces = 0, priced_reduce_scatters = 0,
+      priced_all_reduces = 0;
   int dtensor_priced = 0, dtensor_priced_bytes = 0, dtensor_faster = 0, dtensor_fewer_bytes = 0, dtensor_more_bytes = 0;
   int dtensor_taken_default = 0, dtensor_taken_bytes = 0;
   std::map<std::string, int> dtensor_faster_why;
@@ -297,7 +298,8 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
     ASSERT_TRUE(program.ok()) << text << " as " << DTypeName(dtype) << ": " << program.status();
     const Transport transport = std::vector<Transport>{Transport::kStaged, Transport::kDirect, Transport::kRanks}[pairs % 3];
     // Threads as ranks with priced chunks every other time: planned
-    // reduce-scatters then run as the backend's (Comm::StartReduceScatter).
+    // reduce-scatters and all-reduces then run as the backend's
+    // (Comm::StartReduceScatter, StartAllReduce).
     RankChoice ranks;
     ranks.priced_chunks = transport == Transport::kRanks && (pairs / 3) % 2 == 1;
     Result<CheckReport> report = RunChecked(*program, 2, transport, ranks);
@@ -305,10 +307,14 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
     ASSERT_TRUE(report->ok()) << text << " as " << DTypeName(dtype) << ", plan " << ::testing::PrintToString(r->plan.OpNames()) << ": "
                               << report->first_problem;
     testing::ExpectPlannedTraffic(r->plan, program->devices(), report->stats.steps, text, ranks.priced_chunks);
-    for (const std::string& t : report->stats.rank_transports) backend_reduce_scatters += t == "reduce_scatter over groups";
+    for (const std::string& t : report->stats.rank_transports) {
+      backend_reduce_scatters += t == "reduce_scatter over groups";
+      backend_all_reduces += t == "allreduce over groups";
+    }
     if (ranks.priced_chunks)
       for (const PlanStep& st : r->plan.steps())
-        priced_reduce_scatters += st.op == StepOp::kReduceScatter || st.op == StepOp::kAllReduce;
+        (st.op == StepOp::kReduceScatter ? priced_reduce_scatters : priced_all_reduces) +=
+            st.op == StepOp::kReduceScatter || st.op == StepOp::kAllReduce;
     ++executed;
   }
   EXPECT_EQ(pairs, 3000);
@@ -320,11 +326,11 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   std::cout << "); priced by bytes, fewer bytes into the busiest device on " << dtensor_fewer_bytes
             << " of " << dtensor_priced_bytes << ", more on " << dtensor_more_bytes << "\n";
   std::cout << "partial plans executed in-process (staged, direct and threads as ranks in turn): " << executed
-            << " pairs, every element checked; " << backend_reduce_scatters
-            << " of the " << priced_reduce_scatters
-            << " planned reduce-scatters and all-reduces run with priced chunks (threads as ranks) reduced by the "
-               "backend's reduce-scatter\n";
+            << " pairs, every element checked; with priced chunks (threads as ranks), " << backend_reduce_scatters
+            << " of the " << priced_reduce_scatters << " planned reduce-scatters reduced by the backend's reduce-scatter, "
+            << backend_all_reduces << " of the " << priced_all_reduces << " all-reduces by its all-reduce\n";
   EXPECT_GT(backend_reduce_scatters, 50);
+  EXPECT_GT(backend_all_reduces, 20);
   std::cout << "partial plans: " << planned << " planned and simulated; priced by bytes, " << at_bound
             << " at the lower bound; of those whose target keeps each element once, " << single_at_bound << " of "
             << single_keeper << "; largest gap " << worst_gap << "x (" << worst << "); even shapes: " << even_at_bound

@@ -31,7 +31,9 @@ namespace reshard::testing {
 // `priced_chunks`: the traffic is a runner's that ran every all-gather and
 // all-to-all over groups as its equal-chunk collective padded to the priced
 // chunk (RankOptions::priced_chunks, no transport forced, no message above
-// the limit), so those move exactly what the plan prices, padded or not.
+// the limit), so those move exactly what the plan prices, padded or not,
+// and every all-reduce over groups as one backend all-reduce on the ring's
+// buffer (default buffer formats), which moves what the plan prices too.
 void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>& devices,
                           const std::vector<StepTraffic>& traffic, const std::string& what,
                           bool priced_chunks = false);
