@@ -408,6 +408,22 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
       return r;
     }
   }
+  // From partial sums whose parts cannot move alike into a target of
+  // fewer parts: reducing first, then routing, searched before the exchange
+  // is drafted, which is not where even its floors cost more (its
+  // transfers are every part into every device of its target part:
+  // partial sums over x into partial sums over y drafted devices x parts).
+  if (!exchange && source.partial() && options.strategy != Strategy::kExchange && exchange_candidate.allowed() &&
+      target.reduction().parts < source.reduction().parts) {
+    if (!two_searched) two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
+    two_searched = true;
+    if (two) {
+      RESHARD_ASSIGN_OR_RETURN(std::optional<PlanCandidate> undrafted,
+                               exchange_candidate.DraftUnlessOutpriced(bound, two->cost, /*rival_wins_ties=*/false,
+                                                                       "reducing first, then routing", cap));
+      if (undrafted) return two_leg_plan(*two, /*lifted=*/false, {std::move(*undrafted)});
+    }
+  }
   RESHARD_RETURN_IF_ERROR(exchange_candidate.Draft());
   // From partial sums: reducing first may move less than sending parts
   // (not tried where the one exchange already receives the bound). Under
