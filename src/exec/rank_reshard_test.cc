@@ -215,6 +215,36 @@ class Limited : public Forwarding {
   int64_t limit_;
 };
 
+// Runs `source` -> `target` planned under `o` on 8 threads as ranks, every
+// rank's source tagged (laid out in o.source_format's order, 2-D), every
+// target element checked: each rank's stats and rank 0's transports.
+void RunTaggedPlan(const Layout& source, const Layout& target, const RankOptions& o, const TagScheme& scheme,
+                   const std::string& what, std::vector<std::string>& transports, std::vector<RankRunStats>& stats) {
+  stats.assign(8, RankRunStats{});
+  const bool column_major = o.source_format.order == BufferFormat::Order::kColumnMajor;
+  for (const Status& st : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
+         RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target, o));
+         if (rank == 0) transports = r.step_transports();
+         std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
+         std::vector<std::byte> rows(src.size());
+         FillTags(source, rank, rows, scheme);
+         if (column_major) {  // the tags row-major, then laid out column by column
+           const std::vector<int64_t> shape = source.LocalShape(rank);
+           const size_t eb = static_cast<size_t>(source.element_bytes());
+           for (int64_t i = 0; i < shape[0]; ++i)
+             for (int64_t j = 0; j < shape[1]; ++j)
+               std::memcpy(src.data() + static_cast<size_t>(j * shape[0] + i) * eb,
+                           rows.data() + static_cast<size_t>(i * shape[1] + j) * eb, eb);
+         } else {
+           src = rows;
+         }
+         RESHARD_ASSIGN_OR_RETURN(stats[static_cast<size_t>(rank)], r.Execute(src, dst));
+         const TagCheck check = CheckTags(target, rank, dst, scheme);
+         return check.mismatches == 0 ? Status::Ok() : Status::Internal(check.first_problem);
+       }))
+    EXPECT_TRUE(st.ok()) << what << (o.priced_chunks ? ", priced chunks: " : ": ") << st;
+}
+
 // Planned reduce-scatters with priced chunks run as the backend's
 // (Comm::StartReduceScatter), even shards and uneven ones padded, in the
 // dtypes and ops whose arithmetic differs (f32, wrapping s8, bf16 through
@@ -247,17 +277,8 @@ TEST(RankReshard, PlannedReduceScattersRunAsTheBackendsWithPricedChunks) {
     for (const bool priced : {false, true}) {
       o.priced_chunks = priced;
       std::vector<std::string> transports;
-      std::vector<RankRunStats> stats(8);
-      for (const Status& st : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
-             RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target, o));
-             if (rank == 0) transports = r.step_transports();
-             std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
-             FillTags(source, rank, src, scheme);
-             RESHARD_ASSIGN_OR_RETURN(stats[static_cast<size_t>(rank)], r.Execute(src, dst));
-             const TagCheck check = CheckTags(target, rank, dst, scheme);
-             return check.mismatches == 0 ? Status::Ok() : Status::Internal(check.first_problem);
-           }))
-        EXPECT_TRUE(st.ok()) << pair.from << (priced ? ", priced chunks: " : ": ") << st;
+      std::vector<RankRunStats> stats;
+      RunTaggedPlan(source, target, o, scheme, pair.from, transports, stats);
       // (Without: 3 peers of 8 ranks, sparse enough for point to point.)
       EXPECT_EQ(transports, std::vector<std::string>{priced ? "reduce_scatter over groups" : "p2p"}) << pair.from;
       const PlanStep& step = planned.plan.steps()[0];
@@ -313,29 +334,8 @@ TEST(RankReshard, PlannedAllReducesRunAsTheBackendsWithPricedChunks) {
     for (const bool priced : {false, true}) {
       o.priced_chunks = priced;
       std::vector<std::string> transports;
-      std::vector<RankRunStats> stats(8);
-      for (const Status& st : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) -> Status {
-             RESHARD_ASSIGN_OR_RETURN(RankReshard r, RankReshard::Create(std::move(c), source, target, o));
-             if (rank == 0) transports = r.step_transports();
-             std::vector<int64_t> shape = source.LocalShape(rank);
-             std::vector<std::byte> src(static_cast<size_t>(r.source_bytes())), dst(static_cast<size_t>(r.target_bytes()));
-             if (column_major) {
-               // The tags row-major, then laid out column by column.
-               std::vector<std::byte> rows(src.size());
-               FillTags(source, rank, rows, scheme);
-               const size_t eb = static_cast<size_t>(source.element_bytes());
-               const int64_t m = shape[0], n = shape[1];
-               for (int64_t i = 0; i < m; ++i)
-                 for (int64_t j = 0; j < n; ++j)
-                   std::memcpy(src.data() + static_cast<size_t>(j * m + i) * eb, rows.data() + static_cast<size_t>(i * n + j) * eb, eb);
-             } else {
-               FillTags(source, rank, src, scheme);
-             }
-             RESHARD_ASSIGN_OR_RETURN(stats[static_cast<size_t>(rank)], r.Execute(src, dst));
-             const TagCheck check = CheckTags(target, rank, dst, scheme);
-             return check.mismatches == 0 ? Status::Ok() : Status::Internal(check.first_problem);
-           }))
-        EXPECT_TRUE(st.ok()) << pair.from << (priced ? ", priced chunks: " : ": ") << st;
+      std::vector<RankRunStats> stats;
+      RunTaggedPlan(source, target, o, scheme, pair.from, transports, stats);
       ASSERT_EQ(transports.size(), 2u) << pair.from;  // the ring's two program steps
       const bool one_call = priced && !column_major;
       if (one_call) {
