@@ -450,6 +450,13 @@ class PlanProgram {
   // The formats the source and target buffers were compiled for.
   const BufferFormat& source_format() const { return source_format_; }
   const BufferFormat& target_format() const { return target_format_; }
+  // The format of `device`'s buffer holding layouts()[layout]: the source
+  // format for the source, the target format for the target, tight
+  // row-major between (the executor's own buffers). A program compiled for
+  // one device (CompileOptions::only_device) has those formats on that
+  // device alone; the others' buffers are their own processes' (tight
+  // row-major here).
+  BufferFormat FormatOf(size_t layout, int64_t device) const;
   // The copy programs compiled (CompileOptions::copies).
   CopyForms copies() const { return copies_; }
   bool has_staged_copies() const { return copies_ != CopyForms::kDirect; }
@@ -496,6 +503,7 @@ class PlanProgram {
   std::vector<StepProgram> steps_;
   std::optional<Mesh> mesh_;
   BufferFormat source_format_, target_format_;
+  int64_t only_device_ = -1;  // CompileOptions::only_device
   CopyForms copies_ = CopyForms::kBoth;
   InstanceId id_;
 };

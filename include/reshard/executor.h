@@ -104,7 +104,9 @@ struct ExecOptions {
   // itself, each device's copies on one thread, with no list (an all-gather
   // over 8192 devices makes 67 million copies).
   int64_t max_scheduled_group_copies = int64_t{1} << 16;
-  // Called after every step with the step's output buffers (the checker's hook).
+  // Called after every program step with the step's output buffers (the
+  // checker's hook); under Transport::kRanks with rank_priced_chunks, not
+  // after the first of an all-reduce run whole (its output is never written).
   std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)> after_step = {};
 };
 

@@ -175,15 +175,18 @@ class RankReshard {
   // chunks: even shards, or padded with priced_chunks), "allgatherv over
   // groups" or "alltoall over groups" (padded equal chunks, priced_chunks),
   // "reduce_scatter over groups" (the backend's, priced_chunks),
-  // "allreduce over groups" (the backend's, priced_chunks: an all-reduce's
-  // first program step, its second then "in the allreduce").
+  // "allreduce over groups" (the backend's, priced_chunks with no transport
+  // forced: an all-reduce's first program step, its second then "in the
+  // allreduce").
   std::vector<std::string> step_transports() const;
   // The plan's step ops, "exchange" for the default one-step plan.
   const std::vector<std::string>& step_ops() const;
   Comm& comm();
 
   // Called on every rank after each program step (PlanProgram::steps()) with
-  // this rank's output buffer of that step; an error from it on any rank stops the run on every rank.
+  // this rank's output buffer of that step, but the first of an all-reduce
+  // run whole by the backend (priced_chunks), whose output is never
+  // written; an error from it on any rank stops the run on every rank.
   using AfterStep = std::function<Status(size_t step, std::span<const std::byte> output)>;
   // Collective. REQUIRES: source.size() == source_bytes(), target.size() ==
   // target_bytes() (checked on every rank first; a wrong size anywhere is

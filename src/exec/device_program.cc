@@ -403,6 +403,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   PlanProgram p;
   p.source_format_ = options.source_format;
   p.target_format_ = options.target_format;
+  p.only_device_ = options.only_device;
   p.copies_ = options.copies;
   const bool staged_copies = p.has_staged_copies(), direct_copies = p.has_direct_copies();
   for (const Layout& l : layouts) p.devices_.insert(p.devices_.end(), l.devices().begin(), l.devices().end());
@@ -416,15 +417,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   for (size_t si = 0; si + 1 < p.layouts_.size(); ++si) {
     const Layout& in = p.layouts_[si];
     const Layout& out = p.layouts_[si + 1];
-    // A format applies to every device's buffers, or to the one compiled
-    // device's only (the others are whatever their own processes hold).
-    const bool first = si == 0, last = si + 2 == p.layouts_.size();
-    auto in_format = [&](int64_t device) {
-      return first && (only_device < 0 || device == only_device) ? options.source_format : BufferFormat{};
-    };
-    auto out_format = [&](int64_t device) {
-      return last && (only_device < 0 || device == only_device) ? options.target_format : BufferFormat{};
-    };
+    const bool first = si == 0;
+    auto in_format = [&](int64_t device) { return p.FormatOf(si, device); };
+    auto out_format = [&](int64_t device) { return p.FormatOf(si + 1, device); };
     // Each device's buffer strides, computed once per step: every message
     // asks for its sender's and receiver's (an all-gather over thousands of
     // devices has millions of messages and thousands of buffers).
@@ -798,6 +793,14 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     p.steps_.push_back(std::move(step));
   }
   return p;
+}
+
+BufferFormat PlanProgram::FormatOf(size_t layout, int64_t device) const {
+  // A format applies to every device's buffers, or to the one compiled
+  // device's only (the others are whatever their own processes hold).
+  if (only_device_ >= 0 && device != only_device_) return BufferFormat{};
+  if (layout == 0) return source_format_;
+  return layout + 1 == layouts_.size() ? target_format_ : BufferFormat{};
 }
 
 int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step) {

@@ -180,8 +180,7 @@ bool AllReduceShaped(const PlanProgram& pp, size_t first, size_t last, int64_t d
   if (holds_in != holds_out || in.LocalShape(device) != out.LocalShape(device) ||
       in.DeviceBoxes(device) != out.DeviceBoxes(device))
     return false;
-  const BufferFormat in_format = first == 0 ? pp.source_format() : BufferFormat{};
-  const BufferFormat out_format = last + 2 == pp.layouts().size() ? pp.target_format() : BufferFormat{};
+  const BufferFormat in_format = pp.FormatOf(first, device), out_format = pp.FormatOf(last + 1, device);
   return in_format == out_format && in_format.leading_dim == 0;
 }
 
@@ -441,8 +440,7 @@ Status RankReshard::State::Prepare() {
     bool fused = false;
     if (i > 0 && (steps[i - 1].all_reduce || steps[i - 1].fused) && steps[i - 1].plan_step == s.plan_step) {
       s.fused = fused = true;
-    } else if (options.priced_chunks && pp.mesh() && sp.all_reduce_chunk > 0 && asked != StepTransport::kDatatypes &&
-               asked != StepTransport::kPointToPoint) {
+    } else if (options.priced_chunks && pp.mesh() && sp.all_reduce_chunk > 0 && asked == StepTransport::kAuto) {
       size_t last = i;
       while (last + 1 < pp.steps().size() && pp.steps()[last + 1].plan_step == sp.plan_step) ++last;
       RESHARD_ASSIGN_OR_RETURN(fused, UseAllReduce(s, sp, i, last));
@@ -450,7 +448,9 @@ Status RankReshard::State::Prepare() {
     if (fused) {
       if (i == 0) source_bytes = p.input_bytes;
       if (i + 1 == pp.steps().size()) target_bytes = p.output_bytes;
-      if (i + 1 < pp.steps().size()) Grow(between[i % 2], p.output_bytes);
+      // (A program step whose output the call never writes needs no buffer.)
+      const bool written = i + 1 == pp.steps().size() || pp.steps()[i + 1].plan_step != s.plan_step;
+      if (i + 1 < pp.steps().size() && written) Grow(between[i % 2], p.output_bytes);
       continue;
     }
     for (int64_t peer : p.send_peer) s.send_rank.push_back(PeerRank(peer));
@@ -543,12 +543,17 @@ Result<bool> RankReshard::State::UseAllReduce(StepRun& s, const StepProgram& ste
   const int64_t members = mesh.GroupSize(axes);
   const int64_t me = rank_is_index ? rank : program->IndexOf(rank);
   const int64_t device = me >= 0 ? program->devices()[static_cast<size_t>(me)] : -1;
-  const int64_t shaped = AllReduceShaped(*program, first, last, device) ? 1 : 0;
-  int64_t all = shaped && OneCallCarries(step.all_reduce_chunk, static_cast<size_t>(members)) ? 1 : 0;
-  RESHARD_RETURN_IF_ERROR(comm->AllReduce(std::span<int64_t>(&all, 1), Comm::ReduceOp::kMin));
-  if (all == 0) return false;
   const std::vector<int64_t> position_of_rank = PositionsOfRanks();
   const int64_t pos = position_of_rank[static_cast<size_t>(rank)];
+  // Its buffers line up, fit the ring's buffer, and, where it holds data,
+  // it is a member of a group (a device off the mesh would write nothing).
+  const int64_t input = s.program->input_bytes;
+  const bool fits = input <= members * step.all_reduce_chunk && (pos >= 0 || input == 0);
+  int64_t all = AllReduceShaped(*program, first, last, device) && fits &&
+                        OneCallCarries(step.all_reduce_chunk, static_cast<size_t>(members))
+                    ? 1 : 0;
+  RESHARD_RETURN_IF_ERROR(comm->AllReduce(std::span<int64_t>(&all, 1), Comm::ReduceOp::kMin));
+  if (all == 0) return false;
   Result<std::unique_ptr<Comm>> split = comm->Split(pos >= 0 ? static_cast<int>(mesh.GroupOf(pos, axes)) : -1,
                                                     pos >= 0 ? static_cast<int>(mesh.MemberIndex(pos, axes)) : 0);
   RESHARD_RETURN_IF_ERROR(AgreeStatus(*comm, split.status()));

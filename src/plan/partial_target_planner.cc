@@ -426,10 +426,11 @@ Result<PlanResult> PlanPartialTarget(const Layout& source, const Layout& target,
   }
   RESHARD_RETURN_IF_ERROR(exchange_candidate.Draft());
   // From partial sums: reducing first may move less than sending parts
-  // (not tried where the one exchange already receives the bound). Under
-  // the default cap, where neither fits it, both are priced without it.
+  // (not searched where the one exchange already receives the bound, but
+  // compared where it was searched above). Under the default cap, where
+  // neither fits it, both are priced without it.
   if (exchange && source.partial() && options.strategy != Strategy::kExchange &&
-      exchange->recv_bytes.Max() > bound.max_recv_bytes) {
+      (exchange->recv_bytes.Max() > bound.max_recv_bytes || two)) {
     const bool over = exchange->peak_bytes.Max() > cap;
     if (!two_searched) two = ReduceThenRoute(source, target, options, cap, default_cap, /*uncapped=*/false);
     const bool lifted = !two && over && options.memory_cap_bytes <= 0;

@@ -244,12 +244,6 @@ TEST(ReductionPlanner, PartialTargetsAreRoutedPartByPart) {
   }
 }
 
-// From partial sums into partial sums over the same axes and op, the parts
-// move alike: with no ragged exchange (Strategy::kCollectives) the plain
-// pair's structured plan, each step between layouts partial over x, run
-// exactly; the exchange strategy keeps the reducing exchange; over a mesh
-// whose device order numbers the parts otherwise tile by tile, no
-// structured plan (NotSupported with the bound).
 // Partial sums over x into partial sums over y cannot move alike: reducing
 // first, then routing is searched before the reducing exchange (every x
 // part into every device of its y part), which is not drafted where its
@@ -297,6 +291,12 @@ TEST(ReductionPlanner, ReducingFirstOutpricesTheUndraftedExchange) {
   EXPECT_GE(undrafted_by_cost, 3);
 }
 
+// From partial sums into partial sums over the same axes and op, the parts
+// move alike: with no ragged exchange (Strategy::kCollectives) the plain
+// pair's structured plan, each step between layouts partial over x, run
+// exactly; the exchange strategy keeps the reducing exchange; over a mesh
+// whose device order numbers the parts otherwise tile by tile, no
+// structured plan (NotSupported with the bound).
 TEST(ReductionPlanner, SamePartsMoveAlike) {
   const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
   struct Row {

@@ -33,7 +33,10 @@ namespace reshard::testing {
 // chunk (RankOptions::priced_chunks, no transport forced, no message above
 // the limit), so those move exactly what the plan prices, padded or not,
 // and every all-reduce over groups as one backend all-reduce on the ring's
-// buffer (default buffer formats), which moves what the plan prices too.
+// buffer (default buffer formats), which moves what the plan prices too
+// (the runner runs one so only with priced chunks and no transport
+// forced; callers pass false for runs with a lower message limit, whose
+// all-reduces must then not run whole: none of their pairs is partial).
 void ExpectPlannedTraffic(const CollectivePlan& plan, const std::vector<int64_t>& devices,
                           const std::vector<StepTraffic>& traffic, const std::string& what,
                           bool priced_chunks = false);
