@@ -82,8 +82,16 @@ int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<
   return std::max(leave, replicas);
 }
 
-bool ReductionSplits(int64_t source_parts, ReduceOp source_op, ReduceOp target_op) {
-  if (source_parts == 1 || source_op == target_op) return true;
+bool ReductionSplits(int64_t source_parts, ReduceOp source_op, int64_t target_parts, ReduceOp target_op,
+                     DType dtype) {
+  if (source_parts == 1) return true;
+  // trunc(S / P) is no sum f(a) + g(b) of what two target parts may know
+  // (a = b = 1 gives 1, either alone 0): the whole sum S meets in one place,
+  // unless each target part of an avg over k P parts holds k times its
+  // parts' sum.
+  if (source_op == ReduceOp::kAvg && !IsFloatingPoint(dtype))
+    return target_op == ReduceOp::kAvg && target_parts % source_parts == 0;
+  if (source_op == target_op) return true;
   auto linear = [](ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kAvg; };
   return linear(source_op) && linear(target_op);
 }
@@ -240,7 +248,7 @@ LowerBound ReductionLowerBound(const Layout& source, const Layout& target) {
   const int64_t rank = source.rank();
   const int64_t P = source.reduction().parts, Q = target.reduction().parts;
   const int64_t bytes = source.element_bytes();
-  const bool splits = ReductionSplits(P, source.reduction().op, target.reduction().op);
+  const bool splits = ReductionSplits(P, source.reduction().op, Q, target.reduction().op, source.dtype());
   // Every device of either layout can share the receiving.
   std::vector<int64_t> all = source.devices();
   all.insert(all.end(), target.devices().begin(), target.devices().end());

@@ -21,7 +21,7 @@
 //     ops cannot split the reduction among target parts (P >= 2, ops that
 //     differ and are not both sum or avg: max(a, b) is no sum f(a) + g(b)), one target
 //     part forms it whole: the fewest over target parts of the count above
-//     for its keepers.
+//     for its keepers; so too for an avg of integers (ReductionSplits).
 // The first two are exact (a gather to one keeper, then a broadcast, meets
 // them); the partial-target one is a valid bound that plans need not meet.
 // Into the busiest device: at least the largest count of target elements a
@@ -47,9 +47,13 @@ int64_t ElementReceptions(int64_t source_parts, int64_t target_parts, std::span<
                           std::span<const int64_t> keeper_parts, bool parts_split);
 
 // Whether the target's op can spread a reduction of source_parts parts over
-// its parts, each target part taking a subset: one part, the same op, or
-// sum and avg (linear) on both sides.
-bool ReductionSplits(int64_t source_parts, ReduceOp source_op, ReduceOp target_op);
+// its target_parts parts, each target part taking a subset: one part, the
+// same op, or sum and avg (linear) on both sides; but an avg of integers,
+// whose division truncates, only into an avg whose part count is a
+// multiple of its own (each target part holding its subset's sum times the
+// ratio of the counts): trunc((a + b) / 2) is no f(a) + g(b).
+bool ReductionSplits(int64_t source_parts, ReduceOp source_op, int64_t target_parts, ReduceOp target_op,
+                     DType dtype);
 
 // REQUIRES: same shape and dtype. Work is bounded by kMaxBoundWork pairs of
 // (target holder, overlapping source tile); past it only the per-device

@@ -64,6 +64,31 @@ TEST(ReductionBound, ReduceScatterAndAllReduce) {
   }
 }
 
+// An avg of integers truncates its division, so its parts meet in one
+// target part unless the target is an avg over a multiple of its parts:
+// into sum parts or avg parts of another count the bound then counts the
+// whole reduction at one part's keepers; in floats, or into an avg over
+// twice as many parts, each part may stay where it is (0 B).
+TEST(ReductionBound, AnAvgOfIntegersDoesNotSplit) {
+  EXPECT_TRUE(ReductionSplits(4, ReduceOp::kAvg, 4, ReduceOp::kSum, DType::kF32));
+  EXPECT_FALSE(ReductionSplits(4, ReduceOp::kAvg, 4, ReduceOp::kSum, DType::kS32));
+  EXPECT_FALSE(ReductionSplits(4, ReduceOp::kAvg, 2, ReduceOp::kAvg, DType::kU8));
+  EXPECT_TRUE(ReductionSplits(2, ReduceOp::kAvg, 4, ReduceOp::kAvg, DType::kU8));
+  EXPECT_TRUE(ReductionSplits(4, ReduceOp::kAvg, 4, ReduceOp::kAvg, DType::kS64));
+  EXPECT_TRUE(ReductionSplits(4, ReduceOp::kSum, 2, ReduceOp::kAvg, DType::kS32));
+  EXPECT_FALSE(ReductionSplits(4, ReduceOp::kMax, 4, ReduceOp::kSum, DType::kF32));
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  auto bound = [&](const char* from, const char* to, DType dtype) {
+    const Layout a = ParseLayout(from, {16, 16}, dtype, m).value().layout;
+    const Layout b = ParseLayout(to, {16, 16}, dtype, m).value().layout;
+    return ComputeLowerBound(a, b).max_recv_bytes;
+  };
+  const char* avg_x = "[Partial(\"avg\"), Replicate()]";
+  EXPECT_EQ(bound(avg_x, "[Partial(), Replicate()]", DType::kF32), 0);
+  EXPECT_GT(bound(avg_x, "[Partial(), Replicate()]", DType::kS32), 0);
+  EXPECT_EQ(bound(avg_x, "[Partial(\"avg\"), Partial(\"avg\")]", DType::kS32), 0);  // 8 parts from 4
+}
+
 // Brute force in the knowledge model the proof uses: each device knows a
 // set of parts; a reception u -> v adds u's knowledge to v's (one element's
 // worth, however much it combines). The fewest receptions until the goal
@@ -236,7 +261,8 @@ TEST(ReductionBound, TileSumsMatchElementSums) {
           direct[dev] += a.reduction().parts - (holder_parts.back() >= 0 ? 1 : 0);
         }
       total += ElementReceptions(a.reduction().parts, b.reduction().parts, holder_parts, keeper_parts,
-                                 ReductionSplits(a.reduction().parts, a.reduction().op, b.reduction().op));
+                                 ReductionSplits(a.reduction().parts, a.reduction().op, b.reduction().parts,
+                                                 b.reduction().op, a.dtype()));
     }
     if (!b.partial()) {
       int64_t direct_max = 0;

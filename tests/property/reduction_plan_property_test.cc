@@ -483,7 +483,7 @@ TEST(ReductionPlanProperty, BoundReceptionsMatchEveryKeepersSum) {
     const Layout& a = drawn->source;
     const Layout& b = drawn->target;
     const int64_t P = a.reduction().parts, Q = b.reduction().parts;
-    const bool splits = ReductionSplits(P, a.reduction().op, b.reduction().op);
+    const bool splits = ReductionSplits(P, a.reduction().op, Q, b.reduction().op, a.dtype());
     int64_t receptions = 0;
     std::vector<int64_t> holder_parts, keeper_parts;
     for (int64_t t = 0; t < b.num_tiles(); ++t) {
