@@ -155,7 +155,7 @@ if(RESHARD_HAVE_MPI)
     set_tests_properties(memory.run_mpi_under_address_limit PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}"
                          RUN_SERIAL TRUE TIMEOUT 300)
   endif()
-  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_priced cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
+  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_priced cli.run_mpi_allreduce_priced cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
                        cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
                        cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
                        cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once
