@@ -315,24 +315,19 @@ class MpiComm : public Comm {
   }
   Status StartReduceScatter(const std::byte* send, int64_t chunk, std::byte* recv, DType dtype, reshard::ReduceOp op,
                             int64_t& request) override {
+    RESHARD_ASSIGN_OR_RETURN(const int elements, ReducedElements(chunk, dtype, "a reduce-scatter's chunk"));
     const MpiReductions& r = MpiReductions::Get();
-    RESHARD_RETURN_IF_ERROR(r.status());
-    const int64_t elements = chunk / ByteSize(dtype);
-    if (elements > INT_MAX) return Status::Internal("a reduce-scatter's chunk exceeds an MPI int count");
     Pending& p = Take(request);
-    return Started(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(elements), r.type(dtype), r.op(op), comm_,
-                                             &p.request),
+    return Started(MPI_Ireduce_scatter_block(send, recv, elements, r.type(dtype), r.op(op), comm_, &p.request),
                    "MPI_Ireduce_scatter_block", request);
   }
   Status StartAllReduce(const std::byte* send, int64_t bytes, std::byte* recv, DType dtype, reshard::ReduceOp op,
                         int64_t& request) override {
+    RESHARD_ASSIGN_OR_RETURN(const int elements, ReducedElements(bytes, dtype, "an all-reduce's buffer"));
     const MpiReductions& r = MpiReductions::Get();
-    RESHARD_RETURN_IF_ERROR(r.status());
-    const int64_t elements = bytes / ByteSize(dtype);
-    if (elements > INT_MAX) return Status::Internal("an all-reduce's buffer exceeds an MPI int count");
     Pending& p = Take(request);
-    return Started(MPI_Iallreduce(send, recv, static_cast<int>(elements), r.type(dtype), r.op(op), comm_, &p.request),
-                   "MPI_Iallreduce", request);
+    return Started(MPI_Iallreduce(send, recv, elements, r.type(dtype), r.op(op), comm_, &p.request), "MPI_Iallreduce",
+                   request);
   }
   Status StartSend(const std::byte* data, int64_t bytes, int peer, int64_t& request) override {
     if (bytes > INT_MAX) return Status::Internal("a message exceeds an MPI int count");
@@ -429,6 +424,14 @@ class MpiComm : public Comm {
       }
   }
 
+  // The count of `bytes` of `dtype` a reduction call takes, once the
+  // reduce ops are made (MpiReductions); Internal past an int count.
+  static Result<int> ReducedElements(int64_t bytes, DType dtype, const char* what) {
+    RESHARD_RETURN_IF_ERROR(MpiReductions::Get().status());
+    const int64_t elements = bytes / ByteSize(dtype);
+    if (elements > INT_MAX) return Status::Internal(std::string(what) + " exceeds an MPI int count");
+    return static_cast<int>(elements);
+  }
   // A free slot of the table; `request` names it.
   Pending& Take(int64_t& request) {
     if (free_.empty()) {

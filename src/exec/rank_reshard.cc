@@ -177,9 +177,7 @@ bool AllReduceShaped(const PlanProgram& pp, size_t first, size_t last, int64_t d
   const Layout& out = pp.layouts()[last + 1];
   const bool holds_in = device >= 0 && in.TileOf(device) >= 0, holds_out = device >= 0 && out.TileOf(device) >= 0;
   if (!holds_in && !holds_out) return true;
-  if (holds_in != holds_out || in.LocalShape(device) != out.LocalShape(device) ||
-      in.DeviceBoxes(device) != out.DeviceBoxes(device))
-    return false;
+  if (holds_in != holds_out || in.DeviceBoxes(device) != out.DeviceBoxes(device)) return false;
   const BufferFormat in_format = pp.FormatOf(first, device), out_format = pp.FormatOf(last + 1, device);
   return in_format == out_format && in_format.leading_dim == 0;
 }
@@ -248,9 +246,11 @@ struct StepRun {
   // An all-reduce run as the backend's (Comm::StartAllReduce), its program
   // steps all in one call by the first (RankOptions::priced_chunks, every
   // rank's part AllReduceShaped): on members times `chunk` bytes, the input
-  // padded with the op's identity. `fused`: a later program step of it,
-  // which runs nothing.
+  // padded with the op's identity; `through`: its last program step, which
+  // writes the output. `fused`: a later program step of it, which runs
+  // nothing.
   bool all_reduce = false;
+  size_t through = 0;
   bool fused = false;
   // A reducing step: its local copies and messages are applied in part
   // order once every message has arrived (reduce_kernel.h), never as each arrives.
@@ -441,15 +441,15 @@ Status RankReshard::State::Prepare() {
     if (i > 0 && (steps[i - 1].all_reduce || steps[i - 1].fused) && steps[i - 1].plan_step == s.plan_step) {
       s.fused = fused = true;
     } else if (options.priced_chunks && pp.mesh() && sp.all_reduce_chunk > 0 && asked == StepTransport::kAuto) {
-      size_t last = i;
-      while (last + 1 < pp.steps().size() && pp.steps()[last + 1].plan_step == sp.plan_step) ++last;
-      RESHARD_ASSIGN_OR_RETURN(fused, UseAllReduce(s, sp, i, last));
+      s.through = i;
+      while (s.through + 1 < pp.steps().size() && pp.steps()[s.through + 1].plan_step == sp.plan_step) ++s.through;
+      RESHARD_ASSIGN_OR_RETURN(fused, UseAllReduce(s, sp, i, s.through));
     }
     if (fused) {
       if (i == 0) source_bytes = p.input_bytes;
       if (i + 1 == pp.steps().size()) target_bytes = p.output_bytes;
       // (A program step whose output the call never writes needs no buffer.)
-      const bool written = i + 1 == pp.steps().size() || pp.steps()[i + 1].plan_step != s.plan_step;
+      const bool written = !s.all_reduce || s.through == i;
       if (i + 1 < pp.steps().size() && written) Grow(between[i % 2], p.output_bytes);
       continue;
     }
@@ -747,13 +747,21 @@ Status RankReshard::State::RunAllReduce(const StepRun& s, const std::byte* in, s
   if (s.group == nullptr) return Status::Ok();  // not in the mesh: no part
   // The input, then the identity up to the members' chunks (the buffer the
   // ring priced); the reduced bytes back into the output, avg divided.
+  // Staged only where padded (or where the input is the output's buffer,
+  // which a backend may not be given twice).
   const int64_t bytes = s.program->input_bytes, buffer = s.group_size * s.chunk;
-  if (bytes > 0) std::memcpy(send.data(), in, static_cast<size_t>(bytes));
-  FillIdentity(s.reduction.op, s.dtype, send.data() + bytes, buffer - bytes);
+  const bool padded = buffer > bytes;
+  const std::byte* from = in;
+  if (padded || in == out) {
+    if (bytes > 0) std::memcpy(send.data(), in, static_cast<size_t>(bytes));
+    FillIdentity(s.reduction.op, s.dtype, send.data() + bytes, buffer - bytes);
+    from = send.data();
+  }
+  std::byte* into = padded ? recv.data() : out;
   int64_t request = kNoRequest;
-  RESHARD_RETURN_IF_ERROR(s.group->StartAllReduce(send.data(), buffer, recv.data(), s.dtype, s.reduction.op, request));
+  RESHARD_RETURN_IF_ERROR(s.group->StartAllReduce(from, buffer, into, s.dtype, s.reduction.op, request));
   RESHARD_RETURN_IF_ERROR(s.group->Wait(request));
-  if (bytes > 0) std::memcpy(out, recv.data(), static_cast<size_t>(bytes));
+  if (padded && bytes > 0) std::memcpy(out, recv.data(), static_cast<size_t>(bytes));
   const int64_t elements = bytes / ByteSize(s.dtype);
   if (s.reduction.op == ReduceOp::kAvg) DivideElements(out, elements, s.dtype, s.reduction.parts);
   if (s.scale != 1) ScaleElements(out, elements, s.dtype, s.scale);
@@ -1028,9 +1036,7 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
     // wait on this rank: aborting the job is the caller's call to make.
     const int64_t sent = stats.step_bytes_sent.back(), received = stats.step_bytes_received.back();
     if (s.all_reduce) {
-      size_t last = i;
-      while (last + 1 < st.steps.size() && st.steps[last + 1].fused) ++last;
-      out = out_of(last);
+      out = out_of(s.through);
       RESHARD_RETURN_IF_ERROR(st.RunAllReduce(s, in, out, stats));
       stats.bytes_moved += s.program->input_bytes;
     } else if (!s.fused) {
@@ -1045,7 +1051,7 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
     stats.bytes_received += stats.step_bytes_received.back() - received;
     // (An all-reduce run in one call leaves no output of its first program
     // step: the hook sees its last one's.)
-    const bool whole = !s.all_reduce || i + 1 == st.steps.size() || !st.steps[i + 1].fused;
+    const bool whole = !s.all_reduce || s.through == i;
     if (after_step && whole) {
       Status hook = after_step(i, std::span<const std::byte>(out, static_cast<size_t>(s.program->output_bytes)));
       st.clean_error = true;  // between steps nothing is in flight

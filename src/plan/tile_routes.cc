@@ -100,6 +100,9 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
       static_cast<double>(int64_t{1} << 25))
     return;
   std::vector<int64_t> recv(devs.size(), 0), covered(devs.size(), 0);
+  // Per target device, the source part it holds of the source tile being
+  // routed, or -1 (set from the tile's holders, cleared after it).
+  std::vector<int64_t> part_held(devs.size(), -1);
   std::vector<int64_t> tile_to(static_cast<size_t>(P * S * T), -1);
   // Per target tile, built at its first use: per replica count, the parts
   // holding it that many times ordered by their busiest holder's receipts
@@ -158,13 +161,13 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     }
     held.clear();
     for (int64_t h : holders)
-      if (target.TileOf(h) >= 0) held.push_back({target.TileOf(h), source.PartOf(h), target.PartOf(h)});
+      if (const int64_t t = target.TileOf(h); t >= 0) {
+        held.push_back({t, source.PartOf(h), target.PartOf(h)});
+        part_held[static_cast<size_t>(PositionIn(devs, h))] = source.PartOf(h);
+      }
     std::sort(held.begin(), held.end());
     size_t next_held = 0;  // `met` ascends, so does the tile of the holders looked at
-    auto source_part_of = [&](int64_t i) {  // the source part target device i holds of tile s, or -1
-      const int64_t dev = devs[static_cast<size_t>(i)];
-      return std::binary_search(holders.begin(), holders.end(), dev) ? source.PartOf(dev) : int64_t{-1};
-    };
+    auto source_part_of = [&](int64_t i) { return part_held[static_cast<size_t>(i)]; };
     for (const auto& [met_tile, met_elements] : met) {
       const int64_t t = met_tile, v = met_elements;  // (lambdas below capture them: no bindings)
       // Elements device i receives of part p's tile s routed to its part.
@@ -244,6 +247,8 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
         for (int64_t j = h.begin; j < h.end; ++j) covered[static_cast<size_t>(th.indices[static_cast<size_t>(j)])] += v;
       }
     }
+    for (int64_t h : holders)
+      if (target.TileOf(h) >= 0) part_held[static_cast<size_t>(PositionIn(devs, h))] = -1;
   }
   // Against parts routed whole (r.to): each device of a part's target part
   // receives its tile but what it holds of that part. For a source with no
