@@ -24,11 +24,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "reshard/exchange.h"
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
 
@@ -110,6 +112,37 @@ enum class StepOp { kAllToAll, kAllGather, kCollectivePermute, kExchange, kSlice
 std::string_view StepOpName(StepOp op);
 bool IsCollective(StepOp op);
 
+// A relay of a reducing exchange step (kExchange from partial sums into a
+// layout with no reduction, where a keeper's busiest receive is above the
+// lower bound): of what `donor` sends `keeper`, the elements whose global
+// index along `dim` is below `split` go first to `helper`, which holds the
+// same source tile in another part and combines them into its own values
+// there (round 1); in round 2 the helper's message to the keeper carries
+// both parts there, and the donor's carries the rest. A keeper then
+// receives less and a helper with room more, as the bound's schedule does
+// (docs/cost_model.md, "Relays"). The step runs as two program steps
+// (PlanProgram), both its rounds priced in the step's figures.
+// Invariants (RelaysHold, relay.h): the donor and the helper hold one
+// source tile, in parts neither the lowest routed to the keeper (the
+// donor's) nor equal; the keeper alone holds its target tile; one relay per
+// (donor, keeper) and per (donor, helper); no device both donor and helper
+// for one keeper.
+struct Relay {
+  int64_t donor = 0, helper = 0, keeper = 0;
+  int32_t dim = 0;
+  int64_t split = 0;
+  int64_t elements = 0;  // moved in round 1 (below the split)
+  friend bool operator==(const Relay&, const Relay&) = default;
+};
+// What a relay's donor-to-keeper transfer moves in each round: below the
+// split (to the helper, into its copy of the same tile), and from the split
+// on (to the keeper). The one rule every lowering of a relay clips by.
+TransferClip RoundOneClip(const Relay& r);
+TransferClip RoundTwoClip(const Relay& r);
+// The relay whose donor is `donor` and whose keeper (by_keeper) or helper
+// (!by_keeper) is `peer`, or null.
+const Relay* RelayOf(std::span<const Relay> relays, int64_t donor, int64_t peer, bool by_keeper);
+
 struct PlanStep {
   StepOp op = StepOp::kCopy;
   Layout input, output;                   // exact layouts before and after
@@ -124,6 +157,8 @@ struct PlanStep {
   // included), messages, and the most bytes it holds at once.
   DeviceValues send_bytes = {}, recv_bytes = {}, sends = {}, recvs = {}, peak_bytes = {};
   double time_us = 0;                     // modeled, the slowest device
+  // A reducing exchange's relays (above), in the order found; empty elsewhere.
+  std::vector<Relay> relays = {};
 };
 
 struct PlanTotals {

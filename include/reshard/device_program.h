@@ -146,6 +146,12 @@ struct DeviceProgram {
   // op) before any part is applied. Empty elsewhere.
   CopyProgram fill;
   std::vector<std::byte> fill_element;
+  // A relayed step's round 2 only: the output boxes where a part arrives
+  // combined inside another part's message (a relay's piece, carried by its
+  // helper), op by op with that part (relayed_part[k] for relayed.ops[k]).
+  // Not run: what the execution checker counts as that part's copies.
+  CopyProgram relayed;
+  std::vector<int64_t> relayed_part;
 };
 
 // Whether ops [begin, end) of `p` (one message) fill its staged bytes in
@@ -368,6 +374,14 @@ struct StepProgram {
   int64_t scale = 1;
   bool by_parts = false;
   bool reduces() const { return by_parts; }
+  // A relayed reducing exchange (Relay, collective_plan.h) compiles to two
+  // program steps: round 1 (relay_round 1), from the source into a copy of
+  // it, where each relay's donor sends its piece to its helper, which
+  // combines it into its own values (its local copy is part 0 and writes,
+  // the piece part 1 and combines: reduction {op, 2}, avg as sum); round 2
+  // (relay_round 2), the reducing exchange from that copy, each donor's
+  // message to its keeper without the piece. 0 elsewhere.
+  int relay_round = 0;
   // Set where the step's copies are written per group pattern
   // (GroupCopies): its DevicePrograms then hold their buffer sizes,
   // send_bytes (the staged form's send buffer; 0 in the direct form) and

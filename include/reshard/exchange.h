@@ -40,6 +40,7 @@
 #ifndef RESHARD_EXCHANGE_H_
 #define RESHARD_EXCHANGE_H_
 
+#include <algorithm>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +62,22 @@ namespace reshard {
 struct Segment {
   int64_t global_lo = 0, length = 0, src_offset = 0, dst_offset = 0;
   friend bool operator==(const Segment&, const Segment&) = default;
+};
+
+// Of a transfer, the elements whose global index along dim `dim` lies in
+// [lo, hi); dim < 0 keeps all. A relayed step's pieces (Relay,
+// collective_plan.h): the donor's elements below the split go to the helper,
+// the rest to the keeper. The one rule every lowering of a relay clips by.
+struct TransferClip {
+  int64_t dim = -1, lo = 0, hi = 0;
+  // Segment `s` along dim `d` clipped, its offsets moved alike; length 0
+  // where nothing of it is kept.
+  Segment Apply(const Segment& s, int64_t d) const {
+    if (d != dim) return s;
+    const int64_t a = std::max(lo, s.global_lo), b = std::min(hi, s.global_lo + s.length);
+    if (b <= a) return Segment{a, 0, s.src_offset, s.dst_offset};
+    return Segment{a, b - a, s.src_offset + (a - s.global_lo), s.dst_offset + (a - s.global_lo)};
+  }
 };
 
 // A transfer's box: per dim, an overlap id of an exchange's tables. Held

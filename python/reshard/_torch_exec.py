@@ -13,7 +13,9 @@ tensor, and collectives become torch.distributed calls over sub-groups of the pl
     exchange            all_to_all_single with split sizes over the plan's devices; each message
                         packed from, and unpacked into, the runs the C++ exchange names
                         (Step.exchange), so the bytes are the minimal exchange's; from partial
-                        sums (a reducing exchange) each part's contributions combined in part order
+                        sums (a reducing exchange) each part's contributions combined in part order;
+                        a relayed one (priced by bytes) first sends each relay's piece to its helper
+                        in one more all_to_all_single
 
 The groups come from the C++ mesh (Mesh.groups), and each rank's place in them from the same
 call, so the arithmetic lives in one place. Groups are created once per rank set and reused,
@@ -395,8 +397,35 @@ class PlanRun:
             out = torch.where(written, out, _identity(part["fill"], shape, x))
         return out
 
+    def _relay_round(self, part, x, group_ranks, pos, stats):
+        """A relayed exchange's first round: each relay's piece of its donor's part goes to its
+        helper, which holds the same tile and combines the piece into its own values there (avg as
+        a sum); the exchange then reads the result, the donor's message to the keeper without the
+        piece (Step.exchange lists both rounds)."""
+        send_sizes, recv_sizes, pieces = [0] * len(group_ranks), [0] * len(group_ranks), []
+        for peer, runs in part["relay_send"]:
+            piece = _take(x, runs).reshape(-1)
+            send_sizes[pos[peer]] = piece.numel()
+            pieces.append(piece)
+        for peer, runs in part["relay_recv"]:
+            recv_sizes[pos[peer]] = math.prod(sum(n for _, n in r) for r in runs)
+        send = torch.cat(pieces) if pieces else x.new_empty(0)
+        recv = x.new_empty(sum(recv_sizes))
+        dist.all_to_all_single(recv, send.contiguous(), recv_sizes, send_sizes, group=self.groups.get(group_ranks))
+        out = x.clone()
+        offset = 0
+        for peer, runs in part["relay_recv"]:
+            n = recv_sizes[pos[peer]]
+            _put(out, runs, _combine(_take(out, runs).reshape(-1), recv[offset:offset + n], part["reduce"]))
+            offset += n
+        es = x.element_size()
+        self._count(stats, "exchange", sum(recv_sizes) * es, sum(send_sizes) * es)
+        return out
+
     def _exchange_op(self, i, step, x, shape, stats):
         part, group_ranks, pos, recv_sizes = self._exchange_part(i, step)
+        if "relay_send" in part and len(group_ranks) > 1:
+            x = self._relay_round(part, x, group_ranks, pos, stats)
         out = x.new_zeros([int(n) for n in shape])
         for src_runs, dst_runs in part["local"]:
             _put(out, dst_runs, _take(x, src_runs))

@@ -63,10 +63,15 @@ nb::dict OpDict(const Step& s, const ProgramOp& op) {
 // Per dim, the (offset, length) runs of a transfer in the sender's (src) or
 // receiver's (dst) local buffer.
 using Runs = std::vector<std::vector<std::pair<int64_t, int64_t>>>;
-Runs TransferRuns(const ExchangePlan& xp, const Transfer& t, bool src) {
+// With `clip`, what it keeps of the transfer (a relay's piece: Relay,
+// collective_plan.h).
+Runs TransferRuns(const ExchangePlan& xp, const Transfer& t, bool src, const TransferClip& clip = {}) {
   Runs out(xp.source().rank());
   for (int64_t d = 0; d < xp.source().rank(); ++d)
-    for (const Segment& g : xp.Segments(t, d)) out[d].emplace_back(src ? g.src_offset : g.dst_offset, g.length);
+    for (const Segment& whole : xp.Segments(t, d)) {
+      const Segment g = clip.Apply(whole, d);
+      if (g.length > 0) out[d].emplace_back(src ? g.src_offset : g.dst_offset, g.length);
+    }
   return out;
 }
 
@@ -91,9 +96,26 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
     const ExchangePlan xp = exchanges[part].DevicePlan(device);
     const int64_t p = static_cast<int64_t>(part);
     for (const Transfer& t : xp.transfers()) {
+      // A relayed transfer (round 2) without the piece its helper carries; none where that is all of it.
+      const Relay* r = t.from == t.to ? nullptr : RelayOf(s.step.relays, t.from, t.to, /*by_keeper=*/true);
+      if (r != nullptr && r->elements == t.elements) continue;
+      const TransferClip clip = r != nullptr ? RoundTwoClip(*r) : TransferClip{};
       if (t.from == device && t.to == device) local.emplace_back(TransferRuns(xp, t, true), TransferRuns(xp, t, false));
-      else if (t.from == device) send.push_back({t.to, TransferRuns(xp, t, true), p});
-      else if (t.to == device) recv.push_back({t.from, TransferRuns(xp, t, false), p});
+      else if (t.from == device) send.push_back({t.to, TransferRuns(xp, t, true, clip), p});
+      else if (t.to == device) recv.push_back({t.from, TransferRuns(xp, t, false, clip), p});
+    }
+  }
+  // Round 1 of a relayed exchange: each relay's piece from its donor into
+  // its helper's copy of the same tile (source-side runs on both ends), and
+  // combined there by the source's op (avg as a sum).
+  std::vector<Message> relay_send, relay_recv;
+  for (const Relay& r : s.step.relays) {
+    if (r.donor != device && r.helper != device) continue;
+    const ExchangePlan xp = exchanges.at(static_cast<size_t>(s.step.input.PartOf(r.donor))).ReceivePlan(r.keeper);
+    for (const Transfer& t : xp.transfers()) {
+      if (t.from != r.donor) continue;
+      Message m{r.donor == device ? r.helper : r.donor, TransferRuns(xp, t, true, RoundOneClip(r)), 0};
+      (r.donor == device ? relay_send : relay_recv).push_back(std::move(m));
     }
   }
   // Ascending peer: the order of an all-to-all-v's chunks (a peer sends in one part only).
@@ -109,6 +131,12 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
   d["send"] = listed(send);
   d["recv"] = listed(recv);
   d["local"] = local;
+  if (!s.step.relays.empty()) {
+    std::stable_sort(relay_send.begin(), relay_send.end(), by_peer);
+    std::stable_sort(relay_recv.begin(), relay_recv.end(), by_peer);
+    d["relay_send"] = listed(relay_send);
+    d["relay_recv"] = listed(relay_recv);
+  }
   if (reducing) {
     std::vector<int64_t> recv_parts;
     for (const Message& m : recv) recv_parts.push_back(m.part);

@@ -73,6 +73,14 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
         j["pairs"] = op.pairs.size();
       }
     }
+    if (!s.relays.empty()) {
+      // A relayed reducing exchange's round 1 (Relay, collective_plan.h).
+      Json relays = Json::array();
+      for (const Relay& r : s.relays)
+        relays.push_back({{"donor", r.donor}, {"helper", r.helper}, {"keeper", r.keeper}, {"dim", r.dim},
+                          {"split", r.split}, {"bytes", r.elements * src.element_bytes()}});
+      j["relays"] = relays;
+    }
     j["messages"] = s.sends.Sum();
     j["max_recv_bytes"] = s.recv_bytes.Max();
     j["total_bytes"] = s.recv_bytes.Sum();

@@ -42,15 +42,19 @@ void CopyRuns(const std::vector<std::vector<Run>>& runs, const std::byte* src, s
   c.Copy(0, 0, 0);
 }
 
-std::vector<std::vector<Run>> TransferRuns(const ExchangePlan& plan, const Transfer& t, CopyKind kind) {
+std::vector<std::vector<Run>> TransferRuns(const ExchangePlan& plan, const Transfer& t, CopyKind kind,
+                                           const TransferClip& clip, bool into_source_tile) {
   std::vector<std::vector<Run>> runs(plan.source().rank());
   for (int64_t d = 0; d < plan.source().rank(); ++d) {
     int64_t staged = 0;
-    for (const Segment& s : plan.Segments(t, d)) {
+    for (const Segment& whole : plan.Segments(t, d)) {
+      const Segment s = clip.Apply(whole, d);
+      if (s.length == 0) continue;
+      const int64_t dst = into_source_tile ? s.src_offset : s.dst_offset;
       switch (kind) {
         case CopyKind::kPack: runs[d].push_back({s.src_offset, staged, s.length}); break;
-        case CopyKind::kUnpack: runs[d].push_back({staged, s.dst_offset, s.length}); break;
-        case CopyKind::kLocal: runs[d].push_back({s.src_offset, s.dst_offset, s.length}); break;
+        case CopyKind::kUnpack: runs[d].push_back({staged, dst, s.length}); break;
+        case CopyKind::kLocal: runs[d].push_back({s.src_offset, dst, s.length}); break;
       }
       staged += s.length;
     }

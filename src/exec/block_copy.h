@@ -26,8 +26,12 @@ void CopyRuns(const std::vector<std::vector<Run>>& runs, const std::byte* src, s
 
 enum class CopyKind { kPack, kUnpack, kLocal };
 // The runs that pack a transfer into a contiguous staging buffer (shape:
-// per-dim totals), unpack it, or copy it directly between buffers.
-std::vector<std::vector<Run>> TransferRuns(const ExchangePlan& plan, const Transfer& t, CopyKind kind);
+// per-dim totals), unpack it, or copy it directly between buffers. With
+// `clip`, only what it keeps of the transfer (a relay's piece,
+// collective_plan.h); `into_source_tile` writes where the elements sit in
+// the sender's tile (a relay's round 1, into its helper's copy of that tile).
+std::vector<std::vector<Run>> TransferRuns(const ExchangePlan& plan, const Transfer& t, CopyKind kind,
+                                           const TransferClip& clip = {}, bool into_source_tile = false);
 // Per-dim totals of the transfer: the staging buffer's shape.
 std::vector<int64_t> StagingShape(const ExchangePlan& plan, const Transfer& t);
 

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <climits>
 #include <optional>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "exec/block_copy.h"  // StagingShape
 #include "exec/group_copies.h"
 #include "exec/reduce_kernel.h"  // StoreIdentity
+#include "plan/relay.h"
 
 namespace reshard {
 namespace {
@@ -41,17 +43,23 @@ enum class Side { kPack, kUnpack, kLocal };
 // Written into `runs`, whose vectors are reused from call to call: an
 // all-gather over thousands of devices compiles millions of messages, and
 // allocating per message was a fifth of the compile time.
-void Runs(const ExchangePlan& plan, const Transfer& t, Side side, std::vector<std::vector<DimRun>>& runs) {
+// With `clip`, only the transfer's elements it keeps (a relayed step's
+// pieces: relay.h); `into_source_tile` writes them where they sit in the
+// sender's tile (a relay's round 1: the helper holds the donor's tile).
+void Runs(const ExchangePlan& plan, const Transfer& t, Side side, std::vector<std::vector<DimRun>>& runs,
+          const TransferClip& clip = {}, bool into_source_tile = false) {
   runs.resize(static_cast<size_t>(plan.source().rank()));
   for (int64_t d = 0; d < plan.source().rank(); ++d) {
     auto& v = runs[static_cast<size_t>(d)];
     v.clear();
     int64_t staged = 0;
-    for (const Segment& s : plan.Segments(t, d)) {
+    for (const Segment& whole : plan.Segments(t, d)) {
+      const Segment s = clip.Apply(whole, d);
+      if (s.length == 0) continue;
       DimRun r;
       r.length = s.length;
       r.src = side == Side::kUnpack ? staged : s.src_offset;
-      r.dst = side == Side::kPack ? staged : s.dst_offset;
+      r.dst = side == Side::kPack ? staged : into_source_tile ? s.src_offset : s.dst_offset;
       staged += s.length;
       if (!v.empty() && v.back().src + v.back().length == r.src && v.back().dst + v.back().length == r.dst)
         v.back().length += r.length;
@@ -59,6 +67,17 @@ void Runs(const ExchangePlan& plan, const Transfer& t, Side side, std::vector<st
         v.push_back(r);
     }
   }
+}
+
+// StagingShape (block_copy.h) of what `clip` keeps of the transfer.
+std::vector<int64_t> ClippedStagingShape(const ExchangePlan& plan, const Transfer& t, const TransferClip& clip) {
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < plan.source().rank(); ++d) {
+    int64_t n = 0;
+    for (const Segment& s : plan.Segments(t, d)) n += clip.Apply(s, d).length;
+    shape.push_back(n);
+  }
+  return shape;
 }
 
 // Adds the cross product of `runs` as boxes.
@@ -355,6 +374,11 @@ std::vector<Layout> PlanProgram::StepLayouts(const CollectivePlan& plan, std::ve
       layouts.push_back(*pieces);
       if (plan_steps) plan_steps->push_back(static_cast<int64_t>(i));
     }
+    // A relayed exchange: round 1 into a copy of its input, then round 2.
+    if (!s.relays.empty()) {
+      layouts.push_back(s.input);
+      if (plan_steps) plan_steps->push_back(static_cast<int64_t>(i));
+    }
     layouts.push_back(s.output);
     if (plan_steps) plan_steps->push_back(static_cast<int64_t>(i));
   }
@@ -449,6 +473,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // The plan step this program step runs (all of it, or a half of an all-reduce).
     const PlanStep* ps = plan != nullptr && step.plan_step < static_cast<int64_t>(plan->steps().size())
                              ? &plan->steps()[static_cast<size_t>(step.plan_step)] : nullptr;
+    // A relayed exchange's round (Relay, collective_plan.h): 1 into a copy
+    // of its input, 2 into its output.
+    if (ps != nullptr && exchange == nullptr && !ps->relays.empty()) step.relay_round = out == ps->output ? 2 : 1;
+    std::vector<Exchange> relay_parts;  // round 1: the exchange whose donors' messages the relays cut
     std::optional<PartRoutes> routes;  // a step compiled part by part
     std::optional<GroupCopies> group_copies;  // a step written per group pattern
     // Writes the step's copies once per group pattern where it is of a kind
@@ -465,6 +493,15 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     if (in.partial() && in == out) {
       RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in.WithoutReduction(), out.WithoutReduction()));
       made.push_back(std::move(e));
+      if (step.relay_round == 1) {
+        RESHARD_RETURN_IF_ERROR(RelaysHold(ps->relays, ps->input, ps->output));
+        // A device's own values are part 0 and write; a relay's piece is
+        // part 1 and combines (avg as a sum: its division comes at the keeper).
+        step.by_parts = true;
+        const ReduceOp op = in.reduction().op;
+        step.reduction = Reduction{op == ReduceOp::kAvg ? ReduceOp::kSum : op, 2};
+        RESHARD_ASSIGN_OR_RETURN(relay_parts, Exchange::CreateReducing(ps->input, ps->output));
+      }
     } else if (in.partial() || out.partial()) {
       routes = Exchange::RouteParts(in, out);
       step.by_parts = true;
@@ -490,17 +527,51 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       const ExchangePlan* xp;
       const Transfer* t;
       int32_t from, to;  // the devices' indices (fewer than 2^31, checked above)
+      int64_t elements = 0;  // t's, or what `clip` keeps of them
+      TransferClip clip = {};  // a relayed transfer's piece (relay.h)
+      bool into_source_tile = false;  // a relay's round 1: into the helper's copy of the donor's tile
       int64_t sent_at = -1;  // where the sender stages it, once its program has it
     };
     std::vector<Item> items;
     size_t transfers = 0;
     for (const ExchangePlan& xp : plans) transfers += xp.transfers().size();
     items.reserve(transfers);  // (grown by doubling, up to half of it would be slack)
+    // Round 2: each relay's donor-to-keeper transfer, whose piece the helper
+    // carries: (plan, transfer, relay), for the checker's part counts.
+    std::vector<std::tuple<const ExchangePlan*, const Transfer*, const Relay*>> relay_pieces;
     for (const ExchangePlan& xp : plans)
       for (const Transfer& t : xp.transfers()) {
         const int64_t fi = p.IndexOf(t.from), ti = p.IndexOf(t.to);
         if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
-        items.push_back({&xp, &t, static_cast<int32_t>(fi), static_cast<int32_t>(ti)});
+        Item item{&xp, &t, static_cast<int32_t>(fi), static_cast<int32_t>(ti), t.elements};
+        if (step.relay_round == 2 && t.from != t.to) {
+          if (const Relay* r = RelayOf(ps->relays, t.from, t.to, /*by_keeper=*/true)) {
+            relay_pieces.emplace_back(&xp, &t, r);
+            item.clip = RoundTwoClip(*r);
+            item.elements = t.elements - r->elements;
+            if (item.elements == 0) continue;  // all of it went to the helper
+          }
+        }
+        items.push_back(item);
+      }
+    // Round 1: each relay's piece, from the donor's transfer to the keeper.
+    std::vector<ExchangePlan> relay_plans;
+    relay_plans.reserve(step.relay_round == 1 ? ps->relays.size() : 0);
+    if (step.relay_round == 1)
+      for (const Relay& r : ps->relays) {
+        if (only_device >= 0 && only_device != r.donor && only_device != r.helper) continue;
+        relay_plans.push_back(relay_parts.at(static_cast<size_t>(in.PartOf(r.donor))).ReceivePlan(r.keeper));
+        const Transfer* piece = nullptr;
+        for (const Transfer& t : relay_plans.back().transfers())
+          if (t.from == r.donor) piece = &t;
+        const int64_t fi = p.IndexOf(r.donor), ti = p.IndexOf(r.helper);
+        if (piece == nullptr || fi < 0 || ti < 0)
+          return Status::Internal(fmt::format("relay from device {} to device {}: no transfer to keeper {}", r.donor,
+                                              r.helper, r.keeper));
+        Item item{&relay_plans.back(), piece, static_cast<int32_t>(fi), static_cast<int32_t>(ti), r.elements};
+        item.clip = RoundOneClip(r);
+        item.into_source_tile = true;
+        items.push_back(item);
       }
     // The indices of `of`, visited in `order` (empty: 0, 1, ...), stably
     // reordered by a device index: a counting sort, linear in transfers and
@@ -639,7 +710,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         if (direct_copies) dp.direct.ops.reserve(recvs[i]);
       }
     }
-    if (step.reduces()) {
+    if (step.relay_round == 1) {
+      for (DeviceProgram& dp : step.devices) dp.local_part = 0;
+    } else if (step.reduces()) {
       // With tile routes, the identity goes exactly where no part's tile is
       // routed to the device's target part: the transfers of an exchange
       // filtered by the complement of the routes.
@@ -693,9 +766,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         AddRuns(s.local, runs, 0, in_strides, 0, out_strides_of(t->to), eb);
         continue;
       }
-      const int64_t bytes = t->elements * eb;
+      const int64_t bytes = item.elements * eb;
       const int32_t m = static_cast<int32_t>(s.send_peer.size());
-      const int32_t owner = static_cast<int32_t>(staged.Stager(*t, m));
+      // (A relay's pieces are staged on their own: no other message moves them.)
+      const int32_t owner = item.clip.dim >= 0 ? m : static_cast<int32_t>(staged.Stager(*t, m));
       const bool fresh = owner == m;
       const int64_t offset = fresh ? s.send_bytes : s.send_offset[static_cast<size_t>(owner)];
       s.send_peer.push_back(ti);
@@ -705,8 +779,8 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       s.pack_begin.push_back(static_cast<int32_t>(s.pack.ops.size()));
       item.sent_at = offset;
       if (staged_copies) {
-        Runs(xp, *t, Side::kPack, runs);
-        AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(StagingShape(xp, *t)), eb);
+        Runs(xp, *t, Side::kPack, runs, item.clip);
+        AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(ClippedStagingShape(xp, *t, item.clip)), eb);
       }
       if (fresh) s.send_bytes += bytes;
     }
@@ -719,7 +793,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       if (t->from == t->to) continue;
       const int64_t fi = item.from, ti = item.to;
       DeviceProgram& r = step.devices[ti];
-      const int64_t bytes = t->elements * eb;
+      const int64_t bytes = item.elements * eb;
       // (-1 where the sender's program is not compiled: only_device.)
       const int64_t peer_offset = item.sent_at;
       if (only_device < 0 && peer_offset < 0) return Status::Internal("a received message was never sent");
@@ -728,26 +802,38 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       r.recv_offset.push_back(r.recv_bytes);
       r.recv_peer_offset.push_back(peer_offset);
       r.unpack_begin.push_back(static_cast<int32_t>(r.unpack.ops.size()));
-      const std::vector<int64_t>& out_strides = out_strides_of(t->to);
+      const std::vector<int64_t>& out_strides = out_strides_of(r.device);
       if (staged_copies) {
-        Runs(xp, *t, Side::kUnpack, runs);
-        AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(StagingShape(xp, *t)), 0, out_strides, eb);
+        Runs(xp, *t, Side::kUnpack, runs, item.clip, item.into_source_tile);
+        AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(ClippedStagingShape(xp, *t, item.clip)), 0, out_strides, eb);
       }
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
       if (direct_copies) {
-        Runs(xp, *t, Side::kLocal, runs);
+        Runs(xp, *t, Side::kLocal, runs, item.clip, item.into_source_tile);
         AddRuns(r.direct, runs, 0, in_strides_of(t->from), 0, out_strides, eb);
       }
       r.recv_bytes += bytes;
-      if (step.reduces()) {
+      if (step.relay_round == 1) {
+        r.recv_part.push_back(1);
+        r.recv_writes.push_back(false);
+      } else if (step.reduces()) {
         r.recv_part.push_back(in.PartOf(t->from));
         r.recv_writes.push_back(routes->tile_to && routes->FirstInto(in.PartOf(t->from), in.TileOf(t->from), out.TileOf(t->to), out.PartOf(t->to)));
       }
     }
+    // Round 2: where each relay's piece lands in its keeper's output.
+    for (const auto& [xp, t, r] : relay_pieces) {
+      DeviceProgram& dp = step.devices[static_cast<size_t>(p.IndexOf(r->keeper))];
+      Runs(*xp, *t, Side::kLocal, runs, RoundOneClip(*r));
+      const size_t before = dp.relayed.ops.size();
+      AddRuns(dp.relayed, runs, 0, in_strides_of(r->donor), 0, out_strides_of(r->keeper), eb);
+      dp.relayed_part.resize(dp.relayed.ops.size(), in.PartOf(r->donor));
+      if (dp.relayed.ops.size() == before) return Status::Internal("a relay's piece is empty");
+    }
     for (DeviceProgram& dp : step.devices) {
       if (step.group_copies) {
         // (Its parts and writers are the pattern's.)
-      } else if (step.reduces() && routes->tile_to) {
+      } else if (step.reduces() && routes && routes->tile_to) {
         const int64_t tile = in.TileOf(dp.device);
         dp.local_writes = tile >= 0 && out.TileOf(dp.device) >= 0 && routes->FirstInto(dp.local_part, tile, out.TileOf(dp.device), out.PartOf(dp.device));
       } else if (step.reduces()) {
@@ -756,6 +842,14 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         for (int64_t part : dp.recv_part) first = std::min(first, part);
         dp.local_writes = dp.local_part == first;
         for (size_t m = 0; m < dp.recv_part.size(); ++m) dp.recv_writes[m] = dp.recv_part[m] == first;
+        // A relay's donor sends its keeper less than its part's whole: its
+        // part must not be the one that writes (RelaysHold cannot see the
+        // routes; FindRelays keeps it so).
+        if (step.relay_round == 2 && (only_device < 0 || dp.device == only_device))
+          for (const Relay& r : ps->relays)
+            if (r.keeper == dp.device && in.PartOf(r.donor) == first)
+              return Status::Internal(fmt::format("the relay from device {} to keeper {} cuts the part that writes its output",
+                                                  r.donor, r.keeper));
       }
       dp.pack_begin.push_back(static_cast<int32_t>(dp.pack.ops.size()));
       dp.unpack_begin.push_back(static_cast<int32_t>(dp.unpack.ops.size()));

@@ -249,9 +249,43 @@ Status CheckCoverage(const PlanProgram& program) {
   for (size_t si = 0; si < program.steps().size(); ++si) {
     const int64_t parts = program.steps()[si].reduction.parts;  // 1 unless the step reduces
     const bool by_parts = program.steps()[si].by_parts;
+    const int relay_round = program.steps()[si].relay_round;
     // The parts each device must get: the routes from this step's input to its output.
     const Layout& out = program.layouts()[si + 1];
-    const PartRoutes routes = by_parts ? Exchange::RouteParts(program.layouts()[si], out) : PartRoutes{};
+    const PartRoutes routes =
+        by_parts && relay_round != 1 ? Exchange::RouteParts(program.layouts()[si], out) : PartRoutes{};
+    if (relay_round == 1) {
+      // A relayed exchange's round 1: each device's own values written once
+      // (its local copies), each relay's piece combined at most once.
+      // (What the pieces add up to is the tags' check at the keepers.)
+      for (const DeviceProgram& dp : program.steps()[si].devices) {
+        std::vector<int32_t> writes(static_cast<size_t>(dp.output_bytes / eb), 0);
+        RESHARD_RETURN_IF_ERROR(CountWrites(dp.local, 0, dp.local.ops.size(), dp, eb, static_cast<int64_t>(si), writes));
+        for (size_t e = 0; e < writes.size(); ++e)
+          if (writes[e] != 1)
+            return Status::InvalidArgument(fmt::format("step {}: device {}'s own element {} is written {} times", si,
+                                                       dp.device, e, writes[e]));
+        if ((!dp.local.ops.empty() && !dp.local_writes) || std::any_of(dp.recv_writes.begin(), dp.recv_writes.end(), [](uint8_t w) { return w != 0; }))
+          return Status::InvalidArgument(fmt::format("step {}: device {} overwrites its own values with a relay's piece", si,
+                                                     dp.device));
+        // (Pieces from several donors may meet on an element: each is
+        // another part, combined once.)
+        for (const auto& [moved, begin] : {std::pair(&dp.unpack, &dp.unpack_begin), std::pair(&dp.direct, &dp.direct_begin)}) {
+          if (!Compiled(program, dp, *moved)) continue;
+          for (size_t m = 0; m + 1 < begin->size(); ++m) {
+            std::fill(writes.begin(), writes.end(), 0);
+            RESHARD_RETURN_IF_ERROR(CountWrites(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1]),
+                                                dp, eb, static_cast<int64_t>(si), writes));
+            for (size_t e = 0; e < writes.size(); ++e)
+              if (writes[e] > 1)
+                return Status::InvalidArgument(fmt::format("step {}: device {}'s element {} gets device {}'s relayed piece "
+                                                           "{} times", si, dp.device, e,
+                                                           program.devices()[static_cast<size_t>(dp.recv_peer[m])], writes[e]));
+          }
+        }
+      }
+      continue;
+    }
     PartsIntoMemo into(routes);
     if (const GroupCopies* gc = program.steps()[si].group_copies.get()) {
       // Written per group pattern: each receiver class's copies from every
@@ -394,6 +428,8 @@ Status CheckCoverage(const PlanProgram& program) {
         if (!Compiled(program, dp, *moved)) continue;
         std::vector<bool> reaches(static_cast<size_t>(parts), !by_parts);
         if (!dp.local.ops.empty() && dp.local_part < parts) reaches[static_cast<size_t>(dp.local_part)] = true;
+        // (A relay's piece reaches the keeper inside its helper's message.)
+        for (int64_t part : dp.relayed_part) reaches[static_cast<size_t>(part)] = true;
         for (size_t m = 0; m + 1 < begin->size(); ++m)
           if ((*begin)[m] < (*begin)[m + 1]) reaches[static_cast<size_t>(dp.recv_part.empty() ? 0 : dp.recv_part[m])] = true;
         const bool reached = std::find(reaches.begin(), reaches.end(), true) != reaches.end();
@@ -431,6 +467,8 @@ Status CheckCoverage(const PlanProgram& program) {
           for (size_t m = 0; m + 1 < begin->size(); ++m)
             if ((dp.recv_part.empty() ? 0 : dp.recv_part[m]) == part)
               RESHARD_RETURN_IF_ERROR(count(*moved, static_cast<size_t>((*begin)[m]), static_cast<size_t>((*begin)[m + 1])));
+          for (size_t k = 0; k < dp.relayed_part.size(); ++k)
+            if (dp.relayed_part[k] == part) RESHARD_RETURN_IF_ERROR(count(dp.relayed, k, k + 1));
           for (size_t e = 0; e < writes.size(); ++e)
             if (writes[e] != 1)
               return Status::InvalidArgument(

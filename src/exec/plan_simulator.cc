@@ -16,6 +16,7 @@
 #include "exec/reduce_kernel.h"
 #include "exec/simulator.h"
 #include "plan/parts_into_memo.h"
+#include "plan/relay.h"
 
 namespace reshard {
 namespace {
@@ -383,6 +384,34 @@ class PlanRun {
           exchanges.push_back(std::move(ex).value());
         }
         const PartRoutes routes = Exchange::RouteParts(step.input, step.output);
+        // Relays (relay.h): round 1 combines each relay's piece of its
+        // donor's part into its helper's values, which round 2 reads.
+        if (!step.relays.empty()) {
+          const Status held = RelaysHold(step.relays, step.input, step.output);
+          if (!reducing || !held.ok()) return fail(reducing ? held.message() : "relays on a step that does not reduce");
+          const ReduceOp op = step.input.reduction().op == ReduceOp::kAvg ? ReduceOp::kSum : step.input.reduction().op;
+          std::map<int64_t, Buffer> relayed = buffers_;
+          for (const Relay& r : step.relays) {
+            const ExchangePlan xp = exchanges.at(static_cast<size_t>(step.input.PartOf(r.donor))).ReceivePlan(r.keeper);
+            const Transfer* piece = nullptr;
+            for (const Transfer& t : xp.transfers())
+              if (t.from == r.donor) piece = &t;
+            if (piece == nullptr) return fail("a relay's donor sends its keeper nothing");
+            const Buffer& from = buffers_.at(r.donor);
+            Buffer got = buffers_.at(r.helper);
+            std::fill(got.data.begin(), got.data.end(), kNeverWritten);
+            CopyRuns(TransferRuns(xp, *piece, CopyKind::kLocal, RoundOneClip(r), /*into_source_tile=*/true),
+                     reinterpret_cast<const std::byte*>(from.data.data()), from.shape,
+                     reinterpret_cast<std::byte*>(got.data.data()), got.shape, sizeof(Tag));
+            Buffer& helper = relayed.at(r.helper);
+            int64_t moved = 0;
+            for (size_t e = 0; e < got.data.size(); ++e)
+              if (got.data[e] != kNeverWritten) helper.data[e] = CombineNumbers(helper.data[e], got.data[e], op), ++moved;
+            if (moved != r.elements) return fail("a relay moves other elements than it states");
+            hold(r.helper, static_cast<int64_t>(2 * helper.data.size()) * eb + r.elements * eb);
+          }
+          buffers_ = std::move(relayed);
+        }
         for (int64_t dev : plan_.devices()) {
           Buffer out;
           out.shape = Padded(step) ? step.output_shard : step.output.LocalShape(dev);
@@ -409,11 +438,15 @@ class PlanRun {
               std::fill(got[t.to].data.begin(), got[t.to].data.end(), kNeverWritten);
             }
             Buffer& out = reducing ? got.at(t.to) : next.at(t.to);
-            CopyRuns(TransferRuns(xp, t, CopyKind::kLocal), reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
+            // A relay's donor sends its keeper what the helper does not carry.
+            const Relay* r = t.from == t.to ? nullptr : RelayOf(step.relays, t.from, t.to, /*by_keeper=*/true);
+            const int64_t elements = t.elements - (r != nullptr ? r->elements : 0);
+            CopyRuns(TransferRuns(xp, t, CopyKind::kLocal, r != nullptr ? RoundTwoClip(*r) : TransferClip{}),
+                     reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
                      reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
-            if (t.from != t.to) {
-              if (boxes.Add(t)) staged[t.from] += t.elements * eb;
-              staged[t.to] += t.elements * eb;
+            if (t.from != t.to && elements > 0) {
+              if (r != nullptr || boxes.Add(t)) staged[t.from] += elements * eb;
+              staged[t.to] += elements * eb;
             }
           }
           if (!reducing) continue;

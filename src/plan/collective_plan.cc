@@ -1,5 +1,7 @@
 #include "reshard/collective_plan.h"
 
+#include <limits>
+
 namespace reshard {
 
 std::string_view ProgramOpName(ProgramOp::Kind k) {
@@ -111,6 +113,15 @@ std::vector<std::string> CollectivePlan::OpNames() const {
   std::vector<std::string> out;
   for (const PlanStep& s : steps_) out.emplace_back(StepOpName(s.op));
   return out;
+}
+
+TransferClip RoundOneClip(const Relay& r) { return TransferClip{r.dim, std::numeric_limits<int64_t>::min(), r.split}; }
+TransferClip RoundTwoClip(const Relay& r) { return TransferClip{r.dim, r.split, std::numeric_limits<int64_t>::max()}; }
+
+const Relay* RelayOf(std::span<const Relay> relays, int64_t donor, int64_t peer, bool by_keeper) {
+  for (const Relay& r : relays)
+    if (r.donor == donor && (by_keeper ? r.keeper : r.helper) == peer) return &r;
+  return nullptr;
 }
 
 }  // namespace reshard

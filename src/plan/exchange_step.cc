@@ -8,6 +8,7 @@
 
 #include "plan/cost_model.h"
 #include "plan/parts_into_memo.h"
+#include "plan/relay.h"
 #include "reshard/plan_stats.h"
 
 namespace reshard {
@@ -119,7 +120,7 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
   const Layout plain = source.WithoutReduction(), plain_target = target.WithoutReduction();
   ReducingExchangeFloors out;
   double messages = 0;
-  int64_t largest_output = 0;
+  int64_t largest_output = 0, shards = 0;
   for (const int64_t dev : SampledDevices(devices)) {
     if (target.TileOf(dev) < 0) continue;
     const int64_t own = source.TileOf(dev), q = target.partial() ? target.PartOf(dev) : -1;
@@ -138,6 +139,7 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
     largest_output = std::max(largest_output, output);
     out.peak_bytes = std::max(out.peak_bytes, source.LocalBytes(dev) + output + recv_bytes +
                                                   StagedFloor(source, target, plain, plain_target, routes, dev));
+    shards = std::max(shards, source.LocalBytes(dev) + output);
   }
   // The copies' time is its busiest device's: at least the average, where
   // the bytes sent in all are those received, at least the bound's.
@@ -146,6 +148,16 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
   const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(devices.size()));
   const int64_t average = (2 * lb.total_bytes + outputs) / n;
   out.time_us = StepTime(topo, messages, std::max(average, largest_output), lb.total_bytes > 0);
+  // Relays (relay.h) take pieces off a keeper's messages and add a round:
+  // the busiest device over both still receives the bound's bytes (each
+  // message at least the cheapest link's), round 2 lays out every output,
+  // and every device holds its shards.
+  if (MayRelay(source, target)) {
+    const double relayed = StepTime(topo, lb.max_recv_bytes > 0 ? topo.LeastMessageTime(lb.max_recv_bytes) : 0.0,
+                                    largest_output, lb.total_bytes > 0);
+    out.time_us = std::min(out.time_us, relayed);
+    out.peak_bytes = std::min(out.peak_bytes, shards);
+  }
   return out;
 }
 
@@ -272,7 +284,8 @@ Result<ReducingExchangeTraffic> ReducingExchangeBytes(const Layout& source, cons
   return out;
 }
 
-ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topo) {
+ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topo,
+                                    std::span<const Relay> relays) {
   ExchangeDraft out;
   if (parts.empty()) return out;
   const std::vector<int64_t>& devices = parts.front().devices();
@@ -289,7 +302,11 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
   for (const Exchange& ex : parts) {
     const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
       if (t.from == t.to) return;
-      const double c = topo.MessageTime(t.from, t.to, t.elements * eb);
+      // A relayed transfer moves in round 2 what its relay leaves (none: no message).
+      const Relay* r = relays.empty() ? nullptr : RelayOf(relays, t.from, t.to, /*by_keeper=*/true);
+      const int64_t elements = t.elements - (r != nullptr ? r->elements : 0);
+      if (elements == 0) return;
+      const double c = topo.MessageTime(t.from, t.to, elements * eb);
       send_time[index(t.from)] += c;
       recv_time[index(t.to)] += c;
     });
@@ -304,8 +321,41 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
       out.staged_bytes[i] += d.staged_bytes;
     }
   }
-  double messages = 0;
-  int64_t copies = 0;
+  // Relays (relay.h): round 1 sends each relay's piece from its donor to its
+  // helper, every device copying its shard into round 2's input; round 2 is
+  // the exchange with the pieces taken out of the donors' messages.
+  std::vector<double> send_time1(relays.empty() ? 0 : n, 0), recv_time1(relays.empty() ? 0 : n, 0);
+  std::vector<int64_t> sent1(send_time1.size(), 0), received1(send_time1.size(), 0);
+  for (const Relay& r : relays) {
+    const int64_t bytes = r.elements * eb;
+    const size_t d = static_cast<size_t>(index(r.donor)), h = static_cast<size_t>(index(r.helper)),
+                 k = static_cast<size_t>(index(r.keeper));
+    const double c = topo.MessageTime(r.donor, r.helper, bytes);
+    send_time1[d] += c;
+    recv_time1[h] += c;
+    sent1[d] += bytes;
+    received1[h] += bytes;
+    out.recv_bytes[k] -= bytes;
+    out.recv_bytes[h] += bytes;
+    ++out.sends[d];
+    ++out.recvs[h];
+    ++out.messages;
+    // A donor whose whole message went to the helper sends the keeper none.
+    for (const Exchange& ex : parts) {
+      if (ex.source().TileOf(r.donor) < 0) continue;
+      int64_t whole = 0;
+      const ExchangePlan xp = ex.ReceivePlan(r.keeper);
+      for (const Transfer& t : xp.transfers())
+        if (t.from == r.donor) whole = t.elements;
+      if (whole == r.elements) {
+        --out.sends[d];
+        --out.recvs[k];
+        --out.messages;
+      }
+    }
+  }
+  double messages = 0, messages1 = 0;
+  int64_t copies = 0, copies1 = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t dev = devices[i];
     messages = std::max(messages, DeviceMessageTime(topo, send_time[i], recv_time[i]));
@@ -314,11 +364,18 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
     int64_t shard = 0;  // the device's partial shard: in whichever part's layout holds it
     for (const Exchange& ex : parts) shard = std::max(shard, ex.source().LocalBytes(dev));
     out.peak[i] = shard + target_bytes + out.staged_bytes[i] + out.recv_bytes[i];
+    if (!relays.empty()) {
+      messages1 = std::max(messages1, DeviceMessageTime(topo, send_time1[i], recv_time1[i]));
+      copies1 = std::max(copies1, StepCopiedBytes(StepOp::kReduceScatter, sent1[i], shard));
+      // Round 2 reads a copy of the shard (the source stays the caller's).
+      out.peak[i] += shard;
+    }
     out.peak_bytes = std::max(out.peak_bytes, out.peak[i]);
     out.max_recv_bytes = std::max(out.max_recv_bytes, out.recv_bytes[i]);
     out.max_staging_bytes = std::max(out.max_staging_bytes, out.staged_bytes[i] + out.recv_bytes[i]);
   }
   out.time_us = StepTime(topo, messages, copies, out.messages > 0);
+  if (!relays.empty()) out.time_us += StepTime(topo, messages1, copies1, true);
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "reshard/collective_plan.h"
@@ -56,8 +57,11 @@ double ExchangeTimeFloor(const Layout& source, const Layout& target, const Topol
 // packed and combined, every output byte laid out). Peak: the source and
 // target shards, what the sampled devices receive, and what they stage
 // where no replica in their part could send in their place. `lb`: the pair's
-// ComputeLowerBound. For a planner that drafts the reducing exchange only
-// where it could win. REQUIRES: `source` partial, Exchange::Validate OK.
+// ComputeLowerBound. Where relays may apply (MayRelay, relay.h), the lesser
+// of that and a floor of the relayed exchange (the bound's bytes into one
+// device, the outputs laid out, the shards held). For a planner that drafts
+// the reducing exchange only where it could win. REQUIRES: `source`
+// partial, Exchange::Validate OK.
 struct ReducingExchangeFloors {
   double time_us = 0;
   int64_t peak_bytes = 0;
@@ -73,7 +77,11 @@ std::optional<ReducingExchangeFloors> ReducingExchangeFloor(const Layout& source
 // source and target shards, its staged boxes and everything it receives.
 // `target`: the step's output layout (a partial target's devices hold a shard
 // whether or not a part is routed to them).
-ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topology);
+// With `relays` (relay.h): both rounds, each priced as a step; a relay's
+// bytes move from its keeper's receives to its helper's, and every device
+// holds a copy of its shard for round 2.
+ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const Layout& target, const Topology& topology,
+                                    std::span<const Relay> relays = {});
 
 // Each device's bytes sent and received (other devices' only) by
 // Exchange::CreateReducing(source, target), indexed as the devices of both

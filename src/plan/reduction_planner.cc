@@ -17,6 +17,7 @@
 #include "plan/explicit_plan.h"
 #include "plan/named_planner.h"
 #include "plan/plan_builder.h"
+#include "plan/relay.h"
 #include "plan/plan_mesh.h"
 #include "plan/search_state.h"
 #include "plan/structured_step.h"
@@ -152,6 +153,18 @@ Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target
   step.input_shard = LargestTile(source);
   step.output_shard = LargestTile(target);
   FillExchangeStep(step, d);
+  // With relays (relay.h) where they cost less: a second round, so under
+  // latency mostly not; priced by bytes, where the busiest keeper then
+  // receives less.
+  std::vector<Relay> relays = FindRelays(parts, source, target, d.recv_bytes);
+  if (!relays.empty()) {
+    PlanStep relayed{StepOp::kExchange, source, target};
+    relayed.input_shard = step.input_shard;
+    relayed.output_shard = step.output_shard;
+    FillExchangeStep(relayed, DraftReducingExchange(parts, target, topology, relays));
+    relayed.relays = std::move(relays);
+    if (StepCost(relayed) < StepCost(step)) return relayed;
+  }
   return step;
 }
 

@@ -6,6 +6,8 @@
 
 #include "exec/exec_checker.h"
 #include "exec/simulator.h"
+#include "plan/plan_builder.h"
+#include "plan/relay.h"
 #include "reshard/device_program.h"
 #include "reshard/notation.h"
 
@@ -150,6 +152,93 @@ TEST(ReductionPlanner, TheReducingExchangeIsPlannedAndRuns) {
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_TRUE(run->ok()) << run->first_problem;
   }
+}
+
+// Issue 17's DTensor row at its bound: four keepers hold no part of their
+// rows, so direct delivery brings each 4 x 128 B; with relays (relay.h) a
+// part holder with room first combines a row of another part's (64 B) and
+// sends it with its own, and every device receives 448 B, the bound, in
+// both rounds together. Priced by bytes with memory for it: the relayed
+// exchange holds a copy of each shard (2112 B at most a device, over the
+// default cap of 1280, which leaves the collectives' 512 B).
+TEST(ReductionPlanner, RelaysBringTheDTensorRowToItsBound) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  PlannerOptions o;
+  o.meshes = {m};
+  o.topology = o.topology.BandwidthOnly();
+  const Layout src = Parse("[Partial(), Shard(0)]", m), dst = Parse("[Shard(0), Shard(0)]", m);
+  Result<PlanResult> capped = PlanReshard(src, dst, o);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(capped->plan.totals().max_recv_bytes, 512);
+  o.memory_cap_bytes = 4096;
+  Result<PlanResult> p = PlanReshard(src, dst, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->plan.OpNames(), std::vector<std::string>{"exchange"});
+  const PlanStep& step = p->plan.steps()[0];
+  ASSERT_EQ(step.relays.size(), 4u);
+  EXPECT_TRUE(RelaysHold(step.relays, src, dst).ok());
+  // Keepers 1, 3, 4 and 6 each lose one 64-byte row to a helper: 0, 2, 5 and 7.
+  for (const Relay& r : step.relays) {
+    EXPECT_EQ(r.elements * 4, 64);
+    EXPECT_EQ(r.keeper % 2 == 1, r.keeper < 4) << r.keeper;  // 1 and 3 keep rows of y=0's half, 4 and 6 of y=1's
+  }
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(step.recv_bytes[i], 448) << i;
+  EXPECT_EQ(p->plan.totals().max_recv_bytes, p->lower_bound.max_recv_bytes);
+  EXPECT_EQ(p->plan.totals().total_bytes, p->lower_bound.total_bytes);
+  EXPECT_TRUE(SimulatePlan(p->plan).ok()) << SimulatePlan(p->plan).first_problem;
+  Result<PlanProgram> program = PlanProgram::Compile(p->plan);
+  ASSERT_TRUE(program.ok()) << program.status();
+  ASSERT_EQ(program->steps().size(), 2u);
+  EXPECT_EQ(program->steps()[0].relay_round, 1);
+  EXPECT_EQ(program->steps()[1].relay_round, 2);
+  for (Transport t : {Transport::kStaged, Transport::kDirect, Transport::kRanks}) {
+    Result<CheckReport> run = RunChecked(*program, 2, t);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_TRUE(run->ok()) << run->first_problem;
+    ASSERT_EQ(run->stats.steps.size(), 1u);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(run->stats.steps[0].received[i], 448) << i;
+  }
+  // Under latency the second round costs more than it saves: the collectives.
+  o.topology = Topology::Flat();
+  Result<PlanResult> timed = PlanReshard(src, dst, o);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  for (const PlanStep& st : timed->plan.steps()) EXPECT_TRUE(st.relays.empty());
+}
+
+// A relay that cut its keeper's writing part would leave elements unwritten:
+// the compiler refuses it, and the simulator finds what a wrong relay loses.
+TEST(ReductionPlanner, ARelayCuttingTheWritingPartIsRefused) {
+  const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
+  PlannerOptions o;
+  o.meshes = {m};
+  o.topology = o.topology.BandwidthOnly();
+  o.memory_cap_bytes = 4096;
+  Result<PlanResult> p = PlanReshard(Parse("[Partial(), Shard(0)]", m), Parse("[Shard(0), Shard(0)]", m), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->plan.steps().size(), 1u);
+  PlanStep step = p->plan.steps()[0];
+  ASSERT_FALSE(step.relays.empty());
+  // Keeper 1's rows come from devices 0, 2, 4, 6 in parts 0..3: part 0 (device 0) writes.
+  Relay& r = step.relays[0];
+  ASSERT_EQ(r.keeper, 1);
+  Relay cut = r;
+  cut.donor = 0;
+  cut.helper = 2;
+  step.relays = {cut};
+  auto with_step = [&](const PlanStep& s) {
+    PlanBuilder b(p->plan.source(), p->plan.target());
+    if (p->plan.mesh()) b.SetMesh(*p->plan.mesh());
+    b.Add(s);
+    return b.Finish();
+  };
+  Result<PlanProgram> program = PlanProgram::Compile(with_step(step));
+  ASSERT_FALSE(program.ok());
+  EXPECT_NE(program.status().message().find("cuts the part that writes"), std::string::npos) << program.status();
+  // A relay whose helper holds another tile is no relay.
+  cut = r;
+  cut.helper = 1;
+  step.relays = {cut};
+  EXPECT_FALSE(SimulatePlan(with_step(step)).ok());
 }
 
 // Targets with a pending reduction: one reducing exchange, each source part

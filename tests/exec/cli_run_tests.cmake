@@ -100,6 +100,10 @@ if(RESHARD_HAVE_MPI)
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --priced-chunks --shape 15,6 --mesh x=4,y=2 --from "P(None, 'y', unreduced={'x'})" --to "P(None, 'y')" --dtype bf16 --repeat 1)
   cli_test(run_mpi_partial_target "^verified: 10240 B .* on 8 ranks, 2 steps \\(exchange, exchange, "
            ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P(None, None, unreduced={'y'})" --dtype f16 --repeat 1)
+  # Issue 17's DTensor row priced by bytes with memory for a relayed exchange: 448 B into every rank, 3584 B in all
+  # (the bound), in two rounds (a relay's piece to its helper, then the exchange).
+  cli_test(run_mpi_relayed "^verified: 8192 B .* into target buffers \\(3584 B .* as messages\\) on 8 ranks, 1 step \\(exchange, over p2p, p2p\\)"
+           ${MPIRUN} 8 --oversubscribe ${R} run --backend mpi --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Shard(0), Shard(0)]" --bandwidth-only --memory-cap 4K --repeat 1)
   cli_test(run_mpi_block_cyclic "\"verified\":true"
            ${MPIRUN} 4 --oversubscribe ${R} run --backend mpi --shape 13,7 --from "blockcyclic(grid=[2,2], block=[3,2])" --to "{devices=[1,4]<=[4]}" --repeat 1 --json)
   # Issue 15: --max-memory counts the datatypes listing a block-cyclic message's runs.
@@ -155,7 +159,7 @@ if(RESHARD_HAVE_MPI)
     set_tests_properties(memory.run_mpi_under_address_limit PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}"
                          RUN_SERIAL TRUE TIMEOUT 300)
   endif()
-  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_priced cli.run_mpi_allreduce_priced cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
+  set_tests_properties(cli.run_mpi_canonical_json cli.run_mpi_priced_chunks cli.run_mpi_multi_step cli.run_mpi_partial cli.run_mpi_partial_priced cli.run_mpi_allreduce_priced cli.run_mpi_relayed cli.run_mpi_partial_target cli.run_mpi_block_cyclic cli.run_mpi_block_cyclic_run_lists cli.run_mpi_too_few_ranks
                        cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
                        cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
                        cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <map>
 #include <random>
 #include <tuple>
@@ -26,6 +27,7 @@
 #include "exec/simulator.h"
 #include "plan/exchange_step.h"
 #include "plan/reduction_bound.h"
+#include "plan/relay.h"
 #include "plan/tile_routes.h"
 #include "reshard/plan_stats.h"
 #include "reshard/topology.h"
@@ -206,7 +208,7 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
   int pairs = 0, executed = 0, backend_reduce_scatters = 0, backend_all_reduces = 0, priced_reduce_scatters = 0,
       priced_all_reduces = 0;
   int dtensor_priced = 0, dtensor_priced_bytes = 0, dtensor_faster = 0, dtensor_fewer_bytes = 0, dtensor_more_bytes = 0;
-  int dtensor_taken_default = 0, dtensor_taken_bytes = 0;
+  int dtensor_taken_default = 0, dtensor_taken_bytes = 0, relayed_plans = 0;
   std::map<std::string, int> dtensor_faster_why;
   for (int iter = 0; pairs < 3000 && iter < 30000; ++iter) {
     const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
@@ -254,6 +256,14 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
       if (dtensor_taken) {
         ++(bytes_only ? dtensor_taken_bytes : dtensor_taken_default);
         ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, iter, text));
+      }
+      // A relayed exchange (relay.h) taken as the plan: run it too, over
+      // each transport in turn.
+      bool relays = false;
+      for (const PlanStep& st : r->plan.steps()) relays |= !st.relays.empty();
+      if (relays) {
+        ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, relayed_plans, text));
+        ++relayed_plans;
       }
       const int64_t got = r->plan.totals().max_recv_bytes, bound = r->lower_bound.max_recv_bytes;
       ASSERT_GE(got, bound) << text;  // a bound below every plan the simulator accepted
@@ -318,6 +328,7 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
     ++executed;
   }
   EXPECT_EQ(pairs, 3000);
+  std::cout << "relayed exchanges taken as the plan and run: " << relayed_plans << "\n";
   std::cout << "DTensor's order (baseline dtensor_order) within the memory cap on " << dtensor_priced
             << " pairs; taken as the plan (and run) on " << dtensor_taken_default << ", by bytes on "
             << dtensor_taken_bytes << "; still faster than the plan on " << dtensor_faster << " (";
@@ -343,7 +354,7 @@ TEST(ReductionPlanProperty, RandomPartialPairsAreExactAndBounded) {
 // partial targets (those whose parts are routed whole).
 TEST(ReductionPlanProperty, ReducingExchangeFloorsNeverExceedItsDraft) {
   std::mt19937_64 rng(2026120501);
-  int checked = 0, into_partial = 0;
+  int checked = 0, into_partial = 0, relayed = 0;
   for (int iter = 0; checked < 2000 && iter < 40000; ++iter) {
     const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng, /*partial_target=*/iter % 2 == 1);
     if (!drawn || !drawn->source.partial()) continue;
@@ -363,12 +374,65 @@ TEST(ReductionPlanProperty, ReducingExchangeFloorsNeverExceedItsDraft) {
       const ExchangeDraft draft = DraftReducingExchange(parts, target, topology);
       EXPECT_LE(floor->time_us, draft.time_us * (1 + 1e-12)) << drawn->text;
       EXPECT_LE(floor->peak_bytes, draft.peak_bytes) << drawn->text;
+      // And its relayed form (relay.h), where relays help.
+      const std::vector<Relay> relays = FindRelays(parts, source, target, draft.recv_bytes);
+      if (relays.empty()) continue;
+      ++relayed;
+      const ExchangeDraft with = DraftReducingExchange(parts, target, topology, relays);
+      EXPECT_LE(floor->time_us, with.time_us * (1 + 1e-12)) << drawn->text;
+      EXPECT_LE(floor->peak_bytes, with.peak_bytes) << drawn->text;
+      EXPECT_LT(with.max_recv_bytes, draft.max_recv_bytes) << drawn->text;
+      EXPECT_GE(with.max_recv_bytes, lb.max_recv_bytes) << drawn->text;
     }
     checked += floored;
     into_partial += floored && target.partial();
   }
   EXPECT_GE(checked, 2000);
   EXPECT_GE(into_partial, 200);  // (most partial targets here are routed tile by tile)
+  std::cout << "relayed drafts: " << relayed << "\n";
+  EXPECT_GE(relayed, 100);
+}
+
+// Relays (relay.h) on random partial sums into layouts with no reduction:
+// the reducing exchange priced by bytes, with memory to spare (a relayed
+// exchange holds a copy of each shard), relayed where that lowers the
+// busiest receiver; every relayed plan simulated and run over each transport
+// in turn, every element checked and every device's bytes against the
+// plan's, never below the bound.
+TEST(ReductionPlanProperty, RelayedExchangesAreExactAndLowerTheBusiestReceive) {
+  std::mt19937_64 rng(2026120502);
+  int pairs = 0, relayed = 0, at_bound = 0, direct_at_bound = 0;
+  for (int iter = 0; relayed < 300 && iter < 20000; ++iter) {
+    const std::optional<testing::PartialPair> drawn = testing::DrawPartialPair(rng);
+    if (!drawn || !drawn->source.partial() || drawn->target.partial()) continue;
+    ++pairs;
+    PlannerOptions o;
+    o.meshes = {drawn->mesh};
+    o.topology = o.topology.BandwidthOnly();
+    o.strategy = Strategy::kExchange;
+    o.memory_cap_bytes = int64_t{1} << 40;
+    Result<PlanResult> r = PlanReshard(drawn->source, drawn->target, o);
+    ASSERT_TRUE(r.ok()) << drawn->text << ": " << r.status();
+    ASSERT_EQ(r->plan.steps().size(), 1u) << drawn->text;
+    const PlanStep& step = r->plan.steps()[0];
+    if (step.relays.empty()) continue;
+    ++relayed;
+    const std::string text = "iter " + std::to_string(iter) + ": " + drawn->text;
+    ASSERT_TRUE(RelaysHold(step.relays, step.input, step.output).ok()) << text;
+    // Fewer bytes into the busiest device than the exchange without relays, never below the bound.
+    const std::vector<Exchange> parts = Exchange::CreateReducing(step.input, step.output).value();
+    const ExchangeDraft direct = DraftReducingExchange(parts, step.output, o.topology);
+    const int64_t got = r->plan.totals().max_recv_bytes, bound = r->lower_bound.max_recv_bytes;
+    EXPECT_LT(got, direct.max_recv_bytes) << text;
+    EXPECT_GE(got, bound) << text;
+    at_bound += got == bound;
+    direct_at_bound += direct.max_recv_bytes == bound;
+    ASSERT_NO_FATAL_FAILURE(ExpectExactRun(r->plan, relayed, text));
+  }
+  std::cout << "relayed exchanges: " << relayed << " of " << pairs << " random partial sums into plain layouts, "
+            << at_bound << " of them at the lower bound (" << direct_at_bound << " without relays)\n";
+  EXPECT_GE(relayed, 300);
+  EXPECT_GT(at_bound, direct_at_bound);
 }
 
 // The part matching of Exchange::RouteParts stated pair by pair, every

@@ -384,6 +384,17 @@ void RunPlan(const PlanCliOptions& o) {
                        IsCollective(s.op) ? fmt::format("{} into the busiest device, {:.2f} us", FormatBytes(recv), s.time_us)
                                           : std::string("local, no communication"));
     if (!s.input_spec.empty()) out << fmt::format("     {} -> {}\n", s.input_spec, s.output_spec);
+    // A relayed reducing exchange: its first round (Relay, collective_plan.h).
+    if (!s.relays.empty()) {
+      out << fmt::format("     in two rounds: first {} relayed (a donor's piece combined at a helper, which then sends it "
+                         "to the keeper with its own)\n", Plural(s.relays.size(), "piece"));
+      for (size_t i = 0; i < s.relays.size() && i < 8; ++i) {
+        const Relay& r = s.relays[i];
+        out << fmt::format("       device {} -> {} for {}: dim {} below {}, {}\n", r.donor, r.helper, r.keeper, r.dim,
+                           r.split, FormatBytes(r.elements * src.element_bytes()));
+      }
+      if (s.relays.size() > 8) out << fmt::format("       ... {} more\n", s.relays.size() - 8);
+    }
   }
   if (step_no == 0) out << "  (nothing to do)\n";
   out << "\nper device (all steps):\n";
