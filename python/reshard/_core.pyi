@@ -250,6 +250,12 @@ class Step:
         """the SPMD program every device runs (docs/plan_format.md#program)"""
 
     @property
+    def relays(self) -> list[dict]:
+        """
+        a relayed reducing exchange's first round (docs/plan_format.md): per relay, the donor's piece of the keeper's rows below `split` along `dim`, sent to the helper; [] elsewhere
+        """
+
+    @property
     def max_recv_bytes(self) -> int: ...
 
     @property

@@ -134,7 +134,7 @@ def layout_of(x, placements: Optional[Sequence] = None, shape: Optional[Sequence
                           mesh_of(mesh)).layout
 
 
-# Plans by (mesh, shape, dtype, source, target, bandwidth_only), least recently used first out.
+# Plans by (mesh, shape, dtype, source, target, bandwidth_only, memory_cap), least recently used first out.
 _CACHE_SIZE = 256
 _plans: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
 _runs: dict = {}
@@ -144,8 +144,8 @@ _groups = _torch_exec.GroupCache()
 _local = threading.local()
 
 
-def _plan_cached(source, target, mesh, bandwidth_only):
-    key = (str(mesh), tuple(mesh.device_ids), source, target, bool(bandwidth_only))
+def _plan_cached(source, target, mesh, bandwidth_only, memory_cap=0):
+    key = (str(mesh), tuple(mesh.device_ids), source, target, bool(bandwidth_only), memory_cap or 0)
     with _lock:
         p = _plans.get(key)
         if p is not None:
@@ -153,7 +153,8 @@ def _plan_cached(source, target, mesh, bandwidth_only):
             _stats["hits"] += 1
             return p
         _stats["misses"] += 1
-    p = _reshard.plan(source, target, meshes=[mesh], backend="nccl", bandwidth_only=bandwidth_only)
+    p = _reshard.plan(source, target, meshes=[mesh], backend="nccl", bandwidth_only=bandwidth_only,
+                      memory_cap=memory_cap or None)
     with _lock:
         _plans[key] = p
         while len(_plans) > _CACHE_SIZE:
@@ -168,7 +169,7 @@ def _rank_key(p):
 
 
 def plan_for(source: _reshard.Layout, target: _reshard.Layout, mesh: _reshard.Mesh, *,
-             bandwidth_only: bool = False) -> _reshard.PlanResult:
+             bandwidth_only: bool = False, memory_cap: "int | str" = 0) -> _reshard.PlanResult:
     """reshard's plan between two layouts over `mesh` (cached). Plans may use every collective
     torch.distributed has, the ragged exchange (all_to_all_single with split sizes) included.
 
@@ -176,11 +177,16 @@ def plan_for(source: _reshard.Layout, target: _reshard.Layout, mesh: _reshard.Me
     lower bound. Otherwise the plan is the better, by (collectives, bytes into the busiest
     rank, bytes in all), of the cost model's plan and the bytes-only one: on torch.distributed the ragged
     exchange is one call like any collective, so a plan that pads (an all-gather of an uneven
-    dim) is used only where it saves a collective."""
-    by_bytes = _plan_cached(source, target, mesh, True)
+    dim) is used only where it saves a collective.
+
+    memory_cap: the most bytes a rank may hold during a step, as reshard.plan takes it (an int,
+    or text such as "64K"; 0: twice its largest source and target shards together, the planner's
+    default). Some plans at the bound need more: a
+    relayed reducing exchange (from Partial placements) holds a copy of each shard."""
+    by_bytes = _plan_cached(source, target, mesh, True, memory_cap)
     if bandwidth_only:
         return by_bytes
-    modeled = _plan_cached(source, target, mesh, False)
+    modeled = _plan_cached(source, target, mesh, False, memory_cap)
     return min((modeled, by_bytes), key=_rank_key)
 
 
@@ -240,10 +246,10 @@ class _Move(torch.autograd.Function):
 def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
                  placements: Optional[Sequence] = None, *, async_op: bool = False,
                  forward_dtype: Optional[torch.dtype] = None, backward_dtype: Optional[torch.dtype] = None,
-                 bandwidth_only: bool = False) -> DTensor:
+                 bandwidth_only: bool = False, memory_cap: "int | str" = 0) -> DTensor:
     """DTensor.redistribute with reshard's plan (see the module docstring). bandwidth_only
     (reshard's own keyword) prices plans by received bytes alone: every rank then receives the
-    lower bound."""
+    lower bound, where a plan within memory_cap (plan_for) reaches it."""
     del async_op  # the move has completed on return, which an async caller may rely on too
     # Like DTensor code, every rank of the world calls this (SPMD): groups are created together.
     if not isinstance(dtensor, DTensor):
@@ -283,8 +289,8 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         gsrc, gdst = dst, src
     else:
         gsrc, gdst = layout_of(mesh, grad_out, shape, gdt), layout_of(mesh, grad_placements, shape, gdt)
-    fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
-    bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only)  # noqa: E731
+    fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only, memory_cap=memory_cap)  # noqa: E731
+    bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only, memory_cap=memory_cap)  # noqa: E731
     if partial:
         try:
             fwd()
@@ -384,13 +390,14 @@ def _dtensor_steps(dtensor: DTensor, placements: tuple) -> tuple:
     return steps, total
 
 
-def explain(dtensor: DTensor, placements: Sequence, *, bandwidth_only: bool = False) -> Explanation:
+def explain(dtensor: DTensor, placements: Sequence, *, bandwidth_only: bool = False,
+            memory_cap: "int | str" = 0) -> Explanation:
     """What redistribute(dtensor, placements=...) does, beside what DTensor.redistribute does."""
     mesh = dtensor.device_mesh
     dst_placements = _normalize(placements, dtensor.ndim)
     src = layout_of(dtensor)
     dst = layout_of(mesh, dst_placements, tuple(dtensor.shape), dtensor.dtype)
-    p = plan_for(src, dst, mesh_of(mesh), bandwidth_only=bandwidth_only)
+    p = plan_for(src, dst, mesh_of(mesh), bandwidth_only=bandwidth_only, memory_cap=memory_cap)
     steps = ["%s over %s" % (s.op, "(" + ",".join(s.group) + ")") if s.group else s.op for s in p.steps]
     dt_steps, dt_bytes = _dtensor_steps(dtensor, dst_placements)
     return Explanation(placements_text(dtensor.placements), placements_text(dst_placements), str(mesh_of(mesh)),

@@ -224,6 +224,23 @@ void BindPlan(nb::module_& m) {
                      return out;
                    },
                    "the SPMD program every device runs (docs/plan_format.md#program)")
+      .def_prop_ro("relays",
+                   [](const Step& s) {
+                     nb::list out;
+                     for (const Relay& r : s.step.relays) {
+                       nb::dict d;
+                       d["donor"] = r.donor;
+                       d["helper"] = r.helper;
+                       d["keeper"] = r.keeper;
+                       d["dim"] = r.dim;
+                       d["split"] = r.split;
+                       d["bytes"] = r.elements * s.step.input.element_bytes();
+                       out.append(d);
+                     }
+                     return out;
+                   },
+                   "a relayed reducing exchange's first round (docs/plan_format.md): per relay, the donor's piece of "
+                   "the keeper's rows below `split` along `dim`, sent to the helper; [] elsewhere")
       .def_prop_ro("max_recv_bytes", [](const Step& s) { return s.step.recv_bytes.Max(); })
       .def_prop_ro("max_send_bytes", [](const Step& s) { return s.step.send_bytes.Max(); })
       .def_prop_ro("total_bytes", [](const Step& s) { return s.step.recv_bytes.Sum(); })

@@ -436,6 +436,13 @@ def partial_cases(meshes_by_name, rt, out, n, seed):
         yb = rt.redistribute(x, placements=dst, bandwidth_only=True)
         rec["recv_bw"] = rt.last_run_stats().recv_bytes
         rec["exact"] = bool(torch.equal(y.to_local(), want) and torch.equal(yb.to_local(), want))
+        # With memory for a relayed exchange (a copy of each shard): the bound where direct delivery misses it.
+        yr = rt.redistribute(x, placements=dst, bandwidth_only=True, memory_cap=4096)
+        rec["recv_relayed"] = rt.last_run_stats().recv_bytes
+        rec["exact"] = rec["exact"] and bool(torch.equal(yr.to_local(), want))
+        pr = rt.plan_for(rt.layout_of(x), rt.layout_of(mesh, dst, (16, 16), torch.float32), rt.mesh_of(mesh),
+                         bandwidth_only=True, memory_cap=4096)
+        rec["relays"] = sum(len(s.relays) for s in pr.steps)
         mode = DTensorBytes()
         with mode:
             ref = x.redistribute(placements=dst)

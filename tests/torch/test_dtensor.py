@@ -175,10 +175,17 @@ def test_partial_rows_of_the_issue_against_dtensor(runs):
         assert ours <= theirs and ours_bw <= theirs and ours_bw >= recs[0]["lower_bound"], (what, ours, ours_bw, theirs)
         # The planner's "dtensor_order" baseline prices DTensor's own sequence: the bytes DTensor moved.
         assert recs[0]["dtensor_baseline"] == theirs, (what, recs[0]["dtensor_baseline"], theirs)
-        print("%s -> %s: reshard %d B (by bytes %d), DTensor %d B, bound %d B" % (
-            what[0], what[1], ours, ours_bw, theirs, recs[0]["lower_bound"]))
+        print("%s -> %s: reshard %d B (by bytes %d; with memory_cap=4096 %d), DTensor %d B, bound %d B" % (
+            what[0], what[1], ours, ours_bw, max(r["recv_relayed"] for r in recs), theirs, recs[0]["lower_bound"]))
     first = next(recs for recs in rows if recs[0]["src"] == "[Partial(), Shard(0)]")
     assert max(r["dtensor_recv"] for r in first) == 1280  # the issue's figure
+    # Its bound, 448 B into every rank, by a relayed exchange (memory for a copy of each shard);
+    # within the default cap, 512 B.
+    assert max(r["recv_bw"] for r in first) == 512
+    assert [r["recv_relayed"] for r in first] == [448] * 8, [r["recv_relayed"] for r in first]
+    assert first[0]["relays"] == 4 and first[0]["lower_bound"] == 448
+    for recs in rows:
+        assert max(r["recv_relayed"] for r in recs) >= recs[0]["lower_bound"]
 
 
 def test_partial_targets_reduce_to_the_array(runs):
