@@ -142,6 +142,24 @@ TransferClip RoundTwoClip(const Relay& r);
 // The relay whose donor is `donor` and whose keeper (by_keeper) or helper
 // (!by_keeper) is `peer`, or null.
 const Relay* RelayOf(std::span<const Relay> relays, int64_t donor, int64_t peer, bool by_keeper);
+// What round 2 moves of transfer `t` of a relayed step's reducing exchange:
+// all of it, unclipped, where no relay cuts it; else RoundTwoClip and the
+// elements the relay leaves (0: no message).
+struct RoundTwoTransfer {
+  TransferClip clip = {};
+  int64_t elements = 0;
+};
+RoundTwoTransfer RoundTwoOf(std::span<const Relay> relays, const Transfer& t);
+// The transfer relay `r` cuts, in the step's reducing exchange `parts`
+// (Exchange::CreateReducing, one exchange per part): the keeper's receive
+// plan of the donor's part, and the donor's transfer in it; nullopt where
+// the donor sends the keeper nothing.
+struct DonorTransfer {
+  ExchangePlan plan;
+  size_t index = 0;
+  const Transfer& transfer() const { return plan.transfers()[index]; }
+};
+std::optional<DonorTransfer> DonorTransferOf(const std::vector<Exchange>& parts, const Relay& r);
 
 struct PlanStep {
   StepOp op = StepOp::kCopy;
@@ -162,7 +180,7 @@ struct PlanStep {
 };
 
 struct PlanTotals {
-  int64_t collectives = 0;
+  int64_t collectives = 0;  // collective calls: a relayed exchange counts its two rounds
   int64_t max_send_bytes = 0, max_recv_bytes = 0, total_bytes = 0, peak_bytes = 0;
   double time_us = 0;
 };

@@ -64,6 +64,9 @@ struct Segment {
   friend bool operator==(const Segment&, const Segment&) = default;
 };
 
+class ExchangePlan;
+struct Transfer;
+
 // Of a transfer, the elements whose global index along dim `dim` lies in
 // [lo, hi); dim < 0 keeps all. A relayed step's pieces (Relay,
 // collective_plan.h): the donor's elements below the split go to the helper,
@@ -72,6 +75,9 @@ struct TransferClip {
   int64_t dim = -1, lo = 0, hi = 0;
   // Segment `s` along dim `d` clipped, its offsets moved alike; length 0
   // where nothing of it is kept.
+  // The elements of transfer `t` of `plan` it keeps (the product over dims
+  // of the clipped segments' lengths).
+  int64_t Elements(const ExchangePlan& plan, const Transfer& t) const;
   Segment Apply(const Segment& s, int64_t d) const {
     if (d != dim) return s;
     const int64_t a = std::max(lo, s.global_lo), b = std::min(hi, s.global_lo + s.length);

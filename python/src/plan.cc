@@ -97,9 +97,9 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
     const int64_t p = static_cast<int64_t>(part);
     for (const Transfer& t : xp.transfers()) {
       // A relayed transfer (round 2) without the piece its helper carries; none where that is all of it.
-      const Relay* r = t.from == t.to ? nullptr : RelayOf(s.step.relays, t.from, t.to, /*by_keeper=*/true);
-      if (r != nullptr && r->elements == t.elements) continue;
-      const TransferClip clip = r != nullptr ? RoundTwoClip(*r) : TransferClip{};
+      const RoundTwoTransfer kept = RoundTwoOf(s.step.relays, t);
+      if (kept.elements == 0) continue;
+      const TransferClip& clip = kept.clip;
       if (t.from == device && t.to == device) local.emplace_back(TransferRuns(xp, t, true), TransferRuns(xp, t, false));
       else if (t.from == device) send.push_back({t.to, TransferRuns(xp, t, true, clip), p});
       else if (t.to == device) recv.push_back({t.from, TransferRuns(xp, t, false, clip), p});
@@ -111,12 +111,10 @@ nb::dict DeviceExchange(const Step& s, int64_t device) {
   std::vector<Message> relay_send, relay_recv;
   for (const Relay& r : s.step.relays) {
     if (r.donor != device && r.helper != device) continue;
-    const ExchangePlan xp = exchanges.at(static_cast<size_t>(s.step.input.PartOf(r.donor))).ReceivePlan(r.keeper);
-    for (const Transfer& t : xp.transfers()) {
-      if (t.from != r.donor) continue;
-      Message m{r.donor == device ? r.helper : r.donor, TransferRuns(xp, t, true, RoundOneClip(r)), 0};
-      (r.donor == device ? relay_send : relay_recv).push_back(std::move(m));
-    }
+    const std::optional<DonorTransfer> piece = DonorTransferOf(exchanges, r);
+    if (!piece) Raise(Status::Internal("a relay's donor sends its keeper nothing"));
+    Message m{r.donor == device ? r.helper : r.donor, TransferRuns(piece->plan, piece->transfer(), true, RoundOneClip(r)), 0};
+    (r.donor == device ? relay_send : relay_recv).push_back(std::move(m));
   }
   // Ascending peer: the order of an all-to-all-v's chunks (a peer sends in one part only).
   auto by_peer = [](const Message& a, const Message& b) { return a.peer < b.peer; };

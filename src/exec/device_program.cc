@@ -494,13 +494,13 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       RESHARD_ASSIGN_OR_RETURN(Exchange e, Exchange::Create(in.WithoutReduction(), out.WithoutReduction()));
       made.push_back(std::move(e));
       if (step.relay_round == 1) {
-        RESHARD_RETURN_IF_ERROR(RelaysHold(ps->relays, ps->input, ps->output));
         // A device's own values are part 0 and write; a relay's piece is
         // part 1 and combines (avg as a sum: its division comes at the keeper).
         step.by_parts = true;
         const ReduceOp op = in.reduction().op;
         step.reduction = Reduction{op == ReduceOp::kAvg ? ReduceOp::kSum : op, 2};
         RESHARD_ASSIGN_OR_RETURN(relay_parts, Exchange::CreateReducing(ps->input, ps->output));
+        RESHARD_RETURN_IF_ERROR(RelaysHold(ps->relays, relay_parts, ps->input, ps->output));
       }
     } else if (in.partial() || out.partial()) {
       routes = Exchange::RouteParts(in, out);
@@ -544,31 +544,29 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         const int64_t fi = p.IndexOf(t.from), ti = p.IndexOf(t.to);
         if (fi < 0 || ti < 0) return Status::Internal("a transfer names a device outside the plan");
         Item item{&xp, &t, static_cast<int32_t>(fi), static_cast<int32_t>(ti), t.elements};
-        if (step.relay_round == 2 && t.from != t.to) {
-          if (const Relay* r = RelayOf(ps->relays, t.from, t.to, /*by_keeper=*/true)) {
-            relay_pieces.emplace_back(&xp, &t, r);
-            item.clip = RoundTwoClip(*r);
-            item.elements = t.elements - r->elements;
-            if (item.elements == 0) continue;  // all of it went to the helper
-          }
+        if (step.relay_round == 2) {
+          const RoundTwoTransfer kept = RoundTwoOf(ps->relays, t);
+          if (kept.clip.dim >= 0) relay_pieces.emplace_back(&xp, &t, RelayOf(ps->relays, t.from, t.to, true));
+          item.clip = kept.clip;
+          item.elements = kept.elements;
+          if (item.elements == 0) continue;  // all of it went to the helper
         }
         items.push_back(item);
       }
     // Round 1: each relay's piece, from the donor's transfer to the keeper.
-    std::vector<ExchangePlan> relay_plans;
+    std::vector<DonorTransfer> relay_plans;
     relay_plans.reserve(step.relay_round == 1 ? ps->relays.size() : 0);
     if (step.relay_round == 1)
       for (const Relay& r : ps->relays) {
         if (only_device >= 0 && only_device != r.donor && only_device != r.helper) continue;
-        relay_plans.push_back(relay_parts.at(static_cast<size_t>(in.PartOf(r.donor))).ReceivePlan(r.keeper));
-        const Transfer* piece = nullptr;
-        for (const Transfer& t : relay_plans.back().transfers())
-          if (t.from == r.donor) piece = &t;
+        std::optional<DonorTransfer> piece = DonorTransferOf(relay_parts, r);
         const int64_t fi = p.IndexOf(r.donor), ti = p.IndexOf(r.helper);
-        if (piece == nullptr || fi < 0 || ti < 0)
+        if (!piece || fi < 0 || ti < 0)
           return Status::Internal(fmt::format("relay from device {} to device {}: no transfer to keeper {}", r.donor,
                                               r.helper, r.keeper));
-        Item item{&relay_plans.back(), piece, static_cast<int32_t>(fi), static_cast<int32_t>(ti), r.elements};
+        relay_plans.push_back(std::move(*piece));
+        Item item{&relay_plans.back().plan, &relay_plans.back().transfer(), static_cast<int32_t>(fi),
+                  static_cast<int32_t>(ti), r.elements};
         item.clip = RoundOneClip(r);
         item.into_source_tile = true;
         items.push_back(item);
@@ -842,14 +840,6 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         for (int64_t part : dp.recv_part) first = std::min(first, part);
         dp.local_writes = dp.local_part == first;
         for (size_t m = 0; m < dp.recv_part.size(); ++m) dp.recv_writes[m] = dp.recv_part[m] == first;
-        // A relay's donor sends its keeper less than its part's whole: its
-        // part must not be the one that writes (RelaysHold cannot see the
-        // routes; FindRelays keeps it so).
-        if (step.relay_round == 2 && (only_device < 0 || dp.device == only_device))
-          for (const Relay& r : ps->relays)
-            if (r.keeper == dp.device && in.PartOf(r.donor) == first)
-              return Status::Internal(fmt::format("the relay from device {} to keeper {} cuts the part that writes its output",
-                                                  r.donor, r.keeper));
       }
       dp.pack_begin.push_back(static_cast<int32_t>(dp.pack.ops.size()));
       dp.unpack_begin.push_back(static_cast<int32_t>(dp.unpack.ops.size()));

@@ -387,20 +387,18 @@ class PlanRun {
         // Relays (relay.h): round 1 combines each relay's piece of its
         // donor's part into its helper's values, which round 2 reads.
         if (!step.relays.empty()) {
-          const Status held = RelaysHold(step.relays, step.input, step.output);
+          const Status held = RelaysHold(step.relays, exchanges, step.input, step.output);
           if (!reducing || !held.ok()) return fail(reducing ? held.message() : "relays on a step that does not reduce");
           const ReduceOp op = step.input.reduction().op == ReduceOp::kAvg ? ReduceOp::kSum : step.input.reduction().op;
           std::map<int64_t, Buffer> relayed = buffers_;
+          std::map<int64_t, int64_t> round_one;  // per device, the bytes of pieces it sends or receives
           for (const Relay& r : step.relays) {
-            const ExchangePlan xp = exchanges.at(static_cast<size_t>(step.input.PartOf(r.donor))).ReceivePlan(r.keeper);
-            const Transfer* piece = nullptr;
-            for (const Transfer& t : xp.transfers())
-              if (t.from == r.donor) piece = &t;
-            if (piece == nullptr) return fail("a relay's donor sends its keeper nothing");
+            const std::optional<DonorTransfer> piece = DonorTransferOf(exchanges, r);
+            if (!piece) return fail("a relay's donor sends its keeper nothing");
             const Buffer& from = buffers_.at(r.donor);
             Buffer got = buffers_.at(r.helper);
             std::fill(got.data.begin(), got.data.end(), kNeverWritten);
-            CopyRuns(TransferRuns(xp, *piece, CopyKind::kLocal, RoundOneClip(r), /*into_source_tile=*/true),
+            CopyRuns(TransferRuns(piece->plan, piece->transfer(), CopyKind::kLocal, RoundOneClip(r), /*into_source_tile=*/true),
                      reinterpret_cast<const std::byte*>(from.data.data()), from.shape,
                      reinterpret_cast<std::byte*>(got.data.data()), got.shape, sizeof(Tag));
             Buffer& helper = relayed.at(r.helper);
@@ -408,8 +406,12 @@ class PlanRun {
             for (size_t e = 0; e < got.data.size(); ++e)
               if (got.data[e] != kNeverWritten) helper.data[e] = CombineNumbers(helper.data[e], got.data[e], op), ++moved;
             if (moved != r.elements) return fail("a relay moves other elements than it states");
-            hold(r.helper, static_cast<int64_t>(2 * helper.data.size()) * eb + r.elements * eb);
+            // Its input, its copy, and every piece it receives (a donor: stages) this round.
+            round_one[r.helper] += r.elements * eb;
+            round_one[r.donor] += r.elements * eb;
           }
+          for (const auto& [dev, bytes] : round_one)
+            hold(dev, static_cast<int64_t>(2 * buffers_.at(dev).data.size()) * eb + bytes);
           buffers_ = std::move(relayed);
         }
         for (int64_t dev : plan_.devices()) {
@@ -439,13 +441,13 @@ class PlanRun {
             }
             Buffer& out = reducing ? got.at(t.to) : next.at(t.to);
             // A relay's donor sends its keeper what the helper does not carry.
-            const Relay* r = t.from == t.to ? nullptr : RelayOf(step.relays, t.from, t.to, /*by_keeper=*/true);
-            const int64_t elements = t.elements - (r != nullptr ? r->elements : 0);
-            CopyRuns(TransferRuns(xp, t, CopyKind::kLocal, r != nullptr ? RoundTwoClip(*r) : TransferClip{}),
+            const RoundTwoTransfer kept = RoundTwoOf(step.relays, t);
+            const int64_t elements = kept.elements;
+            CopyRuns(TransferRuns(xp, t, CopyKind::kLocal, kept.clip),
                      reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
                      reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
             if (t.from != t.to && elements > 0) {
-              if (r != nullptr || boxes.Add(t)) staged[t.from] += elements * eb;
+              if (kept.clip.dim >= 0 || boxes.Add(t)) staged[t.from] += elements * eb;
               staged[t.to] += elements * eb;
             }
           }

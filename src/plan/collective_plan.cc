@@ -124,4 +124,25 @@ const Relay* RelayOf(std::span<const Relay> relays, int64_t donor, int64_t peer,
   return nullptr;
 }
 
+RoundTwoTransfer RoundTwoOf(std::span<const Relay> relays, const Transfer& t) {
+  const Relay* r = t.from == t.to || relays.empty() ? nullptr : RelayOf(relays, t.from, t.to, /*by_keeper=*/true);
+  if (r == nullptr) return RoundTwoTransfer{TransferClip{}, t.elements};
+  return RoundTwoTransfer{RoundTwoClip(*r), t.elements - r->elements};
+}
+
+std::optional<DonorTransfer> DonorTransferOf(const std::vector<Exchange>& parts, const Relay& r) {
+  // A device holds a tile only in its own part's exchange.
+  for (const Exchange& ex : parts) {
+    if (ex.source().TileOf(r.donor) < 0) continue;
+    DonorTransfer out{ex.ReceivePlan(r.keeper), 0};
+    for (size_t i = 0; i < out.plan.transfers().size(); ++i)
+      if (out.plan.transfers()[i].from == r.donor) {
+        out.index = i;
+        return out;
+      }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace reshard

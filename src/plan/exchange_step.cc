@@ -303,8 +303,7 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
     const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
       if (t.from == t.to) return;
       // A relayed transfer moves in round 2 what its relay leaves (none: no message).
-      const Relay* r = relays.empty() ? nullptr : RelayOf(relays, t.from, t.to, /*by_keeper=*/true);
-      const int64_t elements = t.elements - (r != nullptr ? r->elements : 0);
+      const int64_t elements = RoundTwoOf(relays, t).elements;
       if (elements == 0) return;
       const double c = topo.MessageTime(t.from, t.to, elements * eb);
       send_time[index(t.from)] += c;
@@ -341,17 +340,11 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
     ++out.recvs[h];
     ++out.messages;
     // A donor whose whole message went to the helper sends the keeper none.
-    for (const Exchange& ex : parts) {
-      if (ex.source().TileOf(r.donor) < 0) continue;
-      int64_t whole = 0;
-      const ExchangePlan xp = ex.ReceivePlan(r.keeper);
-      for (const Transfer& t : xp.transfers())
-        if (t.from == r.donor) whole = t.elements;
-      if (whole == r.elements) {
-        --out.sends[d];
-        --out.recvs[k];
-        --out.messages;
-      }
+    const std::optional<DonorTransfer> piece = DonorTransferOf(parts, r);
+    if (piece && RoundTwoOf(relays, piece->transfer()).elements == 0) {
+      --out.sends[d];
+      --out.recvs[k];
+      --out.messages;
     }
   }
   double messages = 0, messages1 = 0;

@@ -146,7 +146,8 @@ Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path) {
   return c;
 }
 
-Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology) {
+Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology,
+                                      int64_t cap) {
   RESHARD_ASSIGN_OR_RETURN(std::vector<Exchange> parts, Exchange::CreateReducing(source, target));
   const ExchangeDraft d = DraftReducingExchange(parts, target, topology);
   PlanStep step{StepOp::kExchange, source, target};
@@ -155,7 +156,8 @@ Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target
   FillExchangeStep(step, d);
   // With relays (relay.h) where they cost less: a second round, so under
   // latency mostly not; priced by bytes, where the busiest keeper then
-  // receives less.
+  // receives less. Not where the copy of each shard they hold takes the
+  // step over a cap direct delivery keeps.
   std::vector<Relay> relays = FindRelays(parts, source, target, d.recv_bytes);
   if (!relays.empty()) {
     PlanStep relayed{StepOp::kExchange, source, target};
@@ -163,25 +165,28 @@ Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target
     relayed.output_shard = step.output_shard;
     FillExchangeStep(relayed, DraftReducingExchange(parts, target, topology, relays));
     relayed.relays = std::move(relays);
-    if (StepCost(relayed) < StepCost(step)) return relayed;
+    const bool fits = cap <= 0 || relayed.peak_bytes.Max() <= cap || step.peak_bytes.Max() > cap;
+    if (fits && StepCost(relayed) < StepCost(step)) return relayed;
   }
   return step;
 }
 
 Cost StepCost(const PlanStep& s) {
-  return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), 1, 1};
+  const int64_t rounds = s.relays.empty() ? 1 : 2;  // a relayed exchange runs two
+  return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), rounds, rounds};
 }
 
 ReducingExchangeCandidate::ReducingExchangeCandidate(const Layout& source, const Layout& target,
-                                                     const PlannerOptions& options)
+                                                     const PlannerOptions& options, int64_t cap)
     : source_(source),
       target_(target),
       topology_(options.topology),
-      allowed_(options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)) {}
+      allowed_(options.strategy != Strategy::kCollectives && HasRaggedExchange(options.target)),
+      cap_(cap) {}
 
 Status ReducingExchangeCandidate::Draft() {
   if (allowed_ && !step_) {
-    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source_, target_, topology_));
+    RESHARD_ASSIGN_OR_RETURN(PlanStep step, ReducingExchangeStep(source_, target_, topology_, cap_));
     step_ = std::move(step);
   }
   return Status::Ok();
@@ -299,7 +304,7 @@ Result<PlanResult> PlanReduction(const Layout& source, const Layout& target, con
   const int64_t cap = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : default_cap;
   const LowerBound bound = ComputeLowerBound(source, target);
   // The reducing exchange: drafted where it is the plan or could win.
-  ReducingExchangeCandidate exchange(source, target, options);
+  ReducingExchangeCandidate exchange(source, target, options, cap);
   // The plan of the reducing exchange alone, where no structured plan applies.
   auto exchange_only = [&](const std::string& why) -> Result<PlanResult> {
     RESHARD_RETURN_IF_ERROR(exchange.Draft());

@@ -63,8 +63,11 @@ Status RefuseWithBound(const Layout& source, const Layout& target, const std::st
 // What the planners from and into partial sums (partial_target_planner.h) share.
 
 // The reducing exchange (Exchange::CreateReducing) as the one step from
-// `source` to `target`, priced over `topology`.
-Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology);
+// `source` to `target`, priced over `topology`; relayed (relay.h) where
+// that costs less and does not take it over `cap` bytes a device (0: no
+// cap), which direct delivery kept.
+Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target, const Topology& topology,
+                                      int64_t cap = 0);
 // How the search orders a priced step, and a path of drafted edges.
 Cost StepCost(const PlanStep& s);
 // The reducing exchange of one pair as a planner's candidate: built at most
@@ -74,8 +77,10 @@ Cost StepCost(const PlanStep& s);
 // through it whether to build it.
 class ReducingExchangeCandidate {
  public:
-  // The layouts and options must outlive it.
-  ReducingExchangeCandidate(const Layout& source, const Layout& target, const PlannerOptions& options);
+  // The layouts and options must outlive it. `cap`: the memory cap its
+  // relays must not break (ReducingExchangeStep; 0: none).
+  ReducingExchangeCandidate(const Layout& source, const Layout& target, const PlannerOptions& options,
+                            int64_t cap = 0);
   bool allowed() const { return allowed_; }
   // Builds it, where allowed and not built yet.
   Status Draft();
@@ -101,6 +106,7 @@ class ReducingExchangeCandidate {
   const Layout& target_;
   const Topology& topology_;
   bool allowed_;
+  int64_t cap_;
   std::optional<PlanStep> step_;
 };
 Cost PathCost(const std::vector<std::pair<AxisLists, Edge>>& path);

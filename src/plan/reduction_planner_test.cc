@@ -176,7 +176,7 @@ TEST(ReductionPlanner, RelaysBringTheDTensorRowToItsBound) {
   ASSERT_EQ(p->plan.OpNames(), std::vector<std::string>{"exchange"});
   const PlanStep& step = p->plan.steps()[0];
   ASSERT_EQ(step.relays.size(), 4u);
-  EXPECT_TRUE(RelaysHold(step.relays, src, dst).ok());
+  EXPECT_TRUE(RelaysHold(step.relays, Exchange::CreateReducing(src, dst).value(), src, dst).ok());
   // Keepers 1, 3, 4 and 6 each lose one 64-byte row to a helper: 0, 2, 5 and 7.
   for (const Relay& r : step.relays) {
     EXPECT_EQ(r.elements * 4, 64);
@@ -205,8 +205,9 @@ TEST(ReductionPlanner, RelaysBringTheDTensorRowToItsBound) {
   for (const PlanStep& st : timed->plan.steps()) EXPECT_TRUE(st.relays.empty());
 }
 
-// A relay that cut its keeper's writing part would leave elements unwritten:
-// the compiler refuses it, and the simulator finds what a wrong relay loses.
+// A relay that cut its keeper's writing part would leave elements unwritten,
+// and one whose helper holds another tile carries nothing: the compiler and
+// the simulator refuse both (RelaysHold).
 TEST(ReductionPlanner, ARelayCuttingTheWritingPartIsRefused) {
   const Mesh m = Mesh::Create({{"x", 4}, {"y", 2}}).value();
   PlannerOptions o;
@@ -233,7 +234,15 @@ TEST(ReductionPlanner, ARelayCuttingTheWritingPartIsRefused) {
   };
   Result<PlanProgram> program = PlanProgram::Compile(with_step(step));
   ASSERT_FALSE(program.ok());
-  EXPECT_NE(program.status().message().find("cuts the part that writes"), std::string::npos) << program.status();
+  EXPECT_NE(program.status().message().find("lowest that reaches the keeper"), std::string::npos) << program.status();
+  EXPECT_FALSE(SimulatePlan(with_step(step)).ok());
+  // Its split moved: the relay states other elements than it moves.
+  cut = r;
+  cut.split += 1;
+  step.relays = {cut};
+  program = PlanProgram::Compile(with_step(step));
+  ASSERT_FALSE(program.ok());
+  EXPECT_NE(program.status().message().find("below the split"), std::string::npos) << program.status();
   // A relay whose helper holds another tile is no relay.
   cut = r;
   cut.helper = 1;

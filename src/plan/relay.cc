@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -92,12 +94,9 @@ std::vector<Relay> FindRelays(const std::vector<Exchange>& parts, const Layout& 
     }
     return kp;
   };
-  auto used = [&](int64_t donor, int64_t peer, bool by_keeper) {
-    return RelayOf(relays, donor, peer, by_keeper) != nullptr;
-  };
-  auto helps = [&](int64_t helper, int64_t k) {
-    return std::any_of(relays.begin(), relays.end(), [&](const Relay& r) { return r.helper == helper && r.keeper == k; });
-  };
+  // The pairs the relays found so far take: (donor, keeper), (donor,
+  // helper), (helper, keeper) (Relay's invariants).
+  std::set<std::pair<int64_t, int64_t>> donor_keeper, donor_helper, helper_keeper;
   // Pairs of a keeper's senders looked at, in all: past 2^22 the search
   // stops with the relays it has (each found lowers the busiest receiver).
   int64_t work = 0;
@@ -111,13 +110,13 @@ std::vector<Relay> FindRelays(const std::vector<Exchange>& parts, const Layout& 
     const Keeper& kp = keeper(k);
     Relay best;
     for (const Incoming& donor : kp.in) {
-      if (donor.part == kp.lowest || used(donor.from, k, true) || helps(donor.from, k)) continue;
+      if (donor.part == kp.lowest || donor_keeper.count({donor.from, k}) || helper_keeper.count({donor.from, k})) continue;
       for (const Incoming& helper : kp.in) {
         ++work;
         const int64_t h = helper.from;
         if (helper.part == donor.part || h == donor.from || helper.elements != donor.elements ||
-            source.TileOf(h) != source.TileOf(donor.from) || used(donor.from, h, false) ||
-            RelayOf(relays, h, k, true) != nullptr)
+            source.TileOf(h) != source.TileOf(donor.from) || donor_helper.count({donor.from, h}) ||
+            donor_keeper.count({h, k}))
           continue;
         const int64_t hi = PositionIn(devices, h);
         if (hi < 0) continue;
@@ -129,6 +128,9 @@ std::vector<Relay> FindRelays(const std::vector<Exchange>& parts, const Layout& 
     }
     if (best.elements == 0) break;
     relays.push_back(best);
+    donor_keeper.insert({best.donor, k});
+    donor_helper.insert({best.donor, best.helper});
+    helper_keeper.insert({best.helper, k});
     recv[ki] -= best.elements * eb;
     recv[static_cast<size_t>(PositionIn(devices, best.helper))] += best.elements * eb;
     const int64_t busiest = *std::max_element(recv.begin(), recv.end());
@@ -140,7 +142,9 @@ std::vector<Relay> FindRelays(const std::vector<Exchange>& parts, const Layout& 
   return relays;
 }
 
-Status RelaysHold(std::span<const Relay> relays, const Layout& source, const Layout& target) {
+Status RelaysHold(std::span<const Relay> relays, const std::vector<Exchange>& parts, const Layout& source,
+                  const Layout& target) {
+  std::map<int64_t, int64_t> lowest;  // per keeper, the lowest part that reaches it
   for (size_t i = 0; i < relays.size(); ++i) {
     const Relay& r = relays[i];
     auto bad = [&](const char* why) {
@@ -154,6 +158,22 @@ Status RelaysHold(std::span<const Relay> relays, const Layout& source, const Lay
     if (source.PartOf(r.donor) == source.PartOf(r.helper)) return bad("the donor and the helper hold one part");
     const int64_t kept = target.TileOf(r.keeper);
     if (kept < 0 || target.Holders(kept).size() != 1) return bad("the keeper is not its target tile's one holder");
+    const std::optional<DonorTransfer> piece = DonorTransferOf(parts, r);
+    if (!piece || RoundOneClip(r).Elements(piece->plan, piece->transfer()) != r.elements)
+      return bad("the donor does not send the keeper its elements below the split");
+    Relay as_helper = r;
+    as_helper.donor = r.helper;
+    const std::optional<DonorTransfer> carried = DonorTransferOf(parts, as_helper);
+    if (!carried || carried->transfer().elements != piece->transfer().elements)
+      return bad("the helper does not send the keeper its part of the same elements");
+    auto [at, fresh] = lowest.try_emplace(r.keeper, -1);
+    for (size_t p = 0; fresh && p < parts.size() && at->second < 0; ++p) {
+      const ExchangePlan xp = parts[p].ReceivePlan(r.keeper);
+      for (const Transfer& t : xp.transfers())
+        if (t.to == r.keeper && t.elements > 0) at->second = static_cast<int64_t>(p);
+    }
+    if (source.PartOf(r.donor) == at->second)
+      return bad("the donor's part is the lowest that reaches the keeper, whose messages write its elements");
     for (size_t j = 0; j < i; ++j) {
       const Relay& o = relays[j];
       if (o.donor == r.donor && (o.keeper == r.keeper || o.helper == r.helper))

@@ -50,10 +50,14 @@ bool MayRelay(const Layout& source, const Layout& target);
 std::vector<Relay> FindRelays(const std::vector<Exchange>& parts, const Layout& source, const Layout& target,
                               std::span<const int64_t> recv_bytes);
 
-// OK where `relays` keep the invariants of Relay (collective_plan.h) for a
-// reducing exchange from `source` to `target`; Internal naming the first
-// that does not.
-Status RelaysHold(std::span<const Relay> relays, const Layout& source, const Layout& target);
+// OK where `relays` keep the invariants of Relay (collective_plan.h) for the
+// reducing exchange `parts` from `source` to `target`
+// (Exchange::CreateReducing): besides the layouts' rules, each donor sends
+// its keeper `elements` below the split and is not of the lowest part that
+// reaches the keeper, and each helper sends the keeper its part of the same
+// elements. Internal naming the first that does not.
+Status RelaysHold(std::span<const Relay> relays, const std::vector<Exchange>& parts, const Layout& source,
+                  const Layout& target);
 
 }  // namespace reshard
 

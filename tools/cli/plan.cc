@@ -436,8 +436,13 @@ void RunPlan(const PlanCliOptions& o) {
     else
       parts.push_back(Exchange::Create(src, dst).value());
     TrafficMatrix matrix(parts.front().devices());
+    // A relayed exchange: its pieces go to their helpers, the rest as direct delivery.
+    const std::vector<Relay>& relays = plan.steps().front().relays;
     for (const Exchange& ex : parts)
-      ex.ForEachTransfer([&](const Transfer& tr) { matrix.Add(tr.from, tr.to, tr.elements * src.element_bytes()); });
+      ex.ForEachTransfer([&](const Transfer& tr) {
+        matrix.Add(tr.from, tr.to, RoundTwoOf(relays, tr).elements * src.element_bytes());
+      });
+    for (const Relay& rl : relays) matrix.Add(rl.donor, rl.helper, rl.elements * src.element_bytes());
     out << "\n";
     matrix.Print(out);
   }
