@@ -409,8 +409,18 @@ void RunPlan(const PlanCliOptions& o) {
   const LowerBound& lb = r.lower_bound;
   out << fmt::format("\nplan:        max recv {}, total {}, {}, peak {}, {:.2f} us modeled\n", FormatBytes(t.max_recv_bytes),
                      FormatBytes(t.total_bytes), Plural(t.collectives, "collective"), FormatBytes(t.peak_bytes), t.time_us);
-  out << fmt::format("lower bound: max recv {}, total {}{}\n", FormatBytes(lb.max_recv_bytes), FormatBytes(lb.total_bytes),
-                     lb.max_recv_bytes == t.max_recv_bytes && lb.total_bytes == t.total_bytes ? "  (the plan meets it)" : "");
+  // Where the plan misses the bound's bytes but a candidate over the memory
+  // cap meets them (a relayed exchange holds a copy of each shard), say so.
+  std::string over_cap;
+  if (lb.max_recv_bytes < t.max_recv_bytes)
+    for (const PlanCandidate& c : r.candidates)
+      if (c.note == "over the memory cap" && c.max_recv_bytes == lb.max_recv_bytes) {
+        over_cap = fmt::format("  (a plan holding {} meets it: --memory-cap, see --explain)", FormatBytes(c.peak_bytes));
+        break;
+      }
+  out << fmt::format("lower bound: max recv {}, total {}{}{}\n", FormatBytes(lb.max_recv_bytes), FormatBytes(lb.total_bytes),
+                     lb.max_recv_bytes == t.max_recv_bytes && lb.total_bytes == t.total_bytes ? "  (the plan meets it)" : "",
+                     over_cap);
   for (const BaselineCost& b : r.baselines)
     out << fmt::format("{}: max recv {}, total {}, {} ({}), peak {}, {:.2f} us modeled\n",
                        b.name == "shardy"             ? "Shardy-style (one axis move at a time)"
