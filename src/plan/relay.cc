@@ -12,7 +12,7 @@
 namespace reshard {
 
 bool MayRelay(const Layout& source, const Layout& target) {
-  if (!source.partial() || target.partial() || source.reduction().parts < 3) return false;
+  if (!source.partial() || target.partial()) return false;
   if (static_cast<int64_t>(DevicesOfBoth(source, target).size()) > kMaxRelayDevices) return false;
   return Exchange::RouteParts(source, target).tile_to == nullptr;
 }

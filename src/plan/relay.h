@@ -37,9 +37,7 @@ namespace reshard {
 inline constexpr int64_t kMaxRelayDevices = 256;
 
 // Whether FindRelays may find any for this pair: `source` partial, `target`
-// not, parts routed whole, at most kMaxRelayDevices devices, and at least
-// three parts (with two, a donor is the helper's only other part, which the
-// keeper's lowest-part rule leaves no room for).
+// not, parts routed whole, and at most kMaxRelayDevices devices.
 bool MayRelay(const Layout& source, const Layout& target);
 
 // The relays for the reducing exchange `parts` (Exchange::CreateReducing(
