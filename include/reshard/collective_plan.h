@@ -143,11 +143,12 @@ TransferClip RoundTwoClip(const Relay& r);
 // (!by_keeper) is `peer`, or null.
 const Relay* RelayOf(std::span<const Relay> relays, int64_t donor, int64_t peer, bool by_keeper);
 // What round 2 moves of transfer `t` of a relayed step's reducing exchange:
-// all of it, unclipped, where no relay cuts it; else RoundTwoClip and the
-// elements the relay leaves (0: no message).
+// all of it, unclipped, where no relay cuts it (relay null); else that
+// relay, its RoundTwoClip and the elements it leaves (0: no message).
 struct RoundTwoTransfer {
   TransferClip clip = {};
   int64_t elements = 0;
+  const Relay* relay = nullptr;
 };
 RoundTwoTransfer RoundTwoOf(std::span<const Relay> relays, const Transfer& t);
 // The transfer relay `r` cuts, in the step's reducing exchange `parts`

@@ -438,6 +438,9 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   const int64_t eb = p.layouts_.front().element_bytes();
   const size_t n = p.devices_.size();
   if (n > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("a program over 2^31 devices or more");
+  // A relayed exchange's reducing exchange: built in round 1, whose pieces
+  // it cuts, and lowered again in round 2 (not built twice).
+  std::vector<Exchange> relay_parts;
   for (size_t si = 0; si + 1 < p.layouts_.size(); ++si) {
     const Layout& in = p.layouts_[si];
     const Layout& out = p.layouts_[si + 1];
@@ -476,7 +479,6 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
     // A relayed exchange's round (Relay, collective_plan.h): 1 into a copy
     // of its input, 2 into its output.
     if (ps != nullptr && exchange == nullptr && !ps->relays.empty()) step.relay_round = out == ps->output ? 2 : 1;
-    std::vector<Exchange> relay_parts;  // round 1: the exchange whose donors' messages the relays cut
     std::optional<PartRoutes> routes;  // a step compiled part by part
     std::optional<GroupCopies> group_copies;  // a step written per group pattern
     // Writes the step's copies once per group pattern where it is of a kind
@@ -508,7 +510,10 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       step.reduction = Reduction{routes->combine, in.reduction().parts};
       step.scale = routes->scale;
       // (A pattern applies parts routed whole.)
-      if (routes->tile_to || !per_pattern()) {
+      if (step.relay_round == 2 && !relay_parts.empty()) {
+        made = std::move(relay_parts);
+        relay_parts.clear();
+      } else if (routes->tile_to || !per_pattern()) {
         RESHARD_ASSIGN_OR_RETURN(made, Exchange::CreateReducing(in, out));
       }
     } else if (per_pattern()) {
@@ -546,7 +551,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         Item item{&xp, &t, static_cast<int32_t>(fi), static_cast<int32_t>(ti), t.elements};
         if (step.relay_round == 2) {
           const RoundTwoTransfer kept = RoundTwoOf(ps->relays, t);
-          if (kept.clip.dim >= 0) relay_pieces.emplace_back(&xp, &t, RelayOf(ps->relays, t.from, t.to, true));
+          if (kept.relay != nullptr) relay_pieces.emplace_back(&xp, &t, kept.relay);
           item.clip = kept.clip;
           item.elements = kept.elements;
           if (item.elements == 0) continue;  // all of it went to the helper

@@ -447,7 +447,7 @@ class PlanRun {
                      reinterpret_cast<const std::byte*>(in.data.data()), in.shape,
                      reinterpret_cast<std::byte*>(out.data.data()), out.shape, sizeof(Tag));
             if (t.from != t.to && elements > 0) {
-              if (kept.clip.dim >= 0 || boxes.Add(t)) staged[t.from] += elements * eb;
+              if (kept.relay != nullptr || boxes.Add(t)) staged[t.from] += elements * eb;
               staged[t.to] += elements * eb;
             }
           }

@@ -126,8 +126,8 @@ const Relay* RelayOf(std::span<const Relay> relays, int64_t donor, int64_t peer,
 
 RoundTwoTransfer RoundTwoOf(std::span<const Relay> relays, const Transfer& t) {
   const Relay* r = t.from == t.to || relays.empty() ? nullptr : RelayOf(relays, t.from, t.to, /*by_keeper=*/true);
-  if (r == nullptr) return RoundTwoTransfer{TransferClip{}, t.elements};
-  return RoundTwoTransfer{RoundTwoClip(*r), t.elements - r->elements};
+  if (r == nullptr) return RoundTwoTransfer{TransferClip{}, t.elements, nullptr};
+  return RoundTwoTransfer{RoundTwoClip(*r), t.elements - r->elements, r};
 }
 
 std::optional<DonorTransfer> DonorTransferOf(const std::vector<Exchange>& parts, const Relay& r) {

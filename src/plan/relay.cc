@@ -13,7 +13,10 @@ namespace reshard {
 
 bool MayRelay(const Layout& source, const Layout& target) {
   if (!source.partial() || target.partial()) return false;
-  if (static_cast<int64_t>(DevicesOfBoth(source, target).size()) > kMaxRelayDevices) return false;
+  // (Either layout's own devices first: no union built over millions of them.)
+  const auto many = [](const Layout& l) { return static_cast<int64_t>(l.devices().size()) > kMaxRelayDevices; };
+  if (many(source) || many(target) || static_cast<int64_t>(DevicesOfBoth(source, target).size()) > kMaxRelayDevices)
+    return false;
   return Exchange::RouteParts(source, target).tile_to == nullptr;
 }
 
