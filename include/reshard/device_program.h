@@ -54,44 +54,12 @@
 #include <vector>
 
 #include "reshard/collective_plan.h"
+#include "reshard/copy_program.h"
 #include "reshard/exchange.h"
 #include "reshard/status.h"
+#include "reshard/step_lowering.h"
 
 namespace reshard {
-
-// One strided dim of a box copy: `count` steps of the given byte strides.
-struct CopyDim {
-  int64_t count = 0, src_stride = 0, dst_stride = 0;
-  friend bool operator==(const CopyDim&, const CopyDim&) = default;
-};
-
-// One N-d box copy: `run_bytes` contiguous bytes at src_offset / dst_offset,
-// repeated over dims [first_dim, first_dim + num_dims) of the program's dim
-// array (outermost first). Example: a [4,8] f32 box at (2,0) of a [16,8]
-// buffer, packed contiguously: its rows are contiguous on both sides, so it
-// is one run of 128 bytes with no dims.
-struct CopyOp {
-  int64_t src_offset = 0, dst_offset = 0, run_bytes = 0;
-  int32_t first_dim = 0, num_dims = 0;
-};
-
-// A list of box copies in flat arrays.
-struct CopyProgram {
-  std::vector<CopyOp> ops;
-  std::vector<CopyDim> dims;
-  int64_t bytes = 0;  // bytes written, all ops
-
-  // Appends the box copy of `extent` elements (row-major) from src_offset in
-  // a buffer of element strides `src_strides` to dst_offset in one of
-  // `dst_strides`, elements of elem_bytes; dims are merged where contiguous
-  // on both sides, and dims of extent 1 dropped. Offsets in bytes.
-  void AddBox(std::span<const int64_t> extent, int64_t src_offset, std::span<const int64_t> src_strides,
-              int64_t dst_offset, std::span<const int64_t> dst_strides, int64_t elem_bytes);
-  int64_t OpBytes(const CopyOp& op) const;
-  // One past the last byte `op` reads (src) or writes (dst).
-  int64_t SrcEnd(const CopyOp& op) const;
-  int64_t DstEnd(const CopyOp& op) const;
-};
 
 // One device's part of one step.
 struct DeviceProgram {
@@ -153,18 +121,6 @@ struct DeviceProgram {
   CopyProgram relayed;
   std::vector<int64_t> relayed_part;
 };
-
-// Whether ops [begin, end) of `p` (one message) fill its staged bytes in
-// order, each op one contiguous span of them, so that the ops' elements
-// listed op after op are the message's bytes in order. The staged side is
-// the destination of a pack (staged_is_dst), the source of an unpack. True
-// of a message that is one box (tiled layouts); a block-cyclic message's
-// boxes interleave there (its staged form is row-major over the union of
-// its boxes).
-bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst);
-// The runs (contiguous byte spans, before merging) ops [begin, end) of `p`
-// copy: the product of each op's dim counts, summed.
-int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end);
 
 // How a device's local buffer is laid out in memory. The layouts' local
 // buffers are row-major and tight; an HPC code may hold its own arrays
@@ -322,26 +278,6 @@ struct CompileOptions {
   bool group_patterns = true;
 };
 
-// The layout an all-reduce of `partial` passes through: each tile cut into
-// `parts` pieces, each prime factor of `parts` cutting one dim (one interval
-// per tile there) by XLA's ceil rule, where it divides evenly if any dim
-// does, else the dim of the longest pieces; piece p (its digits over the cut
-// dims) held by the devices holding part p; pieces past the last element
-// are empty, as a ring's padded chunks are. nullopt where no dim allows it
-// (rank 0, every dim cut into several intervals per tile): the all-reduce
-// then runs as one reducing step.
-std::optional<Layout> ReducedPieces(const Layout& partial);
-// The pieces plan step `step` passes through as a ring: ReducedPieces of an
-// all-reduce's input where its output has no pending reduction; nullopt for
-// any other step (it runs as one program step).
-std::optional<Layout> RingPieces(const PlanStep& step);
-
-// The exchange step `step` of `plan` is lowered through: between its input
-// and output layouts, with sender groups for an all-gather or all-to-all
-// over mesh groups (Mesh::GroupOf over the step's axes). The one lowering
-// rule: PlanProgram::Compile and the MPI backend both call it.
-Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step);
-
 struct StepProgram {
   std::vector<DeviceProgram> devices;  // indexed like PlanProgram::devices()
   // The plan step this program runs: its op, and for an all-gather,
@@ -401,12 +337,6 @@ struct StepProgram {
 // partly so). What a memory estimate counts, by the tests Compile applies
 // (src/exec/group_copies.h).
 std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step);
-// The chunk plan step `step` prices its collective's messages at, where it
-// is an all-gather, all-to-all or reduce-scatter over mesh groups of k > 1
-// members (k - 1 chunks into every member: StepProgram::chunk_bytes), or
-// an all-reduce over them (its ring's chunk, 2 (k - 1) of them into every
-// member: StepProgram::all_reduce_chunk). 0 elsewhere.
-int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step);
 // Device `index`'s part of a staged step written per group pattern, as the
 // per-message program it stands for: its messages (ascending peer), each
 // box staged once, pack, unpack and local copies; `dp` gives its buffer

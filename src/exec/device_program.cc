@@ -17,18 +17,6 @@
 namespace reshard {
 namespace {
 
-// The bytes ops [lo, hi) of `prog` copy, or -1 where one reads outside
-// [0, src_end) or writes outside [dst_lo, dst_end): a group copy's bounds.
-int64_t RangeBytes(const CopyProgram& prog, int64_t lo, int64_t hi, int64_t src_end, int64_t dst_lo, int64_t dst_end) {
-  int64_t bytes = 0;
-  for (int64_t o = lo; o < hi; ++o) {
-    const CopyOp& op = prog.ops[static_cast<size_t>(o)];
-    if (op.src_offset < 0 || op.dst_offset < dst_lo || prog.SrcEnd(op) > src_end || prog.DstEnd(op) > dst_end) return -1;
-    bytes += prog.OpBytes(op);
-  }
-  return bytes;
-}
-
 // A run along one dim after merging segments adjacent on the sides that matter.
 struct DimRun {
   int64_t src = 0, dst = 0, length = 0;
@@ -138,96 +126,6 @@ Status CheckMessages(std::span<const int64_t> count, std::span<const int64_t> of
 
 }  // namespace
 
-void CopyProgram::AddBox(std::span<const int64_t> extent, int64_t src_offset, std::span<const int64_t> src_strides,
-                         int64_t dst_offset, std::span<const int64_t> dst_strides, int64_t elem_bytes) {
-  // (A fixed array, not a vector, for any layout's rank: a compile adds a
-  // box per message and side.)
-  CopyDim local[kMaxRank + 1];
-  std::vector<CopyDim> more;
-  CopyDim* d = local;
-  if (extent.size() > kMaxRank + 1) {
-    more.resize(extent.size());
-    d = more.data();
-  }
-  size_t nd = 0;
-  for (size_t i = 0; i < extent.size(); ++i) {
-    if (extent[i] == 0) return;
-    if (extent[i] > 1) d[nd++] = {extent[i], src_strides[i] * elem_bytes, dst_strides[i] * elem_bytes};
-  }
-  // Walk the destination in memory order (its smallest stride innermost):
-  // row-major buffers keep the box's own dim order, and a copy between
-  // column-major buffers runs down their contiguous columns instead of
-  // element by element.
-  std::stable_sort(d, d + nd, [](const CopyDim& a, const CopyDim& b) { return a.dst_stride > b.dst_stride; });
-  int64_t run = elem_bytes;
-  while (nd > 0 && d[nd - 1].src_stride == run && d[nd - 1].dst_stride == run) {
-    run *= d[nd - 1].count;
-    --nd;
-  }
-  // Merge an outer dim into the inner one where both sides are contiguous.
-  const size_t first = dims.size();
-  for (size_t i = 0; i < nd; ++i) {
-    const CopyDim& c = d[i];
-    if (dims.size() > first) {
-      CopyDim& o = dims.back();
-      if (o.src_stride == c.count * c.src_stride && o.dst_stride == c.count * c.dst_stride) {
-        o = {o.count * c.count, c.src_stride, c.dst_stride};
-        continue;
-      }
-    }
-    dims.push_back(c);
-  }
-  CopyOp op{src_offset, dst_offset, run, static_cast<int32_t>(first), static_cast<int32_t>(dims.size() - first)};
-  ops.push_back(op);
-  bytes += OpBytes(op);
-}
-
-int64_t CopyProgram::OpBytes(const CopyOp& op) const {
-  int64_t n = op.run_bytes;
-  for (int32_t i = 0; i < op.num_dims; ++i) n *= dims[op.first_dim + i].count;
-  return n;
-}
-
-int64_t CopyProgram::SrcEnd(const CopyOp& op) const {
-  int64_t e = op.src_offset + op.run_bytes;
-  for (int32_t i = 0; i < op.num_dims; ++i) e += (dims[op.first_dim + i].count - 1) * dims[op.first_dim + i].src_stride;
-  return e;
-}
-
-int64_t CopyProgram::DstEnd(const CopyOp& op) const {
-  int64_t e = op.dst_offset + op.run_bytes;
-  for (int32_t i = 0; i < op.num_dims; ++i) e += (dims[op.first_dim + i].count - 1) * dims[op.first_dim + i].dst_stride;
-  return e;
-}
-
-bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged_is_dst) {
-  int64_t next = -1;
-  for (int32_t k = begin; k < end; ++k) {
-    const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    const int64_t offset = staged_is_dst ? op.dst_offset : op.src_offset;
-    if (next >= 0 && offset != next) return false;
-    int64_t span = op.run_bytes;
-    for (int32_t d = op.num_dims; d-- > 0;) {
-      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
-      if ((staged_is_dst ? c.dst_stride : c.src_stride) != span) return false;
-      span *= c.count;
-    }
-    next = offset + span;
-  }
-  return true;
-}
-
-int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end) {
-  int64_t runs = 0;
-  for (int32_t k = begin; k < end; ++k) {
-    const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    int64_t n = 1;
-    for (int32_t d = 0; d < op.num_dims; ++d) n *= p.dims[static_cast<size_t>(op.first_dim + d)].count;
-    runs += n;
-  }
-  return runs;
-}
-
 uint64_t PlanProgram::InstanceId::Next() {
   static std::atomic<uint64_t> last{0};
   return last.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -278,92 +176,6 @@ Result<PlanProgram> PlanProgram::CompileDevice(const CollectivePlan& plan, int64
   return Compile(plan, options);
 }
 
-std::optional<Layout> ReducedPieces(const Layout& partial) {
-  if (!partial.partial() || partial.rank() == 0) return std::nullopt;
-  const int64_t parts = partial.reduction().parts;
-  const size_t rank = static_cast<size_t>(partial.rank());
-  // Dims that can be cut: one cell per tile coordinate, in order (a tile is
-  // one interval there); their longest cell.
-  std::vector<int64_t> longest(rank, 0), cuts(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    const DimGrid& g = partial.dim(static_cast<int64_t>(d));
-    bool simple = static_cast<int64_t>(g.cell_tile.size()) == g.tiles;
-    for (size_t k = 0; k < g.cell_tile.size() && simple; ++k) simple = g.cell_tile[k] == static_cast<int32_t>(k);
-    for (size_t k = 0; k + 1 < g.cuts.size() && simple; ++k) longest[d] = std::max(longest[d], g.cuts[k + 1] - g.cuts[k]);
-  }
-  // Each prime factor of `parts` cuts one dim: where it divides every cell's
-  // current piece exactly, else the dim of the longest pieces.
-  auto divides = [&](size_t d, int64_t f) {
-    const DimGrid& g = partial.dim(static_cast<int64_t>(d));
-    for (size_t k = 0; k + 1 < g.cuts.size(); ++k)
-      if ((g.cuts[k + 1] - g.cuts[k]) % (cuts[d] * f) != 0) return false;
-    return true;
-  };
-  int64_t rest = parts;
-  for (int64_t f = 2; rest > 1; ++f) {
-    while (rest % f == 0) {
-      int64_t best = -1;
-      for (size_t d = 0; d < rank && best < 0; ++d)
-        if (longest[d] > 0 && divides(d, f)) best = static_cast<int64_t>(d);
-      const bool exact = best >= 0;
-      for (size_t d = 0; d < rank && !exact; ++d) {
-        const int64_t piece = (longest[d] + cuts[d] - 1) / cuts[d];
-        if (longest[d] > 0 && (best < 0 || piece > (longest[static_cast<size_t>(best)] + cuts[static_cast<size_t>(best)] - 1) /
-                                                       cuts[static_cast<size_t>(best)]))
-          best = static_cast<int64_t>(d);
-      }
-      if (best < 0) return std::nullopt;  // no dim to cut (pieces past one element are empty, as padded chunks are)
-      cuts[static_cast<size_t>(best)] *= f;
-      rest /= f;
-    }
-  }
-  std::vector<DimGrid> dims;
-  for (size_t d = 0; d < rank; ++d) {
-    const DimGrid& g = partial.dim(static_cast<int64_t>(d));
-    if (cuts[d] == 1) {
-      dims.push_back(g);
-      continue;
-    }
-    DimGrid refined;
-    refined.cuts = {0};
-    refined.tiles = static_cast<int32_t>(g.tiles * cuts[d]);
-    for (size_t k = 0; k + 1 < g.cuts.size(); ++k) {
-      const int64_t lo = g.cuts[k], n = g.cuts[k + 1] - lo, c = (n + cuts[d] - 1) / cuts[d];
-      for (int64_t j = 0; j < cuts[d]; ++j) {
-        refined.cuts.push_back(lo + std::min((j + 1) * c, n));
-        refined.cell_tile.push_back(static_cast<int32_t>(refined.cell_tile.size()));
-      }
-    }
-    dims.push_back(std::move(refined));
-  }
-  // Piece p of a tile: p's digits over the cut dims (mixed radix, outer dim first).
-  std::vector<DeviceTile> placement;
-  for (int64_t dev : partial.devices()) {
-    const int64_t t = partial.TileOf(dev);
-    if (t < 0) {
-      placement.push_back({dev, -1, 0});
-      continue;
-    }
-    std::vector<int32_t> coords = partial.TileCoords(t);
-    int64_t p = partial.PartOf(dev);
-    for (size_t d = rank; d-- > 0;) {
-      coords[d] = static_cast<int32_t>(coords[d] * cuts[d] + p % cuts[d]);
-      p /= cuts[d];
-    }
-    int64_t tile = 0;
-    for (size_t d = 0; d < rank; ++d) tile = tile * dims[d].tiles + coords[d];
-    placement.push_back({dev, tile, 0});
-  }
-  Result<Layout> l = Layout::Create(partial.shape(), partial.dtype(), std::move(dims), std::move(placement));
-  if (!l.ok()) return std::nullopt;
-  return std::move(l).value();
-}
-
-std::optional<Layout> RingPieces(const PlanStep& step) {
-  if (step.op != StepOp::kAllReduce || !step.input.partial() || step.output.partial()) return std::nullopt;
-  return ReducedPieces(step.input);
-}
-
 std::vector<Layout> PlanProgram::StepLayouts(const CollectivePlan& plan, std::vector<int64_t>* plan_steps) {
   std::vector<Layout> layouts = {plan.source()};
   for (size_t i = 0; i < plan.steps().size(); ++i) {
@@ -401,19 +213,6 @@ Result<PlanProgram> PlanProgram::Compile(const CollectivePlan& plan, const Compi
   std::vector<int64_t> plan_steps;
   std::vector<Layout> layouts = StepLayouts(plan, &plan_steps);
   return Build(std::move(layouts), options, nullptr, &plan, plan_steps);
-}
-
-Result<Exchange> StepExchange(const CollectivePlan& plan, size_t step) {
-  const PlanStep& s = plan.steps().at(step);
-  const bool grouped = (s.op == StepOp::kAllGather || s.op == StepOp::kAllToAll) && !s.group_axes.empty() &&
-                       plan.mesh().has_value();
-  if (!grouped) return Exchange::Create(s.input, s.output);
-  const Mesh& mesh = *plan.mesh();
-  const std::vector<int32_t> axes = s.group_axes;
-  return Exchange::Create(s.input, s.output, [mesh, axes, positions = MeshPositions(mesh)](int64_t device) -> int64_t {
-    const int64_t pos = positions.Of(device);
-    return pos < 0 ? -1 - device : mesh.GroupOf(pos, axes);  // off the mesh: a group of its own
-  });
 }
 
 Result<PlanProgram> PlanProgram::Compile(const Exchange& exchange, const CompileOptions& options) {
@@ -638,45 +437,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
         step.devices[i].recv_bytes = pat.received[static_cast<size_t>(gc.member[i])];
         if (staged_copies) step.devices[i].send_bytes = pat.staged[static_cast<size_t>(gc.member[i])];
       }
-      const int64_t k = gc.group_size;
-      std::vector<int64_t> first_group(gc.patterns.size(), -1);
-      for (size_t g = gc.pattern_of.size(); g-- > 0;) first_group[static_cast<size_t>(gc.pattern_of[g])] = static_cast<int64_t>(g);
-      for (size_t pi = 0; pi < gc.patterns.size(); ++pi) {
-        const GroupCopies::Pattern& pat = gc.patterns[pi];
-        const size_t base = static_cast<size_t>(first_group[pi] * k);
-        // Per pair (class, sender), with the class's first member as its
-        // receiver (a class's members' outputs are one size).
-        std::vector<int64_t> first(static_cast<size_t>(pat.classes), -1), size(static_cast<size_t>(pat.classes), 0);
-        for (int64_t m = k - 1; m >= 0; --m) {
-          first[static_cast<size_t>(pat.receiver_class[static_cast<size_t>(m)])] = m;
-          ++size[static_cast<size_t>(pat.receiver_class[static_cast<size_t>(m)])];
-        }
-        for (int32_t c = 0; c < pat.classes; ++c)
-          for (int64_t sm = 0; sm < k; ++sm) {
-            const DeviceProgram &to = step.devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(first[static_cast<size_t>(c)])])],
-                               &from = step.devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(sm)])];
-            const size_t pair = gc.PairOfClass(pat, c, sm);
-            const bool own = pat.receiver_class[static_cast<size_t>(sm)] == c;
-            const int64_t box_bytes = gc.pair_bytes[pair];
-            bool inside = true;
-            // The direct copies (in the staged form alone, the local ones only).
-            if (gc.has_direct || own)
-              inside &= RangeBytes(gc.copies, gc.begin[pair], gc.begin[pair + 1], from.input_bytes, 0, to.output_bytes) ==
-                        box_bytes;
-            // The staged box's pack and unpack, where a receiver other than the sender takes it.
-            if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
-              const int64_t at = gc.stage_offset[pair];
-              inside &= at >= 0 &&
-                        RangeBytes(gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], box_bytes, 0,
-                                    to.output_bytes) == box_bytes &&
-                        RangeBytes(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], from.input_bytes, at,
-                                    at + box_bytes) == box_bytes;
-            }
-            if (!inside)
-              return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",
-                                                  si, from.device, to.device));
-          }
-      }
+      RESHARD_RETURN_IF_ERROR(CheckGroupCopyBounds(gc, step.devices, si));
       step.group_copies = std::make_shared<const GroupCopies>(std::move(*group_copies));
     }
     // Transfers by (from, to) for the senders, by (to, from) for the receivers
@@ -890,17 +651,6 @@ BufferFormat PlanProgram::FormatOf(size_t layout, int64_t device) const {
   if (only_device_ >= 0 && device != only_device_) return BufferFormat{};
   if (layout == 0) return source_format_;
   return layout + 1 == layouts_.size() ? target_format_ : BufferFormat{};
-}
-
-int64_t PricedChunkBytes(const CollectivePlan& plan, size_t step) {
-  const PlanStep& s = plan.steps().at(step);
-  if (!plan.mesh() || s.group_axes.empty() ||
-      (s.op != StepOp::kAllGather && s.op != StepOp::kAllToAll && s.op != StepOp::kReduceScatter &&
-       s.op != StepOp::kAllReduce))
-    return 0;
-  const int64_t k = plan.mesh()->GroupSize(s.group_axes);
-  const int64_t messages = s.op == StepOp::kAllReduce ? 2 * (k - 1) : k - 1;
-  return k > 1 ? s.recv_bytes.Max() / messages : 0;
 }
 
 }  // namespace reshard

@@ -1,6 +1,8 @@
 // GroupCopies: a structured step's copies once per group pattern.
 #include "exec/group_copies.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <numeric>
@@ -425,6 +427,65 @@ std::optional<int64_t> GroupCopyPairs(const CollectivePlan& plan, size_t step) {
     return *a + *b;
   }
   return pairs(s.input, s.output);
+}
+
+namespace {
+
+// The bytes ops [lo, hi) of `prog` copy, or -1 where one reads outside
+// [0, src_end) or writes outside [dst_lo, dst_end): a group copy's bounds.
+int64_t RangeBytes(const CopyProgram& prog, int64_t lo, int64_t hi, int64_t src_end, int64_t dst_lo, int64_t dst_end) {
+  int64_t bytes = 0;
+  for (int64_t o = lo; o < hi; ++o) {
+    const CopyOp& op = prog.ops[static_cast<size_t>(o)];
+    if (op.src_offset < 0 || op.dst_offset < dst_lo || prog.SrcEnd(op) > src_end || prog.DstEnd(op) > dst_end) return -1;
+    bytes += prog.OpBytes(op);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Status CheckGroupCopyBounds(const GroupCopies& gc, std::span<const DeviceProgram> devices, size_t si) {
+  const int64_t k = gc.group_size;
+  std::vector<int64_t> first_group(gc.patterns.size(), -1);
+  for (size_t g = gc.pattern_of.size(); g-- > 0;) first_group[static_cast<size_t>(gc.pattern_of[g])] = static_cast<int64_t>(g);
+  for (size_t pi = 0; pi < gc.patterns.size(); ++pi) {
+    const GroupCopies::Pattern& pat = gc.patterns[pi];
+    const size_t base = static_cast<size_t>(first_group[pi] * k);
+    // Per pair (class, sender), with the class's first member as its
+    // receiver (a class's members' outputs are one size).
+    std::vector<int64_t> first(static_cast<size_t>(pat.classes), -1), size(static_cast<size_t>(pat.classes), 0);
+    for (int64_t m = k - 1; m >= 0; --m) {
+      first[static_cast<size_t>(pat.receiver_class[static_cast<size_t>(m)])] = m;
+      ++size[static_cast<size_t>(pat.receiver_class[static_cast<size_t>(m)])];
+    }
+    for (int32_t c = 0; c < pat.classes; ++c)
+      for (int64_t sm = 0; sm < k; ++sm) {
+        const DeviceProgram &to = devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(first[static_cast<size_t>(c)])])],
+                           &from = devices[static_cast<size_t>(gc.members[base + static_cast<size_t>(sm)])];
+        const size_t pair = gc.PairOfClass(pat, c, sm);
+        const bool own = pat.receiver_class[static_cast<size_t>(sm)] == c;
+        const int64_t box_bytes = gc.pair_bytes[pair];
+        bool inside = true;
+        // The direct copies (in the staged form alone, the local ones only).
+        if (gc.has_direct || own)
+          inside &= RangeBytes(gc.copies, gc.begin[pair], gc.begin[pair + 1], from.input_bytes, 0, to.output_bytes) ==
+                    box_bytes;
+        // The staged box's pack and unpack, where a receiver other than the sender takes it.
+        if (gc.has_staged() && size[static_cast<size_t>(c)] > own && box_bytes > 0) {
+          const int64_t at = gc.stage_offset[pair];
+          inside &= at >= 0 &&
+                    RangeBytes(gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], box_bytes, 0,
+                                to.output_bytes) == box_bytes &&
+                    RangeBytes(gc.pack, gc.pack_begin[pair], gc.pack_begin[pair + 1], from.input_bytes, at,
+                                at + box_bytes) == box_bytes;
+        }
+        if (!inside)
+          return Status::Internal(fmt::format("step {}: the group copy from device {} into device {} is out of bounds",
+                                              si, from.device, to.device));
+      }
+  }
+  return Status::Ok();
 }
 
 }  // namespace reshard

@@ -14,6 +14,7 @@
 #include "reshard/device_program.h"
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
+#include "reshard/status.h"
 
 namespace reshard {
 
@@ -38,6 +39,12 @@ std::optional<GroupCopies> MakeGroupCopies(const Mesh& mesh, const std::vector<i
 // all-to-all from its input, a reduce-scatter or all-reduce from its partial
 // input, and an all-reduce's gathering of its ring pieces (RingPieces).
 bool GroupPatternKind(const PlanStep& ps, const Layout& in);
+// Internal unless every group copy of `gc` stays inside its sender's
+// input and its receiver's output (and its staged box), with the buffer
+// sizes of `devices` (indexed like the compile's devices): checked once per
+// pattern, on its first group, as a member's buffers are one size in every
+// group of a pattern. `step`: the program step, for the message.
+Status CheckGroupCopyBounds(const GroupCopies& gc, std::span<const DeviceProgram> devices, size_t step);
 
 }  // namespace reshard
 

@@ -53,7 +53,7 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
 }
 
 // MPI datatypes' run lists, one rank's bound for one step from `in` to
-// `out` (rank_reshard.cc's box messages), the rank sending and receiving at
+// `out` (rank_step_run.cc's box messages), the rank sending and receiving at
 // most `sent` and `received` bytes (every message counted: a box sent to
 // several receivers is one type per message). Where the tiles of either
 // layout hold several cells (block cyclic), a message may run as one
