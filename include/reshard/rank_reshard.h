@@ -25,7 +25,8 @@
 //                   and each message unpacked as it arrives;
 //   kDatatypes      no staging: where the backend has box messages
 //                   (Comm::has_boxes: MPI derived datatypes and
-//                   MPI_Ialltoallw) and every message's copies are its bytes
+//                   MPI_Ialltoallw; threads as ranks, copies straight from
+//                   the senders' inputs) and every message's copies are its bytes
 //                   in order, or its boxes interleave in staged order with
 //                   runs of 64 bytes or more on average (block-cyclic
 //                   layouts: the backend lists the runs); other steps run

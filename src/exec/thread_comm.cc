@@ -1,11 +1,13 @@
 // Threads as ranks (thread_comm.h): the comms of one group share a Group (a
 // lock, a generation-counting barrier, per-rank post slots, per-pair channels
 // of unmatched sends and receives, per-rank requests); collectives are post,
-// barrier, copy from the senders, barrier; a point-to-point message is copied
-// once, straight from the sender's buffer, when a send meets its receive.
+// barrier, copy from the senders, barrier (box messages too, run against
+// run); a point-to-point message is copied once, straight from the sender's
+// buffer, when a send meets its receive.
 #include "reshard/thread_comm.h"
 
 #include "exec/reduce_kernel.h"
+#include "exec/row_walk.h"
 
 #include <fmt/format.h>
 
@@ -26,6 +28,57 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// One contiguous run of a box message: `bytes` bytes at `staged` from the
+// start of the message (its place in the bytes the message carries) and at
+// `at` in the rank's input (sending) or output (receiving) buffer.
+struct BoxRun {
+  int64_t staged, at, bytes;
+};
+
+// A step's messages as box messages: per peer rank, the runs of this
+// rank's message to it and from it, in staged order, adjacent runs merged
+// (empty: no message). A receiver copies its message run against run
+// straight from the sender's input, as MPI's datatype engine walks two type
+// maps: one copy, no staging.
+class ThreadBoxes final : public BoxExchange {
+ public:
+  explicit ThreadBoxes(int size) : to(static_cast<size_t>(size)), from(static_cast<size_t>(size)) {}
+  int64_t bytes_sent() const override { return sent; }
+  int64_t bytes_received() const override { return received; }
+
+  std::vector<std::vector<BoxRun>> to, from;
+  int64_t sent = 0, received = 0;
+};
+
+// Ops [begin, end) of `p` (one message of `bytes` bytes staged at `base`)
+// as runs in staged order: a pack's destination is the staged side
+// (`sending`), an unpack's source. Internal unless the runs tile the
+// message's bytes exactly.
+Result<std::vector<BoxRun>> MessageRuns(const CopyProgram& p, int32_t begin, int32_t end, int64_t base, int64_t bytes,
+                                        bool sending) {
+  std::vector<BoxRun> runs;
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    ForEachRun(p, op, [&](int64_t src, int64_t dst) {
+      runs.push_back(sending ? BoxRun{dst - base, src, op.run_bytes} : BoxRun{src - base, dst, op.run_bytes});
+    });
+  }
+  std::sort(runs.begin(), runs.end(), [](const BoxRun& a, const BoxRun& b) { return a.staged < b.staged; });
+  std::vector<BoxRun> merged;
+  int64_t next = 0;
+  for (const BoxRun& r : runs) {
+    if (r.staged != next)
+      return Status::Internal(fmt::format("a box message's runs leave a gap or overlap at byte {} of {}", next, bytes));
+    next += r.bytes;
+    if (!merged.empty() && merged.back().at + merged.back().bytes == r.at)
+      merged.back().bytes += r.bytes;
+    else
+      merged.push_back(r);
+  }
+  if (next != bytes) return Status::Internal(fmt::format("a box message's runs cover {} of its {} bytes", next, bytes));
+  return merged;
+}
+
 // What one rank hands the others for the collective under way; which fields
 // mean something depends on the call.
 struct Post {
@@ -36,6 +89,7 @@ struct Post {
   const int64_t* send_displs = nullptr;
   int color = -1, key = 0;
   int dtype = -1, op = -1;  // a reduce-scatter's or all-reduce's element type and op
+  const ThreadBoxes* boxes = nullptr;  // box messages: the sender's runs
 };
 
 // A point-to-point send or receive not yet matched: the caller's buffer
@@ -341,6 +395,64 @@ class ThreadComm final : public Comm {
           Copy(recv, from, bytes);
         else
           CombineContiguous(from, recv, bytes, dtype, op);
+      }
+      return Status::Ok();
+    });
+  }
+
+  bool has_boxes() const override { return true; }
+
+  Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& p, std::span<const int> send_rank,
+                                                    std::span<const int> recv_rank) override {
+    auto boxes = std::make_unique<ThreadBoxes>(size());
+    for (size_t m = 0; m < send_rank.size(); ++m) {
+      RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", send_rank[m], p.send_count[m]));
+      RESHARD_ASSIGN_OR_RETURN(boxes->to[static_cast<size_t>(send_rank[m])],
+                               MessageRuns(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_offset[m],
+                                           p.send_count[m], /*sending=*/true));
+      boxes->sent += p.send_count[m];
+    }
+    for (size_t m = 0; m < recv_rank.size(); ++m) {
+      RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", recv_rank[m], p.recv_count[m]));
+      RESHARD_ASSIGN_OR_RETURN(boxes->from[static_cast<size_t>(recv_rank[m])],
+                               MessageRuns(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_offset[m],
+                                           p.recv_count[m], /*sending=*/false));
+      boxes->received += p.recv_count[m];
+    }
+    return std::unique_ptr<BoxExchange>(std::move(boxes));
+  }
+
+  // Every receiver copies its messages run against run from the senders'
+  // inputs; the second barrier keeps every input unchanged until all have.
+  Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
+    request = kNoRequest;
+    const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
+    Post post{.valid = mine != nullptr && mine->to.size() == static_cast<size_t>(size()), .data = in, .boxes = mine};
+    return Collective(post, "Boxes", [&](const std::vector<Post>& posts) {
+      if (!post.valid) return Status::Internal(fmt::format("Boxes: rank {} passed another backend's box messages", rank_));
+      for (int k = 0; k < size(); ++k) {
+        const Post& p = posts[static_cast<size_t>(k)];
+        if (!p.valid) return Status::Internal(fmt::format("Boxes: rank {} passed another backend's box messages", k));
+        const std::vector<BoxRun>& sent = p.boxes->to[static_cast<size_t>(rank_)];
+        const std::vector<BoxRun>& expected = mine->from[static_cast<size_t>(k)];
+        const int64_t sent_bytes = sent.empty() ? 0 : sent.back().staged + sent.back().bytes;
+        const int64_t expected_bytes = expected.empty() ? 0 : expected.back().staged + expected.back().bytes;
+        if (sent_bytes != expected_bytes)
+          return Status::Internal(fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_,
+                                              expected_bytes, k, sent_bytes));
+        const std::byte* from = static_cast<const std::byte*>(p.data);
+        // Both run lists tile the message's bytes: copy the overlap of the
+        // current pair, then step past whichever ends first.
+        size_t i = 0, j = 0;
+        int64_t at = 0;
+        while (i < sent.size() && j < expected.size()) {
+          const BoxRun &s = sent[i], &r = expected[j];
+          const int64_t end = std::min(s.staged + s.bytes, r.staged + r.bytes);
+          Copy(out + r.at + (at - r.staged), from + s.at + (at - s.staged), end - at);
+          at = end;
+          if (at == s.staged + s.bytes) ++i;
+          if (at == r.staged + r.bytes) ++j;
+        }
       }
       return Status::Ok();
     });

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "reshard/device_program.h"
+
 namespace reshard {
 namespace {
 
@@ -192,6 +194,99 @@ TEST(ThreadComm, AlltoallvCountMismatchIsInternalOnTheReceiver) {
     } else {
       EXPECT_EQ(st, Status::Internal("rank 1 expected 3 bytes from rank 0, which sent 2"));
     }
+  });
+}
+
+// A one-message program: rank 0 sends its runs (input offset, bytes), in
+// the order listed, to rank 1, which writes the message's bytes, in order,
+// into its runs (output offset, bytes) listed in the order given, each
+// placed at `staged` in the message.
+struct ByteRun {
+  int64_t buffer, staged, bytes;
+};
+DeviceProgram OneMessage(int rank, const std::vector<ByteRun>& sent, const std::vector<ByteRun>& received) {
+  DeviceProgram p;
+  const int64_t one[] = {1};
+  auto add = [&](CopyProgram& to, const std::vector<ByteRun>& runs, bool sending) {
+    int64_t bytes = 0;
+    for (const ByteRun& r : runs) {
+      const int64_t extent[] = {r.bytes};
+      if (sending)
+        to.AddBox(extent, r.buffer, one, r.staged, one, 1);
+      else
+        to.AddBox(extent, r.staged, one, r.buffer, one, 1);
+      bytes += r.bytes;
+    }
+    return bytes;
+  };
+  if (rank == 0) {
+    p.send_count = {add(p.pack, sent, true)};
+    p.send_offset = {0};
+    p.pack_begin = {0, static_cast<int32_t>(p.pack.ops.size())};
+    p.unpack_begin = {0};
+  } else {
+    p.recv_count = {add(p.unpack, received, false)};
+    p.recv_offset = {0};
+    p.unpack_begin = {0, static_cast<int32_t>(p.unpack.ops.size())};
+    p.pack_begin = {0};
+  }
+  return p;
+}
+
+TEST(ThreadComm, BoxMessagesCopyRunAgainstRunFromTheSendersInput) {
+  RunRanks(2, [](Comm& comm) {
+    ASSERT_TRUE(comm.has_boxes());
+    // Rank 0's message: input bytes 8..11, then 0..3 (listed out of staged
+    // order); rank 1 writes its first 2 bytes at 10 and the other 6 at 0.
+    const DeviceProgram p = OneMessage(comm.rank(), {{0, 4, 4}, {8, 0, 4}}, {{10, 0, 2}, {0, 2, 6}});
+    const int peer = 1 - comm.rank();
+    std::vector<int> to, from;
+    (comm.rank() == 0 ? to : from).push_back(peer);
+    Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, to, from);
+    ASSERT_TRUE(boxes.ok()) << boxes.status();
+    EXPECT_EQ((*boxes)->bytes_sent(), comm.rank() == 0 ? 8 : 0);
+    EXPECT_EQ((*boxes)->bytes_received(), comm.rank() == 1 ? 8 : 0);
+    const std::vector<std::byte> in = Bytes(12, comm.rank());
+    std::vector<std::byte> out(12, std::byte{0xee});
+    int64_t request = 7;
+    ASSERT_TRUE(comm.StartBoxes(**boxes, in.data(), out.data(), request).ok());
+    EXPECT_EQ(request, kNoRequest);
+    if (comm.rank() == 1) {
+      const std::vector<std::byte> sent = Bytes(12, 0);
+      // The message: sent[8..11], sent[0..3].
+      const std::vector<std::byte> message = {sent[8], sent[9], sent[10], sent[11], sent[0], sent[1], sent[2], sent[3]};
+      const std::vector<std::byte> want = {message[2], message[3], message[4], message[5], message[6], message[7],
+                                           std::byte{0xee}, std::byte{0xee}, std::byte{0xee}, std::byte{0xee},
+                                           message[0], message[1]};
+      EXPECT_EQ(out, want);
+    }
+  });
+}
+
+TEST(ThreadComm, BoxMessageSizeMismatchIsInternalOnTheReceiver) {
+  RunRanks(2, [](Comm& comm) {
+    const DeviceProgram p = OneMessage(comm.rank(), {{0, 0, 8}}, {{0, 0, 6}});
+    std::vector<int> to, from;
+    (comm.rank() == 0 ? to : from).push_back(1 - comm.rank());
+    Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, to, from);
+    ASSERT_TRUE(boxes.ok()) << boxes.status();
+    std::vector<std::byte> in(8), out(8);
+    int64_t request = kNoRequest;
+    const Status st = comm.StartBoxes(**boxes, in.data(), out.data(), request);
+    if (comm.rank() == 0) {
+      EXPECT_TRUE(st.ok()) << st;
+    } else {
+      EXPECT_EQ(st, Status::Internal("rank 1 expected 6 bytes from rank 0, which sent 8"));
+    }
+  });
+}
+
+TEST(ThreadComm, BoxMessageRunsMustTileTheMessage) {
+  RunRanks(1, [](Comm& comm) {
+    // Staged bytes 0..3 and 6..9 of a message counted as 8: a gap at 4.
+    DeviceProgram p = OneMessage(0, {{0, 0, 4}, {4, 6, 4}}, {});
+    Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, std::vector<int>{0}, {});
+    EXPECT_EQ(boxes.status(), Status::Internal("a box message's runs leave a gap or overlap at byte 4 of 8"));
   });
 }
 

@@ -10,8 +10,10 @@
 
 #include "testing/random_named.h"
 
+#include <map>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "reshard/device_program.h"
 #include "exec/exec_checker.h"
@@ -30,9 +32,10 @@ constexpr DType kDTypes[] = {DType::kU8, DType::kBF16, DType::kF32, DType::kF64,
 // transport, and messages cut into chunks of a few bytes.
 RankChoice NextRankChoice() {
   static int turn = 0;
-  constexpr StepTransport kTransports[] = {StepTransport::kAuto, StepTransport::kAlltoallv, StepTransport::kPointToPoint};
+  constexpr StepTransport kTransports[] = {StepTransport::kAuto, StepTransport::kAlltoallv, StepTransport::kPointToPoint,
+                                           StepTransport::kDatatypes};
   RankChoice c;
-  c.transport = kTransports[turn % 3];
+  c.transport = kTransports[turn % 4];
   if (turn % 7 == 6) c.max_message_bytes = 1 + turn % 13;
   c.priced_chunks = turn % 5 < 2;
   ++turn;
@@ -47,6 +50,13 @@ bool RanPricedChunks(Transport transport, const RankChoice& c) {
          c.max_message_bytes == RankChoice{}.max_message_bytes;
 }
 
+// The transports the step runner ran program steps with under
+// Transport::kRanks, counted over every ExpectExact.
+std::map<std::string, int>& RankTransportsSeen() {
+  static std::map<std::string, int> seen;
+  return seen;
+}
+
 // Runs `p` checked under every transport (the runner MPI runs among them);
 // with `plan`, also checks that each step's messages carried the bytes the
 // plan priced.
@@ -57,6 +67,7 @@ void ExpectExact(const PlanProgram& p, const std::string& what, const Collective
     ASSERT_TRUE(r.ok()) << what << ": " << r.status();
     EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
     if (plan) testing::ExpectPlannedTraffic(*plan, p.devices(), r->stats.steps, what, RanPricedChunks(transport, choice));
+    for (const std::string& t : r->stats.rank_transports) ++RankTransportsSeen()[t];
     int64_t target = 0;
     for (int64_t d : p.target().devices()) target += p.target().LocalBytes(d);
     EXPECT_EQ(r->elements_checked * p.element_bytes(), target) << what;
@@ -92,6 +103,11 @@ TEST(ExecutorProperty, RandomLayoutsEveryNotation) {
     ExpectExact(*pp, "plan " + what, &planned->plan);
   }
   EXPECT_GT(steps, 300);
+  // Threads as ranks ran each of the runner's transports, box messages
+  // (MPI's default for tiled and block-cyclic layouts) among them.
+  const std::map<std::string, int>& seen = RankTransportsSeen();
+  for (const char* t : {"alltoallw", "alltoallv", "p2p"})
+    EXPECT_GT(seen.count(t) ? seen.at(t) : 0, 50) << t << " in " << ::testing::PrintToString(seen);
 }
 
 using testing::RandomNamedMesh;

@@ -52,17 +52,19 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
   return CheckedMul(a, b, &r) ? r : std::numeric_limits<int64_t>::max();
 }
 
-// MPI datatypes' run lists, one rank's bound for one step from `in` to
-// `out` (rank_step_run.cc's box messages), the rank sending and receiving at
-// most `sent` and `received` bytes (every message counted: a box sent to
-// several receivers is one type per message). Where the tiles of either
+// Box messages' run lists (rank_step_run.cc's box messages), a bound for
+// one step from `in` to `out` whose ranks send and receive at most `sent`
+// and `received` bytes (every message counted: a box sent to several
+// receivers is one type per message), `per_run` bytes a run (MPI datatypes:
+// kRunListBytesPerRun; threads as ranks: kThreadRunBytesPerRun). Where the tiles of either
 // layout hold several cells (block cyclic), a message may run as one
 // hindexed type listing every contiguous run. No run is shorter than the
 // shortest piece the two grids cut the last dim into, and BoxableMessage
 // takes no message whose runs average under 64 bytes: runs are at most the
 // bytes over the longer of the two. Zero for layouts of one cell per tile:
 // their messages are one box each, a nested vector type per copy.
-int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t received) {
+int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t received,
+                     int64_t per_run = kRunListBytesPerRun) {
   if (in.rank() == 0) return 0;
   bool cells = false;
   for (const Layout* l : {&in, &out})
@@ -79,7 +81,7 @@ int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t 
   if (piece == std::numeric_limits<int64_t>::max()) return 0;  // an empty last dim
   const int64_t run_bytes = std::max<int64_t>(64, SaturatingMul(piece, in.element_bytes()));
   const int64_t runs = sent / run_bytes + received / run_bytes + 2;
-  return SaturatingMul(runs, kRunListBytesPerRun);
+  return SaturatingMul(runs, per_run);
 }
 
 // The most devices holding one tile of `l` (its replication).
@@ -183,6 +185,15 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
     for (const PlanStep& s : steps)
       lists = SaturatingAdd(lists, RunListBytes(s.input, s.output, s.send_bytes.Max(), s.recv_bytes.Max()));
     Add(e, lists - RunListBytes(plan.source(), plan.target()), "more MPI datatypes' run lists");
+  }
+  // Threads as ranks keep every device's box messages of every step, each
+  // step's bytes all its devices'.
+  if (as_ranks && !per_rank) {
+    int64_t lists = 0;
+    for (const PlanStep& s : steps)
+      lists = SaturatingAdd(
+          lists, RunListBytes(s.input, s.output, s.send_bytes.Sum(), s.recv_bytes.Sum(), kThreadRunBytesPerRun));
+    Add(e, lists, "box messages' run lists");
   }
   return e;
 }

@@ -5,8 +5,9 @@
 // size, the buffers of a multi-step plan's intermediate layouts (two at a
 // time), the compiled copy programs (k*ProgramBytesPerMessage per message,
 // or k*GroupBytesPerPair per pair where a step is written per group
-// pattern, and kProgramBytesPerDevice per device and step), an MPI rank's datatype run
-// lists (kRunListBytesPerRun a run, runs bounded from the grids), the
+// pattern, and kProgramBytesPerDevice per device and step), box messages'
+// run lists (an MPI rank's datatypes, kRunListBytesPerRun a run; threads as
+// ranks, kThreadRunBytesPerRun; runs bounded from the grids), the
 // checker's runs of cells (16 bytes per cell along each dim) and the two
 // buffers of the memcpy measurement (up to 256 MiB each). The limit is --max-memory, or 70% of
 // physical memory (over the ranks with MPI), and never more than the
@@ -47,6 +48,9 @@ inline constexpr int64_t kScheduledCopyBytes = 40;
 // type of 2^20 runs), and the rank builds it from lists of 60 bytes a run,
 // freed once the type is made; counted together, rounded up.
 inline constexpr int64_t kRunListBytesPerRun = 112;
+// Threads as ranks list a box message's runs as 24-byte entries, built in a
+// list of as many again before adjacent runs merge.
+inline constexpr int64_t kThreadRunBytesPerRun = 48;
 
 struct MemoryEstimate {
   int64_t bytes = 0;
