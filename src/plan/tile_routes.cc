@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -15,6 +16,57 @@ namespace {
 
 // (elements received, busiest device after, part): what a choice minimizes.
 using Choice = std::tuple<int64_t, int64_t, int64_t>;
+
+// What the devices of each (target tile, target part) entry of TileHolders
+// have received, device i's `base[k] + delta[i]` (k its entry): a choice
+// books its part's tile on every device of the entry by adding to `base`,
+// and corrects only the few that hold some of it (delta), so a part that
+// holds a target tile on many devices costs a choice no walk over them.
+class EntryLoads {
+ public:
+  EntryLoads(const TileHolders& th, size_t devices)
+      : th_(th), base_(th.parts.size(), 0), delta_(devices, 0), sorted_(th.parts.size()), built_(th.parts.size(), false) {}
+
+  int64_t Recv(int64_t k, int64_t i) const { return base_[static_cast<size_t>(k)] + delta_[static_cast<size_t>(i)]; }
+  void AddToAll(int64_t k, int64_t n) { base_[static_cast<size_t>(k)] += n; }
+  // Device i of entry k receives `n` more than AddToAll booked.
+  void Correct(int64_t k, int64_t i, int64_t n) {
+    if (n == 0) return;
+    Build(k);
+    auto& sorted = sorted_[static_cast<size_t>(k)];
+    int64_t& d = delta_[static_cast<size_t>(i)];
+    sorted.erase({d, i});
+    sorted.emplace(d += n, i);
+  }
+  // The most any device of entry k has received.
+  int64_t Busiest(int64_t k) const {
+    const auto& sorted = sorted_[static_cast<size_t>(k)];
+    return base_[static_cast<size_t>(k)] + (built_[static_cast<size_t>(k)] ? sorted.rbegin()->first : 0);
+  }
+  // The most a device of entry k not in `except` (ascending device
+  // indices, all of the entry) has received; the entry holds more devices.
+  int64_t BusiestExcept(int64_t k, std::span<const int64_t> except) const {
+    if (!built_[static_cast<size_t>(k)]) return base_[static_cast<size_t>(k)];  // every delta is 0
+    const auto& sorted = sorted_[static_cast<size_t>(k)];
+    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it)
+      if (!std::binary_search(except.begin(), except.end(), it->second)) return base_[static_cast<size_t>(k)] + it->first;
+    return base_[static_cast<size_t>(k)];  // (not reached: the entry holds more devices)
+  }
+
+ private:
+  // (Deltas are 0 until an entry's first correction.)
+  void Build(int64_t k) {
+    if (built_[static_cast<size_t>(k)]) return;
+    built_[static_cast<size_t>(k)] = true;
+    const TileHolders::Entry& h = th_.parts[static_cast<size_t>(k)];
+    for (int64_t j = h.begin; j < h.end; ++j) sorted_[static_cast<size_t>(k)].emplace(0, th_.indices[static_cast<size_t>(j)]);
+  }
+
+  const TileHolders& th_;
+  std::vector<int64_t> base_, delta_;
+  std::vector<std::set<std::pair<int64_t, int64_t>>> sorted_;  // per entry: (delta, device index), once built
+  std::vector<bool> built_;
+};
 
 }  // namespace
 
@@ -90,16 +142,15 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
   }
   const std::vector<int64_t>& devs = target.devices();
   const TileHolders th(target);
-  // Each choice prices, and books, the devices of the parts it looks at:
-  // at most a part's replicas of a target tile apiece, once for each part
-  // of each tile pair and for each holder of a source tile.
-  int64_t replicas = 0;
-  for (const TileHolders::Entry& h : th.parts) replicas = std::max(replicas, h.end - h.begin);
-  if ((static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T) +
-       static_cast<double>(source.devices().size())) * static_cast<double>(replicas) >
+  // Each choice prices, and books, the holders of what it routes among the
+  // devices of the parts it looks at (the others through EntryLoads), once
+  // for each part of each tile pair.
+  if (static_cast<double>(P) * (static_cast<double>(S) * static_cast<double>(T) +
+                                static_cast<double>(source.devices().size())) >
       static_cast<double>(int64_t{1} << 25))
     return;
-  std::vector<int64_t> recv(devs.size(), 0), covered(devs.size(), 0);
+  EntryLoads loads(th, devs.size());
+  std::vector<int64_t> covered_entry(th.parts.size(), 0);  // covered, per entry: all its devices alike
   // Per target device, the source part it holds of the source tile being
   // routed, or -1 (set from the tile's holders, cleared after it).
   std::vector<int64_t> part_held(devs.size(), -1);
@@ -117,16 +168,26 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     built[static_cast<size_t>(t)] = true;
     for (int64_t k = th.tile_begin[static_cast<size_t>(t)]; k < th.tile_begin[static_cast<size_t>(t + 1)]; ++k) {
       const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
-      int64_t most = 0;
-      for (int64_t i = h.begin; i < h.end; ++i) most = std::max(most, recv[static_cast<size_t>(th.indices[static_cast<size_t>(i)])]);
+      const int64_t most = loads.Busiest(k);
       busiest[static_cast<size_t>(k)] = most;
       by_load[static_cast<size_t>(t)][h.end - h.begin].emplace(most, h.part);
     }
   };
   struct Held {
-    int64_t tile, source_part, part;  // a holder of the source tile: the target tile, its part there, and its target part
+    // A holder of the source tile: the target tile, its part there, its
+    // target part and its index in the target's devices.
+    int64_t tile, source_part, part, index;
     auto operator<=>(const Held&) const = default;
   };
+  // The holders of the source tile within the target tile being routed,
+  // by (target part, index): each target part's are a run.
+  std::vector<std::pair<int64_t, int64_t>> in_tile;
+  auto holders_in = [&](int64_t q) {
+    const auto b = std::lower_bound(in_tile.begin(), in_tile.end(), std::pair(q, int64_t{-1}));
+    const auto e = std::lower_bound(b, in_tile.end(), std::pair(q + 1, int64_t{-1}));
+    return std::pair(b, e);
+  };
+  std::vector<int64_t> except;  // one part's holders' indices, ascending
   std::vector<Held> held;                       // the source tile's holders that hold a target tile
   std::vector<std::pair<int64_t, int64_t>> met;  // (target tile, elements) the source tile overlaps, ascending
   std::vector<int64_t> sparse, chosen;  // chosen: the target parts routed into, this tile pair
@@ -162,8 +223,9 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     held.clear();
     for (int64_t h : holders)
       if (const int64_t t = target.TileOf(h); t >= 0) {
-        held.push_back({t, source.PartOf(h), target.PartOf(h)});
-        part_held[static_cast<size_t>(PositionIn(devs, h))] = source.PartOf(h);
+        const int64_t i = PositionIn(devs, h);
+        held.push_back({t, source.PartOf(h), target.PartOf(h), i});
+        part_held[static_cast<size_t>(i)] = source.PartOf(h);
       }
     std::sort(held.begin(), held.end());
     size_t next_held = 0;  // `met` ascends, so does the tile of the holders looked at
@@ -180,7 +242,11 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
       while (next_held < held.size() && held[next_held].tile < t) ++next_held;
       size_t end_held = next_held;
       while (end_held < held.size() && held[end_held].tile == t) ++end_held;
-      const int64_t unit = together ? v * P : v;  // what each device of any other part receives
+      in_tile.clear();
+      for (size_t k = next_held; k < end_held; ++k) in_tile.emplace_back(held[k].part, held[k].index);
+      std::sort(in_tile.begin(), in_tile.end());
+      // What each device receives that holds none of tile s (of any part).
+      const int64_t unit = together ? v * P : v;
       chosen.clear();
       size_t part_held = next_held;  // the holders of part p's tile s: from here (source parts ascend)
       for (int64_t p = 0; p < (together ? 1 : P); ++p) {
@@ -198,14 +264,23 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
         sparse.erase(std::unique(sparse.begin(), sparse.end()), sparse.end());
         Choice best{INT64_MAX, INT64_MAX, INT64_MAX};
         for (int64_t q : sparse) {
-          const TileHolders::Entry& h = th.parts[static_cast<size_t>(th.Find(t, q))];
+          const int64_t k = th.Find(t, q);
+          const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
           int64_t cost = 0, worst = 0;
-          for (int64_t k = h.begin; k < h.end; ++k) {
-            const int64_t i = th.indices[static_cast<size_t>(k)];
+          const auto [b, e] = holders_in(q);
+          except.clear();
+          for (auto it = b; it != e; ++it) {
+            const int64_t i = it->second;
+            except.push_back(i);
             if (const int64_t n = gets(i, p); n > 0) {
               cost += n;
-              worst = std::max(worst, recv[static_cast<size_t>(i)] + n);
+              worst = std::max(worst, loads.Recv(k, i) + n);
             }
+          }
+          // The devices holding none of tile s: `unit` each.
+          if (const int64_t others = h.end - h.begin - static_cast<int64_t>(except.size()); others > 0) {
+            cost += others * unit;
+            worst = std::max(worst, loads.BusiestExcept(k, except) + unit);
           }
           best = std::min(best, Choice{cost, worst, q});
         }
@@ -230,12 +305,10 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
         const int64_t k = th.Find(t, q);
         if (std::get<0>(best) == 0) continue;  // its devices receive nothing
         const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
-        int64_t most = 0;
-        for (int64_t j = h.begin; j < h.end; ++j) {
-          const int64_t i = th.indices[static_cast<size_t>(j)];
-          recv[static_cast<size_t>(i)] += gets(i, p);
-          most = std::max(most, recv[static_cast<size_t>(i)]);
-        }
+        loads.AddToAll(k, unit);
+        const auto [b, e] = holders_in(q);
+        for (auto it = b; it != e; ++it) loads.Correct(k, it->second, gets(it->second, p) - unit);
+        const int64_t most = loads.Busiest(k);
         if (!built[static_cast<size_t>(t)]) continue;  // (built from the receipts when first needed)
         auto& parts = by_load[static_cast<size_t>(t)][h.end - h.begin];
         parts.erase({busiest[static_cast<size_t>(k)], q});
@@ -243,12 +316,20 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
       }
       for (int64_t q : chosen) {
         is_chosen[static_cast<size_t>(q)] = false;
-        const TileHolders::Entry& h = th.parts[static_cast<size_t>(th.Find(t, q))];
-        for (int64_t j = h.begin; j < h.end; ++j) covered[static_cast<size_t>(th.indices[static_cast<size_t>(j)])] += v;
+        covered_entry[static_cast<size_t>(th.Find(t, q))] += v;
       }
     }
     for (int64_t h : holders)
       if (target.TileOf(h) >= 0) part_held[static_cast<size_t>(PositionIn(devs, h))] = -1;
+  }
+  std::vector<int64_t> recv(devs.size(), 0), covered(devs.size(), 0);
+  for (size_t k = 0; k < th.parts.size(); ++k) {
+    const TileHolders::Entry& h = th.parts[k];
+    for (int64_t j = h.begin; j < h.end; ++j) {
+      const int64_t i = th.indices[static_cast<size_t>(j)];
+      recv[static_cast<size_t>(i)] = loads.Recv(static_cast<int64_t>(k), i);
+      covered[static_cast<size_t>(i)] = covered_entry[k];
+    }
   }
   // Against parts routed whole (r.to): each device of a part's target part
   // receives its tile but what it holds of that part. For a source with no

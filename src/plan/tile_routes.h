@@ -28,19 +28,20 @@ namespace reshard {
 //
 // Cost: linear in the routes it writes (parts x source tiles x target
 // tiles, at most 2^22 of them) and, give or take a log, in devices (at most
-// kMaxTileRouteDevices target devices), times the most devices one target
-// part holds one target tile with (a part's replicas), the product at most
-// 2^25; past any of these, no tile routes. Each choice looks only at the
-// target parts that hold some of what they would receive (their devices'
-// elements are free), each device by device, and, of the others, the least
-// busy of each replica count (an ordered set per target tile). So it is
-// linear in devices where target parts hold their tiles once or a few
-// times; where one part holds a tile on many devices, each holding a
-// different source tile (target P(None, unreduced={'x'}) on x=2,y=N from
-// P('y')), every choice walks them, and the cap stops it between N = 2,048
-// and 4,096 (the rule before stopped near 1,400). About 0.2 s a call at 2^18 target
-// devices, where it was not worth it on the pairs measured, hence the
-// device cap.
+// kMaxTileRouteDevices target devices) and in parts times source devices
+// (with the routes, at most 2^25); past any of these, no tile routes. Each
+// choice looks only at the target parts that hold some of what they would
+// receive (their devices' elements are free), and of those only at the
+// devices holding some of it, one by one: every other device of the part
+// receives the whole overlap, booked on the part at once (a base per target
+// tile and part, plus per device what it was spared, the busiest kept in
+// an ordered set). Of the other parts, the least busy of each replica count
+// wins (an ordered set per target tile). So a part that holds a tile on
+// many devices, each holding a different source tile (target P(None,
+// unreduced={'x'}) on x=2,y=N from P('y')), costs a choice no walk over
+// them (before, every choice walked them, and a cap stopped it between N =
+// 2,048 and 4,096). About 0.2 s a call at 2^18 target devices, where it was
+// not worth it on the pairs measured, hence the device cap.
 inline constexpr int64_t kMaxTileRouteDevices = int64_t{1} << 16;
 
 // A target's devices grouped by tile, then part, ascending device within a
