@@ -144,7 +144,7 @@ class Comm {
   // send_rank / recv_rank the peer rank of each of its messages.
   // Each message's bytes are in staged order (a pack's destination, an
   // unpack's source): op after op where the copies are in order
-  // (StagedInOrder, device_program.h), else run by run sorted by their
+  // (StagedInOrder, copy_program.h), else run by run sorted by their
   // staged offsets.
   virtual bool has_boxes() const { return false; }
   virtual Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& program, std::span<const int> send_rank,

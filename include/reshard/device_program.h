@@ -108,7 +108,7 @@ struct DeviceProgram {
   std::vector<uint8_t> recv_writes;
   bool local_writes = false;
   // A step into a partial target: where no part is routed to this device
-  // (PartRoutes, exchange.h), its output, or with tile routes the boxes of
+  // (PartRoutes, part_routes.h), its output, or with tile routes the boxes of
   // the tiles no part routes to its target part, as copies whose destinations are
   // filled with `fill_element` (one element: the identity of the target's
   // op) before any part is applied. Empty elsewhere.

@@ -29,6 +29,10 @@
 
 namespace reshard {
 
+// The copy loops of the runner's transports (rank_step_run.cc), in a
+// namespace of their own: generic names, used only by the runner.
+namespace rank_step {
+
 // Copies ops [begin, end) of `p`. `together`: the bytes the whole pass
 // copies (a step's packing, unpacking or local copies), so that a pass well
 // beyond the caches writes with streaming stores even where each box is
@@ -42,6 +46,8 @@ void Unpack(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* s
 void RunAll(const CopyProgram& p, const std::byte* src, std::byte* dst);
 // Stages every message: each distinct box once (DeviceProgram::pack_owner).
 void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send);
+
+}  // namespace rank_step
 
 // One step as this rank runs it.
 struct StepRun {
@@ -186,7 +192,7 @@ struct RankReshard::State {
     const DeviceProgram& p = *s.program;
     for (size_t m = 0; m < s.send_rank.size(); ++m) {
       std::byte* at = send.data() + s.send_base[m];
-      RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
+      rank_step::RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, at - p.send_offset[m], p.send_bytes);
       if (p.send_count[m] < s.chunk)
         std::memset(at + p.send_count[m], 0, static_cast<size_t>(s.chunk - p.send_count[m]));
     }

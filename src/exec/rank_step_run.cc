@@ -19,6 +19,8 @@ int64_t Sum(const std::vector<int64_t>& counts) {
 
 }  // namespace
 
+namespace rank_step {
+
 void RunCopies(const CopyProgram& p, int32_t begin, int32_t end, const std::byte* src, std::byte* dst, int64_t together) {
   for (int32_t k = begin; k < end; ++k) {
     const CopyOp& op = p.ops[static_cast<size_t>(k)];
@@ -44,6 +46,13 @@ void PackAll(const DeviceProgram& p, const std::byte* in, std::byte* send) {
   for (size_t m = 0; m < p.send_peer.size(); ++m)
     if (p.Packs(m)) RunCopies(p.pack, p.pack_begin[m], p.pack_begin[m + 1], in, send, p.send_bytes);
 }
+
+}  // namespace rank_step
+
+using rank_step::PackAll;
+using rank_step::RunAll;
+using rank_step::RunCopies;
+using rank_step::Unpack;
 
 Status RankReshard::State::RunGrouped(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
   const DeviceProgram& p = *s.program;

@@ -3,7 +3,7 @@
 // place element values are read and written as numbers.
 //
 // A reducing step (StepProgram::reduction) gives every output element one
-// contribution per part routed to it (PartRoutes, exchange.h).
+// contribution per part routed to it (PartRoutes, part_routes.h).
 // RunReducingCopies applies a device's contributions in part order: the
 // first part's copies at an element write, each later part's combine with
 // what is there (sum, max, min; avg sums and then divides by the number of

@@ -1,4 +1,4 @@
-// The one walk over a box copy's rows (CopyOp, device_program.h): its
+// The one walk over a box copy's rows (CopyOp, copy_program.h): its
 // contiguous runs in row-major order of its dims, as stretches along the
 // innermost dim, with no index arithmetic inside a stretch. The copy
 // kernel, the reduce kernel and MPI's run lists (mpi_comm.cc) all step

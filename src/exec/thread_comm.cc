@@ -35,48 +35,152 @@ struct BoxRun {
   int64_t staged, at, bytes;
 };
 
-// A step's messages as box messages: per peer rank, the runs of this
-// rank's message to it and from it, in staged order, adjacent runs merged
-// (empty: no message). A receiver copies its message run against run
-// straight from the sender's input, as MPI's datatype engine walks two type
-// maps: one copy, no staging.
+// A step's messages as box messages, per message its peer rank and how to
+// walk its bytes in staged order in the rank's own buffer: where its copies
+// are in order (StagedInOrder), op after op over the program's own copies,
+// no list (as MPI's nested vector types); elsewhere (block-cyclic boxes
+// interleaved in the staged order) a list of its runs sorted by staged
+// offset, adjacent runs merged (as MPI's hindexed types). A receiver copies
+// its message run against run straight from the sender's input: one copy,
+// no staging. No array over every rank of the group.
 class ThreadBoxes final : public BoxExchange {
  public:
-  explicit ThreadBoxes(int size) : to(static_cast<size_t>(size)), from(static_cast<size_t>(size)) {}
+  struct Message {
+    int peer = -1;
+    const CopyProgram* ops = nullptr;  // in order: ops [begin, end) of the program's copies
+    int32_t begin = 0, end = 0;
+    int64_t runs_begin = 0, runs_end = 0;  // else: [runs_begin, runs_end) of `runs`
+    int64_t bytes = 0;
+  };
   int64_t bytes_sent() const override { return sent; }
   int64_t bytes_received() const override { return received; }
 
-  std::vector<std::vector<BoxRun>> to, from;
+  // The message to or from `peer`, or null.
+  const Message* To(int peer) const { return Find(to, peer); }
+  const Message* From(int peer) const { return Find(from, peer); }
+  // Sorts the messages by peer, once all are added.
+  void Seal() {
+    for (std::vector<Message>* list : {&to, &from})
+      std::sort(list->begin(), list->end(), [](const Message& a, const Message& b) { return a.peer < b.peer; });
+  }
+
+  std::vector<Message> to, from;
+  std::vector<BoxRun> runs;
   int64_t sent = 0, received = 0;
+
+ private:
+  static const Message* Find(const std::vector<Message>& list, int peer) {
+    const auto it = std::lower_bound(list.begin(), list.end(), peer, [](const Message& m, int p) { return m.peer < p; });
+    return it == list.end() || it->peer != peer ? nullptr : &*it;
+  }
 };
 
-// Ops [begin, end) of `p` (one message of `bytes` bytes staged at `base`)
-// as runs in staged order: a pack's destination is the staged side
-// (`sending`), an unpack's source. Internal unless the runs tile the
-// message's bytes exactly.
-Result<std::vector<BoxRun>> MessageRuns(const CopyProgram& p, int32_t begin, int32_t end, int64_t base, int64_t bytes,
-                                        bool sending) {
-  std::vector<BoxRun> runs;
+// One message's runs in staged order, as (offset in the rank's buffer,
+// bytes): from its run list, or from its copies op after op, each op's rows
+// row-major over its dims sorted by the staged side's stride (a pack's
+// destination, an unpack's source), which StagedInOrder makes the staged
+// order.
+class RunStream {
+ public:
+  RunStream(const ThreadBoxes& boxes, const ThreadBoxes::Message& m, bool sending)
+      : m_(m), sending_(sending), list_(boxes.runs.data()), k_(m.ops ? m.begin : m.runs_begin) {}
+
+  // The next run; false past the last.
+  bool Next(int64_t& at, int64_t& bytes) {
+    if (m_.ops == nullptr) {
+      if (k_ >= m_.runs_end) return false;
+      const BoxRun& r = list_[k_++];
+      at = r.at;
+      bytes = r.bytes;
+      return true;
+    }
+    while (row_ >= rows_) {  // the next op with rows
+      if (k_ >= m_.end) return false;
+      StartOp(m_.ops->ops[static_cast<size_t>(k_++)]);
+    }
+    at = offset_;
+    bytes = run_bytes_;
+    // Row-major: the last dim fastest, carrying into the ones before.
+    ++row_;
+    for (size_t d = dims_.size(); d-- > 0;) {
+      offset_ += dims_[d].first;
+      if (++index_[d] < dims_[d].second) break;
+      offset_ -= dims_[d].first * dims_[d].second;
+      index_[d] = 0;
+    }
+    return true;
+  }
+
+ private:
+  void StartOp(const CopyOp& op) {
+    const CopyProgram& p = *m_.ops;
+    std::vector<CopyDim> dims(p.dims.begin() + op.first_dim, p.dims.begin() + op.first_dim + op.num_dims);
+    // (Sorted by the staged side's stride, outermost first.)
+    std::stable_sort(dims.begin(), dims.end(), [this](const CopyDim& a, const CopyDim& b) {
+      return sending_ ? a.dst_stride > b.dst_stride : a.src_stride > b.src_stride;
+    });
+    dims_.clear();
+    rows_ = 1;
+    for (const CopyDim& c : dims) {
+      dims_.emplace_back(sending_ ? c.src_stride : c.dst_stride, c.count);
+      rows_ *= c.count;
+    }
+    index_.assign(dims_.size(), 0);
+    row_ = 0;
+    offset_ = sending_ ? op.src_offset : op.dst_offset;
+    run_bytes_ = op.run_bytes;
+  }
+
+  const ThreadBoxes::Message& m_;
+  const bool sending_;
+  const BoxRun* list_;
+  int64_t k_;
+  std::vector<std::pair<int64_t, int64_t>> dims_;  // (the buffer side's stride, count), outermost first
+  std::vector<int64_t> index_;
+  int64_t rows_ = 0, row_ = 0, offset_ = 0, run_bytes_ = 0;
+};
+
+// Ops [begin, end) of `p` as message `m` of `bytes` bytes staged at `base`:
+// op after op where they are in staged order and start at `base`, else
+// their runs sorted by staged offset into `runs`. Internal unless they
+// tile the message's bytes exactly.
+Status AddMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t base, int64_t bytes, bool sending,
+                  ThreadBoxes::Message& m, std::vector<BoxRun>& runs) {
+  m.bytes = bytes;
+  if (StagedInOrder(p, begin, end, /*staged_is_dst=*/sending)) {
+    int64_t covered = 0;
+    for (int32_t k = begin; k < end; ++k) covered += p.OpBytes(p.ops[static_cast<size_t>(k)]);
+    const CopyOp* first = begin < end ? &p.ops[static_cast<size_t>(begin)] : nullptr;
+    if (covered == bytes && (first == nullptr || (sending ? first->dst_offset : first->src_offset) == base)) {
+      m.ops = &p;
+      m.begin = begin;
+      m.end = end;
+      return Status::Ok();
+    }
+  }
+  std::vector<BoxRun> listed;
   for (int32_t k = begin; k < end; ++k) {
     const CopyOp& op = p.ops[static_cast<size_t>(k)];
     ForEachRun(p, op, [&](int64_t src, int64_t dst) {
-      runs.push_back(sending ? BoxRun{dst - base, src, op.run_bytes} : BoxRun{src - base, dst, op.run_bytes});
+      listed.push_back(sending ? BoxRun{dst - base, src, op.run_bytes} : BoxRun{src - base, dst, op.run_bytes});
     });
   }
-  std::sort(runs.begin(), runs.end(), [](const BoxRun& a, const BoxRun& b) { return a.staged < b.staged; });
-  std::vector<BoxRun> merged;
+  std::sort(listed.begin(), listed.end(), [](const BoxRun& a, const BoxRun& b) { return a.staged < b.staged; });
+  m.ops = nullptr;
+  m.runs_begin = static_cast<int64_t>(runs.size());
   int64_t next = 0;
-  for (const BoxRun& r : runs) {
+  for (const BoxRun& r : listed) {
     if (r.staged != next)
       return Status::Internal(fmt::format("a box message's runs leave a gap or overlap at byte {} of {}", next, bytes));
     next += r.bytes;
-    if (!merged.empty() && merged.back().at + merged.back().bytes == r.at)
-      merged.back().bytes += r.bytes;
+    if (static_cast<int64_t>(runs.size()) > m.runs_begin && runs.back().at + runs.back().bytes == r.at)
+      runs.back().bytes += r.bytes;
     else
-      merged.push_back(r);
+      runs.push_back(r);
   }
+  m.runs_end = static_cast<int64_t>(runs.size());
   if (next != bytes) return Status::Internal(fmt::format("a box message's runs cover {} of its {} bytes", next, bytes));
-  return merged;
+  return Status::Ok();
 }
 
 // What one rank hands the others for the collective under way; which fields
@@ -404,21 +508,22 @@ class ThreadComm final : public Comm {
 
   Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& p, std::span<const int> send_rank,
                                                     std::span<const int> recv_rank) override {
-    auto boxes = std::make_unique<ThreadBoxes>(size());
+    auto boxes = std::make_unique<ThreadBoxes>();
     for (size_t m = 0; m < send_rank.size(); ++m) {
       RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", send_rank[m], p.send_count[m]));
-      RESHARD_ASSIGN_OR_RETURN(boxes->to[static_cast<size_t>(send_rank[m])],
-                               MessageRuns(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_offset[m],
-                                           p.send_count[m], /*sending=*/true));
+      ThreadBoxes::Message& message = boxes->to.emplace_back(ThreadBoxes::Message{.peer = send_rank[m]});
+      RESHARD_RETURN_IF_ERROR(AddMessage(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_offset[m],
+                                         p.send_count[m], /*sending=*/true, message, boxes->runs));
       boxes->sent += p.send_count[m];
     }
     for (size_t m = 0; m < recv_rank.size(); ++m) {
       RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", recv_rank[m], p.recv_count[m]));
-      RESHARD_ASSIGN_OR_RETURN(boxes->from[static_cast<size_t>(recv_rank[m])],
-                               MessageRuns(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_offset[m],
-                                           p.recv_count[m], /*sending=*/false));
+      ThreadBoxes::Message& message = boxes->from.emplace_back(ThreadBoxes::Message{.peer = recv_rank[m]});
+      RESHARD_RETURN_IF_ERROR(AddMessage(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_offset[m],
+                                         p.recv_count[m], /*sending=*/false, message, boxes->runs));
       boxes->received += p.recv_count[m];
     }
+    boxes->Seal();
     return std::unique_ptr<BoxExchange>(std::move(boxes));
   }
 
@@ -427,31 +532,31 @@ class ThreadComm final : public Comm {
   Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
     request = kNoRequest;
     const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
-    Post post{.valid = mine != nullptr && mine->to.size() == static_cast<size_t>(size()), .data = in, .boxes = mine};
+    Post post{.valid = mine != nullptr, .data = in, .boxes = mine};
     return Collective(post, "Boxes", [&](const std::vector<Post>& posts) {
       if (!post.valid) return Status::Internal(fmt::format("Boxes: rank {} passed another backend's box messages", rank_));
       for (int k = 0; k < size(); ++k) {
         const Post& p = posts[static_cast<size_t>(k)];
         if (!p.valid) return Status::Internal(fmt::format("Boxes: rank {} passed another backend's box messages", k));
-        const std::vector<BoxRun>& sent = p.boxes->to[static_cast<size_t>(rank_)];
-        const std::vector<BoxRun>& expected = mine->from[static_cast<size_t>(k)];
-        const int64_t sent_bytes = sent.empty() ? 0 : sent.back().staged + sent.back().bytes;
-        const int64_t expected_bytes = expected.empty() ? 0 : expected.back().staged + expected.back().bytes;
+        const ThreadBoxes::Message* sent = p.boxes->To(rank_);
+        const ThreadBoxes::Message* expected = mine->From(k);
+        const int64_t sent_bytes = sent ? sent->bytes : 0, expected_bytes = expected ? expected->bytes : 0;
         if (sent_bytes != expected_bytes)
           return Status::Internal(fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_,
                                               expected_bytes, k, sent_bytes));
+        if (sent_bytes == 0) continue;
         const std::byte* from = static_cast<const std::byte*>(p.data);
-        // Both run lists tile the message's bytes: copy the overlap of the
-        // current pair, then step past whichever ends first.
-        size_t i = 0, j = 0;
-        int64_t at = 0;
-        while (i < sent.size() && j < expected.size()) {
-          const BoxRun &s = sent[i], &r = expected[j];
-          const int64_t end = std::min(s.staged + s.bytes, r.staged + r.bytes);
-          Copy(out + r.at + (at - r.staged), from + s.at + (at - s.staged), end - at);
-          at = end;
-          if (at == s.staged + s.bytes) ++i;
-          if (at == r.staged + r.bytes) ++j;
+        // Both walks tile the message's bytes in its order: copy the
+        // overlap of the current runs, then step past whichever ends first.
+        RunStream s(*p.boxes, *sent, /*sending=*/true), r(*mine, *expected, /*sending=*/false);
+        int64_t s_at = 0, s_bytes = 0, r_at = 0, r_bytes = 0;
+        bool s_more = s.Next(s_at, s_bytes), r_more = r.Next(r_at, r_bytes);
+        while (s_more && r_more) {
+          const int64_t n = std::min(s_bytes, r_bytes);
+          Copy(out + r_at, from + s_at, n);
+          s_at += n, s_bytes -= n, r_at += n, r_bytes -= n;
+          if (s_bytes == 0) s_more = s.Next(s_at, s_bytes);
+          if (r_bytes == 0) r_more = r.Next(r_at, r_bytes);
         }
       }
       return Status::Ok();

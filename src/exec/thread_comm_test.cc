@@ -263,6 +263,47 @@ TEST(ThreadComm, BoxMessagesCopyRunAgainstRunFromTheSendersInput) {
   });
 }
 
+TEST(ThreadComm, BoxMessagesInOrderWalkTheCopiesThemselves) {
+  RunRanks(2, [](Comm& comm) {
+    // Rank 0 sends a [2,4] box of its [2,8] input (rows of 8 bytes); rank 1
+    // writes it at byte 3 of rows of 16. Both sides in staged order: no run
+    // list, the copies walked row by row.
+    DeviceProgram p;
+    const int64_t extent[] = {2, 4}, packed[] = {4, 1};
+    if (comm.rank() == 0) {
+      const int64_t rows[] = {8, 1};
+      p.pack.AddBox(extent, 0, rows, 0, packed, 1);
+      p.send_count = {8};
+      p.send_offset = {0};
+      p.pack_begin = {0, 1};
+      p.unpack_begin = {0};
+    } else {
+      const int64_t rows[] = {16, 1};
+      p.unpack.AddBox(extent, 0, packed, 3, rows, 1);
+      p.recv_count = {8};
+      p.recv_offset = {0};
+      p.unpack_begin = {0, 1};
+      p.pack_begin = {0};
+    }
+    ASSERT_TRUE(StagedInOrder(comm.rank() == 0 ? p.pack : p.unpack, 0, 1, comm.rank() == 0));
+    std::vector<int> to, from;
+    (comm.rank() == 0 ? to : from).push_back(1 - comm.rank());
+    Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, to, from);
+    ASSERT_TRUE(boxes.ok()) << boxes.status();
+    const std::vector<std::byte> in = Bytes(16, comm.rank());
+    std::vector<std::byte> out(32, std::byte{0xee});
+    int64_t request = kNoRequest;
+    ASSERT_TRUE(comm.StartBoxes(**boxes, in.data(), out.data(), request).ok());
+    if (comm.rank() == 1) {
+      const std::vector<std::byte> sent = Bytes(16, 0);
+      std::vector<std::byte> want(32, std::byte{0xee});
+      std::copy(sent.begin(), sent.begin() + 4, want.begin() + 3);
+      std::copy(sent.begin() + 8, sent.begin() + 12, want.begin() + 19);
+      EXPECT_EQ(out, want);
+    }
+  });
+}
+
 TEST(ThreadComm, BoxMessageSizeMismatchIsInternalOnTheReceiver) {
   RunRanks(2, [](Comm& comm) {
     const DeviceProgram p = OneMessage(comm.rank(), {{0, 0, 8}}, {{0, 0, 6}});

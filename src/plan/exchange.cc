@@ -1,6 +1,7 @@
 #include "reshard/exchange.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "plan/dim_overlap.h"

@@ -142,11 +142,12 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
   }
   const std::vector<int64_t>& devs = target.devices();
   const TileHolders th(target);
-  // Each choice prices, and books, the holders of what it routes among the
-  // devices of the parts it looks at (the others through EntryLoads), once
-  // for each part of each tile pair.
-  if (static_cast<double>(P) * (static_cast<double>(S) * static_cast<double>(T) +
-                                static_cast<double>(source.devices().size())) >
+  // Each choice prices, and books, only the holders of what it routes among
+  // the devices of the parts it looks at (the others through EntryLoads):
+  // over every choice, each holder of a source tile once per target tile it
+  // holds. (The rule before also multiplied by a part's replicas.)
+  if (static_cast<double>(P) * static_cast<double>(S) * static_cast<double>(T) +
+          static_cast<double>(source.devices().size()) >
       static_cast<double>(int64_t{1} << 25))
     return;
   EntryLoads loads(th, devs.size());
@@ -180,11 +181,16 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
     auto operator<=>(const Held&) const = default;
   };
   // The holders of the source tile within the target tile being routed,
-  // by (target part, index): each target part's are a run.
-  std::vector<std::pair<int64_t, int64_t>> in_tile;
-  auto holders_in = [&](int64_t q) {
-    const auto b = std::lower_bound(in_tile.begin(), in_tile.end(), std::pair(q, int64_t{-1}));
-    const auto e = std::lower_bound(b, in_tile.end(), std::pair(q + 1, int64_t{-1}));
+  // by (target part, source part, index). What part p's choice prices one
+  // by one in target part q: the holders of p's tile there (every other
+  // device receives it whole), or, together, the holders of any part's
+  // (they receive every part but their own).
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> in_tile;
+  auto holders_in = [&](int64_t q, int64_t p) {
+    const auto b = std::lower_bound(in_tile.begin(), in_tile.end(),
+                                    std::tuple(q, together ? int64_t{-1} : p, int64_t{-1}));
+    const auto e = std::lower_bound(b, in_tile.end(), together ? std::tuple(q + 1, int64_t{-1}, int64_t{-1})
+                                                               : std::tuple(q, p + 1, int64_t{-1}));
     return std::pair(b, e);
   };
   std::vector<int64_t> except;  // one part's holders' indices, ascending
@@ -243,7 +249,7 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
       size_t end_held = next_held;
       while (end_held < held.size() && held[end_held].tile == t) ++end_held;
       in_tile.clear();
-      for (size_t k = next_held; k < end_held; ++k) in_tile.emplace_back(held[k].part, held[k].index);
+      for (size_t k = next_held; k < end_held; ++k) in_tile.emplace_back(held[k].part, held[k].source_part, held[k].index);
       std::sort(in_tile.begin(), in_tile.end());
       // What each device receives that holds none of tile s (of any part).
       const int64_t unit = together ? v * P : v;
@@ -267,16 +273,17 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
           const int64_t k = th.Find(t, q);
           const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
           int64_t cost = 0, worst = 0;
-          const auto [b, e] = holders_in(q);
+          const auto [b, e] = holders_in(q, p);
           except.clear();
           for (auto it = b; it != e; ++it) {
-            const int64_t i = it->second;
+            const int64_t i = std::get<2>(*it);
             except.push_back(i);
             if (const int64_t n = gets(i, p); n > 0) {
               cost += n;
               worst = std::max(worst, loads.Recv(k, i) + n);
             }
           }
+          std::sort(except.begin(), except.end());  // (together: by source part first)
           // The devices holding none of tile s: `unit` each.
           if (const int64_t others = h.end - h.begin - static_cast<int64_t>(except.size()); others > 0) {
             cost += others * unit;
@@ -306,8 +313,8 @@ void RouteTiles(const Layout& source, const Layout& target, bool together, PartR
         if (std::get<0>(best) == 0) continue;  // its devices receive nothing
         const TileHolders::Entry& h = th.parts[static_cast<size_t>(k)];
         loads.AddToAll(k, unit);
-        const auto [b, e] = holders_in(q);
-        for (auto it = b; it != e; ++it) loads.Correct(k, it->second, gets(it->second, p) - unit);
+        const auto [b, e] = holders_in(q, p);
+        for (auto it = b; it != e; ++it) loads.Correct(k, std::get<2>(*it), gets(std::get<2>(*it), p) - unit);
         const int64_t most = loads.Busiest(k);
         if (!built[static_cast<size_t>(t)]) continue;  // (built from the receipts when first needed)
         auto& parts = by_load[static_cast<size_t>(t)][h.end - h.begin];

@@ -1,4 +1,4 @@
-// Tile routes into a partial target (PartRoutes, exchange.h): each tile of
+// Tile routes into a partial target (PartRoutes, part_routes.h): each tile of
 // each source part, within each target tile it overlaps, joins one target
 // part, chosen tile pair by tile pair so that a target part's devices
 // receive least (the part holding most of it already, then the least busy).

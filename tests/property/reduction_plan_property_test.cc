@@ -853,7 +853,7 @@ TEST(ReductionPlanProperty, PartialLayoutsInEveryNotationRun) {
 // every notation from random layouts, partial (two thirds) or not, on the
 // same devices or others. Each is planned as one reducing exchange (each
 // source part, or each tile of a source part, routed into one target part,
-// exchange.h's PartRoutes), after reducing first or not, or, from the same
+// part_routes.h's PartRoutes), after reducing first or not, or, from the same
 // partial axes and op, as the parts moved alike by structured steps,
 // simulated, executed in-process in one of nine element types and checked
 // exactly (each target device holds the source parts routed to its part,

@@ -52,25 +52,11 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
   return CheckedMul(a, b, &r) ? r : std::numeric_limits<int64_t>::max();
 }
 
-// Box messages' run lists (rank_step_run.cc's box messages), a bound for
-// one step from `in` to `out` whose ranks send and receive at most `sent`
-// and `received` bytes (every message counted: a box sent to several
-// receivers is one type per message), `per_run` bytes a run (MPI datatypes:
-// kRunListBytesPerRun; threads as ranks: kThreadRunBytesPerRun). Where the tiles of either
-// layout hold several cells (block cyclic), a message may run as one
-// hindexed type listing every contiguous run. No run is shorter than the
-// shortest piece the two grids cut the last dim into, and BoxableMessage
-// takes no message whose runs average under 64 bytes: runs are at most the
-// bytes over the longer of the two. Zero for layouts of one cell per tile:
-// their messages are one box each, a nested vector type per copy.
-int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t received,
-                     int64_t per_run = kRunListBytesPerRun) {
+// The shortest piece the two grids cut the last dim into, in bytes: no
+// contiguous run of a message between them is shorter (a box along the last
+// dim is a union of such pieces). 0 for a rank-0 array or an empty last dim.
+int64_t ShortestRunBytes(const Layout& in, const Layout& out) {
   if (in.rank() == 0) return 0;
-  bool cells = false;
-  for (const Layout* l : {&in, &out})
-    for (int64_t d = 0; d < l->rank(); ++d)
-      cells = cells || static_cast<int64_t>(l->dim(d).cuts.size()) - 1 > l->dim(d).tiles;
-  if (!cells) return 0;
   const int64_t last = in.rank() - 1;
   std::vector<int64_t> cuts = in.dim(last).cuts;
   cuts.insert(cuts.end(), out.dim(last).cuts.begin(), out.dim(last).cuts.end());
@@ -78,10 +64,41 @@ int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t 
   int64_t piece = std::numeric_limits<int64_t>::max();
   for (size_t k = 1; k < cuts.size(); ++k)
     if (cuts[k] > cuts[k - 1]) piece = std::min(piece, cuts[k] - cuts[k - 1]);
-  if (piece == std::numeric_limits<int64_t>::max()) return 0;  // an empty last dim
-  const int64_t run_bytes = std::max<int64_t>(64, SaturatingMul(piece, in.element_bytes()));
+  return piece == std::numeric_limits<int64_t>::max() ? 0 : SaturatingMul(piece, in.element_bytes());
+}
+
+// Box messages' run lists (rank_step_run.cc's box messages), a bound for
+// one step from `in` to `out` whose ranks send and receive at most `sent`
+// and `received` bytes (every message counted: a box sent to several
+// receivers is one type per message), `per_run` bytes a run (MPI's
+// datatypes, kRunListBytesPerRun; threads as ranks, kThreadRunBytesPerRun). Where the tiles of either
+// layout hold several cells (block cyclic), a message may run as one
+// hindexed type listing every contiguous run, each at least
+// ShortestRunBytes, and BoxableMessage takes no such message whose runs
+// average under 64 bytes: runs are at most the bytes over the longer of
+// the two. Zero for layouts of one cell per tile: their messages are one
+// box each, in order (MPI: a nested vector type per copy; threads: the
+// copies walked as they are).
+int64_t RunListBytes(const Layout& in, const Layout& out, int64_t sent, int64_t received,
+                     int64_t per_run = kRunListBytesPerRun) {
+  bool cells = false;
+  for (const Layout* l : {&in, &out})
+    for (int64_t d = 0; d < l->rank(); ++d)
+      cells = cells || static_cast<int64_t>(l->dim(d).cuts.size()) - 1 > l->dim(d).tiles;
+  const int64_t shortest = ShortestRunBytes(in, out);
+  if (!cells || shortest == 0) return 0;
+  const int64_t run_bytes = std::max<int64_t>(64, shortest);
   const int64_t runs = sent / run_bytes + received / run_bytes + 2;
   return SaturatingMul(runs, per_run);
+}
+
+// Threads as ranks' box messages, for one step whose devices send and
+// receive `sent` and `received` bytes in all in `messages` messages: the
+// run lists of messages not in order (RunListBytes) and
+// kThreadBytesPerMessage a message on each side.
+int64_t ThreadBoxBytes(const Layout& in, const Layout& out, int64_t sent, int64_t received, int64_t messages) {
+  return SaturatingAdd(RunListBytes(in, out, sent, received, kThreadRunBytesPerRun),
+                       SaturatingMul(2 * messages, kThreadBytesPerMessage));
 }
 
 // The most devices holding one tile of `l` (its replication).
@@ -191,9 +208,9 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   if (as_ranks && !per_rank) {
     int64_t lists = 0;
     for (const PlanStep& s : steps)
-      lists = SaturatingAdd(
-          lists, RunListBytes(s.input, s.output, s.send_bytes.Sum(), s.recv_bytes.Sum(), kThreadRunBytesPerRun));
-    Add(e, lists, "box messages' run lists");
+      lists = SaturatingAdd(lists, ThreadBoxBytes(s.input, s.output, s.send_bytes.Sum(), s.recv_bytes.Sum(),
+                                                  s.sends.Sum()));
+    Add(e, lists, "box messages");
   }
   return e;
 }

@@ -48,9 +48,11 @@ inline constexpr int64_t kScheduledCopyBytes = 40;
 // type of 2^20 runs), and the rank builds it from lists of 60 bytes a run,
 // freed once the type is made; counted together, rounded up.
 inline constexpr int64_t kRunListBytesPerRun = 112;
-// Threads as ranks list a box message's runs as 24-byte entries, built in a
-// list of as many again before adjacent runs merge.
+// Threads as ranks list the runs of a box message not in order as 24-byte
+// entries, built in a list of as many again before adjacent runs merge,
+// and each message as a 48-byte entry.
 inline constexpr int64_t kThreadRunBytesPerRun = 48;
+inline constexpr int64_t kThreadBytesPerMessage = 48;
 
 struct MemoryEstimate {
   int64_t bytes = 0;
