@@ -11,9 +11,12 @@
 // waits again before returning, so the Start* collectives complete at once
 // (their request is kNoRequest). Box messages (Comm::has_boxes) are one such
 // collective: each receiver walks its message's runs against the sender's,
-// copying from the sender's input into its own output, with no staging, as
-// MPI's derived datatypes move them; so the runner's box path (its choice
-// and its run) is exercised in process too. Point-to-point sends are unbuffered, as
+// both in the message's order, copying from the sender's input into its own
+// output, with no staging, as MPI's derived datatypes move them (copies in
+// order walked as they are, interleaved block-cyclic boxes from a sorted
+// run list); so the runner's box path (its choice and its run) is exercised
+// in process too. PrepareBoxes keeps pointers into the program's copies:
+// the program must outlive the result (the runner's does). Point-to-point sends are unbuffered, as
 // strict as MPI allows: StartSend records the sender's pointer (no copy) and
 // gives a request; the bytes are copied straight from the sender's buffer
 // into the receiver's when the send meets its receive, and only then do
