@@ -58,12 +58,21 @@ class ThreadBoxes final : public BoxExchange {
   // The message to or from `peer`, or null.
   const Message* To(int peer) const { return Find(to, peer); }
   const Message* From(int peer) const { return Find(from, peer); }
-  // Sorts the messages by peer, once all are added.
-  void Seal() {
-    for (std::vector<Message>* list : {&to, &from})
+  // Sorts the messages by peer, once all are added; Internal where a peer
+  // has two messages one way (one would never be delivered).
+  Status Seal() {
+    runs.shrink_to_fit();
+    for (std::vector<Message>* list : {&to, &from}) {
       std::sort(list->begin(), list->end(), [](const Message& a, const Message& b) { return a.peer < b.peer; });
+      for (size_t m = 1; m < list->size(); ++m)
+        if ((*list)[m].peer == (*list)[m - 1].peer)
+          return Status::Internal(fmt::format("PrepareBoxes: two messages {} rank {}", list == &to ? "to" : "from",
+                                              (*list)[m].peer));
+    }
+    return Status::Ok();
   }
 
+  int size = 0;  // of the Comm that prepared them, the only one that may run them
   std::vector<Message> to, from;
   std::vector<BoxRun> runs;
   int64_t sent = 0, received = 0;
@@ -114,14 +123,14 @@ class RunStream {
  private:
   void StartOp(const CopyOp& op) {
     const CopyProgram& p = *m_.ops;
-    std::vector<CopyDim> dims(p.dims.begin() + op.first_dim, p.dims.begin() + op.first_dim + op.num_dims);
-    // (Sorted by the staged side's stride, outermost first.)
-    std::stable_sort(dims.begin(), dims.end(), [this](const CopyDim& a, const CopyDim& b) {
+    sorted_.assign(p.dims.begin() + op.first_dim, p.dims.begin() + op.first_dim + op.num_dims);
+    // (Sorted by the staged side's stride, outermost first: in order, they are.)
+    std::stable_sort(sorted_.begin(), sorted_.end(), [this](const CopyDim& a, const CopyDim& b) {
       return sending_ ? a.dst_stride > b.dst_stride : a.src_stride > b.src_stride;
     });
     dims_.clear();
     rows_ = 1;
-    for (const CopyDim& c : dims) {
+    for (const CopyDim& c : sorted_) {
       dims_.emplace_back(sending_ ? c.src_stride : c.dst_stride, c.count);
       rows_ *= c.count;
     }
@@ -135,6 +144,7 @@ class RunStream {
   const bool sending_;
   const BoxRun* list_;
   int64_t k_;
+  std::vector<CopyDim> sorted_;                     // the current op's dims, staged order
   std::vector<std::pair<int64_t, int64_t>> dims_;  // (the buffer side's stride, count), outermost first
   std::vector<int64_t> index_;
   int64_t rows_ = 0, row_ = 0, offset_ = 0, run_bytes_ = 0;
@@ -509,6 +519,9 @@ class ThreadComm final : public Comm {
   Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& p, std::span<const int> send_rank,
                                                     std::span<const int> recv_rank) override {
     auto boxes = std::make_unique<ThreadBoxes>();
+    boxes->size = size();
+    boxes->to.reserve(send_rank.size());
+    boxes->from.reserve(recv_rank.size());
     for (size_t m = 0; m < send_rank.size(); ++m) {
       RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", send_rank[m], p.send_count[m]));
       ThreadBoxes::Message& message = boxes->to.emplace_back(ThreadBoxes::Message{.peer = send_rank[m]});
@@ -523,7 +536,7 @@ class ThreadComm final : public Comm {
                                          p.recv_count[m], /*sending=*/false, message, boxes->runs));
       boxes->received += p.recv_count[m];
     }
-    boxes->Seal();
+    RESHARD_RETURN_IF_ERROR(boxes->Seal());
     return std::unique_ptr<BoxExchange>(std::move(boxes));
   }
 
@@ -532,12 +545,13 @@ class ThreadComm final : public Comm {
   Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
     request = kNoRequest;
     const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
-    Post post{.valid = mine != nullptr, .data = in, .boxes = mine};
+    Post post{.valid = mine != nullptr && mine->size == size(), .data = in, .boxes = mine};
     return Collective(post, "Boxes", [&](const std::vector<Post>& posts) {
-      if (!post.valid) return Status::Internal(fmt::format("Boxes: rank {} passed another backend's box messages", rank_));
+      if (!post.valid)
+        return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", rank_));
       for (int k = 0; k < size(); ++k) {
         const Post& p = posts[static_cast<size_t>(k)];
-        if (!p.valid) return Status::Internal(fmt::format("Boxes: rank {} passed another backend's box messages", k));
+        if (!p.valid) return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", k));
         const ThreadBoxes::Message* sent = p.boxes->To(rank_);
         const ThreadBoxes::Message* expected = mine->From(k);
         const int64_t sent_bytes = sent ? sent->bytes : 0, expected_bytes = expected ? expected->bytes : 0;

@@ -331,6 +331,21 @@ TEST(ThreadComm, BoxMessageRunsMustTileTheMessage) {
   });
 }
 
+TEST(ThreadComm, TwoBoxMessagesToOnePeerAreAnError) {
+  RunRanks(1, [](Comm& comm) {
+    DeviceProgram p;
+    const int64_t extent[] = {4}, one[] = {1};
+    p.pack.AddBox(extent, 0, one, 0, one, 1);
+    p.pack.AddBox(extent, 4, one, 4, one, 1);
+    p.send_count = {4, 4};
+    p.send_offset = {0, 4};
+    p.pack_begin = {0, 1, 2};
+    p.unpack_begin = {0};
+    Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, std::vector<int>{0, 0}, {});
+    EXPECT_EQ(boxes.status(), Status::Internal("PrepareBoxes: two messages to rank 0"));
+  });
+}
+
 TEST(ThreadComm, Allgatherv) {
   constexpr int kRanks = 4;
   RunRanks(kRanks, [](Comm& comm) {

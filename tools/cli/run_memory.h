@@ -49,9 +49,10 @@ inline constexpr int64_t kScheduledCopyBytes = 40;
 // freed once the type is made; counted together, rounded up.
 inline constexpr int64_t kRunListBytesPerRun = 112;
 // Threads as ranks list the runs of a box message not in order as 24-byte
-// entries, built in a list of as many again before adjacent runs merge,
-// and each message as a 48-byte entry.
-inline constexpr int64_t kThreadRunBytesPerRun = 48;
+// entries (up to as many again while the list grows by doubling, trimmed
+// once built), built from a list of 24 bytes a run before adjacent runs
+// merge, and each message as a 48-byte entry.
+inline constexpr int64_t kThreadRunBytesPerRun = 72;
 inline constexpr int64_t kThreadBytesPerMessage = 48;
 
 struct MemoryEstimate {
