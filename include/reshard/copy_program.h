@@ -59,6 +59,20 @@ bool StagedInOrder(const CopyProgram& p, int32_t begin, int32_t end, bool staged
 // copy: the product of each op's dim counts, summed.
 int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end);
 
+// One contiguous run of a message: `bytes` bytes at `staged` in the staged
+// buffer and at `buffer` in the other one (a pack's source, an unpack's
+// destination).
+struct StagedRun {
+  int64_t staged, buffer, bytes;
+};
+// The runs ops [begin, end) of `p` copy, unmerged, in the order of their
+// staged side (`sending`: a pack, whose destination is staged; else an
+// unpack): what a backend lists where a message's boxes interleave in its
+// staged bytes (MPI's hindexed types, threads' run lists). Where every run
+// is one length and they fill slots of it (a block-cyclic message's do),
+// each goes straight to its slot; else they are sorted.
+std::vector<StagedRun> StagedRuns(const CopyProgram& p, int32_t begin, int32_t end, bool sending);
+
 }  // namespace reshard
 
 #endif  // RESHARD_COPY_PROGRAM_H_

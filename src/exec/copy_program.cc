@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
+#include "exec/row_walk.h"
 #include "reshard/layout.h"  // kMaxRank
 
 namespace reshard {
@@ -96,6 +98,42 @@ int64_t RunCount(const CopyProgram& p, int32_t begin, int32_t end) {
     for (int32_t d = 0; d < op.num_dims; ++d) n *= p.dims[static_cast<size_t>(op.first_dim + d)].count;
     runs += n;
   }
+  return runs;
+}
+
+std::vector<StagedRun> StagedRuns(const CopyProgram& p, int32_t begin, int32_t end, bool sending) {
+  std::vector<StagedRun> runs;
+  runs.reserve(static_cast<size_t>(RunCount(p, begin, end)));
+  for (int32_t k = begin; k < end; ++k) {
+    const CopyOp& op = p.ops[static_cast<size_t>(k)];
+    ForEachRun(p, op, [&](int64_t src, int64_t dst) {
+      runs.push_back(sending ? StagedRun{dst, src, op.run_bytes} : StagedRun{src, dst, op.run_bytes});
+    });
+  }
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  bool slotted = !runs.empty();
+  for (const StagedRun& r : runs) {
+    first = std::min(first, r.staged);
+    last = std::max(last, r.staged + r.bytes);
+    slotted = slotted && r.bytes == runs[0].bytes;
+  }
+  if (slotted && runs[0].bytes > 0 && last - first == runs[0].bytes * static_cast<int64_t>(runs.size())) {
+    std::vector<StagedRun> placed(runs.size(), StagedRun{-1, 0, 0});
+    for (const StagedRun& r : runs) {
+      const int64_t at = r.staged - first;
+      const size_t slot = static_cast<size_t>(at / r.bytes);
+      if (at % r.bytes != 0 || placed[slot].staged >= 0) {
+        slotted = false;
+        break;
+      }
+      placed[slot] = r;
+    }
+    if (slotted) runs.swap(placed);
+  } else {
+    slotted = false;
+  }
+  if (!slotted)
+    std::sort(runs.begin(), runs.end(), [](const StagedRun& a, const StagedRun& b) { return a.staged < b.staged; });
   return runs;
 }
 

@@ -48,49 +48,13 @@ Status ToInts(std::span<const int64_t> values, std::vector<int>& out) {
 // message's bytes in order where its boxes interleave in the staged buffer
 // (a block-cyclic message). Adjacent runs on both sides merge.
 Result<MPI_Datatype> RunsType(const CopyProgram& p, int32_t begin, int32_t end, bool sending) {
-  struct Run {
-    int64_t staged, buffer, bytes;
-  };
-  std::vector<Run> runs;
-  runs.reserve(static_cast<size_t>(RunCount(p, begin, end)));
-  for (int32_t k = begin; k < end; ++k) {
-    const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    ForEachRun(p, op, [&](int64_t src, int64_t dst) {
-      runs.push_back(sending ? Run{dst, src, op.run_bytes} : Run{src, dst, op.run_bytes});
-    });
-  }
-  // Into staged order. Runs tile the message's staged bytes; where they are
-  // all one length and aligned to it (a block-cyclic message's are), each
-  // goes straight to its slot, else they are sorted.
-  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
-  bool slotted = !runs.empty();
-  for (const Run& r : runs) {
-    first = std::min(first, r.staged);
-    last = std::max(last, r.staged + r.bytes);
-    slotted = slotted && r.bytes == runs[0].bytes;
-  }
-  if (slotted && last - first == runs[0].bytes * static_cast<int64_t>(runs.size())) {
-    std::vector<Run> placed(runs.size(), Run{-1, 0, 0});
-    for (const Run& r : runs) {
-      const int64_t at = r.staged - first;
-      const size_t slot = static_cast<size_t>(at / r.bytes);
-      if (at % r.bytes != 0 || placed[slot].staged >= 0) {
-        slotted = false;
-        break;
-      }
-      placed[slot] = r;
-    }
-    if (slotted) runs.swap(placed);
-  } else {
-    slotted = false;
-  }
-  if (!slotted) std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.staged < b.staged; });
+  const std::vector<StagedRun> runs = StagedRuns(p, begin, end, sending);
   std::vector<int> lengths;
   std::vector<MPI_Aint> displs;
   for (size_t k = 0; k < runs.size(); ++k) {
-    const Run& r = runs[k];
+    const StagedRun& r = runs[k];
     if (k > 0) {
-      const Run& q = runs[k - 1];
+      const StagedRun& q = runs[k - 1];
       if (q.staged + q.bytes == r.staged && displs.back() + lengths.back() == r.buffer &&
           static_cast<int64_t>(lengths.back()) + r.bytes <= INT_MAX) {
         lengths.back() += static_cast<int>(r.bytes);

@@ -86,9 +86,9 @@ class ThreadBoxes final : public BoxExchange {
 
 // One message's runs in staged order, as (offset in the rank's buffer,
 // bytes): from its run list, or from its copies op after op, each op's rows
-// row-major over its dims sorted by the staged side's stride (a pack's
-// destination, an unpack's source), which StagedInOrder makes the staged
-// order.
+// row-major over its dims, which StagedInOrder makes the staged order. A
+// pull walk (two messages' runs are walked against each other), where
+// ForEachRun (row_walk.h) pushes.
 class RunStream {
  public:
   RunStream(const ThreadBoxes& boxes, const ThreadBoxes::Message& m, bool sending)
@@ -121,16 +121,14 @@ class RunStream {
   }
 
  private:
+  // (StagedInOrder holds: an op's dims as stored are the staged side's
+  // memory order, outermost first.)
   void StartOp(const CopyOp& op) {
     const CopyProgram& p = *m_.ops;
-    sorted_.assign(p.dims.begin() + op.first_dim, p.dims.begin() + op.first_dim + op.num_dims);
-    // (Sorted by the staged side's stride, outermost first: in order, they are.)
-    std::stable_sort(sorted_.begin(), sorted_.end(), [this](const CopyDim& a, const CopyDim& b) {
-      return sending_ ? a.dst_stride > b.dst_stride : a.src_stride > b.src_stride;
-    });
     dims_.clear();
     rows_ = 1;
-    for (const CopyDim& c : sorted_) {
+    for (int32_t d = 0; d < op.num_dims; ++d) {
+      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
       dims_.emplace_back(sending_ ? c.src_stride : c.dst_stride, c.count);
       rows_ *= c.count;
     }
@@ -144,7 +142,6 @@ class RunStream {
   const bool sending_;
   const BoxRun* list_;
   int64_t k_;
-  std::vector<CopyDim> sorted_;                     // the current op's dims, staged order
   std::vector<std::pair<int64_t, int64_t>> dims_;  // (the buffer side's stride, count), outermost first
   std::vector<int64_t> index_;
   int64_t rows_ = 0, row_ = 0, offset_ = 0, run_bytes_ = 0;
@@ -168,18 +165,11 @@ Status AddMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t base
       return Status::Ok();
     }
   }
-  std::vector<BoxRun> listed;
-  for (int32_t k = begin; k < end; ++k) {
-    const CopyOp& op = p.ops[static_cast<size_t>(k)];
-    ForEachRun(p, op, [&](int64_t src, int64_t dst) {
-      listed.push_back(sending ? BoxRun{dst - base, src, op.run_bytes} : BoxRun{src - base, dst, op.run_bytes});
-    });
-  }
-  std::sort(listed.begin(), listed.end(), [](const BoxRun& a, const BoxRun& b) { return a.staged < b.staged; });
   m.ops = nullptr;
   m.runs_begin = static_cast<int64_t>(runs.size());
   int64_t next = 0;
-  for (const BoxRun& r : listed) {
+  for (const StagedRun& s : StagedRuns(p, begin, end, sending)) {
+    const BoxRun r{s.staged - base, s.buffer, s.bytes};
     if (r.staged != next)
       return Status::Internal(fmt::format("a box message's runs leave a gap or overlap at byte {} of {}", next, bytes));
     next += r.bytes;
