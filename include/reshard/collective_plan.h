@@ -178,6 +178,9 @@ struct PlanStep {
   double time_us = 0;                     // modeled, the slowest device
   // A reducing exchange's relays (above), in the order found; empty elsewhere.
   std::vector<Relay> relays = {};
+  // The rounds it runs in: 2 for a relayed exchange, else 1 (a collective
+  // step is as many collective calls).
+  int64_t rounds() const { return relays.empty() ? 1 : 2; }
 };
 
 struct PlanTotals {

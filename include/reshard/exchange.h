@@ -74,11 +74,13 @@ struct Transfer;
 // the rest to the keeper. The one rule every lowering of a relay clips by.
 struct TransferClip {
   int64_t dim = -1, lo = 0, hi = 0;
+  // Per dim, the elements of transfer `t` of `plan` it keeps along it (the
+  // clipped segments' lengths summed): the shape a sender stages them in.
+  std::vector<int64_t> Shape(const ExchangePlan& plan, const Transfer& t) const;
+  // The elements of transfer `t` of `plan` it keeps: Shape's product.
+  int64_t Elements(const ExchangePlan& plan, const Transfer& t) const;
   // Segment `s` along dim `d` clipped, its offsets moved alike; length 0
   // where nothing of it is kept.
-  // The elements of transfer `t` of `plan` it keeps (the product over dims
-  // of the clipped segments' lengths).
-  int64_t Elements(const ExchangePlan& plan, const Transfer& t) const;
   Segment Apply(const Segment& s, int64_t d) const {
     if (d != dim) return s;
     const int64_t a = std::max(lo, s.global_lo), b = std::min(hi, s.global_lo + s.length);

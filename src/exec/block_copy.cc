@@ -62,14 +62,6 @@ std::vector<std::vector<Run>> TransferRuns(const ExchangePlan& plan, const Trans
   return runs;
 }
 
-std::vector<int64_t> StagingShape(const ExchangePlan& plan, const Transfer& t) {
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < plan.source().rank(); ++d) {
-    int64_t n = 0;
-    for (const Segment& s : plan.Segments(t, d)) n += s.length;
-    shape.push_back(n);
-  }
-  return shape;
-}
+std::vector<int64_t> StagingShape(const ExchangePlan& plan, const Transfer& t) { return TransferClip{}.Shape(plan, t); }
 
 }  // namespace reshard

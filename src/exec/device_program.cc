@@ -9,7 +9,6 @@
 #include <tuple>
 #include <fmt/format.h>
 
-#include "exec/block_copy.h"  // StagingShape
 #include "exec/group_copies.h"
 #include "exec/reduce_kernel.h"  // StoreIdentity
 #include "plan/relay.h"
@@ -55,17 +54,6 @@ void Runs(const ExchangePlan& plan, const Transfer& t, Side side, std::vector<st
         v.push_back(r);
     }
   }
-}
-
-// StagingShape (block_copy.h) of what `clip` keeps of the transfer.
-std::vector<int64_t> ClippedStagingShape(const ExchangePlan& plan, const Transfer& t, const TransferClip& clip) {
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < plan.source().rank(); ++d) {
-    int64_t n = 0;
-    for (const Segment& s : plan.Segments(t, d)) n += clip.Apply(s, d).length;
-    shape.push_back(n);
-  }
-  return shape;
 }
 
 // Adds the cross product of `runs` as boxes.
@@ -544,7 +532,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       item.sent_at = offset;
       if (staged_copies) {
         Runs(xp, *t, Side::kPack, runs, item.clip);
-        AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(ClippedStagingShape(xp, *t, item.clip)), eb);
+        AddRuns(s.pack, runs, 0, in_strides, offset, staging.Strides(item.clip.Shape(xp, *t)), eb);
       }
       if (fresh) s.send_bytes += bytes;
     }
@@ -569,7 +557,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
       const std::vector<int64_t>& out_strides = out_strides_of(r.device);
       if (staged_copies) {
         Runs(xp, *t, Side::kUnpack, runs, item.clip, item.into_source_tile);
-        AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(ClippedStagingShape(xp, *t, item.clip)), 0, out_strides, eb);
+        AddRuns(r.unpack, runs, r.recv_bytes, staging.Strides(item.clip.Shape(xp, *t)), 0, out_strides, eb);
       }
       r.direct_begin.push_back(static_cast<int32_t>(r.direct.ops.size()));
       if (direct_copies) {

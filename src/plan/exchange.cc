@@ -216,13 +216,19 @@ bool ByEndpoints(const Transfer& a, const Transfer& b) { return a.from != b.from
 const Layout& ExchangePlan::source() const { return tables_->source; }
 const Layout& ExchangePlan::target() const { return tables_->target; }
 
-int64_t TransferClip::Elements(const ExchangePlan& plan, const Transfer& t) const {
-  int64_t elements = 1;
+std::vector<int64_t> TransferClip::Shape(const ExchangePlan& plan, const Transfer& t) const {
+  std::vector<int64_t> shape;
   for (int64_t d = 0; d < plan.source().rank(); ++d) {
     int64_t n = 0;
     for (const Segment& s : plan.Segments(t, d)) n += Apply(s, d).length;
-    elements *= n;
+    shape.push_back(n);
   }
+  return shape;
+}
+
+int64_t TransferClip::Elements(const ExchangePlan& plan, const Transfer& t) const {
+  int64_t elements = 1;
+  for (int64_t n : Shape(plan, t)) elements *= n;
   return elements;
 }
 

@@ -28,7 +28,7 @@ CollectivePlan PlanBuilder::Finish() {
   const size_t n = plan_.devices().size();
   bool uniform = true;
   for (const PlanStep& s : plan_.steps_) {
-    if (IsCollective(s.op)) t.collectives += s.relays.empty() ? 1 : 2;  // a relayed exchange runs two rounds
+    if (IsCollective(s.op)) t.collectives += s.rounds();
     t.time_us += s.time_us;
     t.peak_bytes = std::max(t.peak_bytes, s.peak_bytes.Max());
     t.total_bytes += s.recv_bytes.Sum();

@@ -172,8 +172,7 @@ Result<PlanStep> ReducingExchangeStep(const Layout& source, const Layout& target
 }
 
 Cost StepCost(const PlanStep& s) {
-  const int64_t rounds = s.relays.empty() ? 1 : 2;  // a relayed exchange runs two
-  return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), rounds, rounds};
+  return Cost{Picoseconds(s.time_us), s.recv_bytes.Max(), s.recv_bytes.Sum(), s.rounds(), s.rounds()};
 }
 
 ReducingExchangeCandidate::ReducingExchangeCandidate(const Layout& source, const Layout& target,
