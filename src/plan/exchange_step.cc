@@ -302,9 +302,15 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
   for (const Exchange& ex : parts) {
     const PlanStats stats = ComputeStats(ex, [&](const Transfer& t) {
       if (t.from == t.to) return;
-      // A relayed transfer moves in round 2 what its relay leaves (none: no message).
+      // A relayed transfer moves in round 2 what its relay leaves (none: no
+      // message; ComputeStats counted one, taken back here).
       const int64_t elements = RoundTwoOf(relays, t).elements;
-      if (elements == 0) return;
+      if (elements == 0) {
+        --out.sends[static_cast<size_t>(index(t.from))];
+        --out.recvs[static_cast<size_t>(index(t.to))];
+        --out.messages;
+        return;
+      }
       const double c = topo.MessageTime(t.from, t.to, elements * eb);
       send_time[index(t.from)] += c;
       recv_time[index(t.to)] += c;
@@ -339,13 +345,6 @@ ExchangeDraft DraftReducingExchange(const std::vector<Exchange>& parts, const La
     ++out.sends[d];
     ++out.recvs[h];
     ++out.messages;
-    // A donor whose whole message went to the helper sends the keeper none.
-    const std::optional<DonorTransfer> piece = DonorTransferOf(parts, r);
-    if (piece && RoundTwoOf(relays, piece->transfer()).elements == 0) {
-      --out.sends[d];
-      --out.recvs[k];
-      --out.messages;
-    }
   }
   double messages = 0, messages1 = 0;
   int64_t copies = 0, copies1 = 0;
