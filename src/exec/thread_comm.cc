@@ -2,12 +2,12 @@
 // lock, a generation-counting barrier, per-rank post slots, per-pair channels
 // of unmatched sends and receives, per-rank requests); collectives are post,
 // barrier, copy from the senders, barrier (box messages too, run against
-// run); a point-to-point message is copied once, straight from the sender's
+// run: thread_boxes.h); a point-to-point message is copied once, straight from the sender's
 // buffer, when a send meets its receive.
 #include "reshard/thread_comm.h"
 
 #include "exec/reduce_kernel.h"
-#include "exec/row_walk.h"
+#include "exec/thread_boxes.h"
 
 #include <fmt/format.h>
 
@@ -27,161 +27,6 @@ namespace reshard {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One contiguous run of a box message: `bytes` bytes at `staged` from the
-// start of the message (its place in the bytes the message carries) and at
-// `at` in the rank's input (sending) or output (receiving) buffer.
-struct BoxRun {
-  int64_t staged, at, bytes;
-};
-
-// A step's messages as box messages, per message its peer rank and how to
-// walk its bytes in staged order in the rank's own buffer: where its copies
-// are in order (StagedInOrder), op after op over the program's own copies,
-// no list (as MPI's nested vector types); elsewhere (block-cyclic boxes
-// interleaved in the staged order) a list of its runs sorted by staged
-// offset, adjacent runs merged (as MPI's hindexed types). A receiver copies
-// its message run against run straight from the sender's input: one copy,
-// no staging. No array over every rank of the group.
-class ThreadBoxes final : public BoxExchange {
- public:
-  struct Message {
-    int peer = -1;
-    const CopyProgram* ops = nullptr;  // in order: ops [begin, end) of the program's copies
-    int32_t begin = 0, end = 0;
-    int64_t runs_begin = 0, runs_end = 0;  // else: [runs_begin, runs_end) of `runs`
-    int64_t bytes = 0;
-  };
-  int64_t bytes_sent() const override { return sent; }
-  int64_t bytes_received() const override { return received; }
-
-  // The message to or from `peer`, or null.
-  const Message* To(int peer) const { return Find(to, peer); }
-  const Message* From(int peer) const { return Find(from, peer); }
-  // Sorts the messages by peer, once all are added; Internal where a peer
-  // has two messages one way (one would never be delivered).
-  Status Seal() {
-    runs.shrink_to_fit();
-    for (std::vector<Message>* list : {&to, &from}) {
-      std::sort(list->begin(), list->end(), [](const Message& a, const Message& b) { return a.peer < b.peer; });
-      for (size_t m = 1; m < list->size(); ++m)
-        if ((*list)[m].peer == (*list)[m - 1].peer)
-          return Status::Internal(fmt::format("PrepareBoxes: two messages {} rank {}", list == &to ? "to" : "from",
-                                              (*list)[m].peer));
-    }
-    return Status::Ok();
-  }
-
-  int size = 0;  // of the Comm that prepared them, the only one that may run them
-  std::vector<Message> to, from;
-  std::vector<BoxRun> runs;
-  int64_t sent = 0, received = 0;
-
- private:
-  static const Message* Find(const std::vector<Message>& list, int peer) {
-    const auto it = std::lower_bound(list.begin(), list.end(), peer, [](const Message& m, int p) { return m.peer < p; });
-    return it == list.end() || it->peer != peer ? nullptr : &*it;
-  }
-};
-
-// One message's runs in staged order, as (offset in the rank's buffer,
-// bytes): from its run list, or from its copies op after op, each op's rows
-// row-major over its dims, which StagedInOrder makes the staged order. A
-// pull walk (two messages' runs are walked against each other), where
-// ForEachRun (row_walk.h) pushes.
-class RunStream {
- public:
-  RunStream(const ThreadBoxes& boxes, const ThreadBoxes::Message& m, bool sending)
-      : m_(m), sending_(sending), list_(boxes.runs.data()), k_(m.ops ? m.begin : m.runs_begin) {}
-
-  // The next run; false past the last.
-  bool Next(int64_t& at, int64_t& bytes) {
-    if (m_.ops == nullptr) {
-      if (k_ >= m_.runs_end) return false;
-      const BoxRun& r = list_[k_++];
-      at = r.at;
-      bytes = r.bytes;
-      return true;
-    }
-    while (row_ >= rows_) {  // the next op with rows
-      if (k_ >= m_.end) return false;
-      StartOp(m_.ops->ops[static_cast<size_t>(k_++)]);
-    }
-    at = offset_;
-    bytes = run_bytes_;
-    // Row-major: the last dim fastest, carrying into the ones before.
-    ++row_;
-    for (size_t d = dims_.size(); d-- > 0;) {
-      offset_ += dims_[d].first;
-      if (++index_[d] < dims_[d].second) break;
-      offset_ -= dims_[d].first * dims_[d].second;
-      index_[d] = 0;
-    }
-    return true;
-  }
-
- private:
-  // (StagedInOrder holds: an op's dims as stored are the staged side's
-  // memory order, outermost first.)
-  void StartOp(const CopyOp& op) {
-    const CopyProgram& p = *m_.ops;
-    dims_.clear();
-    rows_ = 1;
-    for (int32_t d = 0; d < op.num_dims; ++d) {
-      const CopyDim& c = p.dims[static_cast<size_t>(op.first_dim + d)];
-      dims_.emplace_back(sending_ ? c.src_stride : c.dst_stride, c.count);
-      rows_ *= c.count;
-    }
-    index_.assign(dims_.size(), 0);
-    row_ = 0;
-    offset_ = sending_ ? op.src_offset : op.dst_offset;
-    run_bytes_ = op.run_bytes;
-  }
-
-  const ThreadBoxes::Message& m_;
-  const bool sending_;
-  const BoxRun* list_;
-  int64_t k_;
-  std::vector<std::pair<int64_t, int64_t>> dims_;  // (the buffer side's stride, count), outermost first
-  std::vector<int64_t> index_;
-  int64_t rows_ = 0, row_ = 0, offset_ = 0, run_bytes_ = 0;
-};
-
-// Ops [begin, end) of `p` as message `m` of `bytes` bytes staged at `base`:
-// op after op where they are in staged order and start at `base`, else
-// their runs sorted by staged offset into `runs`. Internal unless they
-// tile the message's bytes exactly.
-Status AddMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t base, int64_t bytes, bool sending,
-                  ThreadBoxes::Message& m, std::vector<BoxRun>& runs) {
-  m.bytes = bytes;
-  if (StagedInOrder(p, begin, end, /*staged_is_dst=*/sending)) {
-    int64_t covered = 0;
-    for (int32_t k = begin; k < end; ++k) covered += p.OpBytes(p.ops[static_cast<size_t>(k)]);
-    const CopyOp* first = begin < end ? &p.ops[static_cast<size_t>(begin)] : nullptr;
-    if (covered == bytes && (first == nullptr || (sending ? first->dst_offset : first->src_offset) == base)) {
-      m.ops = &p;
-      m.begin = begin;
-      m.end = end;
-      return Status::Ok();
-    }
-  }
-  m.ops = nullptr;
-  m.runs_begin = static_cast<int64_t>(runs.size());
-  int64_t next = 0;
-  for (const StagedRun& s : StagedRuns(p, begin, end, sending)) {
-    const BoxRun r{s.staged - base, s.buffer, s.bytes};
-    if (r.staged != next)
-      return Status::Internal(fmt::format("a box message's runs leave a gap or overlap at byte {} of {}", next, bytes));
-    next += r.bytes;
-    if (static_cast<int64_t>(runs.size()) > m.runs_begin && runs.back().at + runs.back().bytes == r.at)
-      runs.back().bytes += r.bytes;
-    else
-      runs.push_back(r);
-  }
-  m.runs_end = static_cast<int64_t>(runs.size());
-  if (next != bytes) return Status::Internal(fmt::format("a box message's runs cover {} of its {} bytes", next, bytes));
-  return Status::Ok();
-}
 
 // What one rank hands the others for the collective under way; which fields
 // mean something depends on the call.
@@ -508,25 +353,7 @@ class ThreadComm final : public Comm {
 
   Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& p, std::span<const int> send_rank,
                                                     std::span<const int> recv_rank) override {
-    auto boxes = std::make_unique<ThreadBoxes>();
-    boxes->size = size();
-    boxes->to.reserve(send_rank.size());
-    boxes->from.reserve(recv_rank.size());
-    for (size_t m = 0; m < send_rank.size(); ++m) {
-      RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", send_rank[m], p.send_count[m]));
-      ThreadBoxes::Message& message = boxes->to.emplace_back(ThreadBoxes::Message{.peer = send_rank[m]});
-      RESHARD_RETURN_IF_ERROR(AddMessage(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_offset[m],
-                                         p.send_count[m], /*sending=*/true, message, boxes->runs));
-      boxes->sent += p.send_count[m];
-    }
-    for (size_t m = 0; m < recv_rank.size(); ++m) {
-      RESHARD_RETURN_IF_ERROR(CheckPeer("PrepareBoxes", recv_rank[m], p.recv_count[m]));
-      ThreadBoxes::Message& message = boxes->from.emplace_back(ThreadBoxes::Message{.peer = recv_rank[m]});
-      RESHARD_RETURN_IF_ERROR(AddMessage(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_offset[m],
-                                         p.recv_count[m], /*sending=*/false, message, boxes->runs));
-      boxes->received += p.recv_count[m];
-    }
-    RESHARD_RETURN_IF_ERROR(boxes->Seal());
+    RESHARD_ASSIGN_OR_RETURN(std::unique_ptr<ThreadBoxes> boxes, ThreadBoxes::Prepare(p, send_rank, recv_rank, size()));
     return std::unique_ptr<BoxExchange>(std::move(boxes));
   }
 
@@ -535,7 +362,7 @@ class ThreadComm final : public Comm {
   Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
     request = kNoRequest;
     const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
-    Post post{.valid = mine != nullptr && mine->size == size(), .data = in, .boxes = mine};
+    Post post{.valid = mine != nullptr && mine->size() == size(), .data = in, .boxes = mine};
     return Collective(post, "Boxes", [&](const std::vector<Post>& posts) {
       if (!post.valid)
         return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", rank_));
@@ -549,19 +376,7 @@ class ThreadComm final : public Comm {
           return Status::Internal(fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_,
                                               expected_bytes, k, sent_bytes));
         if (sent_bytes == 0) continue;
-        const std::byte* from = static_cast<const std::byte*>(p.data);
-        // Both walks tile the message's bytes in its order: copy the
-        // overlap of the current runs, then step past whichever ends first.
-        RunStream s(*p.boxes, *sent, /*sending=*/true), r(*mine, *expected, /*sending=*/false);
-        int64_t s_at = 0, s_bytes = 0, r_at = 0, r_bytes = 0;
-        bool s_more = s.Next(s_at, s_bytes), r_more = r.Next(r_at, r_bytes);
-        while (s_more && r_more) {
-          const int64_t n = std::min(s_bytes, r_bytes);
-          Copy(out + r_at, from + s_at, n);
-          s_at += n, s_bytes -= n, r_at += n, r_bytes -= n;
-          if (s_bytes == 0) s_more = s.Next(s_at, s_bytes);
-          if (r_bytes == 0) r_more = r.Next(r_at, r_bytes);
-        }
+        mine->CopyFrom(*p.boxes, *sent, static_cast<const std::byte*>(p.data), *expected, out);
       }
       return Status::Ok();
     });
