@@ -29,6 +29,7 @@
 #include "audit/int_eval.h"
 #include "audit/replica_groups.h"
 #include "audit/tracker.h"
+#include "audit/interpretation.h"
 #include "audit/value_state.h"
 
 namespace reshard::audit::analysis {

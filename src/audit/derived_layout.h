@@ -12,7 +12,7 @@
 //   BroadcastLayout  broadcast with dimensions={...}: mapped dims keep the
 //                    operand's ranges, new dims are whole on every device.
 //
-// Interpretations are per device (value_state.h): offsets are devices x rank.
+// Interpretations are per device (interpretation.h): offsets are devices x rank.
 // nullopt when the operands do not fit the op's shapes or pairing.
 #ifndef RESHARD_SRC_AUDIT_DERIVED_LAYOUT_H_
 #define RESHARD_SRC_AUDIT_DERIVED_LAYOUT_H_
@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "audit/interpretation.h"
 #include "audit/value_state.h"
 
 namespace reshard::audit {

@@ -10,28 +10,18 @@ namespace {
 
 using Offsets = std::vector<int64_t>;
 
-// Coordinates, strides and extents stay below this; an op whose result would
-// not is not followed (hostile text cannot overflow int64 here).
-constexpr int64_t kLimit = int64_t{1} << 52;
 
-// a * b if it stays within kLimit in magnitude.
-std::optional<int64_t> Mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r) || r >= kLimit || r <= -kLimit) return std::nullopt;
-  return r;
-}
-
-// Saturates at kLimit (an extent that large is never a real buffer).
+// Saturates at kStateLimit (an extent that large is never a real buffer).
 int64_t Product(const std::vector<Mode>& modes) {
   int64_t n = 1;
-  for (const Mode& m : modes) n = Mul(n, m.extent).value_or(kLimit);
+  for (const Mode& m : modes) n = MulWithinLimit(n, m.extent).value_or(kStateLimit);
   return n;
 }
 
-// `a += b` within kLimit; false if it would leave it.
+// `a += b` within kStateLimit; false if it would leave it.
 bool AddTo(int64_t* a, int64_t b) {
   int64_t r = 0;
-  if (__builtin_add_overflow(*a, b, &r) || r >= kLimit || r <= -kLimit) return false;
+  if (__builtin_add_overflow(*a, b, &r) || r >= kStateLimit || r <= -kStateLimit) return false;
   *a = r;
   return true;
 }
@@ -60,8 +50,8 @@ void Normalize(std::vector<Mode>& modes) {
       Mode& a = modes[k];
       const Mode& b = modes[k + 1];
       if (a.dim != b.dim || b.valid != b.extent) continue;
-      if (a.dim >= 0 && Mul(b.stride, b.extent) != a.stride) continue;
-      const std::optional<int64_t> extent = Mul(a.extent, b.extent), valid = Mul(a.valid, b.extent);
+      if (a.dim >= 0 && MulWithinLimit(b.stride, b.extent) != a.stride) continue;
+      const std::optional<int64_t> extent = MulWithinLimit(a.extent, b.extent), valid = MulWithinLimit(a.valid, b.extent);
       if (!extent || !valid) continue;
       a = Mode{*extent, a.dim, b.stride, *valid};
       modes.erase(modes.begin() + static_cast<std::ptrdiff_t>(k) + 1);
@@ -71,9 +61,6 @@ void Normalize(std::vector<Mode>& modes) {
   }
 }
 
-void NormalizeAll(ValueState& s) {
-  for (auto& m : s.dims) Normalize(m);
-}
 
 // Splits mode m (extent a*b) into a major mode of extent a and a minor one of extent b.
 bool SplitMode(const Mode& m, int64_t a, Mode* major, Mode* minor) {
@@ -84,7 +71,7 @@ bool SplitMode(const Mode& m, int64_t a, Mode* major, Mode* minor) {
     if (m.valid % b != 0) return false;
     valid_major = m.valid / b;
   }
-  const std::optional<int64_t> stride = Mul(m.stride, b);
+  const std::optional<int64_t> stride = MulWithinLimit(m.stride, b);
   if (!stride) return false;
   *major = Mode{a, m.dim, *stride, valid_major};
   *minor = Mode{b, m.dim, m.stride, valid_minor};
@@ -129,7 +116,7 @@ std::optional<std::vector<Mode>> PartModes(const std::vector<std::vector<int64_t
       if (remaining % r != 0) continue;
       bool linear = true;
       for (int64_t t = 0; t < r && linear; ++t)
-        for (size_t g = 0; g < rank && linear; ++g) linear = Mul(t, step[g]) == deltas[t * unit][g];
+        for (size_t g = 0; g < rank && linear; ++g) linear = MulWithinLimit(t, step[g]) == deltas[t * unit][g];
       if (linear) best = r;
     }
     if (best == 1) return std::nullopt;
@@ -152,7 +139,7 @@ std::optional<std::vector<Mode>> PartModes(const std::vector<std::vector<int64_t
       const int64_t digit = rest % minor_first[m].extent;
       rest /= minor_first[m].extent;
       for (size_t g = 0; g < rank; ++g) {
-        const std::optional<int64_t> d = Mul(digit, steps[m][g]);
+        const std::optional<int64_t> d = MulWithinLimit(digit, steps[m][g]);
         if (!d || !AddTo(&sum[g], *d)) return std::nullopt;
       }
     }
@@ -203,7 +190,7 @@ bool SliceModes(std::vector<Mode>& modes, Offsets& o, int64_t rank, int64_t devi
     if (valid <= 0) return false;
     if (head.dim >= 0) {
       for (int64_t p = 0; p < devices; ++p) {
-        const std::optional<int64_t> d = Mul(start_of(p) / inner, head.stride);
+        const std::optional<int64_t> d = MulWithinLimit(start_of(p) / inner, head.stride);
         if (!d || !AddTo(&o[p * rank + head.dim], *d)) return false;
       }
     }
@@ -221,7 +208,7 @@ bool SliceModes(std::vector<Mode>& modes, Offsets& o, int64_t rank, int64_t devi
   }
   if (head.dim >= 0) {
     for (int64_t p = 0; p < devices; ++p) {
-      const std::optional<int64_t> d = Mul(start_of(p) / inner, head.stride);
+      const std::optional<int64_t> d = MulWithinLimit(start_of(p) / inner, head.stride);
       if (!d || !AddTo(&o[p * rank + head.dim], *d)) return false;
     }
   }
@@ -239,6 +226,16 @@ std::vector<std::vector<Mode>> IndexModes(const std::vector<std::vector<Mode>>& 
 }
 
 }  // namespace
+
+std::optional<int64_t> MulWithinLimit(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r >= kStateLimit || r <= -kStateLimit) return std::nullopt;
+  return r;
+}
+
+void NormalizeModes(ValueState& s) {
+  for (auto& m : s.dims) Normalize(m);
+}
 
 int64_t ValueState::Extent(size_t d) const { return Product(dims[d]); }
 
@@ -288,18 +285,18 @@ std::optional<ValueState> TiledState(const std::vector<int64_t>& global_shape, c
     }
   }
   s.offsets = std::move(o);
-  NormalizeAll(s);
+  NormalizeModes(s);
   return s;
 }
 
 std::optional<ValueState> Reshape(const ValueState& s, const std::vector<int64_t>& new_dims) {
   int64_t n_old = 1, n_new = 1;
-  for (int64_t e : s.LocalShape()) n_old = Mul(n_old, e).value_or(kLimit);
+  for (int64_t e : s.LocalShape()) n_old = MulWithinLimit(n_old, e).value_or(kStateLimit);
   for (int64_t e : new_dims) {
     if (e < 0) return std::nullopt;
-    n_new = Mul(n_new, e).value_or(kLimit);
+    n_new = MulWithinLimit(n_new, e).value_or(kStateLimit);
   }
-  if (n_old != n_new || n_old == 0 || n_old >= kLimit) return std::nullopt;
+  if (n_old != n_new || n_old == 0 || n_old >= kStateLimit) return std::nullopt;
   std::deque<Mode> queue;
   for (const auto& modes : s.dims)
     for (const Mode& m : modes) queue.push_back(m);
@@ -337,7 +334,7 @@ std::optional<ValueState> Reshape(const ValueState& s, const std::vector<int64_t
     if (!r.dims.empty()) r.dims.back().push_back(queue.front());
     queue.pop_front();
   }
-  NormalizeAll(r);
+  NormalizeModes(r);
   return r;
 }
 
@@ -378,7 +375,7 @@ std::optional<ValueState> SliceDim(const ValueState& s, size_t d, const std::vec
   Offsets o = *s.offsets;
   if (!SliceModes(r.dims[d], o, s.rank(), s.devices, starts, size)) return std::nullopt;
   if (o != *s.offsets) r.offsets = std::make_shared<Offsets>(std::move(o));
-  NormalizeAll(r);
+  NormalizeModes(r);
   return r;
 }
 
@@ -418,7 +415,7 @@ std::optional<ValueState> Concatenate(const std::vector<const ValueState*>& part
   if (!part_modes) return std::nullopt;
   ValueState r = first;
   r.dims[d].insert(r.dims[d].begin(), part_modes->begin(), part_modes->end());
-  NormalizeAll(r);
+  NormalizeModes(r);
   return r;
 }
 
@@ -437,7 +434,7 @@ std::optional<ValueState> AllGather(const ValueState& s, size_t d, const DeviceG
   ValueState r = s;
   r.offsets = std::move(o);
   r.dims[d].insert(r.dims[d].begin(), member->begin(), member->end());
-  NormalizeAll(r);
+  NormalizeModes(r);
   return r;
 }
 
@@ -470,7 +467,7 @@ std::optional<ValueState> AllToAll(const ValueState& s, size_t d, const DeviceGr
       const int64_t digit = rest % head[m].extent;
       rest /= head[m].extent;
       if (head[m].dim < 0) continue;
-      const std::optional<int64_t> d = Mul(digit, head[m].stride);
+      const std::optional<int64_t> d = MulWithinLimit(digit, head[m].stride);
       if (!d || !AddTo(&(*o)[p * rank + head[m].dim], *d)) return std::nullopt;
     }
   }
@@ -535,165 +532,15 @@ bool HoldsWholeArray(const ValueState& s) {
       if (modes.back().stride != 1) return false;
       for (size_t k = 0; k < modes.size(); ++k) {
         if (modes[k].valid != modes[k].extent) return false;
-        if (k + 1 < modes.size() && Mul(modes[k + 1].stride, modes[k + 1].extent) != modes[k].stride) return false;
+        if (k + 1 < modes.size() && MulWithinLimit(modes[k + 1].stride, modes[k + 1].extent) != modes[k].stride) return false;
       }
-      span = Mul(modes[0].stride, modes[0].extent).value_or(kLimit);
+      span = MulWithinLimit(modes[0].stride, modes[0].extent).value_or(kStateLimit);
     }
     if (span < s.global_shape[g]) return false;
     for (int64_t p = 0; p < s.devices; ++p)
       if (s.Offset(p, g) != 0) return false;
   }
   return true;
-}
-
-namespace {
-
-// Interpret() where each local dim steps along at most one global dim.
-std::optional<Interpretation> InterpretModes(const ValueState& s) {
-  const int64_t rank = s.rank(), lrank = s.local_rank();
-  struct Entry { int32_t g; int64_t stride, extent; };
-  std::vector<Entry> entries;
-  for (int64_t d = 0; d < lrank; ++d) {
-    const auto& modes = s.dims[d];
-    if (modes.empty()) { entries.push_back({-1, 0, 1}); continue; }
-    if (modes.size() != 1) return std::nullopt;
-    const Mode& m = modes[0];
-    if (m.dim < 0 || m.stride <= 0 || m.valid != m.extent) return std::nullopt;
-    entries.push_back({m.dim, m.stride, m.extent});
-  }
-  // A global dim split into shards of one element has no mode left: it is held by a
-  // local dim of extent 1 (no modes), the one at its own position when the ranks
-  // agree, else the empty dims in order.
-  std::vector<int64_t> unheld, empty;
-  for (int64_t g = 0; g < rank; ++g)
-    if (s.global_shape[g] > 1 && std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.g == g; }))
-      unheld.push_back(g);
-  for (int64_t d = 0; d < lrank; ++d)
-    if (entries[d].g < 0) empty.push_back(d);
-  if (!unheld.empty()) {
-    if (lrank == rank && std::all_of(unheld.begin(), unheld.end(), [&](int64_t g) { return entries[g].g < 0; })) {
-      for (int64_t g : unheld) entries[g] = {static_cast<int32_t>(g), 1, 1};
-    } else if (unheld.size() == empty.size()) {
-      for (size_t k = 0; k < unheld.size(); ++k) entries[empty[k]] = {static_cast<int32_t>(unheld[k]), 1, 1};
-    }
-  }
-  Interpretation in;
-  in.shape.assign(static_cast<size_t>(lrank), 1);
-  in.signature.assign(static_cast<size_t>(lrank), {-1, 0, 1});
-  in.local_shape.assign(static_cast<size_t>(lrank), 1);
-  in.offsets.assign(static_cast<size_t>(s.devices * lrank), 0);
-  for (int64_t d = 0; d < lrank; ++d) in.local_shape[d] = entries[d].extent;
-  for (int64_t g = 0; g < rank; ++g) {
-    std::vector<int64_t> ds;
-    for (int64_t d = 0; d < lrank; ++d)
-      if (entries[d].g == g) ds.push_back(d);
-    const int64_t extent = s.global_shape[g];
-    if (ds.empty()) {
-      if (extent != 1) return std::nullopt;
-      continue;
-    }
-    std::sort(ds.begin(), ds.end(), [&](int64_t a, int64_t b) { return entries[a].stride > entries[b].stride; });
-    if (entries[ds.back()].stride != 1) return std::nullopt;
-    for (size_t k = 0; k < ds.size(); ++k) {
-      const Entry& e = entries[ds[k]];
-      int64_t size;
-      if (k == 0) {
-        if (extent % e.stride != 0) return std::nullopt;
-        size = extent / e.stride;
-      } else {
-        const int64_t prev = entries[ds[k - 1]].stride;
-        if (prev == e.stride || prev % e.stride != 0) return std::nullopt;
-        size = prev / e.stride;
-        if (e.extent > size) return std::nullopt;
-      }
-      in.shape[ds[k]] = size;
-      in.signature[ds[k]] = {g, e.stride, size};
-    }
-    for (int64_t p = 0; p < s.devices; ++p) {
-      int64_t r = s.Offset(p, g);
-      if (r < 0) return std::nullopt;
-      for (size_t k = 0; k < ds.size(); ++k) {
-        const Entry& e = entries[ds[k]];
-        const int64_t y = r / e.stride;
-        r -= y * e.stride;
-        if (k > 0 && y + e.extent > in.shape[ds[k]]) return std::nullopt;
-        in.offsets[p * lrank + ds[k]] = y;
-      }
-      if (r != 0) return std::nullopt;
-    }
-  }
-  // The state's own array: local dim d steps along global dim d, or holds its only
-  // element (a dim of extent 1 has no mode once normalized).
-  in.identity = lrank == rank;
-  for (int64_t d = 0; d < lrank && in.identity; ++d)
-    in.identity = (entries[d].g == d && entries[d].stride == 1 && in.shape[d] == s.global_shape[d]) ||
-                  (entries[d].g < 0 && s.global_shape[d] == 1);
-  return in;
-}
-
-}  // namespace
-
-std::optional<Interpretation> Interpret(const ValueState& s) {
-  if (std::optional<Interpretation> in = InterpretModes(s)) return in;
-  // Every device holds the whole array, in the same order: whatever view of it the
-  // local buffer is (dims merged by a reshape), it is that view, replicated.
-  if (!HoldsWholeArray(s)) return std::nullopt;
-  Interpretation in;
-  in.shape = in.local_shape = s.LocalShape();
-  for (int64_t e : in.shape) in.signature.push_back({-2, 0, e});
-  in.offsets.assign(static_cast<size_t>(s.devices * s.local_rank()), 0);
-  return in;
-}
-
-Result<Layout> ToLayout(const Interpretation& in, DType dtype) {
-  const int64_t rank = static_cast<int64_t>(in.shape.size());
-  const int64_t devices = rank == 0 ? 0 : static_cast<int64_t>(in.offsets.size()) / rank;
-  if (rank == 0) return Status::NotSupported("rank-0 values are not resharded");
-  std::vector<DimGrid> grids;
-  std::vector<int64_t> tiles(static_cast<size_t>(rank));
-  std::vector<std::vector<int64_t>> tile_of(static_cast<size_t>(devices), std::vector<int64_t>(static_cast<size_t>(rank)));
-  for (int64_t d = 0; d < rank; ++d) {
-    const int64_t e = in.local_shape[d], n = in.shape[d];
-    if (e < 1) return Status::NotSupported("an empty local dim");
-    int64_t t_max = 0;
-    for (int64_t p = 0; p < devices; ++p) {
-      const int64_t y = in.offsets[p * rank + d];
-      if (y % e != 0) return Status::NotSupported("a shard that does not start at a multiple of its size");
-      tile_of[p][d] = y / e;
-      t_max = std::max(t_max, y / e);
-    }
-    const int64_t t = t_max + 1;
-    if (t > devices) return Status::NotSupported("more shards than devices");
-    if (Mul(t, e).value_or(kLimit) < n) return Status::NotSupported("shards that do not cover the array");
-    std::vector<bool> held(static_cast<size_t>(t), false);
-    for (int64_t p = 0; p < devices; ++p) held[tile_of[p][d]] = true;
-    std::vector<int64_t> cuts;
-    for (int64_t k = 0; k <= t; ++k) {
-      const int64_t at = std::min(Mul(k, e).value_or(kLimit), n);
-      if (k < t && !held[k] && at < n) return Status::NotSupported("a shard no device holds");
-      cuts.push_back(at);
-    }
-    grids.push_back(DimGrid::FromCuts(std::move(cuts)));
-    tiles[d] = t;
-  }
-  std::vector<DeviceTile> placement;
-  for (int64_t p = 0; p < devices; ++p) {
-    int64_t linear = 0;
-    for (int64_t d = 0; d < rank; ++d) linear = linear * tiles[d] + tile_of[p][d];
-    placement.push_back({p, linear});
-  }
-  return Layout::Create(in.shape, dtype, std::move(grids), std::move(placement));
-}
-
-ValueState RebaseState(const Interpretation& in, int64_t devices) {
-  ValueState s;
-  s.global_shape = in.shape;
-  s.devices = devices;
-  for (size_t d = 0; d < in.shape.size(); ++d)
-    s.dims.push_back({Mode{in.local_shape[d], static_cast<int32_t>(d), 1, in.local_shape[d]}});
-  s.offsets = std::make_shared<Offsets>(in.offsets);
-  NormalizeAll(s);
-  return s;
 }
 
 }  // namespace reshard::audit

@@ -43,6 +43,13 @@ struct Mode {
   friend bool operator==(const Mode&, const Mode&) = default;
 };
 
+// Coordinates, strides and extents stay below this; an op whose result would
+// not is not followed (hostile text cannot overflow int64 here).
+inline constexpr int64_t kStateLimit = int64_t{1} << 52;
+
+// a * b if it stays within kStateLimit in magnitude.
+std::optional<int64_t> MulWithinLimit(int64_t a, int64_t b);
+
 struct ValueState {
   std::vector<int64_t> global_shape;
   std::vector<std::vector<Mode>> dims;  // local dims, modes major to minor
@@ -58,6 +65,10 @@ struct ValueState {
   bool SameAs(const ValueState& o) const;
   std::string ToString() const;  // modes only, for debugging
 };
+
+// Coalesces adjacent modes of every local dim and drops those that carry no
+// index: the form every operation below returns.
+void NormalizeModes(ValueState& s);
 
 // The state of a value with a tiled sharding: local_shape[d] = ceil(global/k),
 // device p holds tile coordinates c: offsets c[d] * local_shape[d].
@@ -89,25 +100,6 @@ std::optional<ValueState> CollectivePermute(const ValueState& s, const std::vect
 
 // Whether every device holds the whole array.
 bool HoldsWholeArray(const ValueState& s);
-
-// A state read as a tiled layout of an array whose dims are the local dims:
-// local dim d with one mode of stride s over global dim g is a dim of the
-// array; several local dims over one g split it (a reshape of the global
-// array). `signature` names that array: per local dim (g, stride, size).
-struct Interpretation {
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> signature;
-  std::vector<int64_t> local_shape;
-  std::vector<int64_t> offsets;  // devices x rank, coordinates in `shape`
-  bool identity = false;          // the array is the state's own global array
-};
-// A state that holds the whole array on every device is read as its local view,
-// replicated, whatever dims a reshape merged.
-std::optional<Interpretation> Interpret(const ValueState& s);
-// The layout of an interpretation (tiles of XLA's ceil rule, one per device).
-Result<Layout> ToLayout(const Interpretation& in, DType dtype);
-// The state of an interpretation as the origin of a new array (one mode per dim).
-ValueState RebaseState(const Interpretation& in, int64_t devices);
 
 }  // namespace reshard::audit
 

@@ -1,6 +1,7 @@
 // The layout states the auditor follows values with, and the per-device
 // integer evaluation of dynamic-slice offsets.
 #include "audit/value_state.h"
+#include "audit/interpretation.h"
 
 #include <gtest/gtest.h>
 
