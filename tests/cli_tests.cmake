@@ -253,3 +253,15 @@ set_tests_properties(cli.layout_from_file PROPERTIES PASS_REGULAR_EXPRESSION "8.
 cli_error_test(at_file_missing 2 "^reshard: error: --devices: cannot read '/nonexistent/ids.txt': No such file or directory"
                ${R} show --shape 4 --devices @/nonexistent/ids.txt --sharding "P('devices')")
 cli_error_test(at_file_no_name 2 "^reshard: error: --from: '@' must be followed by a file name" ${R} plan --shape 4 --from @ --to "{replicated}")
+
+# A keyword given twice is bad input at the second, in every notation with keywords (it replaced the first).
+cli_error_test(jax_unreduced_twice 2 "^reshard: error: --sharding: col 25: 'unreduced' is given twice"
+               ${R} show --shape 4 --mesh x=2,y=2 --sharding "P('x', unreduced={'y'}, unreduced={})")
+cli_error_test(jax_reduced_twice 2 "^reshard: error: --sharding: col 23: 'reduced' is given twice"
+               ${R} show --shape 4 --mesh x=2,y=2 --sharding "P('x', reduced={'x'}, reduced={'x'})")
+cli_error_test(shardy_unreduced_twice 2 "^reshard: error: --sharding: col 24: 'unreduced' is given twice"
+               ${R} show --shape 4 --mesh x=2,y=2 --sharding "[{}], unreduced={\"x\"}, unreduced={}")
+cli_error_test(shardy_replicated_twice 2 "^reshard: error: --from: col 25: 'replicated' is given twice"
+               ${R} plan --shape 4 --mesh x=2,y=2 --from "[{}], replicated={\"x\"}, replicated={\"x\"}" --to "P()")
+cli_error_test(v3_unreduced_twice 2 "^reshard: error: --sharding: col 38: 'unreduced' is given twice"
+               ${R} show --shape 4 --sharding "{mesh[x=2,y=2], [{}], unreduced={x}, unreduced={x}}")

@@ -61,15 +61,26 @@ Result<std::vector<NamedText::Dim>> ParseDimList(TextCursor& c, bool quoted) {
   return dims;
 }
 
-// ", replicated={...}" and ", unreduced={...}" after the dim list.
+// A keyword given twice is an error at the second, as Python's "keyword
+// argument repeated": a later set must not silently replace an earlier one.
+Status OnceOnly(const TextCursor& c, size_t at, std::string_view keyword, bool& seen) {
+  if (seen) return c.ErrorAt(at, "'" + std::string(keyword) + "' is given twice (each keyword at most once)");
+  seen = true;
+  return Status::Ok();
+}
+
+// ", replicated={...}" and ", unreduced={...}" after the dim list, each at most once.
 Status ParseTrailingSets(TextCursor& c, NamedText& t, bool quoted) {
+  bool replicated = false, unreduced = false;
   while (c.TryConsume(",")) {
     const size_t at = c.Mark();
     if (c.TryConsumeWord("replicated")) {
+      RESHARD_RETURN_IF_ERROR(OnceOnly(c, at, "replicated", replicated));
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_ASSIGN_OR_RETURN(NamedText::Dim set, ParseDimSet(c, quoted));
       t.replicated = std::move(set.axes);
     } else if (c.TryConsumeWord("unreduced")) {
+      RESHARD_RETURN_IF_ERROR(OnceOnly(c, at, "unreduced", unreduced));
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_ASSIGN_OR_RETURN(NamedText::Dim set, ParseDimSet(c, quoted));
       if (set.open || set.priority) return c.ErrorAt(at, "an unreduced set takes axes only");
@@ -199,11 +210,13 @@ Result<NamedText> ParseJaxSpec(std::string_view text) {
     return Status::Ok();
   };
   bool keywords = false;  // a keyword argument was read: no more entries
+  bool seen_unreduced = false, seen_reduced = false;
   while (!c.TryConsume(")")) {
     NamedText::Dim d;
     const size_t at = c.Mark();
     if (c.TryConsumeWord("unreduced") || c.TryConsumeWord("reduced")) {
       const bool unreduced = text.substr(at, c.pos() - at) == "unreduced";
+      RESHARD_RETURN_IF_ERROR(OnceOnly(c, at, unreduced ? "unreduced" : "reduced", unreduced ? seen_unreduced : seen_reduced));
       RESHARD_RETURN_IF_ERROR(c.Expect("="));
       RESHARD_RETURN_IF_ERROR(parse_set(unreduced ? t.unreduced : t.reduced));
       keywords = true;

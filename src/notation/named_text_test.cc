@@ -61,6 +61,15 @@ TEST(NamedText, RejectsBadInputWithPosition) {
       {"[{\"x\"}], unreduced={\"y\", ?}", "axes only"},
       {"[{\"x\"}, {\"y\"}", "expected ']'"},
       {"{mesh[x=4,x=2], [{x}]}", "appears twice"},
+      // A keyword given again is refused at the second, never taken in place of the first.
+      {"P('x', unreduced={'y'}, unreduced={})", "col 25: 'unreduced' is given twice"},
+      {"P('x', reduced={'y'}, reduced={'y'})", "col 23: 'reduced' is given twice"},
+      {"P(unreduced={'y'}, reduced={}, unreduced={'y'})", "col 32: 'unreduced' is given twice"},
+      {"[{}], unreduced={\"x\"}, unreduced={}", "col 24: 'unreduced' is given twice"},
+      {"[{}], replicated={\"x\"}, replicated={\"x\"}", "col 25: 'replicated' is given twice"},
+      {"#sdy.sharding<@mesh, [{}], unreduced={}, unreduced={\"x\"}>", "col 42: 'unreduced' is given twice"},
+      {"{mesh[x=4,y=2], [{}], unreduced={x}, unreduced={}}", "col 38: 'unreduced' is given twice"},
+      {"{mesh[x=4,y=2], [{}], replicated={y}, replicated={y}}", "col 39: 'replicated' is given twice"},
   };
   for (const Case& c : cases) {
     const std::string text = c.text;
