@@ -254,6 +254,16 @@ cli_error_test(at_file_missing 2 "^reshard: error: --devices: cannot read '/none
                ${R} show --shape 4 --devices @/nonexistent/ids.txt --sharding "P('devices')")
 cli_error_test(at_file_no_name 2 "^reshard: error: --from: '@' must be followed by a file name" ${R} plan --shape 4 --from @ --to "{replicated}")
 
+# A text with its own mesh (Shardy mesh<...>, HLO V3 mesh[...]) and --mesh naming another: the HLO text names the
+# layout's own devices and reads back over them (it ended in an internal error, read back over --mesh).
+cli_test(convert_own_mesh_to_hlo_maximal "^{maximal device=3}\n$"
+         ${R} convert --shape 8 --mesh x=8 --sharding "#sdy.sharding<mesh<[], device_ids=[3]>, [{}]>" --to hlo)
+cli_test(convert_own_v3_mesh_to_hlo "^{devices=\\[2\\]<=\\[2\\]}\n$"
+         ${R} convert --shape 8 --mesh x=8 --sharding "{mesh[a=2], [{a}]}" --to hlo)
+cli_test(convert_own_mesh_ids_to_hlo "^{devices=\\[1,2\\]5,6 last_tile_dim_replicate}\n$"
+         ${R} convert --shape 8 --mesh x=2 --sharding "#sdy.sharding<mesh<[\"a\"=2], device_ids=[5,6]>, [{}]>" --to hlo)
+cli_error_test(convert_own_mesh_to_jax_other_devices 1 "^reshard: error: cannot state this layout in jax notation: the layout's devices are not the devices of mesh x=8"
+               ${R} convert --shape 8 --mesh x=8 --sharding "{mesh[a=2], [{a}]}" --to jax)
 # A keyword given twice is bad input at the second, in every notation with keywords (it replaced the first).
 cli_error_test(jax_unreduced_twice 2 "^reshard: error: --sharding: col 25: 'unreduced' is given twice"
                ${R} show --shape 4 --mesh x=2,y=2 --sharding "P('x', unreduced={'y'}, unreduced={})")

@@ -116,8 +116,12 @@ void RunConvert(const ConvertOptions& o) {
   }
   if (!text.ok()) ThrowIfError(first_error, fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
   // Every printed text reads back to the same layout, over the mesh it was
-  // stated over (or, without one, over the layout's own devices).
+  // stated over (or, without one, over the layout's own devices). HLO text
+  // names no mesh: over a mesh with other devices than the layout's (a text
+  // with its own mesh, which --mesh does not replace) it names the layout's
+  // devices, and is read back over them.
   std::optional<Mesh> back_mesh = mesh;
+  if (back_mesh && *to == Notation::kHlo && !back_mesh->HasDevices(p.layout.devices())) back_mesh.reset();
   if (!back_mesh) {
     Result<Mesh> own = Mesh::Create({{"devices", static_cast<int64_t>(p.layout.devices().size())}}, p.layout.devices());
     if (own.ok()) back_mesh = *own;
