@@ -275,3 +275,10 @@ cli_error_test(shardy_replicated_twice 2 "^reshard: error: --from: col 25: 'repl
                ${R} plan --shape 4 --mesh x=2,y=2 --from "[{}], replicated={\"x\"}, replicated={\"x\"}" --to "P()")
 cli_error_test(v3_unreduced_twice 2 "^reshard: error: --sharding: col 38: 'unreduced' is given twice"
                ${R} show --shape 4 --sharding "{mesh[x=2,y=2], [{}], unreduced={x}, unreduced={x}}")
+
+# --strategy exchange into partial sums may be above the bound (docs/cli.md, verify): verified, the bound stated;
+# it failed with an empty problem ("; ; traffic exceeds the lower bound", "problem":"").
+cli_test(verify_exchange_into_partial_above_bound "^verified: 12 elements on 4 devices arrived exactly after 1 step \\(exchange\\); .* 12 B max into a device, the lower bound is 4 B"
+         ${R} verify --strategy exchange --shape 3 --mesh x=2,y=2 --from "{maximal device=0}" --to "P(None, unreduced={'x'})")
+cli_test(verify_exchange_into_partial_json "^{\"ok\":true,.*\"minimal\":false,\"problem\":\"\"}"
+         ${R} verify --json --strategy exchange --shape 3 --mesh x=2,y=2 --from "{maximal device=0}" --to "P(None, unreduced={'x'})")
