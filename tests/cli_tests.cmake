@@ -282,3 +282,33 @@ cli_test(verify_exchange_into_partial_above_bound "^verified: 12 elements on 4 d
          ${R} verify --strategy exchange --shape 3 --mesh x=2,y=2 --from "{maximal device=0}" --to "P(None, unreduced={'x'})")
 cli_test(verify_exchange_into_partial_json "^{\"ok\":true,.*\"minimal\":false,\"problem\":\"\"}"
          ${R} verify --json --strategy exchange --shape 3 --mesh x=2,y=2 --from "{maximal device=0}" --to "P(None, unreduced={'x'})")
+
+# An empty value is refused by every option alike, "OPTION: empty value; expected ...", before any other check of
+# it, and so is an @FILE holding nothing (--devices, --from-mesh, --to-mesh, --emit, --mesh and --dims took '' as
+# absent). Commands with an empty argument go through sh -c.
+set(P4 "exec '${R}' plan --shape 4 --mesh x=2 --from \"P('x')\" --to 'P()'")
+foreach(case "devices|device ids such as 3,2,1,0" "from-mesh|a mesh such as x=4,y=2" "to-mesh|a mesh such as x=4,y=2"
+             "emit|hlo, jax or json" "strategy|auto, exchange or collectives" "for|any, xla, jax-cpu" "dtype|an element type"
+             "topology|flat, nodes:K or torus" "from|a layout text in any notation" "intra-alpha-us|a number from 0 to 1000000")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 opt)
+  list(GET parts 1 what)
+  cli_error_test(empty_${opt} 2 "^reshard: error: --${opt}: empty value. expected ${what}" sh -c "${P4} --${opt} ''")
+endforeach()
+cli_error_test(empty_mesh 2 "^reshard: error: --mesh: empty value. expected a mesh"
+               sh -c "exec '${R}' plan --shape 4 --from '{devices=[2]0,1}' --to '{replicated}' --mesh ''")
+cli_error_test(empty_dims 2 "^reshard: error: --dims: empty value. expected two dims"
+               sh -c "exec '${R}' show --shape 4,4 --mesh x=2 --sharding \"P('x')\" --dims ''")
+cli_error_test(empty_convert_to 2 "^reshard: error: --to: empty value. expected a notation: hlo, hlo-v3"
+               sh -c "exec '${R}' convert --shape 4 --mesh x=2 --sharding \"P('x')\" --to ''")
+cli_error_test(empty_repeat 2 "^reshard: error: --repeat: empty value. expected a number of runs"
+               sh -c "exec '${R}' run --shape 4 --mesh x=2 --from \"P('x')\" --to 'P()' --repeat ''")
+cli_error_test(empty_backend 2 "^reshard: error: --backend: empty value. expected in-process or mpi"
+               sh -c "exec '${R}' run --shape 4 --mesh x=2 --from \"P('x')\" --to 'P()' --backend ''")
+cli_error_test(empty_audit_path 2 "^reshard: error: paths: empty value. expected a file, a folder" sh -c "exec '${R}' audit ''")
+cli_error_test(empty_devices_file 2 "^reshard: error: --devices: empty value. expected device ids"
+               sh -c "mkdir -p '${AT_DIR}' && : > '${AT_DIR}/empty.txt' && ${P4} --devices @'${AT_DIR}/empty.txt'")
+cli_error_test(empty_mesh_file 2 "^reshard: error: --mesh: empty value. expected a mesh"
+               sh -c "mkdir -p '${AT_DIR}' && printf '\\n' > '${AT_DIR}/blank.txt' && exec '${R}' plan --shape 4 --from '{devices=[2]0,1}' --to '{replicated}' --mesh @'${AT_DIR}/blank.txt'")
+cli_error_test(devices_no_ids 2 "^reshard: error: --devices: '\\[\\]' lists no device ids" ${R} show --shape 4 --devices [] --sharding "P()")
+cli_test(empty_shape_is_a_scalar "^f32\\[\\] on 2 devices" sh -c "exec '${R}' show --shape '' --mesh x=2 --sharding 'P()'")

@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 
+#include "reshard/executor.h"
 #include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
 
@@ -53,6 +54,80 @@ const CLI::Validator& AtFile() {
       },
       "", "@file");
   return validator;
+}
+
+namespace {
+
+// What each option takes, for the message an empty value gets; "COMMAND
+// --option" where one name means different things in different subcommands.
+std::string ExpectedValue(const std::string& command, const std::string& option) {
+  const std::string layout = "a layout text in any notation";
+  const std::string mesh = "a mesh such as x=4,y=2, or Shardy mesh text";
+  const std::string target = "any, xla, jax-cpu, jax-gpu, mpi or nccl";
+  const std::string latency = NumberExpected(0, kMaxLatencyUs);
+  const std::string bandwidth = NumberExpected(kMinBandwidthGbps, kMaxBandwidthGbps);
+  const std::vector<std::pair<std::string, std::string>> table = {
+      {"convert --to", "a notation: hlo, hlo-v3, jax, shardy, dtensor or blockcyclic"},
+      {"audit paths", "a file, a folder, or - for standard input"},
+      {"--dtype", "an element type such as f32 or bf16"},
+      {"--mesh", mesh},
+      {"--from-mesh", mesh},
+      {"--to-mesh", mesh},
+      {"--devices", "device ids such as 3,2,1,0"},
+      {"--sharding", layout},
+      {"--from", layout},
+      {"--to", layout},
+      {"--dims", "two dims such as 0,1"},
+      {"--strategy", "auto, exchange or collectives"},
+      {"--topology", "flat, nodes:K or torus:AxB[xC]"},
+      {"--for", target},
+      {"--memory-cap", kByteCountExpected},
+      {"--max-memory", kByteCountExpected},
+      {"--alpha-us", latency},
+      {"--intra-alpha-us", latency},
+      {"--hop-alpha-us", latency},
+      {"--step-latency-us", latency},
+      {"--bandwidth-gbps", bandwidth},
+      {"--intra-bandwidth-gbps", bandwidth},
+      {"--copy-bandwidth-gbps", bandwidth},
+      {"--emit", "hlo, jax or json"},
+      {"--repeat", "a number of runs, at least 1"},
+      {"--threads", IntegerExpected(1, kMaxThreads) + " (leave --threads out for the hardware's count)"},
+      {"--backend", "in-process or mpi"},
+      {"--transport", "direct, staged or ranks"},
+  };
+  for (const std::string& key : {command + " " + option, option})
+    for (const auto& [name, what] : table)
+      if (name == key) return what;
+  return "a value";
+}
+
+bool ReadsFiles(CLI::Option* opt) {
+  try {
+    return opt->get_validator(AtFile().get_name()) != nullptr;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string IntegerExpected(int64_t lo, int64_t hi) { return fmt::format("an integer from {} to {}", lo, hi); }
+
+void RefuseEmptyValues(CLI::App& app) {
+  for (CLI::App* cmd : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (CLI::Option* opt : cmd->get_options()) {
+      const std::string name = opt->get_name();  // "--mesh"; a positional's own name ("paths")
+      if (opt->get_type_size_max() == 0 || name == "--shape") continue;  // a flag, or a scalar's shape
+      const std::string message = "empty value; expected " + ExpectedValue(cmd->get_name(), name);
+      CLI::Validator rule([message](std::string& v) { return v.empty() ? message : std::string(); }, "", "non-empty");
+      // After an @FILE is read (transform puts it first), before every other check.
+      if (ReadsFiles(opt))
+        opt->check(rule);
+      else
+        opt->transform(rule);
+    }
+  }
 }
 
 CLI::Option* AddTextOption(CLI::App* app, const std::string& name, std::optional<std::string>& to,
@@ -238,8 +313,10 @@ std::string Bound(double v) {
 
 }  // namespace
 
+std::string NumberExpected(double lo, double hi) { return fmt::format("a number from {} to {}", Bound(lo), Bound(hi)); }
+
 int64_t ParseInteger(const std::string& text, const std::string& option, int64_t lo, int64_t hi) {
-  const std::string expected = fmt::format("expected an integer from {} to {}", lo, hi);
+  const std::string expected = "expected " + IntegerExpected(lo, hi);
   if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
   int64_t v = 0;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -253,7 +330,7 @@ int64_t ParseInteger(const std::string& text, const std::string& option, int64_t
 }
 
 double ParseNumber(const std::string& text, const std::string& option, double lo, double hi) {
-  const std::string expected = fmt::format("expected a number from {} to {}", Bound(lo), Bound(hi));
+  const std::string expected = "expected " + NumberExpected(lo, hi);
   if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
   // digits [. digits] [e [+-] digits], at least one digit before the exponent.
   size_t i = 0, digits = 0;
@@ -284,7 +361,7 @@ double ParseNumber(const std::string& text, const std::string& option, double lo
 }
 
 int64_t ParseByteSize(const std::string& text, const std::string& option) {
-  const char* expected = "expected a byte count such as 65536, 64K, 1.5M or 2G";
+  const std::string expected = std::string("expected ") + kByteCountExpected;
   if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
   size_t i = 0;
   int64_t whole = 0;
@@ -344,8 +421,11 @@ DType ParseDTypeOrThrow(const std::string& text) {
 
 std::optional<Mesh> BuildMesh(const std::string& mesh_text, const std::string& devices_text, const std::string& option) {
   std::vector<int64_t> ids;
-  if (!devices_text.empty()) {
+  if (!devices_text.empty()) {  // given (an empty value is refused as it is read)
     ids = ParseIntList(devices_text, "--devices");
+    if (ids.empty())
+      throw CliError(kExitBadInput, fmt::format("--devices: '{}' lists no device ids; expected {}", Short(devices_text),
+                                                ExpectedValue("", "--devices")));
   }
   if (mesh_text.empty()) {
     if (ids.empty()) return std::nullopt;

@@ -65,10 +65,21 @@ void AddCommonOptions(CLI::App* app, CommonOptions& o);
 // PATH (at most 64 MiB, trailing spaces and newlines removed); an unreadable
 // file is a CLI::ValidationError naming the option.
 const CLI::Validator& AtFile();
-// An option whose value is kept as given, an empty one too: `to` is set when
-// the option is given, and the caller reads (and refuses) the text.
+// An option whose value is kept as given: `to` is set when the option is
+// given, and the caller reads (and refuses) the text.
 CLI::Option* AddTextOption(CLI::App* app, const std::string& name, std::optional<std::string>& to,
                            const std::string& help);
+// The one rule for empty values (docs/cli.md: an option's value is never
+// empty): every option of every subcommand of `app` that takes a value refuses
+// an empty one as "OPTION: empty value; expected WHAT" (exit status 2, a
+// CLI::ValidationError), checked after an @FILE is read (an empty file is an
+// empty value) and before any other check of the value. `--shape ''` alone is
+// a value (a scalar). Call once, after every subcommand is registered.
+void RefuseEmptyValues(CLI::App& app);
+// What an option takes, as its errors say it: "a number from 0 to 1000000".
+std::string IntegerExpected(int64_t lo, int64_t hi);
+std::string NumberExpected(double lo, double hi);
+inline constexpr const char* kByteCountExpected = "a byte count such as 65536, 64K, 1.5M or 2G";
 
 // `text` as error messages quote it: at most 100 characters ("..." where cut),
 // bytes that are not UTF-8 as '?'.
@@ -103,7 +114,7 @@ struct PairOptions {
   std::string strategy = "auto";
   std::string topology = "flat";
   std::string target;  // --for; empty: any (jax-cpu when emitting HLO or JAX)
-  // Each set when given, as given (an empty value is refused when read).
+  // Each set when given, as given (never empty: RefuseEmptyValues), and read by MakePlannerOptions.
   std::optional<std::string> memory_cap;
   std::optional<std::string> alpha_us, bandwidth_gbps, intra_alpha_us, intra_bandwidth_gbps, hop_alpha_us,
       step_latency_us, copy_bandwidth_gbps;

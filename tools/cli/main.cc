@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   reshard::cli::RegisterVerify(app);
   reshard::cli::RegisterRun(app);
   reshard::cli::RegisterAudit(app);
+  reshard::cli::RefuseEmptyValues(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
