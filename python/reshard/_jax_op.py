@@ -35,6 +35,7 @@ from functools import partial
 import jax
 from jax._src import core, dispatch, pjit, sharding_impls
 from jax._src.interpreters import ad, batching, mlir
+from jax._src.stages import SourceInfo
 from jax.experimental.custom_partitioning import SdyShardingRule, custom_partitioning
 from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec
 
@@ -249,8 +250,36 @@ def _batcher(axis_data, vals_in, dims_in, *, sharding, layout, context_mesh, unc
                           unconstrained_dims=frozenset(), source=widen(source)), d
 
 
+def _count_targets_as_program_shardings():
+    """jax.jit takes a program's devices from its arguments, its outputs and the shardings a few
+    primitives inside name (dispatch.get_intermediate_shardings: sharding constraints among them),
+    and checks that they agree. The op's target names devices as a constraint's does; uncounted,
+    a program whose used arguments carry no devices (host data, uncommitted arrays, no arguments,
+    or the primal jacfwd drops) compiles for one device, where the partitioned call has no
+    implementation. So the op's targets over concrete devices count as a constraint's do, and
+    disagreeing devices are the same error. JAX offers no hook for this: its function is wrapped
+    once, by name, in the module jax.jit calls it through."""
+    original = dispatch.get_intermediate_shardings
+    if getattr(original, "_counts_reshard_targets", False):
+        return
+
+    def with_targets(jaxpr):
+        out = list(original(jaxpr))  # (its own recursion into sub-jaxprs comes back through here)
+        for eqn in jaxpr.eqns:
+            if eqn.primitive is reshard_p:
+                s = eqn.params["sharding"]
+                if isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh):
+                    continue  # no devices named, as for a constraint
+                out.append((s, SourceInfo(eqn.source_info, "sharding_constraint")))
+        return out
+
+    with_targets._counts_reshard_targets = True
+    dispatch.get_intermediate_shardings = with_targets
+
+
 reshard_p.def_impl(_impl)
 reshard_p.def_abstract_eval(_abstract_eval)
 ad.deflinear2(reshard_p, _transpose)
 batching.fancy_primitive_batchers[reshard_p] = _batcher
 mlir.register_lowering(reshard_p, _lowering)
+_count_targets_as_program_shardings()

@@ -308,8 +308,10 @@ def clear_cache() -> None:
 
 def set_cache_size(maxsize: int) -> None:
     """Bounds the decision cache to `maxsize` entries (at least 1), dropping the least recently used."""
-    if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 1:
-        raise ValueError("set_cache_size: maxsize must be a positive int, got %r" % (maxsize,))
+    if not isinstance(maxsize, int) or isinstance(maxsize, bool):
+        raise TypeError("set_cache_size: maxsize must be an int, got %s" % type(maxsize).__name__)
+    if maxsize < 1:
+        raise ValueError("set_cache_size: maxsize must be at least 1, got %d" % maxsize)
     with _LOCK:
         _STATS["maxsize"] = maxsize
         while len(_CACHE) > maxsize:

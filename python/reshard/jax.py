@@ -90,6 +90,22 @@ def _as_sharding(s, what: str, mesh_hint=None):
     raise TypeError("%s: expected a jax.sharding.Sharding or PartitionSpec, got %s" % (what, type(s).__name__))
 
 
+def _fits(sharding, x, what: str):
+    """A ValueError, as with_sharding_constraint's, where `sharding` has more dims than x."""
+    if sharding is not None and hasattr(sharding, "check_compatible_aval"):
+        try:
+            sharding.check_compatible_aval(tuple(x.shape))
+        except ValueError as e:
+            raise ValueError("%s: %s" % (what, e)) from None
+    return sharding
+
+
+def _in_manual_region() -> bool:
+    """Whether tracing is inside a shard_map body (some axis of the context mesh is Manual)."""
+    from jax._src import mesh as mesh_lib
+    return AxisType.Manual in tuple(getattr(mesh_lib.get_abstract_mesh(), "axis_types", ()) or ())
+
+
 def _is_tracer(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
@@ -127,11 +143,16 @@ def reshard(x, target, *, source=None):
     _check_array(x)
     if not _is_tracer(x) and not isinstance(x, jax.Array):
         return jax.device_put(x, _as_sharding(target, "target"))  # host data: nothing to reshard
+    if _is_tracer(x) and _in_manual_region():
+        # A shard_map body: values are per device there, and the constraint is XLA's, over
+        # shard_map's own mesh and axis types.
+        return jax.lax.with_sharding_constraint(x, target)
     hint = _mesh_hint(source)
-    tgt = _as_sharding(target, "target", hint)
+    tgt = _fits(_as_sharding(target, "target", hint), x, "reshard: the target")
     if _unreduced(jax.typeof(x).sharding if _is_tracer(x) else getattr(x, "sharding", None)):
         return _reshard_partial_sums(x, tgt)
-    src = None if source is None else _as_sharding(source, "source", getattr(tgt, "mesh", None))
+    src = None if source is None else _fits(_as_sharding(source, "source", getattr(tgt, "mesh", None)), x,
+                                            "reshard: source=")
     if _is_tracer(x):
         aval_sharding = getattr(jax.typeof(x), "sharding", None)
         if _explicit(aval_sharding) or _explicit(tgt):
@@ -276,9 +297,9 @@ def explain(x, target, *, source=None) -> Explanation:
     no comparison (proved=True). x: a jax.Array or a jax.ShapeDtypeStruct with a sharding (or any array-like
     with source=). print() it, or read its fields."""
     _check_array(x, "explain")
-    tgt = _as_sharding(target, "target", _mesh_hint(source))
+    tgt = _fits(_as_sharding(target, "target", _mesh_hint(source)), x, "explain: the target")
     if source is not None:
-        src = _as_sharding(source, "source", getattr(tgt, "mesh", None))
+        src = _fits(_as_sharding(source, "source", getattr(tgt, "mesh", None)), x, "explain: source=")
     elif isinstance(getattr(x, "sharding", None), jax.sharding.Sharding) and not _is_tracer(x):
         src = x.sharding
     else:

@@ -65,8 +65,30 @@ def test_the_cache_is_bounded_least_recently_used_out():
         assert rj.cache_info()["misses"] == 4
         with pytest.raises(ValueError):
             rj.set_cache_size(0)
+        with pytest.raises(TypeError):
+            rj.set_cache_size(True)
+        with pytest.raises(TypeError):
+            rj.set_cache_size(2.0)
     finally:
         rj.set_cache_size(512)
+
+
+def test_a_sharding_of_higher_rank_than_the_array_is_a_value_error():
+    """As with_sharding_constraint's: a ValueError, eager, inside jax.jit and in explain, for the
+    target and for source=."""
+    mesh = _mesh()
+    x = _x((16, 16), NamedSharding(mesh, P("x")))
+    bad = NamedSharding(mesh, P("x", None, "y"))
+    with pytest.raises(ValueError, match="rank"):
+        rj.reshard(x, bad)
+    with pytest.raises(ValueError, match="rank"):
+        jax.jit(lambda a: rj.reshard(a, bad))(x)
+    with pytest.raises(ValueError, match="rank"):
+        jax.jit(lambda a: rj.with_sharding_constraint(a, bad))(x)
+    with pytest.raises(ValueError, match="rank"):
+        rj.explain(x, bad)
+    with pytest.raises(ValueError, match="rank"):
+        rj.reshard(x, NamedSharding(mesh, P(None, "x")), source=bad)
 
 
 def test_partition_spec_needs_a_mesh():

@@ -443,3 +443,83 @@ def test_mesh_casts_under_jit_stay_jaxs():
 
         want, got = jax.jit(region)(y), rj.jit(region)(y)
         assert np.array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_arguments_with_no_devices_take_the_targets():
+    """jax.jit takes a program's devices from its arguments and the constraints inside; the op's
+    target counts as a constraint's (host data, uncommitted arrays, no arguments, and the primal
+    jacfwd drops would otherwise compile for one device). Values and shardings as jax.jit's, and
+    the report's move from a committed operand stays one all-to-all."""
+    dst = NamedSharding(MESH, P(("x", "y")))
+    host = np.arange(8, dtype=np.float32)
+    small = jax.device_put(host, NamedSharding(MESH, P("x")))
+    programs = [
+        ("numpy argument", lambda op: jax.jit(lambda a: op(a * 2, dst))(host)),
+        ("uncommitted argument", lambda op: jax.jit(lambda a: op(a * 2, dst))(jnp.asarray(host))),
+        ("no arguments", lambda op: jax.jit(lambda: op(jnp.arange(8.0), dst))()),
+        ("jacfwd", lambda op: jax.jit(jax.jacfwd(lambda v: op(v, dst)))(small)),
+    ]
+    for name, run in programs:
+        want, got = run(wsc), run(rj.reshard)
+        assert np.array_equal(np.asarray(got), np.asarray(want)), name
+        assert got.sharding.is_equivalent_to(want.sharding, got.ndim), (name, got.sharding)
+        got = rj.jit(lambda a: wsc(a * 2, dst))(host) if name == "numpy argument" else got
+        assert np.array_equal(np.asarray(got), np.asarray(want)), name
+    x = jax.device_put(X, SRC)
+    _, ops, recv = _compiled(jax.jit(lambda a, h: rj.reshard(a, DST) + h), x, X)
+    assert ops == ["all-to-all"] and recv == 1792, ops
+
+
+@pytest.mark.parametrize("manual", ["partly", "fully"])
+def test_inside_shard_map_bodies_the_constraint_is_xlas(manual):
+    """In a shard_map body values are per device: the op and reshard.jax.with_sharding_constraint
+    are with_sharding_constraint there, over shard_map's mesh, with or without jax.set_mesh."""
+    x = jax.device_put(X[0], NamedSharding(MESH, P("x", None)))
+    if manual == "partly":
+        body, names = (lambda op: (lambda b: op(b * 2, P(None, "y")))), {"x"}
+    else:
+        body, names = (lambda op: (lambda b: op(b * 2, P()))), {"x", "y"}
+    for op in (rj.reshard, rj.with_sharding_constraint):
+        for with_mesh in (True, False):
+            if not with_mesh and manual == "partly":
+                continue  # a PartitionSpec over an Auto axis needs the mesh set, for JAX's own constraint too
+            f = jax.jit(jax.shard_map(body(op), mesh=MESH, in_specs=P("x", None), out_specs=P("x", None),
+                                      axis_names=names))
+            if with_mesh:
+                with jax.set_mesh(MESH):
+                    got = f(x)
+            else:
+                got = f(x)
+            assert np.array_equal(np.asarray(got), X[0] * 2), (op, with_mesh)
+
+
+# Producers that make their result only from smaller values (a broadcast, a tile, an outer
+# product, an iota): with_sharding_constraint's target propagates back through them, and XLA
+# moves the small values and expands them in place.
+def _expanding_programs(a_sharding):
+    n = lambda *s: NamedSharding(MESH, P(*s))  # noqa: E731
+    return {
+        "broadcast_to": lambda a: wsc(jnp.broadcast_to(a[None], (8,) + a.shape), n("x", "y")),
+        "tile": lambda a: wsc(jnp.tile(a, (4, 1)), n("y", "x")),
+        "repeat": lambda a: wsc(jnp.repeat(a, 4, axis=1), n("y", "x")),
+        "outer product": lambda a: wsc(a[:, :, None] * a[:, None, :], n("y", "x")),
+        "iota + a": lambda a: wsc(jnp.arange(64.0)[:, None, None] + a[None], n("y", "x")),
+        "ones * reduced": lambda a: wsc(jnp.ones((64, 64)) * a.sum(0, keepdims=True), n("y", "x")),
+    }
+
+
+def test_constraints_on_expanded_values_stay_xlas():
+    """reshard.jax.jit leaves a constraint to XLA where its operand is made only from smaller
+    values: never more bytes than jax.jit there (the op, a barrier after the expansion, moved
+    2.5x to 20x more), values equal; a producer that also takes a full-size argument keeps the op
+    (the canonical move plus a broadcast constant: 1792 B against XLA's 14336)."""
+    a = jax.device_put(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32),
+                       NamedSharding(MESH, P("x", None)))
+    for name, f in _expanding_programs(None).items():
+        _, _, ref = _compiled(jax.jit(f), a)
+        _, _, ours = _compiled(rj.jit(f), a)
+        assert ours <= ref, (name, ours, ref)
+        assert np.array_equal(np.asarray(rj.jit(f)(a)), np.asarray(jax.jit(f)(a))), name
+    c = jax.device_put(X, SRC)
+    _, ops, recv = _compiled(rj.jit(lambda c: wsc(c + jnp.ones(X.shape), DST)), c)
+    assert ops == ["all-to-all"] and recv == 1792, ops
