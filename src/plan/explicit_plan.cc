@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -31,7 +32,13 @@ std::vector<int64_t> LargestTile(const Layout& l) {
 namespace {
 
 // XLA's fallback without a common mesh: every target device receives the
-// source shards it lacks, one message per source tile.
+// source shards it lacks, one message per source tile from the tile's first
+// holder; priced as every step is (cost_model.h): per device, the larger of
+// its send and receive sums (full duplex), so a holder sending its tile to
+// every device pays for each message. Devices evaluated: up to 32 of the
+// target's, spread evenly (all where there are at most 256), and the 32
+// senders with the most bytes to send; a sender's sum over the devices
+// lacking a tile is the sampled devices' mean times their count.
 BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Topology& topo) {
   BaselineCost b{"full_rematerialization"};
   const Baseline base = FullRematerialization(source, target);
@@ -43,16 +50,54 @@ BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Top
   const int64_t eb = source.element_bytes();
   const auto& devs = target.devices();
   const int64_t n = static_cast<int64_t>(devs.size()), samples = n <= 256 ? n : 32;
-  for (int64_t i = 0; i < samples; ++i) {
-    const int64_t dev = devs[i * n / samples];
+  const int64_t tiles = source.num_tiles();
+  std::vector<int64_t> sampled;
+  for (int64_t i = 0; i < samples; ++i) sampled.push_back(devs[static_cast<size_t>(i * n / samples)]);
+  // Per source tile, the target devices lacking it (their own source tile is another).
+  std::vector<int64_t> lacking(static_cast<size_t>(tiles), n);
+  for (int64_t dev : devs)
+    if (const int64_t own = source.TileOf(dev); own >= 0) --lacking[static_cast<size_t>(own)];
+  auto holder = [&](int64_t tile) { return source.Holders(tile).empty() ? int64_t{-1} : source.Holders(tile)[0]; };
+  // Per sender, its bytes to send, to find the busiest.
+  std::vector<std::pair<int64_t, int64_t>> senders;  // (bytes, device)
+  {
+    std::vector<std::pair<int64_t, int64_t>> by_tile;  // (device, bytes)
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      if (holder(tile) >= 0 && lacking[static_cast<size_t>(tile)] > 0)
+        by_tile.emplace_back(holder(tile), lacking[static_cast<size_t>(tile)] * source.TileElements(tile) * eb);
+    std::sort(by_tile.begin(), by_tile.end());
+    for (const auto& [dev, bytes] : by_tile)
+      if (!senders.empty() && senders.back().second == dev)
+        senders.back().first += bytes;
+      else
+        senders.emplace_back(bytes, dev);
+    std::sort(senders.begin(), senders.end(), std::greater<>());
+  }
+  std::vector<int64_t> evaluated = sampled;
+  for (size_t i = 0; i < senders.size() && i < 32; ++i) evaluated.push_back(senders[i].second);
+  std::sort(evaluated.begin(), evaluated.end());
+  evaluated.erase(std::unique(evaluated.begin(), evaluated.end()), evaluated.end());
+  for (const int64_t dev : evaluated) {
+    // A device holds one source tile, its own: it receives every other and,
+    // as its first holder, sends its own to every device lacking it.
     const int64_t own = source.TileOf(dev);
-    double t = 0;
-    for (int64_t tile = 0; tile < source.num_tiles(); ++tile) {
-      if (tile == own || source.Holders(tile).empty()) continue;
-      t += topo.MessageTime(source.Holders(tile)[0], dev, source.TileElements(tile) * eb);
+    const bool receives = target.TileOf(dev) >= 0;
+    double recv_us = 0, send_us = 0;
+    for (int64_t tile = 0; receives && tile < tiles; ++tile)
+      if (holder(tile) >= 0 && tile != own)
+        recv_us += topo.MessageTime(holder(tile), dev, source.TileElements(tile) * eb);
+    if (own >= 0 && holder(own) == dev && lacking[static_cast<size_t>(own)] > 0) {
+      const int64_t bytes = source.TileElements(own) * eb;
+      double sum = 0;
+      int64_t k = 0;
+      for (int64_t d : sampled)
+        if (source.TileOf(d) != own) sum += topo.MessageTime(dev, d, bytes), ++k;
+      const double each = k > 0 ? sum / static_cast<double>(k) : topo.LeastMessageTime(bytes);
+      send_us = each * static_cast<double>(lacking[static_cast<size_t>(own)]);
     }
     // Lay out the gathered array, then slice the target shard from it.
-    b.time_us = std::max(b.time_us, StepTime(topo, t, source.num_elements() * eb + target.LocalBytes(dev),
+    const int64_t copied = receives ? source.num_elements() * eb + target.LocalBytes(dev) : 0;
+    b.time_us = std::max(b.time_us, StepTime(topo, DeviceMessageTime(topo, send_us, recv_us), copied,
                                              b.max_recv_bytes > 0));
   }
   return b;

@@ -138,6 +138,25 @@ TEST(Planner, SameTilesOnOtherDevicesIsOnePermute) {
   EXPECT_TRUE(SimulatePlan(r->plan).ok());
 }
 
+// The rematerialization baseline is priced as every step is, full duplex: a
+// tile's one holder sends it to every device lacking it. From one device to
+// all, that holder sends 7 copies (XLA's fallback is no faster than the
+// plan, which moves the same messages).
+TEST(Planner, RematerializationBaselineCountsTheHoldersSends) {
+  Layout src = Parse("{maximal device=0}", {1 << 20});
+  Layout dst = Parse("{replicated}", {1 << 20}, Mesh::Create({{"x", 8}}).value());
+  Result<PlanResult> r = PlanReshard(src, dst, PlannerOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->baselines.empty());
+  const BaselineCost& remat = r->baselines[0];
+  ASSERT_EQ(remat.name, "full_rematerialization");
+  const Topology flat = Topology::Flat();
+  double sends = 0;
+  for (int64_t d = 1; d < 8; ++d) sends += flat.MessageTime(0, d, int64_t{4} << 20);
+  EXPECT_GE(remat.time_us, sends);
+  EXPECT_GE(remat.time_us, 0.9 * r->plan.totals().time_us);
+}
+
 TEST(Planner, StrategyExchangeIsOneRaggedStep) {
   PlannerOptions o;
   o.strategy = Strategy::kExchange;
