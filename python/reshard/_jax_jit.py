@@ -94,67 +94,103 @@ def _swappable(params, producer) -> bool:
 
 
 
-def _size(v) -> int:
+def _size(v):
+    """The number of elements of v, or None where a dim is symbolic."""
     shape = getattr(getattr(v, "aval", None), "shape", ())
     n = 1
     for e in shape:
-        n *= int(e)
+        if not isinstance(e, int):
+            return None
+        n *= e
     return n
 
 
-def _expanded(var, producer, outer=None, depth: int = 0) -> bool:
-    """Whether `var` is made, through ops that keep every element where it is (elementwise ops,
-    converts, reshapes, transposes), only from values smaller than it: broadcasts, iotas,
-    constants. Then with_sharding_constraint's target propagates back through those ops and XLA
-    moves the small values (or none) and expands them in place, where the op, a barrier after
-    them, moves the expanded array (measured: 2.5x to 20x XLA's bytes after broadcast_to, tile,
-    repeat, an outer product, iota + x). `producer` maps this jaxpr's vars to (equation, output);
-    `outer` answers for the jaxpr's inputs (None: they are not)."""
-    if isinstance(var, core.Literal):
-        return True
-    if depth > 64:
-        return False
-    found = producer.get(var)
-    if found is None:
-        return outer(var) if outer is not None else False
-    eqn, index = found
-    name = eqn.primitive.name
-    inner = eqn.params.get("jaxpr") if name in _CALLS else None
-    if inner is not None:  # jnp's functions are jitted: look inside
-        body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
-        inner_producer = {v: (e, i) for e in body.eqns for i, v in enumerate(e.outvars)}
-        into = dict(zip(body.invars, eqn.invars))
-        return _expanded(body.outvars[index], inner_producer,
-                         lambda v: v in into and _expanded(into[v], producer, outer, depth + 1), depth + 1)
-    if name == "iota":
-        return True
-    arrays = [v for v in eqn.invars if not isinstance(v, core.Literal) and _size(v) > 1]
-    out = eqn.outvars[index]
-    # An operand smaller than the result is expanded by the op itself; one as large, if its own
-    # producers expand it.
-    smaller_or_expanded = lambda v: _size(v) < _size(out) or _expanded(v, producer, outer, depth + 1)  # noqa: E731
-    if name in ("broadcast_in_dim", "tile"):
+class _Expansion:
+    """Whether a var is made, through ops that keep every element where it is (elementwise ops on
+    operands that broadcast, converts, reshapes, transposes), only from values smaller than it:
+    broadcasts, tiles, iotas, constants. Then with_sharding_constraint's target propagates back
+    through those ops and XLA moves the small values (or none) and expands them in place, where
+    the op, a barrier after them, moves the expanded array (measured: 2.5x to 20x XLA's bytes
+    after broadcast_to, tile, repeat, an outer product, iota + x).
+
+    One per evaluated jaxpr: `producer` maps its vars to (equation, output) as they are made.
+    Each var is walked once per call site (memoized: a value used as several operands is not
+    walked again), and the walk stops at _MAX_DEPTH nested vars, answering False (the op is kept,
+    as it is for a value from an argument)."""
+
+    _MAX_DEPTH = 64
+
+    def __init__(self, producer):
+        self._producer = producer
+        self._memo: dict = {}
+        self._bodies: dict = {}  # id(body) -> its producer map
+        self._depth = 0
+
+    def __call__(self, var) -> bool:
+        return self._walk(var, (), self._producer, None)
+
+    def _walk(self, var, site, producer, outer) -> bool:
+        if isinstance(var, core.Literal):
+            return True
+        key = (site, var)
+        if key in self._memo:
+            return self._memo[key]
+        if self._depth >= self._MAX_DEPTH:
+            return False
+        self._depth += 1
+        try:
+            found = self._made(var, site, producer, outer)
+        finally:
+            self._depth -= 1
+        self._memo[key] = found
+        return found
+
+    def _made(self, var, site, producer, outer) -> bool:
+        found = producer.get(var)
+        if found is None:  # an input of this jaxpr: its call site's operand, or not expanded
+            return outer(var) if outer is not None else False
+        eqn, index = found
+        name = eqn.primitive.name
+        inner = eqn.params.get("jaxpr") if name in _CALLS else None
+        if inner is not None:  # jnp's functions are jitted: look inside
+            body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
+            inner_producer = self._bodies.get(id(body))
+            if inner_producer is None:
+                inner_producer = {v: (e, i) for e in body.eqns for i, v in enumerate(e.outvars)}
+                self._bodies[id(body)] = inner_producer
+            into = dict(zip(body.invars, eqn.invars))
+            return self._walk(body.outvars[index], site + (id(eqn),), inner_producer,
+                              lambda v: v in into and self._walk(into[v], site, producer, outer))
+        if name == "iota":
+            return True
+        sizes = {}
+        for v in eqn.invars:
+            if not isinstance(v, core.Literal):
+                n = _size(v)
+                if n is None:
+                    return False  # symbolic dims: not judged
+                sizes[v] = n
+        out = eqn.outvars[index]
+        out_size = _size(out)
+        if out_size is None:
+            return False
+        arrays = [v for v, n in sizes.items() if n > 1]
+        # An operand smaller than the result is expanded by the op itself; one as large, if its own
+        # producers expand it.
+        smaller_or_expanded = lambda v: sizes[v] < out_size or self._walk(v, site, producer, outer)  # noqa: E731
+        if name in ("broadcast_in_dim", "tile"):
+            return all(smaller_or_expanded(v) for v in arrays)
+        out_shape = tuple(getattr(out.aval, "shape", ()))
+
+        def broadcasts(v):  # an operand of an elementwise op: each dim the result's, or 1
+            shape = tuple(getattr(v.aval, "shape", ()))
+            return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
+
+        keeps = name in ("reshape", "transpose", "squeeze", "expand_dims", "convert_element_type", "copy",
+                         "reduce_precision") or all(broadcasts(v) for v in arrays)
+        if len(eqn.outvars) != 1 or not keeps or name in _FOLDING_PRODUCERS:
+            return False
         return all(smaller_or_expanded(v) for v in arrays)
-    out_shape = tuple(getattr(out.aval, "shape", ()))
-
-    def broadcasts(v):  # an elementwise operand: each dim the result's, or 1
-        shape = tuple(getattr(v.aval, "shape", ()))
-        return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
-
-    keeps = name in ("reshape", "transpose", "squeeze", "expand_dims", "convert_element_type", "copy",
-                     "reduce_precision") or all(broadcasts(v) for v in arrays)
-    if len(eqn.outvars) != 1 or not keeps or name in _FOLDING_PRODUCERS:
-        return False
-    return all(smaller_or_expanded(v) for v in arrays)
-
-
-def _unreduced(sharding) -> bool:
-    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
-
-
-def _reduced(sharding) -> bool:
-    """Reduced axes (a cotangent of partial sums, in a transposed program): JAX's to move."""
-    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "reduced", None))
 
 
 def _reshard(x, params):
@@ -194,6 +230,7 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
     for v, a in zip(jaxpr.invars, args):
         env[v] = a
     producer: dict = {}  # var -> (the equation that made it, which of its outputs), in this jaxpr
+    expanded = _Expansion(producer)
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
@@ -201,7 +238,7 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
             source = producer.get(eqn.invars[0]) if eqn.invars and not isinstance(eqn.invars[0], core.Literal) else None
             made_by = _made_by(*source) if source is not None else None
             if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params, made_by) and \
-                    not _expanded(eqn.invars[0], producer):
+                    not expanded(eqn.invars[0]):
                 outs = [_jax_op.bind(*invals, **eqn.params)]
             elif eqn.primitive is pjit.reshard_p:
                 outs = [_reshard(invals[0], eqn.params)]

@@ -487,16 +487,17 @@ def test_inside_shard_map_bodies_the_constraint_is_xlas(manual):
                                       axis_names=names))
             if with_mesh:
                 with jax.set_mesh(MESH):
-                    got = f(x)
+                    got, jaxpr = f(x), str(jax.make_jaxpr(f)(x))
             else:
-                got = f(x)
+                got, jaxpr = f(x), str(jax.make_jaxpr(f)(x))
             assert np.array_equal(np.asarray(got), X[0] * 2), (op, with_mesh)
+            assert "sharding_constraint" in jaxpr and "reshard[" not in jaxpr, jaxpr
 
 
 # Producers that make their result only from smaller values (a broadcast, a tile, an outer
 # product, an iota): with_sharding_constraint's target propagates back through them, and XLA
 # moves the small values and expands them in place.
-def _expanding_programs(a_sharding):
+def _expanding_programs():
     n = lambda *s: NamedSharding(MESH, P(*s))  # noqa: E731
     return {
         "broadcast_to": lambda a: wsc(jnp.broadcast_to(a[None], (8,) + a.shape), n("x", "y")),
@@ -515,7 +516,7 @@ def test_constraints_on_expanded_values_stay_xlas():
     (the canonical move plus a broadcast constant: 1792 B against XLA's 14336)."""
     a = jax.device_put(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32),
                        NamedSharding(MESH, P("x", None)))
-    for name, f in _expanding_programs(None).items():
+    for name, f in _expanding_programs().items():
         _, _, ref = _compiled(jax.jit(f), a)
         _, _, ours = _compiled(rj.jit(f), a)
         assert ours <= ref, (name, ours, ref)
@@ -523,3 +524,33 @@ def test_constraints_on_expanded_values_stay_xlas():
     c = jax.device_put(X, SRC)
     _, ops, recv = _compiled(rj.jit(lambda c: wsc(c + jnp.ones(X.shape), DST)), c)
     assert ops == ["all-to-all"] and recv == 1792, ops
+
+
+def test_the_expansion_walk_is_linear_and_bounded(monkeypatch):
+    """The walk behind the rule above visits each value once per call site however often it is
+    used (y * y thirty times over: 2^30 paths), and stops, keeping the op, past 64 nested values
+    (35 calls of a jitted function of five ops: a RecursionError before)."""
+    from reshard import _jax_jit
+    visits = []
+    made = _jax_jit._Expansion._made
+    monkeypatch.setattr(_jax_jit._Expansion, "_made", lambda self, *a: visits.append(1) or made(self, *a))
+    dst = NamedSharding(MESH, P("x"))
+    a = jax.device_put(np.ones(1024, np.float32), NamedSharding(MESH, P()))
+
+    def squares(v):
+        y = jnp.broadcast_to(v[:1], (1024,))
+        for _ in range(30):
+            y = y * y
+        return wsc(y, dst)
+
+    rj.jit(squares).trace(a)
+    assert 0 < len(visits) < 200, len(visits)
+    g = jax.jit(lambda v: jnp.tanh(jnp.sin(jnp.cos(jnp.exp(v * 1.5) + 0.5) * 0.9)))
+
+    def nested(v):
+        for _ in range(35):
+            v = g(v)
+        return wsc(v, dst)
+
+    _compiled(rj.jit(nested), a)  # traces and compiles (a RecursionError before)
+    assert np.array_equal(np.asarray(rj.jit(nested)(a)), np.asarray(jax.jit(nested)(a)))
