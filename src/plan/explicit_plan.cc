@@ -81,7 +81,8 @@ BaselineCost ExplicitRemat(const Layout& source, const Layout& target, const Top
     // A device holds one source tile, its own: it receives every other and,
     // as its first holder, sends its own to every device lacking it.
     const int64_t own = source.TileOf(dev);
-    const bool receives = target.TileOf(dev) >= 0;
+    // Every target device receives the whole array, as the baseline's bytes count.
+    const bool receives = PositionIn(devs, dev) >= 0;
     double recv_us = 0, send_us = 0;
     for (int64_t tile = 0; receives && tile < tiles; ++tile)
       if (holder(tile) >= 0 && tile != own)
