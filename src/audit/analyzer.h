@@ -77,6 +77,12 @@ struct Partial {
   Interpretation layout;
   std::string name, element_type;
   int64_t line = 0;
+  // Where known (a reduce's sums, at most 64 distinct parts), per device the
+  // parts its value sums so far, one bit a part: an all-reduce over groups
+  // ORs its group's, and completes the sums once every device has every
+  // part (XLA reduces a scalar over x, then over y). Empty: any all-reduce
+  // completes them.
+  std::vector<uint64_t> held = {};
 };
 
 // The abstract value of one instruction.

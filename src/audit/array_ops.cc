@@ -2,6 +2,8 @@
 // layout, and ops whose result is a new array with a layout that follows.
 #include "audit/analyzer.h"
 
+#include <map>
+
 #include <algorithm>
 
 #include "audit/derived_layout.h"
@@ -246,7 +248,25 @@ AV Analyzer::Reduce(const HloInstruction& ins, const std::vector<const AV*>& ops
   if (!in || !reduced) return AV{};
   bool partial = false;
   std::optional<Interpretation> out = ReduceLayout(*in, *reduced, devices_, &partial);
-  return NewArray(ins, std::move(out), partial);
+  AV v = NewArray(ins, std::move(out), partial);
+  if (v.partial) {
+    // Each device's part: where its shard sits along the reduced dims.
+    const size_t rank = in->shape.size();
+    std::map<std::vector<int64_t>, int> parts;
+    std::vector<uint64_t> held(static_cast<size_t>(devices_));
+    for (int64_t p = 0; p < devices_ && parts.size() <= 64; ++p) {
+      std::vector<int64_t> at;
+      for (int64_t d : *reduced) at.push_back(in->offsets[static_cast<size_t>(p) * rank + static_cast<size_t>(d)]);
+      const int k = parts.try_emplace(std::move(at), static_cast<int>(parts.size())).first->second;
+      if (k < 64) held[static_cast<size_t>(p)] = uint64_t{1} << k;
+    }
+    if (parts.size() <= 64) {
+      auto part = std::make_shared<Partial>(*v.partial);
+      part->held = std::move(held);
+      v.partial = std::move(part);
+    }
+  }
+  return v;
 }
 
 }  // namespace reshard::audit::analysis

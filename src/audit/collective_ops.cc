@@ -183,6 +183,26 @@ AV Analyzer::EvalCollective(const HloComputation& c, const HloInstruction& ins, 
 AV Analyzer::Reduction(const HloInstruction& ins, const std::vector<const AV*>& ops, const std::string& base, const DeviceGroups* groups) {
   if (ops.size() != 1 || !ops[0]->partial) return AV{};
   const Partial& p = *ops[0]->partial;
+  if (base == "all-reduce" && !p.held.empty() && groups != nullptr) {
+    // Each device now sums its group's parts; complete once each has all.
+    std::vector<uint64_t> held = p.held;
+    for (const std::vector<int64_t>& g : *groups) {
+      uint64_t both = 0;
+      for (int64_t q : g)
+        if (q >= 0 && q < devices_) both |= p.held[static_cast<size_t>(q)];
+      for (int64_t q : g)
+        if (q >= 0 && q < devices_) held[static_cast<size_t>(q)] = both;
+    }
+    uint64_t all = 0;
+    for (uint64_t h : p.held) all |= h;
+    if (std::any_of(held.begin(), held.end(), [all](uint64_t h) { return h != all; })) {
+      AV v;
+      auto part = std::make_shared<Partial>(p);
+      part->held = std::move(held);
+      v.partial = std::move(part);
+      return v;
+    }
+  }
   if (base == "all-reduce") return FromTracked(OriginFromInterpretation(ins, p.layout, p.element_type));
   std::optional<std::vector<int64_t>> d = IntsAttr(ins, "dimensions", false);
   if (!d || d->size() != 1 || groups == nullptr) return AV{};

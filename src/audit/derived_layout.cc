@@ -78,7 +78,10 @@ std::optional<Interpretation> ReduceLayout(const Interpretation& in, const std::
     for (int64_t p = 0; p < devices; ++p)
       if (in.offsets[p * r_in + d] != 0 || in.local_shape[d] < in.shape[d]) *partial = true;
   }
-  if (picks.empty()) return std::nullopt;
+  if (picks.empty()) {
+    // Reduced to a scalar: one element on every device.
+    return Interpretation{};
+  }
   return Pick({&in}, picks, devices);
 }
 

@@ -315,6 +315,38 @@ ENTRY %main (p: f32[4,16]) -> f32[4,16] {
   EXPECT_NE(small.notes[0].find("not audited"), std::string::npos);
 }
 
+// A sum over every dim of an array tiled over x and y: each device reduces
+// its shard to a scalar, then XLA all-reduces over y, then over x. Both
+// all-reduces complete the reduce's partial sums (the first only partly),
+// so neither is named as part of no reshard; an all-reduce over y alone
+// leaves the sums over x pending, and a second all-reduce over y adds no part.
+TEST(Audit, AllReducesCompletingAScalarSumInStepsAreAttributed) {
+  const std::string head = R"(HloModule m, num_partitions=8
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main (p: f32[16,8]) -> f32[] {
+  %p = f32[16,8]{1,0} parameter(0), sharding={devices=[4,2]<=[8]}
+  %zero = f32[] constant(0)
+  %r = f32[] reduce(%p, %zero), dimensions={0,1}, to_apply=%add
+  %y = f32[] all-reduce(%r), channel_id=1, replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply=%add
+)";
+  const AuditReport both =
+      AuditOk({{"m.hlo", head + "  ROOT %x = f32[] all-reduce(%y), channel_id=2, replica_groups=[2,4]<=[4,2]T(1,0), "
+                                "use_global_device_ids=true, to_apply=%add\n}\n"}});
+  ASSERT_EQ(both.modules.size(), 1u);
+  EXPECT_TRUE(both.modules[0].not_attributed.empty());
+  EXPECT_TRUE(both.findings.empty());
+  // Over y twice: the second is no reduction of parts it lacks, but still of pending sums.
+  const AuditReport twice =
+      AuditOk({{"m.hlo", head + "  ROOT %y2 = f32[] all-reduce(%y), channel_id=2, replica_groups=[4,2]<=[8], "
+                                "use_global_device_ids=true, to_apply=%add\n}\n"}});
+  ASSERT_EQ(twice.modules.size(), 1u);
+  EXPECT_TRUE(twice.modules[0].not_attributed.empty());
+}
+
 TEST(Audit, JsonAndTable) {
   const AuditReport r = AuditOk({{"canonical.hlo", kCanonical}, {"xla.log", kLog}});
   const nlohmann::ordered_json j = AuditJson(r);
