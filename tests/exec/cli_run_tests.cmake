@@ -140,6 +140,11 @@ if(RESHARD_HAVE_MPI)
   cli_error_test(run_mpi_two_ranks_differ_once 2 "(^|\n)reshard: error: rank 0 and rank 1 were given different layouts or options"
                  ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 --oversubscribe ${R} run --shape 12 --mesh x=2 --from "P('x')" --to "P()" --backend mpi
                  : ${MPIEXEC_NUMPROC_FLAG} 1 ${R} run --shape 12 --mesh x=2 --from "P()" --to "P('x')" --backend mpi)
+  # A command line that does not parse on one rank alone (an unknown option): that rank joins the others'
+  # first agreement, and rank 0 prints its error once, naming it.
+  cli_error_test(run_mpi_one_rank_does_not_parse_once 2 "(^|\n)reshard: error: rank 1: The following argument was not expected: --bogus"
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 --oversubscribe ${R} run --shape 16,16 --mesh x=2 --from "P('x')" --to "P(None, 'x')" --backend mpi
+                 : ${MPIEXEC_NUMPROC_FLAG} 1 ${R} run --shape 16,16 --mesh x=2 --from "P('x')" --to "P(None, 'x')" --backend mpi --bogus)
   # Issue 15: a rank that fails after MPI started (injected: RESHARD_TEST_FAIL) ends every rank within 10 s:
   # allocating and filling, or checking, is an error agreed by every rank (printed once, by rank 0); in the
   # runs, where the others wait in a collective, that rank prints its error and calls MPI_Abort.
@@ -163,7 +168,7 @@ if(RESHARD_HAVE_MPI)
                        cli.run_mpi_outside_mpirun cli.run_mpi_no_steps cli.run_mpi_with_transport cli.run_mpi_with_threads
                        cli.run_mpi_flag_error_once cli.run_mpi_bad_flag_once cli.run_mpi_plan_error_once
                        cli.run_mpi_one_rank_fails_once cli.run_mpi_rank0_differs_once cli.run_mpi_two_ranks_differ_once
-                       PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}" PROCESSORS 2)
+                       cli.run_mpi_one_rank_does_not_parse_once PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}" PROCESSORS 2)
 else()
   cli_exit_test(run_mpi_not_built 1 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --backend mpi)
 endif()

@@ -3,8 +3,12 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "common.h"
+#ifdef RESHARD_HAVE_MPI
+#include "run_mpi.h"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"reshard: move a distributed array between shardings with the least data movement"};
@@ -23,9 +27,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // Under mpirun every rank parses the same command line: rank 0 speaks for all.
-    if (reshard::cli::LauncherRank() <= 0)
-      reshard::cli::PrintError("reshard: error: ", reshard::cli::ShortenMessage(e.what()));
+    const std::string message = reshard::cli::ShortenMessage(e.what());
+    const int rank = reshard::cli::LauncherRank();
+#ifdef RESHARD_HAVE_MPI
+    // Under mpirun the other ranks of `run --backend mpi` wait in their first
+    // agreement: this rank's error joins it, and every rank ends with it.
+    if (rank >= 0 && reshard::cli::NamesMpiRun(argc, argv)) {
+      try {
+        reshard::cli::FailWithTheRanks(reshard::cli::kExitBadInput, message);
+      } catch (const reshard::cli::CliError& agreed) {
+        if (agreed.print) reshard::cli::PrintError("reshard: error: ", reshard::cli::ShortenMessage(agreed.what()));
+        return agreed.exit_code;
+      }
+    }
+#endif
+    // Elsewhere no rank can hear another, and every rank parses the same
+    // command line: rank 0 (or a lone process) speaks for all.
+    if (rank <= 0) reshard::cli::PrintError("reshard: error: ", message);
     return reshard::cli::kExitBadInput;
   } catch (const reshard::cli::CliError& e) {
     if (e.print) reshard::cli::PrintError("reshard: error: ", reshard::cli::ShortenMessage(e.what()));

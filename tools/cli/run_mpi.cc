@@ -260,6 +260,22 @@ void Report(const MpiSession& mpi, const MpiReshard& r, const TagCheck& check, c
 
 }  // namespace
 
+void FailWithTheRanks(int exit_code, const std::string& message) {
+  MpiSession mpi;
+  Agreed(mpi, [&]() { throw CliError(exit_code, message); });
+  throw CliError(exit_code, message);  // (Agreed has thrown it already)
+}
+
+bool NamesMpiRun(int argc, char** argv) {
+  bool run = false, mpi = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    run = run || a == "run";
+    mpi = mpi || a == "--backend=mpi" || (a == "--backend" && i + 1 < argc && std::string_view(argv[i + 1]) == "mpi");
+  }
+  return run && mpi;
+}
+
 void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
   // Read before MPI_Init: whether a launcher started this process (a
   // singleton's MPI_Init may set variables of its own).

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "common.h"
 
@@ -33,6 +34,17 @@ struct MpiRequest {
 // runs, the report) is printed by the rank that met it, prefixed with its
 // rank, and ends the job with MPI_Abort.
 void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare);
+
+// A rank whose command line did not parse, where it names `run --backend
+// mpi` under a launcher: it joins the other ranks' first agreement (RunMpi's
+// reading of the command line) failing with `message`, so every rank throws
+// the same error, printed by rank 0 ("rank K: " before it unless every rank
+// failed alike), instead of this rank leaving alone and unheard.
+[[noreturn]] void FailWithTheRanks(int exit_code, const std::string& message);
+
+// Whether a command line names `run` with `--backend mpi`: the ranks it
+// starts meet in RunMpi's agreements, even where it does not parse.
+bool NamesMpiRun(int argc, char** argv);
 
 }  // namespace reshard::cli
 
