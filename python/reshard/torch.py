@@ -49,6 +49,7 @@ try:
     import torch.distributed as dist
     from torch.distributed.tensor import DeviceMesh, DTensor, Partial, Replicate, Shard
     from torch.distributed.tensor.placement_types import _StridedShard
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 except ImportError as e:  # pragma: no cover (the package's tests run with and without torch)
     raise ImportError("reshard.torch needs PyTorch (torch >= 2.4 with torch.distributed): "
                       "pip install 'reshard[torch]' or pip install torch") from e
@@ -87,12 +88,17 @@ def mesh_of(device_mesh: DeviceMesh) -> _reshard.Mesh:
 
 
 def _normalize(placements: Sequence, ndim: int) -> tuple:
+    """Negative Shard dims counted from the end, once, as DTensor does; one that names no dim of
+    an ndim-dim tensor (Shard(-3) of a matrix) is a ValueError, never wrapped again."""
     out = []
     for p in placements:
-        if isinstance(p, _StridedShard) and p.dim < 0:
-            p = _StridedShard(p.dim + ndim, split_factor=p.split_factor)
-        elif isinstance(p, Shard) and not isinstance(p, _StridedShard) and p.dim < 0:
-            p = Shard(p.dim + ndim)
+        if isinstance(p, Shard) and p.dim < 0:
+            if p.dim + ndim < 0:
+                raise ValueError("placements: %r names no dim of a %d-dim tensor" % (p, ndim))
+            if isinstance(p, _StridedShard):
+                p = _StridedShard(p.dim + ndim, split_factor=p.split_factor)
+            else:
+                p = Shard(p.dim + ndim)
         out.append(p)
     return tuple(out)
 
@@ -225,22 +231,27 @@ def _run(plan, rank: int, local: torch.Tensor) -> torch.Tensor:
 class _Move(torch.autograd.Function):
     """The local tensor's move under a plan. Its backward is the same Function with the plans
     swapped, so the backward is differentiable too (DTensor's redistribute is twice
-    differentiable)."""
+    differentiable). `out_shape`: the local shape DTensor gives the result. An empty shard has
+    that shape (a reshard layout says only that the rank holds nothing, and two placements of
+    one tensor can both leave a rank empty: [0, 1, 1] or [1, 0, 1]); the gradient comes back in
+    the input's."""
 
     @staticmethod
-    def forward(ctx, local, fwd, bwd, rank, grad_dtype):  # noqa: D401
+    def forward(ctx, local, fwd, bwd, rank, grad_dtype, out_shape):  # noqa: D401
         ctx.fwd, ctx.bwd, ctx.rank, ctx.grad_dtype, ctx.in_dtype = fwd, bwd, rank, grad_dtype, local.dtype
-        return _run(fwd(), rank, local.contiguous())
+        ctx.in_shape = tuple(local.shape)
+        out = _run(fwd(), rank, local.contiguous())
+        return out.reshape(out_shape) if out.numel() == 0 else out
 
     @staticmethod
     def backward(ctx, grad):
         g = grad
         if ctx.grad_dtype is not None and g.dtype != ctx.grad_dtype:
             g = g.to(ctx.grad_dtype)
-        out = _Move.apply(g, ctx.bwd, ctx.fwd, ctx.rank, None)
+        out = _Move.apply(g, ctx.bwd, ctx.fwd, ctx.rank, None, ctx.in_shape)
         if out.dtype != ctx.in_dtype:
             out = out.to(ctx.in_dtype)
-        return out, None, None, None, None
+        return out, None, None, None, None, None
 
 
 def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
@@ -273,6 +284,11 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
     shape = tuple(dtensor.shape)
     rmesh = mesh_of(mesh)
     partial = any(p.is_partial() for p in src_placements + dst_placements)
+    if not (local.is_floating_point() or local.is_complex()) and any(
+            p.is_partial() and str(getattr(p, "reduce_op", "sum")) == "avg" for p in src_placements + dst_placements):
+        # An average of integers in their own type wraps where the parts' sum leaves its range
+        # (200s of uint8 over 4 ranks: 8): DTensor's own handling, as it is, instead.
+        return dtensor.redistribute(mesh, dst_placements, forward_dtype=forward_dtype, backward_dtype=backward_dtype)
     try:
         src = layout_of(mesh, src_placements, shape, local.dtype)
         dst = layout_of(mesh, dst_placements, shape, local.dtype)
@@ -296,12 +312,41 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
             fwd()
         except NotImplementedError:
             return _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype)
-    # Every rank, in the mesh or not, plans both directions and creates their groups together.
-    _groups.ensure(_torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd()))
+    # Every rank, in the mesh or not, plans both directions and creates their groups together
+    # (on a sliced mesh, with the ranks of every slice beside it: _sibling_groups).
+    _groups.ensure(_sibling_groups(mesh, _torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd())))
     if mesh.get_coordinate() is not None:
-        local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt)
+        out_shape = compute_local_shape_and_global_offset(shape, mesh, dst_placements)[0]
+        local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt, tuple(out_shape))
     return DTensor.from_local(local, mesh, dst_placements, run_check=False, shape=dtensor.shape,
                               stride=dtensor.stride())
+
+
+def _sibling_groups(mesh: DeviceMesh, groups: list) -> list:
+    """The groups to create for a move whose plan runs in `groups` (rank lists of `mesh`).
+    torch creates a process group on every rank of the world together, and each rank's
+    reshard.torch creates the groups its own plan needs. On a mesh sliced from a larger one
+    (mesh2d["x"]: ranks 0 and 2 on ranks 0 and 2, ranks 1 and 3 on the others) the slices
+    beside it run the same move on other ranks at the same time (SPMD, as DTensor code does):
+    so each group is created for every slice, at the same mesh positions, slices in the root
+    mesh's order, and every rank asks for the same groups in the same order. A slice over dims
+    the root does not name (a flattened one) is NotImplementedError on every rank."""
+    root = mesh._get_root_mesh() if hasattr(mesh, "_get_root_mesh") else mesh
+    if root is mesh or root.mesh.numel() == mesh.mesh.numel():
+        return groups
+    names, root_names = tuple(mesh.mesh_dim_names or ()), tuple(root.mesh_dim_names or ())
+    if not names or any(n not in root_names for n in names):
+        raise NotImplementedError("reshard.torch: a mesh sliced over dims its root mesh does not name (%s of %s) "
+                                  "is not supported" % (names, root_names))
+    kept = [root_names.index(n) for n in names]
+    others = [d for d in range(root.ndim) if d not in kept]
+    slices = root.mesh.permute(*others, *kept).reshape(-1, mesh.mesh.numel()).tolist()
+    position = {int(r): i for i, r in enumerate(mesh.mesh.flatten().tolist())}
+    out = []
+    for ranks in slices:
+        for g in groups:
+            out.append([int(ranks[position[int(r)]]) for r in g])
+    return out
 
 
 def _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype):

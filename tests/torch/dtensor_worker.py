@@ -528,6 +528,44 @@ def partial_target_cases(meshes_by_name, rt, out, n, seed):
                 "exact": bool(torch.equal(x.grad.to_local(), split_local(weight, mesh, (Shard(0), Replicate()))))})
 
 
+def sliced_and_edge_cases(ms, rt, out):
+    """What outside testing found: a mesh sliced from a larger one (each rank's slice holds other
+    ranks: every slice's groups are created together, or ranks hang), moves between placements
+    that both leave ranks empty (the empty local shape DTensor gives, forward and backward), a
+    negative Shard dim past the tensor's rank, and an integer average (DTensor's own handling)."""
+    from torch.distributed.tensor import distribute_tensor
+    full = torch.arange(48, dtype=torch.float32).reshape(8, 6)
+    for names, src, dst in ((("x",), (Shard(0),), (Shard(1),)), (("y",), (Shard(1),), (Replicate(),)),
+                            (("a", "c"), (Shard(0), Shard(1)), (Shard(1), Shard(0)))):
+        mesh = (ms["4x2"] if names[0] in ("x", "y") else ms["2x2x2"])[names if len(names) > 1 else names[0]]
+        x = distribute_tensor(full, mesh, src)
+        y = rt.redistribute(x, placements=dst)
+        out.append({"kind": "sliced", "mesh": list(names), "exact": bool(torch.equal(y.to_local(), split_local(full, mesh, dst))),
+                    "equals_dtensor": bool(torch.equal(y.to_local(), x.redistribute(mesh, dst).to_local()))})
+    one = torch.ones(1, 1, 1)
+    x = distribute_tensor(one, ms["8"], (Shard(0),))
+    y = rt.redistribute(rt.redistribute(x, placements=(Shard(1),)), placements=(Shard(0),))
+    leaf = distribute_tensor(one, ms["8"], (Shard(1),)).requires_grad_()
+    z = rt.redistribute(leaf, placements=(Shard(0),))
+    z.to_local().sum().backward()
+    out.append({"kind": "empty-shards", "shape": list(y.to_local().shape),
+                "dtensor_shape": list(x.redistribute(ms["8"], (Shard(1),)).redistribute(ms["8"], (Shard(0),)).to_local().shape),
+                "grad_shape": list(leaf.grad.to_local().shape), "leaf_shape": list(leaf.to_local().shape)})
+    try:
+        rt.redistribute(distribute_tensor(full, ms["8"], (Shard(0),)), placements=(Shard(-3),))
+        neg = "accepted"
+    except ValueError as e:
+        neg = str(e)
+    avg = DTensor.from_local(torch.full((3,), 200, dtype=torch.uint8), ms["8"], (Partial("avg"),), run_check=False)
+    outcome = []
+    for move in (lambda: rt.redistribute(avg, placements=(Replicate(),)), lambda: avg.redistribute(ms["8"], (Replicate(),))):
+        try:
+            outcome.append(move().to_local().tolist())
+        except Exception as e:  # noqa: BLE001 (DTensor's own error, compared)
+            outcome.append(type(e).__name__)
+    out.append({"kind": "edge", "negative_dim": neg, "int_avg": outcome[0], "int_avg_dtensor": outcome[1]})
+
+
 def worker(rank, path, n_cases, seed, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -547,6 +585,7 @@ def worker(rank, path, n_cases, seed, port):
         partial_target_cases(ms, rt, out, max(8, n_cases // 5), seed)
         same_placements_case(ms["4x2"], rt, out)
         flattened_case(rt, out)  # every rank builds the 4-rank mesh; ranks 0-3 move
+        sliced_and_edge_cases(ms, rt, out)
     except Exception:  # noqa: BLE001
         out.append({"kind": "fatal", "error": traceback.format_exc()[-3000:]})
     gathered = [None] * WORLD if rank == 0 else None

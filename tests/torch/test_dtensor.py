@@ -34,7 +34,8 @@ def runs(tmp_path_factory):
 
 def moves(runs):
     return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "partial-target", "partial-target-grad",
-                                                              "partial-named", "flattened", "same")]
+                                                              "partial-named", "flattened", "same", "sliced", "empty-shards",
+                                                              "edge")]
 
 
 def named(runs, kind):
@@ -126,6 +127,28 @@ def test_flattened_mesh_case_is_exact_and_ranks_stay_in_step(runs):
     assert len(recs) == 8
     assert sum(1 for r in recs if r.get("exact")) == 4 and sum(1 for r in recs if r.get("outside")) == 4
     assert all(r["later_mesh_exact"] for r in recs)  # a DeviceMesh built after the move works
+
+
+def test_sliced_meshes_move_exactly_on_every_rank(runs):
+    """mesh2d["x"], mesh2d["y"], mesh3d["a", "c"]: each rank's slice holds other ranks; every
+    slice's groups are created together (they hung before), and every rank's result is exact."""
+    recs = [r for recs in runs if recs[0]["kind"] == "sliced" for r in recs]
+    assert len(recs) == 8 * 3
+    assert all(r["exact"] and r["equals_dtensor"] for r in recs), recs
+
+
+def test_empty_shards_have_dtensors_local_shapes_and_gradients(runs):
+    recs = named(runs, "empty-shards")
+    assert len(recs) == 8
+    for r in recs:
+        assert r["shape"] == r["dtensor_shape"], r
+        assert r["grad_shape"] == r["leaf_shape"], r
+
+
+def test_a_negative_dim_past_the_rank_and_an_integer_average(runs):
+    for r in named(runs, "edge"):
+        assert "names no dim" in r["negative_dim"], r
+        assert r["int_avg"] == r["int_avg_dtensor"], r  # DTensor's own handling (it refuses)
 
 
 def test_backward_moves_the_gradient_back(runs):
