@@ -193,6 +193,15 @@ class _Expansion:
         return all(smaller_or_expanded(v) for v in arrays)
 
 
+def _unreduced(sharding) -> bool:
+    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
+
+
+def _reduced(sharding) -> bool:
+    """Reduced axes (a cotangent of partial sums, in a transposed program): JAX's to move."""
+    return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "reduced", None))
+
+
 def _reshard(x, params):
     """A jax.sharding.reshard (reshard_p) on a mesh whose axes are all Explicit, as
     reshard.jax.reshard over the concrete mesh the program runs on (the one reshard_p names, else
