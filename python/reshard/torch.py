@@ -332,8 +332,8 @@ def _sibling_groups(mesh: DeviceMesh, groups: list) -> list:
     mesh's order, and every rank asks for the same groups in the same order. A slice over dims
     the root does not name (a flattened one) is NotImplementedError on every rank."""
     root = mesh._get_root_mesh() if hasattr(mesh, "_get_root_mesh") else mesh
-    if root is mesh or root.mesh.numel() == mesh.mesh.numel():
-        return groups
+    if root is mesh or root.mesh.numel() == mesh.mesh.numel() or all(len(set(g)) < 2 for g in groups):
+        return groups  # (groups of one rank are never created)
     names, root_names = tuple(mesh.mesh_dim_names or ()), tuple(root.mesh_dim_names or ())
     if not names or any(n not in root_names for n in names):
         raise NotImplementedError("reshard.torch: a mesh sliced over dims its root mesh does not name (%s of %s) "

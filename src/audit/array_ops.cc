@@ -210,6 +210,9 @@ AV Analyzer::Concat(const HloInstruction& ins, const std::vector<const AV*>& ops
 
 AV Analyzer::NewArray(const HloInstruction& ins, std::optional<Interpretation> out, bool partial) {
   if (!out || out->local_shape != ins.shape.dims) return AV{};
+  // A whole reduction every device made alone: the same scalar everywhere, carried along
+  // with the values it meets, not a value of its own.
+  if (!partial && out->shape.empty()) return Uniform();
   if (!partial) return FromTracked(OriginFromInterpretation(ins, *out, ins.shape.element_type));
   AV v;
   auto part = std::make_shared<Partial>();

@@ -203,7 +203,11 @@ AV Analyzer::Reduction(const HloInstruction& ins, const std::vector<const AV*>& 
       return v;
     }
   }
-  if (base == "all-reduce") return FromTracked(OriginFromInterpretation(ins, p.layout, p.element_type));
+  if (base == "all-reduce") {
+    // A completed scalar sum is equal on every device (Uniform, as NewArray's).
+    if (p.layout.shape.empty()) return Uniform();
+    return FromTracked(OriginFromInterpretation(ins, p.layout, p.element_type));
+  }
   std::optional<std::vector<int64_t>> d = IntsAttr(ins, "dimensions", false);
   if (!d || d->size() != 1 || groups == nullptr) return AV{};
   ValueState st = RebaseState(p.layout, devices_);

@@ -339,12 +339,54 @@ ENTRY %main (p: f32[16,8]) -> f32[] {
   ASSERT_EQ(both.modules.size(), 1u);
   EXPECT_TRUE(both.modules[0].not_attributed.empty());
   EXPECT_TRUE(both.findings.empty());
-  // Over y twice: the second is no reduction of parts it lacks, but still of pending sums.
+  // Over y twice: the second adds no part, and the sums stay pending.
   const AuditReport twice =
       AuditOk({{"m.hlo", head + "  ROOT %y2 = f32[] all-reduce(%y), channel_id=2, replica_groups=[4,2]<=[8], "
                                 "use_global_device_ids=true, to_apply=%add\n}\n"}});
   ASSERT_EQ(twice.modules.size(), 1u);
   EXPECT_TRUE(twice.modules[0].not_attributed.empty());
+  // Over y, then x, then x again: the sum was complete after the second, so the third reduces
+  // nothing pending and is named as part of no reshard.
+  const AuditReport thrice = AuditOk(
+      {{"m.hlo", head + "  %x = f32[] all-reduce(%y), channel_id=2, replica_groups=[2,4]<=[4,2]T(1,0), "
+                        "use_global_device_ids=true, to_apply=%add\n"
+                        "  ROOT %x2 = f32[] all-reduce(%x), channel_id=3, replica_groups=[2,4]<=[4,2]T(1,0), "
+                        "use_global_device_ids=true, to_apply=%add\n}\n"}});
+  ASSERT_EQ(thrice.modules.size(), 1u);
+  ASSERT_EQ(thrice.modules[0].not_attributed.size(), 1u);
+  EXPECT_EQ(thrice.modules[0].not_attributed[0].instruction, "x2");
+}
+
+// A sharded value scaled by a whole sum every device made (x / sum(x) on a
+// replicated scalar) is still followed: the scalar is equal everywhere.
+TEST(Audit, AScalarEveryDeviceSummedAloneLeavesTheValueFollowed) {
+  const char* text = R"(HloModule m, num_partitions=8
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+ENTRY %main (p: f32[8,16,4], q: f32[4]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  %q = f32[4]{0} parameter(1), sharding={replicated}
+  %zero = f32[] constant(0)
+  %total = f32[] reduce(%q, %zero), dimensions={0}, to_apply=%add
+  %scale = f32[8,16,4]{2,1,0} broadcast(%total), dimensions={}
+  %scaled = f32[8,16,4]{2,1,0} multiply(%p, %scale)
+  %ag = f32[8,16,16]{2,1,0} all-gather(%scaled), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}, use_global_device_ids=true
+  %ag2 = f32[16,16,16]{2,1,0} all-gather(%ag), channel_id=2, replica_groups=[4,2]<=[8], dimensions={0}, use_global_device_ids=true
+  %pid = u32[] partition-id()
+  %two = u32[] constant(2)
+  %off = u32[] multiply(%pid, %two)
+  %z = u32[] constant(0)
+  ROOT %ds = f32[16,2,16]{2,1,0} dynamic-slice(%ag2, %z, %off, %z), dynamic_slice_sizes={16,2,16}
+}
+)";
+  const AuditReport r = AuditOk({{"m.hlo", text}});
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].kind, AuditKind::kFullRematerialization);
+  ASSERT_EQ(r.modules.size(), 1u);
+  EXPECT_TRUE(r.modules[0].not_attributed.empty());
 }
 
 TEST(Audit, JsonAndTable) {

@@ -148,7 +148,8 @@ def test_empty_shards_have_dtensors_local_shapes_and_gradients(runs):
 def test_a_negative_dim_past_the_rank_and_an_integer_average(runs):
     for r in named(runs, "edge"):
         assert "names no dim" in r["negative_dim"], r
-        assert r["int_avg"] == r["int_avg_dtensor"], r  # DTensor's own handling (it refuses)
+        # DTensor's own handling: torch 2.15 refuses it (an exception's name, where a wrapped sum was a list)
+        assert r["int_avg"] == r["int_avg_dtensor"] and isinstance(r["int_avg"], str), r
 
 
 def test_backward_moves_the_gradient_back(runs):
