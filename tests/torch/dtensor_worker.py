@@ -149,13 +149,17 @@ class DTensorBytes(TorchDispatchMode):
 # ---- cases -------------------------------------------------------------------------------------
 
 def meshes():
-    return {
+    ms = {
         "8": DeviceMesh("cpu", torch.arange(8), mesh_dim_names=("a",)),
         "4x2": DeviceMesh("cpu", torch.arange(8).reshape(4, 2), mesh_dim_names=("x", "y")),
         "2x2x2": DeviceMesh("cpu", torch.arange(8).reshape(2, 2, 2), mesh_dim_names=("a", "b", "c")),
         # a device order that is not the rank order
         "4x2-perm": DeviceMesh("cpu", torch.tensor([[3, 1], [0, 2], [7, 5], [6, 4]]), mesh_dim_names=("p", "q")),
     }
+    # Sliced meshes: each rank's slice holds other ranks, and every slice runs the same move.
+    ms["4x2[x]"] = ms["4x2"]["x"]
+    ms["2x2x2[a,c]"] = ms["2x2x2"]["a", "c"]
+    return ms
 
 
 def random_placements(rng, ndim_mesh, rank):
@@ -173,8 +177,8 @@ def random_placements(rng, ndim_mesh, rank):
 
 def random_cases(n, seed):
     rng = random.Random(seed)
-    names = ["8", "4x2", "2x2x2", "4x2-perm"]
-    ndims = {"8": 1, "4x2": 2, "2x2x2": 3, "4x2-perm": 2}
+    names = ["8", "4x2", "2x2x2", "4x2-perm", "4x2[x]", "2x2x2[a,c]"]
+    ndims = {"8": 1, "4x2": 2, "2x2x2": 3, "4x2-perm": 2, "4x2[x]": 1, "2x2x2[a,c]": 2}
     cases = []
     while len(cases) < n:
         m = names[len(cases) % len(names)]
@@ -482,6 +486,8 @@ def partial_target_cases(meshes_by_name, rt, out, n, seed):
                         for p in plain(random_placements(rng, mesh.ndim, rank)))
             if any(p.is_partial() for p in dst) and dst != src:
                 break
+            if any(p.is_partial() for p in dst):  # the only partial target is the source: another op
+                top = rng.choice([o for o in ("sum", "max", "avg") if o != top])
         if i < len(fixed):
             m, shape, (src, dst, op, top) = "4x2", (16, 16), fixed[i]
             mesh = meshes_by_name[m]

@@ -47,7 +47,7 @@ def named(runs, kind):
 def test_covers_the_issue_cases(runs):
     ms = moves(runs)
     assert len([r for r in ms if r[0]["kind"] == "random"]) == CASES
-    assert {r[0]["mesh"] for r in ms} == {"8", "4x2", "2x2x2", "4x2-perm"}
+    assert {r[0]["mesh"] for r in ms} == {"8", "4x2", "2x2x2", "4x2-perm", "4x2[x]", "2x2x2[a,c]"}
     assert any("_StridedShard" in r[0]["src"] + r[0]["dst"] for r in ms)
     assert any(any(n % 2 for n in r[0]["shape"]) for r in ms)  # uneven shapes
 
@@ -227,9 +227,14 @@ def test_partial_targets_reduce_to_the_array(runs):
                                  if p.startswith("Partial")]
         return partials(rec["src"]) and partials(rec["src"]) == partials(rec["dst"])
 
+    def fewer_partials(rec):  # the target's Partial dims among the source's: the others reduced by a reduce-scatter
+        partials = lambda text: {(i, p) for i, p in enumerate(text.strip("[]").split(", "))  # noqa: E731
+                                 if p.startswith("Partial")}
+        return partials(rec["dst"]) < partials(rec["src"]) and "reduce-scatter" in rec["ops"]
+
     alike = [r for r in planned if r[0]["ops"][-1] != "exchange"]
-    assert planned and all(same_partials(r[0]) and "exchange" not in r[0]["ops"] for r in alike), \
-        [(r[0]["src"], r[0]["dst"], r[0]["ops"]) for r in alike]
+    assert planned and all((same_partials(r[0]) or fewer_partials(r[0])) and "exchange" not in r[0]["ops"]
+                           for r in alike), [(r[0]["src"], r[0]["dst"], r[0]["ops"]) for r in alike]
     assert alike, [r[0]["ops"] for r in cases]
     assert all(len(r[0]["ops"]) == 1 or "Partial" in r[0]["src"] for r in planned), [r[0]["ops"] for r in cases]
     assert any(any(n % 8 for n in r[0]["shape"]) for r in planned)
