@@ -231,8 +231,8 @@ def _run(plan, rank: int, local: torch.Tensor) -> torch.Tensor:
 class _Move(torch.autograd.Function):
     """The local tensor's move under a plan. Its backward is the same Function with the plans
     swapped, so the backward is differentiable too (DTensor's redistribute is twice
-    differentiable). `out_shape`: the local shape DTensor gives the result. An empty shard has
-    that shape (a reshard layout says only that the rank holds nothing, and two placements of
+    differentiable). `out_shape()`: the local shape DTensor gives the result, asked for only
+    where it is empty. An empty shard has that shape (a reshard layout says only that the rank holds nothing, and two placements of
     one tensor can both leave a rank empty: [0, 1, 1] or [1, 0, 1]); the gradient comes back in
     the input's."""
 
@@ -241,14 +241,14 @@ class _Move(torch.autograd.Function):
         ctx.fwd, ctx.bwd, ctx.rank, ctx.grad_dtype, ctx.in_dtype = fwd, bwd, rank, grad_dtype, local.dtype
         ctx.in_shape = tuple(local.shape)
         out = _run(fwd(), rank, local.contiguous())
-        return out.reshape(out_shape) if out.numel() == 0 else out
+        return out.reshape(out_shape()) if out.numel() == 0 else out
 
     @staticmethod
     def backward(ctx, grad):
         g = grad
         if ctx.grad_dtype is not None and g.dtype != ctx.grad_dtype:
             g = g.to(ctx.grad_dtype)
-        out = _Move.apply(g, ctx.bwd, ctx.fwd, ctx.rank, None, ctx.in_shape)
+        out = _Move.apply(g, ctx.bwd, ctx.fwd, ctx.rank, None, lambda: ctx.in_shape)
         if out.dtype != ctx.in_dtype:
             out = out.to(ctx.in_dtype)
         return out, None, None, None, None, None
@@ -316,8 +316,8 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
     # (on a sliced mesh, with the ranks of every slice beside it: _sibling_groups).
     _groups.ensure(_sibling_groups(mesh, _torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd())))
     if mesh.get_coordinate() is not None:
-        out_shape = compute_local_shape_and_global_offset(shape, mesh, dst_placements)[0]
-        local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt, tuple(out_shape))
+        out_shape = lambda: tuple(compute_local_shape_and_global_offset(shape, mesh, dst_placements)[0])  # noqa: E731
+        local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt, out_shape)
     return DTensor.from_local(local, mesh, dst_placements, run_check=False, shape=dtensor.shape,
                               stride=dtensor.stride())
 
