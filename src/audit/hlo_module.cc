@@ -502,6 +502,12 @@ Result<HloModule> ParseHloModule(const std::vector<std::string_view>& lines, siz
   }
   if (comp != nullptr)
     return Status::InvalidArgument(LineError(comp->line, 0, "computation %" + comp->name + " is not closed"));
+  // XLA prints every module with its ENTRY: a module without one was cut
+  // short (or is not XLA's text), and auditing the rest would report nothing.
+  if (m.entry < 0)
+    return Status::InvalidArgument(LineError(i < lines.size() ? static_cast<int64_t>(i) + 1 : m.line, 0,
+                                             "HloModule " + m.name + " (line " + std::to_string(m.line) +
+                                                 ") ends here without an ENTRY computation"));
   *next = i;
   return m;
 }

@@ -140,6 +140,9 @@ TEST(HloModule, BrokenStructureIsAnError) {
       {"HloModule m\nENTRY %e () -> f32[] {\n  %r = f32[] constant(0)\n  %r = f32[] constant(1)\n}\n", "defined twice"},
       {"HloModule m\nENTRY %e () -> f32[] {\n  %r = f32[] constant(0)\nHloModule n\n", "is not closed"},
       {"HloModule m\nENTRY %a () -> f32[] {\n}\nENTRY %b () -> f32[] {\n}\n", "a second ENTRY"},
+      // Cut short before its ENTRY, or a header alone: auditing the rest would report nothing.
+      {"HloModule m\n%c () -> f32[] {\n  ROOT %r = f32[] constant(0)\n}\n\n%wrapp", "line 6, col 1: HloModule m (line 1) ends here without an ENTRY"},
+      {"HloModule x\n", "line 1, col 1: HloModule x (line 1) ends here without an ENTRY"},
   };
   for (const Case& c : cases) {
     Result<HloModule> m = Parse(c.text);
