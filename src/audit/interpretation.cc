@@ -49,7 +49,14 @@ std::optional<Interpretation> InterpretModes(const ValueState& s) {
       if (entries[d].g == g) ds.push_back(d);
     const int64_t extent = s.global_shape[g];
     if (ds.empty()) {
-      if (extent != 1) return std::nullopt;
+      if (extent == 1) continue;
+      // No local dim steps along g: the devices hold one index of it, the
+      // same on all (a layer a loop's counter picks out of stacked weights),
+      // so the value is the array at that index. That index names the array.
+      const int64_t at = s.Offset(0, g);
+      for (int64_t p = 0; p < s.devices; ++p)
+        if (s.Offset(p, g) != at || at < 0) return std::nullopt;
+      in.signature.push_back({-3, g, at});
       continue;
     }
     std::sort(ds.begin(), ds.end(), [&](int64_t a, int64_t b) { return entries[a].stride > entries[b].stride; });

@@ -3,8 +3,11 @@
 //
 // Local dim d with one mode of stride s over global dim g is a dim of the
 // array read; several local dims over one g split it (a reshape of the
-// global array). A state no such reading fits (modes mixing dims, strides
-// that skip) has none: the audit does not price it.
+// global array). A global dim no local dim steps along, held at one index
+// by every device, is dropped: the value is the array at that index (a
+// layer sliced out of stacked weights). A state no such reading fits (modes
+// mixing dims, strides that skip, devices at different indices of a dropped
+// dim) has none: the audit does not price it.
 #ifndef RESHARD_SRC_AUDIT_INTERPRETATION_H_
 #define RESHARD_SRC_AUDIT_INTERPRETATION_H_
 
@@ -22,7 +25,8 @@ namespace reshard::audit {
 // A state read as a tiled layout of an array whose dims are the local dims:
 // local dim d with one mode of stride s over global dim g is a dim of the
 // array; several local dims over one g split it (a reshape of the global
-// array). `signature` names that array: per local dim (g, stride, size).
+// array). `signature` names that array: per local dim (g, stride, size),
+// then per dropped global dim (-3, g, index).
 struct Interpretation {
   std::vector<int64_t> shape;
   std::vector<std::vector<int64_t>> signature;

@@ -64,6 +64,38 @@ TEST(ValueState, TheCanonicalRematerialization) {
   EXPECT_EQ(LayoutOf(*t), Expected("{devices=[1,8,1]<=[8]}", {16, 16, 16}));
 }
 
+// A layer a loop's counter slices out of stacked weights f32[4,32,32] (dims 1
+// and 2 sharded over x=2, y=4): every device at the same index of dim 0, so
+// the value is that layer, f32[32,32], as the weights' layout has it; devices
+// at different indices hold no one array.
+TEST(ValueState, InterpretsOneIndexOfADimEveryDeviceHolds) {
+  std::vector<std::vector<int64_t>> tiles;
+  for (int64_t p = 0; p < 8; ++p) tiles.push_back({0, p / 4, p % 4});
+  const ValueState weights = *TiledState({4, 32, 32}, {4, 16, 8}, tiles, 8);
+  std::optional<ValueState> layer = SliceDim(weights, 0, std::vector<int64_t>(8, 2), 1);
+  ASSERT_TRUE(layer);
+  layer = Reshape(*layer, {16, 8});
+  ASSERT_TRUE(layer);
+  std::optional<Interpretation> in = Interpret(*layer);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_FALSE(in->identity);
+  EXPECT_EQ(LayoutOf(*layer), Expected("{devices=[2,4]<=[8]}", {32, 32}));
+  // The index names the array: layer 3 is another one.
+  std::optional<ValueState> other = SliceDim(weights, 0, std::vector<int64_t>(8, 3), 1);
+  ASSERT_TRUE(other);
+  other = Reshape(*other, {16, 8});
+  ASSERT_TRUE(other);
+  EXPECT_NE(Interpret(*other)->signature, in->signature);
+  std::vector<int64_t> mixed(8, 2);
+  mixed[5] = 1;
+  std::optional<ValueState> apart = SliceDim(weights, 0, mixed, 1);
+  ASSERT_TRUE(apart);
+  apart = Reshape(*apart, {16, 8});
+  ASSERT_TRUE(apart);
+  EXPECT_FALSE(Interpret(*apart).has_value());
+}
+
 TEST(ValueState, TupleAllToAllAndConcatenate) {
   // P('x', None) on x=8 -> P(None, 'x'): local [2,16] -> [2,8,2], slice each column block, tuple all-to-all, concatenate.
   std::vector<std::vector<int64_t>> tiles;
