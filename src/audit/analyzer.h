@@ -181,11 +181,15 @@ class Analyzer {
   // while: its body once, from the loop-carried layouts (tracker.h); collectives inside
   // run trip-count times.
   AV While(const HloInstruction& ins, const std::vector<const AV*>& ops, int depth);
-  // conditional: each branch on its operand; the result where all branches agree.
+  // conditional: each branch on its operand, its collectives in that branch;
+  // each branch's moves end at its root; the result, where all branches
+  // agree, starts anew at the conditional.
   AV Conditional(const HloInstruction& ins, const std::vector<const AV*>& ops, int depth);
   // The value as the loop body sees it in any iteration: followed arrays start anew
   // at `at` in the same state; integers that differ per device are forgotten.
   AV LoopCarried(const AV& v, const HloInstruction& at);
+  // The value with every followed array starting anew at `at`, in the same state.
+  AV Restarted(const AV& v, const HloInstruction& at);
   // Whether two values have the same layouts and integers (any_iteration: integers equal
   // on every device may differ, as a loop counter does from one iteration to the next).
   static bool SameState(const AV& a, const AV& b, bool any_iteration);
@@ -199,6 +203,8 @@ class Analyzer {
   std::map<std::string, int> collective_index_;
   int64_t executions_ = 1;  // of the computation being evaluated (ModuleCollective::executions)
   std::string loop_;        // the innermost while around it
+  BranchPath branch_;       // the conditional branches around it
+  int64_t conditionals_ = 0;
 };
 
 }  // namespace reshard::audit::analysis

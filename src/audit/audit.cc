@@ -55,11 +55,6 @@ Result<Layout> WithDType(const Layout& l, DType dtype) {
   return Layout::Create(l.shape(), dtype, std::move(dims), std::move(placement));
 }
 
-// a += b, saturating (byte totals of hostile input must not overflow).
-void SatAdd(int64_t& a, int64_t b) {
-  if (__builtin_add_overflow(a, b, &a)) a = INT64_MAX;
-}
-
 // a * times, saturating; times 0 (a loop of unknown trip count) counts once.
 int64_t Times(int64_t a, int64_t times) {
   int64_t r = 0;
@@ -292,6 +287,8 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
     bool reported;
     std::vector<int64_t> source_local_shape;
     bool whole = false;  // XLA gathered the whole array on every device for it
+    // The conditional branches around it, conditionals numbered across modules.
+    audit::BranchPath branch = {};
   };
   std::vector<Candidate> candidates;
   // Reshards of reshard.jax's comparison modules: never reported, only matched to log lines.
@@ -301,6 +298,7 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
   };
   std::vector<Comparison> comparisons;
   int64_t comparison_modules = 0;
+  int64_t conditionals = 0;  // numbered in the modules before
 
   // The same module read twice (a dump and compiled text) counts once; keep the
   // copy that prints its large constants.
@@ -335,10 +333,19 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
     am.line = module.line;
     am.devices = module.num_partitions;
     am.collectives = static_cast<int64_t>(a.collectives.size());
+    // Conditionals numbered after earlier modules' (the report's totals).
+    const int64_t first_conditional = conditionals;
+    auto numbered = [first_conditional](audit::BranchPath b) {
+      for (auto& [conditional, branch] : b) conditional += first_conditional;
+      return b;
+    };
+    std::vector<audit::BranchItem> collectives, findings;
     for (const audit::ModuleCollective& c : a.collectives) {
-      SatAdd(am.collective_recv_bytes, Times(c.MaxRecv(), c.executions));
+      collectives.push_back({c.branch, Times(c.MaxRecv(), c.executions), 0});
+      for (const auto& [conditional, branch] : c.branch) conditionals = std::max(conditionals, first_conditional + conditional + 1);
       if (c.role == audit::ModuleCollective::Role::kNone) am.not_attributed.push_back({c.op, c.name, c.line, c.group_size, c.MaxRecv()});
     }
+    am.collective_recv_bytes = audit::OneRunTotal(collectives).xla;
     am.reshards = static_cast<int64_t>(a.reshards.size());
     report.reshards += am.reshards;
     for (audit::ModuleReshard& r : a.reshards) {
@@ -402,11 +409,13 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
       const bool waste = f.xla_max_recv_bytes > f.reshard_max_recv_bytes && f.xla_max_recv_bytes > f.lower_bound_max_recv_bytes;
       if (waste) {
         ++am.findings;
-        SatAdd(am.xla_recv_bytes, Times(f.xla_max_recv_bytes, f.trip_count));
-        SatAdd(am.reshard_recv_bytes, Times(f.reshard_max_recv_bytes, f.trip_count));
+        findings.push_back({r.branch, Times(f.xla_max_recv_bytes, f.trip_count), Times(f.reshard_max_recv_bytes, f.trip_count)});
       }
-      candidates.push_back({std::move(f), from, to, waste, r.source_local_shape, r.through_whole_array});
+      candidates.push_back({std::move(f), from, to, waste, r.source_local_shape, r.through_whole_array, numbered(r.branch)});
     }
+    const audit::BranchTotal module_total = audit::OneRunTotal(findings);
+    am.xla_recv_bytes = module_total.xla;
+    am.reshard_recv_bytes = module_total.reshard;
     report.modules.push_back(std::move(am));
   }
 
@@ -537,16 +546,20 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
   }
 
   std::vector<AuditFinding> fine;
+  std::vector<audit::BranchItem> reported;
   for (Candidate& c : candidates) {
     if (!c.reported) {
       c.finding.kind = AuditKind::kNone;
       if (options.all_reshards) fine.push_back(std::move(c.finding));
       continue;
     }
-    SatAdd(report.xla_recv_bytes, Times(c.finding.xla_max_recv_bytes, c.finding.trip_count));
-    SatAdd(report.reshard_recv_bytes, Times(c.finding.reshard_max_recv_bytes, c.finding.trip_count));
+    reported.push_back({std::move(c.branch), Times(c.finding.xla_max_recv_bytes, c.finding.trip_count),
+                        Times(c.finding.reshard_max_recv_bytes, c.finding.trip_count)});
     report.findings.push_back(std::move(c.finding));
   }
+  const audit::BranchTotal total = audit::OneRunTotal(reported);
+  report.xla_recv_bytes = total.xla;
+  report.reshard_recv_bytes = total.reshard;
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const AuditFinding& a, const AuditFinding& b) {
     return a.total_saving_bytes() > b.total_saving_bytes();
   });

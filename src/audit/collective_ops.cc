@@ -21,6 +21,7 @@ int Analyzer::RecordCollective(const HloComputation& c, const HloInstruction& in
   mc.element_type = std::move(element_type);
   mc.executions = executions_;
   mc.loop = loop_;
+  mc.branch = branch_;
   if (recv.size() > 1 && std::all_of(recv.begin(), recv.end(), [&](int64_t b) { return b == recv[0]; })) {
     const int64_t all = recv[0];
     recv.assign(1, all);

@@ -164,15 +164,32 @@ AV Analyzer::Conditional(const HloInstruction& ins, const std::vector<const AV*>
     for (const AV* o : ops) Stop(*o);
     return AV{};
   }
-  // Each branch as if it runs (its collectives counted as often as the conditional).
+  // Each branch as if it runs (its collectives counted as often as the
+  // conditional, in that branch: one branch runs per run).
+  const int64_t id = conditionals_++;
   std::vector<AV> results;
-  for (size_t b = 0; b < branches.size(); ++b) results.push_back(Eval(*branches[b], {*ops[b + 1]}, depth + 1));
+  for (size_t b = 0; b < branches.size(); ++b) {
+    branch_.emplace_back(id, static_cast<int64_t>(b));
+    results.push_back(Eval(*branches[b], {*ops[b + 1]}, depth + 1));
+    branch_.pop_back();
+  }
+  // What a branch moved ends there (a reshard in each branch); what they all
+  // return alike goes on from the conditional.
+  for (const AV& r : results) Stop(r);
   for (const AV& r : results)
-    if (!SameState(r, results[0], /*any_iteration=*/false)) {
-      for (const AV& x : results) Stop(x);
-      return AV{};
-    }
-  return results[0];
+    if (!SameState(r, results[0], /*any_iteration=*/false)) return AV{};
+  return Restarted(results[0], ins);
+}
+
+AV Analyzer::Restarted(const AV& v, const HloInstruction& at) {
+  AV out = v;
+  if (v.t) out.t = Restart(v.t, at.name, at.line);
+  if (v.tuple) {
+    std::vector<AV> elems;
+    for (const AV& e : *v.tuple) elems.push_back(Restarted(e, at));
+    out.tuple = std::make_shared<const std::vector<AV>>(std::move(elems));
+  }
+  return out;
 }
 
 }  // namespace reshard::audit::analysis

@@ -481,6 +481,13 @@ void Analyzer::Finish() {
     // It runs as often as its collectives; where they sit in different loops, the least.
     r.trip_count = out_.collectives[cs[0]].executions;
     r.loop = out_.collectives[cs[0]].loop;
+    r.branch = out_.collectives[cs[0]].branch;
+    for (int c : cs) {  // the branches around all of them
+      const BranchPath& b = out_.collectives[c].branch;
+      size_t k = 0;
+      while (k < r.branch.size() && k < b.size() && r.branch[k] == b[k]) ++k;
+      r.branch.resize(k);
+    }
     for (int c : cs) {
       const ModuleCollective& mc = out_.collectives[c];
       if (mc.executions == r.trip_count && mc.loop == r.loop) continue;

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "audit/branch_total.h"
 #include "audit/hlo_module.h"
 #include "reshard/layout.h"
 
@@ -57,6 +58,10 @@ struct ModuleCollective {
   // multiplied; 0 when a loop around it has no known trip count. `loop`: the innermost.
   int64_t executions = 1;
   std::string loop;
+  // The conditional branches around it, outermost first: (the conditional's
+  // number in the module, the branch). One branch runs per run: totals count
+  // one branch of each conditional (BranchPath).
+  BranchPath branch;
   enum class Role { kNone, kReshard, kReduction };
   Role role = Role::kNone;
   int64_t MaxRecv() const;
@@ -76,6 +81,7 @@ struct ModuleReshard {
   int64_t max_recv_bytes = 0;        // the most bytes one device receives over `collectives`
   int64_t trip_count = 1;            // its collectives' executions (ModuleCollective::executions)
   std::string loop;                  // the innermost `while` around it, or ""
+  BranchPath branch;                 // the conditional branches around all its collectives
 };
 
 struct ModuleAnalysis {

@@ -218,6 +218,32 @@ ENTRY %main (p: f32[8,16,4], i: s32[]) -> f32[16,2,16] {
   EXPECT_EQ(cond.findings[0].xla_max_recv_bytes, 14336);
   EXPECT_EQ(cond.findings[0].to_instruction, "ds");
   EXPECT_TRUE(cond.modules[0].not_attributed.empty());
+
+  // Two branches that reshard alike and return the result: each branch's
+  // reshard is found (none of their collectives left unattributed), and
+  // since one branch runs per call, the totals count one, not both.
+  std::string other = remat;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"%remat ", "%remat2 "}, {"%ag2 ", "%bg2 "},
+                                 {"%ag2,", "%bg2,"}, {"%ag ", "%bg "}, {"(%ag)", "(%bg)"}, {"%ds ", "%ds2 "}, {"%slice ", "%slice2 "}})
+    for (size_t at = other.find(from); at != std::string::npos; at = other.find(from, at + to.size()))
+      other.replace(at, from.size(), to);
+  const AuditReport both = AuditOk({{"both.hlo", std::string("HloModule both, num_partitions=8\n") + remat + other + R"(
+ENTRY %main (p: f32[8,16,4], i: s32[]) -> f32[16,2,16] {
+  %p = f32[8,16,4]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[4,2]T(1,0)}
+  %i = s32[] parameter(1), sharding={replicated}
+  %c = f32[16,2,16]{2,1,0} conditional(%i, %p, %p, %p), branch_computations={%remat, %remat2, %slice}
+  ROOT %n = f32[16,2,16]{2,1,0} negate(%c)
+}
+)"}});
+  ASSERT_EQ(both.findings.size(), 2u) << AuditTable(both);
+  EXPECT_EQ(both.findings[0].xla_max_recv_bytes, 14336);
+  EXPECT_EQ(both.findings[1].xla_max_recv_bytes, 14336);
+  EXPECT_NE(both.findings[0].to_instruction, both.findings[1].to_instruction);
+  EXPECT_TRUE(both.modules[0].not_attributed.empty()) << AuditTable(both);
+  EXPECT_EQ(both.xla_recv_bytes, 14336);
+  EXPECT_EQ(both.reshard_recv_bytes, 1792);
+  EXPECT_EQ(both.modules[0].xla_recv_bytes, 14336);
+  EXPECT_EQ(both.modules[0].collective_recv_bytes, 14336);
 }
 
 TEST(Audit, JoinsTheLogToTheHloAndReadsEachModuleOnce) {
