@@ -420,9 +420,13 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
   }
 
   // Logged rematerializations: join each to a reshard of the HLO, or estimate it.
+  // The same line in two logs (a log given twice) is one; a log that has it
+  // twice (XLA partitions it in each conditional branch) has two.
   std::set<std::string> log_keys;
+  std::map<std::pair<std::string, std::string>, int> seen_in_source;
   for (const LogLine& l : read.logs) {
-    const std::string key = l.remat.from + "|" + l.remat.to + "|" + l.remat.instruction + "|" + l.remat.local_shape.ToString();
+    std::string key = l.remat.from + "|" + l.remat.to + "|" + l.remat.instruction + "|" + l.remat.local_shape.ToString();
+    key += "#" + std::to_string(seen_in_source[{l.source, key}]++);
     if (!log_keys.insert(key).second) continue;
     Result<DType> dtype = ParseDType(l.remat.local_shape.element_type);
     if (!dtype.ok()) {

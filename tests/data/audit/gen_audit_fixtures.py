@@ -88,6 +88,7 @@ def reshard_wsc(shape, axes, src, dst, dtype="float32"):
 
 
 X4Y2 = [("x", 4), ("y", 2)]
+X2Y4 = [("x", 2), ("y", 4)]
 
 
 def case_canonical_jit():
@@ -366,6 +367,42 @@ def case_scan_remat():
             (sds((16, 16, 16)), sds((4, 16, 16, 16))))
 
 
+def case_scan_layers():
+    # A scan over 4 layers of stacked weights f32[4,32,32] P(None,None,'y'): each layer is a
+    # dot (its partial sums over x completed by an all-reduce), then P('x','y') -> P('y','x').
+    # XLA computes the layer slice's per-device offset from partition-id before the loop and
+    # carries it through; inside, the loop counter picks the layer (the same index on every
+    # device), so the body's dot and the reshards after it are followed.
+    _, jax, jnp, _, _, NamedSharding, P = _setup()
+    m = mesh_of(X2Y4)
+    s = lambda *a: NamedSharding(m, P(*a))
+    wsc = jax.lax.with_sharding_constraint
+
+    def layer(h, w):
+        h = wsc(jnp.tanh(h @ w), s("x", "y"))
+        return wsc(h, s("y", "x")), None
+
+    def f(ws, x):
+        return jax.lax.scan(layer, x, ws)[0]
+    return jax.jit(f, in_shardings=(s(None, None, "y"), s("x", None))), (sds((4, 32, 32)), sds((16, 32)))
+
+
+def case_cond_branches():
+    # lax.cond whose two branches each make the same full rematerialization of f32[8,16,4]
+    # P('x',None,'y') into P(None,('x','y'),None) on x=4,y=2 and return it: a finding in each
+    # branch; one branch runs per call, so the totals count one.
+    _, jax, jnp, _, _, NamedSharding, P = _setup()
+    m = mesh_of(X4Y2)
+    s = lambda *a: NamedSharding(m, P(*a))
+    wsc = jax.lax.with_sharding_constraint
+
+    def f(x, p):
+        return jax.lax.cond(p, lambda v: wsc(v * 2, s(None, ("x", "y"), None)),
+                            lambda v: wsc(v * 3, s(None, ("x", "y"), None)), x)
+    return (jax.jit(f, in_shardings=(s("x", None, "y"), s())),
+            (sds((8, 16, 4)), jax.ShapeDtypeStruct((), jnp.bool_)))
+
+
 def case_reshard_jax_seed():
     # The canonical program fixed with reshard.jax.reshard, and reshard.jax.explain() of the same
     # move, as a user checks it: explain compiles XLA's lowering and reshard's plan to compare
@@ -471,6 +508,15 @@ CASES = {
                          expect([], 1)),
     "dot_output_remat": (case_dot_output_remat, 8, "a dot's output constrained to another sharding: XLA gathers the input instead",
                          expect([], 1)),
+    "scan_layers": (case_scan_layers, 8, "lax.scan over 4 layers of stacked weights: each layer's dot, its all-reduce, "
+                    "then P('x','y') -> P('y','x') and the next dot's gather, followed inside the loop "
+                    "(XLA: all-to-all, collective-permute, all-gather, 1152 B; reshard: permute and gather, 1024 B)",
+                    expect([excess("{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}",
+                                   "{devices=[1,2,4]<=[8] last_tile_dim_replicate}", 1152, 1024, trip_count=4)], 2)),
+    "cond_branches": (case_cond_branches, 8, "lax.cond whose two branches each rematerialize the array alike: one "
+                      "finding per branch, each logged by XLA",
+                      expect([remat("{devices=[4,1,2]<=[8]}", "{devices=[1,8,1]<=[8]}", 1792, 224),
+                              remat("{devices=[4,1,2]<=[8]}", "{devices=[1,8,1]<=[8]}", 1792, 224)], 2)),
     "slice_then_reshard": (case_slice_then_reshard, 8, "a slice of an unsharded dim, then a reshard: partial collective-permutes",
                            expect([], 1, followed=False)),
 }
