@@ -17,6 +17,9 @@ namespace {
 // The search expands at most this many states; past it, the cheapest
 // complete plan found so far is taken (the baselines always are plans).
 constexpr int64_t kMaxStatesExpanded = 2048;
+// Exchange edges over at most this many devices are priced over every device
+// once the sample fits them within the cap (their peak must hold on all).
+constexpr size_t kExactExchangeDevices = 4096;
 
 }  // namespace
 
@@ -159,17 +162,26 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
         }
       }
       Exchange ex = Exchange::Create(from, target_).value();
+      // The default cap keeps XLA's gather-everything fallback out; it never
+      // excludes the one-step minimal exchange, the plan that moves least.
+      const bool exempt = options_.memory_cap_bytes == 0 && s == pm_.source;
       ExchangeDraft d = DraftExchange(ex, *ctx_.topology, /*detailed=*/false);
       // Padded shards on both sides, plus the staging the exchange needs.
-      const int64_t peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + d.max_staging_bytes;
+      int64_t peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + d.max_staging_bytes;
+      // Above 64 devices the draft samples devices, which may all miss the
+      // one that stages most: an edge the sample fits within the cap is
+      // priced over every device, up to kExactExchangeDevices (a plan's step
+      // over the cap on 112 of 640 devices was taken so), its time too.
+      if (!exempt && peak <= cap_ && ex.devices().size() > 64 && ex.devices().size() <= kExactExchangeDevices) {
+        const ExchangeDraft exact = DraftExchange(ex, *ctx_.topology, /*detailed=*/true);
+        peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + exact.max_staging_bytes;
+        d.time_us = exact.time_us;
+      }
       // Sampled devices may all miss the node that needs most from other
       // nodes; the exchange takes at least that node's share, and so never
       // less than the bound the search ordered by.
       const double time_us = std::max(d.time_us, static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
       Edge e{true, pm_.target, {}, time_us, d.max_recv_bytes, peak, d.total_bytes};
-      // The default cap keeps XLA's gather-everything fallback out; it never
-      // excludes the one-step minimal exchange, the plan that moves least.
-      const bool exempt = options_.memory_cap_bytes == 0 && s == pm_.source;
       list_exchange(e, peak <= cap_ || exempt ? "priced" : "over the memory cap");
       // Where one structured collective reaches the target in no more time
       // and bytes (most into a device, and in all), the exchange is that

@@ -172,11 +172,16 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
       break;
     }
   }
-  // Never dominated by the Shardy-style sequence: where it uses no more
-  // collectives and receives fewer bytes (per-step maxima summed, as both are
-  // priced), it is the plan. On a flat network only: across nodes a plan may
-  // rightly receive more bytes to send fewer of them over the slow links.
-  if (best && shardy && options.strategy != Strategy::kExchange && options.topology.kind() == Topology::Kind::kFlat) {
+  // Never dominated by the Shardy-style sequence: where it fits the cap the
+  // plan was found under, uses no more collectives and receives fewer bytes
+  // (per-step maxima summed, as both are priced), it is the plan. On a flat
+  // network only: across nodes a plan may rightly receive more bytes to send
+  // fewer of them over the slow links.
+  auto fits = [](const Path& p, int64_t c) {
+    return std::all_of(p.begin(), p.end(), [c](const auto& step) { return step.second.peak_bytes <= c; });
+  };
+  if (best && shardy && fits(*shardy, best_cap) && options.strategy != Strategy::kExchange &&
+      options.topology.kind() == Topology::Kind::kFlat) {
     auto collectives = [](const Path& p) {
       int64_t n = 0;
       for (const auto& [from, e] : p) n += e.exchange || IsCollective(e.draft.op);

@@ -61,6 +61,12 @@ void CheckPlan(const Case& c, const PlannerOptions& o, const std::string& config
       ASSERT_NE(s.op, StepOp::kExchange) << config << " " << c.text;
     }
   }
+  // Every step within the cap on every device, but the one-step exchange the
+  // default cap never excludes, or where no plan fit it.
+  const bool exempt = r->memory_cap_lifted || (plan.steps().size() == 1 && plan.steps()[0].op == StepOp::kExchange);
+  if (!exempt && r->memory_cap_bytes > 0) {
+    EXPECT_LE(plan.totals().peak_bytes, r->memory_cap_bytes) << config << " " << c.text;
+  }
   // Never costlier than a baseline that fits the cap.
   for (const BaselineCost& b : r->baselines)
     if (r->memory_cap_bytes == 0 || b.peak_bytes <= r->memory_cap_bytes) {
