@@ -60,6 +60,25 @@ int64_t NumberOf(const Reduction& r, DType dtype, int64_t part, int64_t g, const
   return n;
 }
 
+// An avg source of more parts than its type holds their sum exactly (s8 from
+// 128 parts, bf16 from 257): the modulus floors at 1, every part holds 1,
+// and the executors' sum wraps (integers) or rounds (floats) as the reduce
+// kernel does. The value of `count` of those parts combined in part order,
+// divided by the source's part count where `divide`, then scaled: by the
+// kernel itself, so that the checker's arithmetic is the executors'.
+bool AvgBeyondExact(const Reduction& source, DType dtype) {
+  return source.op == ReduceOp::kAvg && source.parts > ExactIntegers(dtype);
+}
+void StoreKernelAverage(const Reduction& source, int64_t count, bool divide, int64_t scale, DType dtype, std::byte* out) {
+  const int64_t eb = ByteSize(dtype);
+  std::byte one[16];
+  StoreNumber(1, dtype, one);
+  std::memcpy(out, one, static_cast<size_t>(eb));
+  for (int64_t k = 1; k < count; ++k) CombineContiguous(one, out, eb, dtype, ReduceOp::kSum);
+  if (divide) DivideElements(out, 1, dtype, source.parts);
+  if (scale != 1) ScaleElements(out, 1, dtype, scale);
+}
+
 // The expected bytes of element g in a source layout (its device's part).
 void ExpectSource(const Layout& layout, int64_t part, int64_t g, const TagScheme& scheme, int64_t eb, std::byte* out) {
   if (scheme.modulus == 0)
@@ -73,10 +92,19 @@ void ExpectSource(const Layout& layout, int64_t part, int64_t g, const TagScheme
 // part order, or the identity where none is.
 void ExpectTarget(const Layout& layout, const std::vector<int64_t>& routed, int64_t g,
                   const TagScheme& scheme, int64_t eb, std::byte* out) {
-  if (!layout.partial()) return ExpectSource(layout, 0, g, scheme, eb, out);  // the reduced value
+  const bool beyond = AvgBeyondExact(scheme.source, layout.dtype());
+  if (!layout.partial()) {  // the reduced value
+    if (beyond) return StoreKernelAverage(scheme.source, scheme.source.parts, true, 1, layout.dtype(), out);
+    return ExpectSource(layout, 0, g, scheme, eb, out);
+  }
   if (routed.empty()) return StoreIdentity(scheme.routes.fill, layout.dtype(), out);
   if (scheme.modulus == 0) return Tag(g, eb, out);  // the source had no reduction: its one part, copied
   const int64_t scale = scheme.routes.scale;  // an avg target's parts hold their share times its part count
+  if (beyond && scheme.routed_reduced)
+    return StoreKernelAverage(scheme.source, scheme.source.parts, true, scale, layout.dtype(), out);
+  if (beyond)
+    return StoreKernelAverage(scheme.source, static_cast<int64_t>(routed.size()), scheme.routes.combine == ReduceOp::kAvg,
+                              scale, layout.dtype(), out);
   if (scheme.routed_reduced)
     return StoreNumber(NumberOf(Reduction{}, layout.dtype(), 0, g, scheme) * scale, layout.dtype(), out);
   int64_t v = 0;

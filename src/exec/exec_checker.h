@@ -40,7 +40,9 @@ namespace reshard {
 // them, so its tags are numbers in the array's type, chosen so that every
 // sum, average, max, min or scaling on the way is exact in any order (the
 // modulus divided by the scale; a scale above the exact range floors it at
-// 1, and the executors and this checker then wrap or round alike): element
+// 1, and the executors and this checker then wrap or round alike; an avg
+// source of more parts than the exact range holds 1 in every part, and its
+// expected value is the reduce kernel's sum in part order, divided): element
 // g is n = (g mod modulus) + 1, and
 // a partial layout's part values reduce to n (sum: parts of 0 or 1 and a last
 // part making up the rest; avg: n in every part; max: n - 0 or 1 and n; min:
