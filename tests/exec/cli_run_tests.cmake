@@ -38,6 +38,10 @@ cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, o
 cli_test(run_partial_target_other_op "^verified: .* 2 steps \\(exchange, exchange, over p2p, p2p\\)"
          ${R} run --shape 13,5 --mesh x=4,y=2 --from "[Partial(\"sum\"), Shard(1)]" --to "[Shard(0), Partial(\"max\")]" --dtype s8 --transport ranks --repeat 1)
 cli_exit_test(run_too_large 1 ${R} run --shape 1024,1024,1024 --from ${CANON_FROM} --to ${CANON_TO} --max-memory 1G)
+# From partial sums of 32 parts the memcpy measurement copies every part's bytes that arrive (about 32 MiB here), not
+# the target's 1 MiB: the estimate counts them (138 MB; it said 70 MB, and a run accepted under the limit went over it).
+cli_error_test(run_too_large_partial_memcpy 1 "running this needs about 138216672 B"
+               ${R} run --shape 512,512 --mesh x=32 --from "P(None,None,unreduced={'x'})" --to "P('x',None)" --threads 2 --repeat 1 --max-memory 100M)
 cli_exit_test(run_bad_max_memory 2 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --max-memory 12Q)
 # Issue 15: run's flags. --max-memory is read by the one byte-count parser; --threads is 1 to 1024.
 set(RUN4 run --shape 16 --mesh x=2 --from "P('x')" --to "P()" --repeat 1)

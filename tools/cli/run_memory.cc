@@ -116,8 +116,11 @@ int64_t RunListBytes(const Layout& source, const Layout& target) {
 
 }  // namespace
 
-MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
-                                      Transport transport) {
+namespace {
+
+// EstimateBeforePlanning, the memcpy measurement copying `moved` bytes.
+MemoryEstimate Estimate(const Layout& source, const Layout& target, bool per_rank, int threads, Transport transport,
+                        int64_t moved) {
   const bool as_ranks = transport == Transport::kRanks;
   MemoryEstimate e;
   const int64_t src = Bytes(source, per_rank), dst = Bytes(target, per_rank);
@@ -130,20 +133,34 @@ MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target
   else
     Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
   if (per_rank) Add(e, RunListBytes(source, target), "MPI datatypes' run lists");
-  Add(e, 2 * std::min(dst, kMemcpyBufferBytes), "the memcpy measurement");
+  Add(e, 2 * std::min(moved, kMemcpyBufferBytes), "the memcpy measurement");
   Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : Concurrency(threads)), "the checker");
   return e;
+}
+
+}  // namespace
+
+MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
+                                      Transport transport) {
+  return Estimate(source, target, per_rank, threads, transport, Bytes(target, per_rank));
 }
 
 MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int threads, Transport transport,
                                 bool priced_chunks) {
   const bool as_ranks = transport == Transport::kRanks;
-  MemoryEstimate e = EstimateBeforePlanning(plan.source(), plan.target(), per_rank, threads, transport);
+  const std::vector<PlanStep>& steps = plan.steps();
+  // The memcpy measurement copies as many bytes as the run moved (every
+  // step's output written, ExecStats::bytes_moved: from partial sums, every
+  // part's piece that arrives), not only the target's.
+  int64_t moved = 0;
+  for (const PlanStep& s : steps)
+    moved = SaturatingAdd(moved, SaturatingAdd(per_rank ? s.recv_bytes.Max() : s.recv_bytes.Sum(), Bytes(s.output, per_rank)));
+  MemoryEstimate e = Estimate(plan.source(), plan.target(), per_rank, threads, transport,
+                              std::max(moved, Bytes(plan.target(), per_rank)));
   // Intermediate layouts: the outputs of every step but the last. In
   // process two are held at a time (a step's input and output); an MPI rank
   // keeps two buffers, each the largest of every other one.
   // (The program's layouts: an all-reduce passes through its pieces.)
-  const std::vector<PlanStep>& steps = plan.steps();
   const std::vector<Layout> layouts = PlanProgram::StepLayouts(plan);
   const size_t outputs = layouts.size() - 1;  // program steps; output i is layouts[i + 1]
   int64_t between = 0, alternate[2] = {0, 0};
@@ -162,6 +179,7 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
       per_device_alternate += alt[0] + alt[1];
     }
   Add(e, per_rank ? alternate[0] + alternate[1] : as_ranks ? per_device_alternate : between, "intermediate buffers");
+
   // The compiled programs: the direct copies alone in process under the
   // direct transport, else the staged ones (run.cc compiles that form only).
   const int64_t per_message =

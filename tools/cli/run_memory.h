@@ -9,7 +9,9 @@
 // run lists (an MPI rank's datatypes, kRunListBytesPerRun a run; threads as
 // ranks, kThreadRunBytesPerRun; runs bounded from the grids), the
 // checker's runs of cells (16 bytes per cell along each dim) and the two
-// buffers of the memcpy measurement (up to 256 MiB each). The limit is --max-memory, or 70% of
+// buffers of the memcpy measurement (up to 256 MiB each: it copies the bytes
+// the run moved, every step's output and what arrived, which from partial
+// sums is every part's piece, not only the target's). The limit is --max-memory, or 70% of
 // physical memory (over the ranks with MPI), and never more than the
 // address space the process may still map (ulimit -v) less its threads'
 // stacks and 64 MiB, so a limit set there is a refusal, not a
