@@ -421,13 +421,39 @@ std::optional<ValueState> Analyzer::Crop(const ValueState& s, const std::vector<
 
 void Analyzer::Finish() {
   std::vector<std::tuple<const OriginInfo*, std::vector<int>, size_t>> seen;
+  // A value used in a layout and moved on from it (returned as B and also
+  // resharded back to A) forks there: what the other use took is a reshard
+  // of its own, and the moves after the fork start from that layout. Per
+  // origin, the layouts its uses ended in, with the collectives to each.
+  std::map<const OriginInfo*, std::vector<const Good*>> ends;
+  for (const auto& [id, t] : stopped_)
+    if (t->moved && t->good && !t->good->collectives.empty()) ends[t->origin.get()].push_back(t->good.get());
+  auto sorted = [](std::vector<int> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
   for (const auto& [id, t] : stopped_) {
     (void)id;
     if (!t->moved || !t->good || t->good->collectives.empty()) continue;
     const Good& g = *t->good;
     std::optional<Interpretation> to = Interpret(g.state);
     if (!to) continue;
+    // The fork this value's moves pass: the end, among its origin's others,
+    // reached by the most of its collectives and no other.
+    const Good* fork = nullptr;
+    const std::vector<int> mine = sorted(g.collectives);
+    for (const Good* e : ends[t->origin.get()]) {
+      if (e == &g || e->collectives.size() >= g.collectives.size()) continue;
+      const std::vector<int> theirs = sorted(e->collectives);
+      if (!std::includes(mine.begin(), mine.end(), theirs.begin(), theirs.end())) continue;
+      if (!fork || e->collectives.size() > fork->collectives.size()) fork = e;
+    }
     std::optional<Interpretation> from = to->identity ? Interpret(t->origin->state) : (t->unmoved ? Interpret(*t->unmoved) : std::nullopt);
+    if (fork) {
+      std::optional<Interpretation> at = Interpret(fork->state);
+      if (at && at->shape == to->shape) from = std::move(at);
+      else fork = nullptr;
+    }
     if (t->sub && (!from || from->shape != to->shape || !ToLayout(*to, DType::kU8).ok())) {
       // Read both ends as layouts of the sub-array the value was sliced to.
       std::optional<ValueState> a = Crop(t->sub->state, t->sub->start, t->sub->size);
@@ -441,21 +467,27 @@ void Analyzer::Finish() {
     if (!from || from->shape != to->shape) continue;
     std::vector<int> cs = g.collectives;
     std::sort(cs.begin(), cs.end());
+    if (fork) {
+      const std::vector<int> before = sorted(fork->collectives);
+      std::vector<int> after;
+      std::set_difference(cs.begin(), cs.end(), before.begin(), before.end(), std::back_inserter(after));
+      cs = std::move(after);
+    }
     ModuleReshard r;
-    r.from_instruction = t->origin->name;
-    r.from_line = t->origin->line;
+    r.from_instruction = fork ? fork->at : t->origin->name;
+    r.from_line = fork ? fork->line : t->origin->line;
     r.to_instruction = g.at;
     r.to_line = g.line;
     r.shape = to->shape;
     r.element_type = t->origin->element_type;
-    r.source_local_shape = t->unmoved ? t->unmoved->LocalShape() : t->origin->state.LocalShape();
+    r.source_local_shape = fork ? fork->state.LocalShape() : t->unmoved ? t->unmoved->LocalShape() : t->origin->state.LocalShape();
     r.collectives = cs;
     for (size_t k = 0; k < cs.size(); ++k) {
       const std::string& e = out_.collectives[cs[k]].element_type;
       if (k == 0) r.moved_element_type = e;
       else if (e != r.moved_element_type) r.moved_element_type.clear();
     }
-    r.through_whole_array = g.whole && !HoldsWholeArray(g.state);
+    r.through_whole_array = g.whole && !HoldsWholeArray(g.state) && !(fork && fork->whole);
     Result<DType> dtype = ParseDType(r.element_type);
     if (!dtype.ok()) {
       Note("the reshard of %" + r.from_instruction + " has element type " + r.element_type + ", which the planner does not price");

@@ -403,6 +403,22 @@ def case_cond_branches():
             (sds((8, 16, 4)), jax.ShapeDtypeStruct((), jnp.bool_)))
 
 
+def case_fork_returned_and_back():
+    # A value resharded P('x','y') -> P('y','x') is returned in that layout and, after an add,
+    # resharded back: two reshards (there, and back from the returned layout), each at the lower
+    # bound, not one there-and-back chain priced from the source's layout (which claimed every
+    # byte XLA moved as a saving and counted the first reshard's collectives twice).
+    _, jax, jnp, _, _, NamedSharding, P = _setup()
+    m = mesh_of(X2Y4)
+    s = lambda *a: NamedSharding(m, P(*a))
+    wsc = jax.lax.with_sharding_constraint
+
+    def f(a):
+        b = wsc(a * 2, s("y", "x"))
+        return b, wsc(b + 1, s("x", "y"))
+    return jax.jit(f, in_shardings=s("x", "y"), out_shardings=(s("y", "x"), s("x", "y"))), (sds((16, 16)),)
+
+
 def case_reshard_jax_seed():
     # The canonical program fixed with reshard.jax.reshard, and reshard.jax.explain() of the same
     # move, as a user checks it: explain compiles XLA's lowering and reshard's plan to compare
@@ -517,6 +533,8 @@ CASES = {
                       "finding per branch, each logged by XLA",
                       expect([remat("{devices=[4,1,2]<=[8]}", "{devices=[1,8,1]<=[8]}", 1792, 224),
                               remat("{devices=[4,1,2]<=[8]}", "{devices=[1,8,1]<=[8]}", 1792, 224)], 2)),
+    "fork_returned_and_back": (case_fork_returned_and_back, 8, "P('x','y') -> P('y','x'), returned so and resharded "
+                               "back: two reshards at the lower bound", expect([], 2)),
     "slice_then_reshard": (case_slice_then_reshard, 8, "a slice of an unsharded dim, then a reshard: partial collective-permutes",
                            expect([], 1, followed=False)),
 }
