@@ -312,3 +312,9 @@ cli_error_test(empty_mesh_file 2 "^reshard: error: --mesh: empty value. expected
                sh -c "mkdir -p '${AT_DIR}' && printf '\\n' > '${AT_DIR}/blank.txt' && exec '${R}' plan --shape 4 --from '{devices=[2]0,1}' --to '{replicated}' --mesh @'${AT_DIR}/blank.txt'")
 cli_error_test(devices_no_ids 2 "^reshard: error: --devices: '\\[\\]' lists no device ids" ${R} show --shape 4 --devices [] --sharding "P()")
 cli_test(empty_shape_is_a_scalar "^f32\\[\\] on 2 devices" sh -c "exec '${R}' show --shape '' --mesh x=2 --sharding 'P()'")
+# A plan of no steps holds the source and target buffers too: a hard cap below them is refused, and the cap given
+# is the one reported (identical partial layouts reported 0, "none").
+cli_error_test(plan_no_steps_below_cap 2 "no plan fits the memory cap of 10 bytes per device \\(the source and target shards alone need 96\\)"
+               ${R} plan --shape 12 --mesh x=2,y=2 --from "P(None)" --to "P(None)" --memory-cap 10)
+cli_test(plan_no_steps_partial_reports_cap "\"memory_cap_bytes\":1024,\"memory_cap_lifted\":false"
+         ${R} plan --json --shape 12 --mesh x=2,y=2 --from "P(None, unreduced={'y'})" --to "P(None, unreduced={'y'})" --memory-cap 1K)

@@ -85,12 +85,23 @@ BaselineCost BaselineOf(const std::string& name, const PlanCandidate& c, int64_t
 }  // namespace
 
 Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const PlannerOptions& options) {
-  if (source.partial() && source == target) {  // partial values that stay where they are: no steps
-    PlanBuilder none(source, target);
-    return PlanResult{none.Finish(), ComputeLowerBound(source, target)};
-  }
   const bool comparable = source.shape() == target.shape() && source.dtype() == target.dtype();
   const int64_t floor = comparable ? MaxLocalBytes(source) + MaxLocalBytes(target) : 0;
+  // A plan of no steps still holds the source and target buffers: a cap
+  // given below them is refused, as for any other plan.
+  auto within_cap = [&](PlanResult r) -> Result<PlanResult> {
+    if (options.memory_cap_bytes > 0 && r.plan.steps().empty() && r.plan.totals().peak_bytes > options.memory_cap_bytes)
+      return Status::InvalidArgument(fmt::format(
+          "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {})",
+          options.memory_cap_bytes, r.plan.totals().peak_bytes));
+    return r;
+  };
+  if (source.partial() && source == target) {  // partial values that stay where they are: no steps
+    PlanBuilder none(source, target);
+    PlanResult r{none.Finish(), ComputeLowerBound(source, target)};
+    r.memory_cap_bytes = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
+    return within_cap(std::move(r));
+  }
   if (comparable && source.partial() && !target.partial()) return PlanReduction(source, target, options, 2 * floor);
   if (comparable && target.partial()) return PlanPartialTarget(source, target, options, 2 * floor);
   RESHARD_RETURN_IF_ERROR(Exchange::Validate(source, target));
@@ -247,7 +258,7 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
       result.plan = std::move(exchange);
     }
   }
-  return result;
+  return within_cap(std::move(result));
 }
 
 }  // namespace reshard
