@@ -172,7 +172,7 @@ if(RESHARD_HAVE_MPI)
   if(PRLIMIT AND NOT RESHARD_SANITIZE)
     add_test(NAME memory.run_mpi_under_address_limit
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/exec/run_under_address_limit.sh ${MPIRUN} 2 --oversubscribe @PRLIMIT@
-                     ${R} run --backend mpi --shape 30000000 --dtype s8 --from "{maximal device=0}" --to "{maximal device=1}" --repeat 1)
+                     ${R} run --backend mpi --shape 60000000 --dtype s8 --from "{maximal device=0}" --to "{maximal device=1}" --repeat 1)
     set_tests_properties(memory.run_mpi_under_address_limit PROPERTIES ENVIRONMENT "${RESHARD_MPI_TEST_ENV}"
                          RUN_SERIAL TRUE TIMEOUT 300)
   endif()

@@ -35,6 +35,8 @@ if [ -z "$est" ]; then
 fi
 echo "estimate: $est bytes"
 mib=1048576
+floor=128
+case " $* " in *" --backend mpi "*) floor=256 ;; esac
 status=0
 # From half the estimate to the estimate plus 1 GiB: the limit counts the
 # process's own mappings and threads too, so the refusals turn into runs
@@ -42,12 +44,17 @@ status=0
 for extra in -$((est / 2)) -$((16 * mib)) -1 0 $((64 * mib)) $((128 * mib)) $((256 * mib)) $((384 * mib)) \
              $((512 * mib)) $((768 * mib)) $((1024 * mib)); do
   limit=$((est + extra))
-  # Below 128 MiB the process cannot start at all (its libraries, MPI's own).
-  [ $limit -ge $((128 * mib)) ] || continue
+  # Below 128 MiB the process cannot start at all (its libraries, MPI's own);
+  # under mpirun, below 256 MiB OpenMPI may fail to map its shared memory at
+  # MPI_Init and then crash or hang in its own fallback (seen near 180 MB).
+  [ $limit -ge $((floor * mib)) ] || continue
   with_limit $limit
-  out=$("${cmd[@]}" 2>&1)
+  # Each try within 60 s: OpenMPI whose shared memory could not be mapped
+  # may fall back to TCP and hang there (readv errors), its own failure.
+  out=$(timeout 60 "${cmd[@]}" 2>&1)
   rc=$?
   case "$rc:$out" in
+    124:*"during shared memory initialization"*) echo "--as=$limit: MPI could not start (hung after its shared memory failed)" ;;
     0:*verified*) echo "--as=$limit: ran" ;;
     1:*"needs about"*) echo "--as=$limit: refused" ;;
     1:*"could not start"*) echo "--as=$limit: refused (threads)" ;;

@@ -149,12 +149,15 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
                                 bool priced_chunks) {
   const bool as_ranks = transport == Transport::kRanks;
   const std::vector<PlanStep>& steps = plan.steps();
-  // The memcpy measurement copies as many bytes as the run moved (every
-  // step's output written, ExecStats::bytes_moved: from partial sums, every
-  // part's piece that arrives), not only the target's.
+  // The memcpy measurement copies as many bytes as the run moved
+  // (ExecStats::bytes_moved: every step's output written; from partial sums,
+  // every part's piece that arrives is written into it too), not only the
+  // target's.
   int64_t moved = 0;
-  for (const PlanStep& s : steps)
-    moved = SaturatingAdd(moved, SaturatingAdd(per_rank ? s.recv_bytes.Max() : s.recv_bytes.Sum(), Bytes(s.output, per_rank)));
+  for (const PlanStep& s : steps) {
+    const int64_t parts = s.input.partial() ? (per_rank ? s.recv_bytes.Max() : s.recv_bytes.Sum()) : 0;
+    moved = SaturatingAdd(moved, SaturatingAdd(parts, Bytes(s.output, per_rank)));
+  }
   MemoryEstimate e = Estimate(plan.source(), plan.target(), per_rank, threads, transport,
                               std::max(moved, Bytes(plan.target(), per_rank)));
   // Intermediate layouts: the outputs of every step but the last. In
