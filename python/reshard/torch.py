@@ -229,16 +229,20 @@ def _run(plan, rank: int, local: torch.Tensor) -> torch.Tensor:
 
 
 class _Move(torch.autograd.Function):
-    """The local tensor's move under a plan. Its backward is the same Function with the plans
-    swapped, so the backward is differentiable too (DTensor's redistribute is twice
-    differentiable). `out_shape()`: the local shape DTensor gives the result, asked for only
+    """The local tensor's move under a plan `fwd`. Its backward is the same Function on the
+    gradient's plan `bwd`, whose own backward is `bwd2` (the gradient's layouts the other way),
+    so the backward is differentiable too (DTensor's redistribute is twice differentiable).
+    `bwd2` is `fwd` only where the layouts hold no partial sums: the gradient of partial sums
+    is replicated, so the backward of [Partial()] -> [Replicate()] is Replicate -> Replicate,
+    and its own backward moves nothing (running `fwd`, an all-reduce, summed the replicas).
+    `out_shape()`: the local shape DTensor gives the result, asked for only
     where it is empty. An empty shard has that shape (a reshard layout says only that the rank holds nothing, and two placements of
     one tensor can both leave a rank empty: [0, 1, 1] or [1, 0, 1]); the gradient comes back in
     the input's."""
 
     @staticmethod
-    def forward(ctx, local, fwd, bwd, rank, grad_dtype, out_shape):  # noqa: D401
-        ctx.fwd, ctx.bwd, ctx.rank, ctx.grad_dtype, ctx.in_dtype = fwd, bwd, rank, grad_dtype, local.dtype
+    def forward(ctx, local, fwd, bwd, bwd2, rank, grad_dtype, out_shape):  # noqa: D401
+        ctx.fwd, ctx.bwd, ctx.bwd2, ctx.rank, ctx.grad_dtype, ctx.in_dtype = fwd, bwd, bwd2, rank, grad_dtype, local.dtype
         ctx.in_shape = tuple(local.shape)
         out = _run(fwd(), rank, local.contiguous())
         return out.reshape(out_shape()) if out.numel() == 0 else out
@@ -248,10 +252,10 @@ class _Move(torch.autograd.Function):
         g = grad
         if ctx.grad_dtype is not None and g.dtype != ctx.grad_dtype:
             g = g.to(ctx.grad_dtype)
-        out = _Move.apply(g, ctx.bwd, ctx.fwd, ctx.rank, None, lambda: ctx.in_shape)
+        out = _Move.apply(g, ctx.bwd, ctx.bwd2, ctx.bwd, ctx.rank, None, lambda: ctx.in_shape)
         if out.dtype != ctx.in_dtype:
             out = out.to(ctx.in_dtype)
-        return out, None, None, None, None, None
+        return out, None, None, None, None, None, None
 
 
 def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
@@ -307,6 +311,10 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
         gsrc, gdst = layout_of(mesh, grad_out, shape, gdt), layout_of(mesh, grad_placements, shape, gdt)
     fwd = lambda: plan_for(src, dst, rmesh, bandwidth_only=bandwidth_only, memory_cap=memory_cap)  # noqa: E731
     bwd = lambda: plan_for(gsrc, gdst, rmesh, bandwidth_only=bandwidth_only, memory_cap=memory_cap)  # noqa: E731
+    # The backward's own backward: the gradient's layouts the other way (the forward's, where
+    # they are the forward's layouts).
+    bwd2 = fwd if (gsrc, gdst) == (dst, src) else (  # noqa: E731
+        lambda: plan_for(gdst, gsrc, rmesh, bandwidth_only=bandwidth_only, memory_cap=memory_cap))
     if partial:
         try:
             fwd()
@@ -314,10 +322,11 @@ def redistribute(dtensor: DTensor, device_mesh: Optional[DeviceMesh] = None,
             return _dtensor_reduction(dtensor, mesh, dst_placements, forward_dtype, backward_dtype)
     # Every rank, in the mesh or not, plans both directions and creates their groups together
     # (on a sliced mesh, with the ranks of every slice beside it: _sibling_groups).
-    _groups.ensure(_sibling_groups(mesh, _torch_exec.plan_groups(fwd()) + _torch_exec.plan_groups(bwd())))
+    plans = (fwd, bwd) if bwd2 is fwd else (fwd, bwd, bwd2)
+    _groups.ensure(_sibling_groups(mesh, [g for p in plans for g in _torch_exec.plan_groups(p())]))
     if mesh.get_coordinate() is not None:
         out_shape = lambda: tuple(compute_local_shape_and_global_offset(shape, mesh, dst_placements)[0])  # noqa: E731
-        local = _Move.apply(local, fwd, bwd, dist.get_rank(), gdt, out_shape)
+        local = _Move.apply(local, fwd, bwd, bwd2, dist.get_rank(), gdt, out_shape)
     return DTensor.from_local(local, mesh, dst_placements, run_check=False, shape=dtensor.shape,
                               stride=dtensor.stride())
 

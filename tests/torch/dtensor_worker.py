@@ -310,6 +310,34 @@ def autograd_cases(mesh, rt, out):
                     "grad_equals_dtensor": bool(torch.allclose(grads[0], grads[1]))})
 
 
+def partial_autograd_cases(mesh, rt, out):
+    """Twice differentiable from and into partial sums, as DTensor's redistribute is: the
+    gradient of partial sums is replicated, so the backward of [Partial()] -> [Replicate()] is
+    Replicate -> Replicate, and its own backward moves nothing (it ran the forward all-reduce,
+    and the second-order gradient came out times the ranks summed)."""
+    S, R, P = Shard, Replicate, Partial
+    for src, dst, shape in [((P(), S(0)), (R(), S(0)), (8, 6)), ((S(0), P()), (S(1), R()), (8, 8)),
+                            ((P("max"), R()), (R(), R()), (4, 6)), ((R(), S(0)), (S(1), P()), (8, 8))]:
+        full = torch.randn(shape, generator=torch.Generator().manual_seed(9))
+        w = torch.randn(shape, generator=torch.Generator().manual_seed(10))
+        v = torch.randn(shape, generator=torch.Generator().manual_seed(11))
+        plain = tuple(R() if p.is_partial() else p for p in src)
+        results = []
+        for use_reshard in (True, False):
+            leaf = split_local(full, mesh, plain).clone().requires_grad_(True)
+            x = DTensor.from_local(leaf, mesh, src, run_check=False, shape=full.shape, stride=full.stride())
+            y = rt.redistribute(x, placements=dst) if use_reshard else x.redistribute(placements=dst)
+            wl = split_local(w, mesh, tuple(R() if p.is_partial() else p for p in dst)).clone().requires_grad_(True)
+            (g,) = torch.autograd.grad((y.to_local() * wl).sum(), leaf, create_graph=True)
+            (d2,) = torch.autograd.grad((g * split_local(v, mesh, plain)).sum(), wl)
+            results.append((g.detach().clone(), d2.clone()))
+        out.append({"kind": "partial-autograd", "src": rt.placements_text(src), "dst": rt.placements_text(dst),
+                    "grad_equals_dtensor": bool(torch.allclose(results[0][0], results[1][0])),
+                    "second_order_equals_dtensor": bool(torch.allclose(results[0][1], results[1][1])),
+                    "second_order": results[0][1].flatten()[:4].tolist(),
+                    "dtensor_second_order": results[1][1].flatten()[:4].tolist()})
+
+
 def flattened_case(rt, out):
     """pytorch PR #194457: with a flattened mesh present, DTensor returned wrong values. The mesh
     is ranks 0-3; every rank calls redistribute (SPMD), and afterwards every rank can still build
@@ -587,6 +615,7 @@ def worker(rank, path, n_cases, seed, port):
                 out.append({"kind": case[0], "mesh": case[1], "shape": list(case[2]), "src": str(case[4]),
                             "dst": str(case[5]), "error": traceback.format_exc()[-2000:]})
         autograd_cases(ms["4x2"], rt, out)
+        partial_autograd_cases(ms["4x2"], rt, out)
         partial_cases(ms, rt, out, max(8, n_cases // 5), seed)
         partial_target_cases(ms, rt, out, max(8, n_cases // 5), seed)
         same_placements_case(ms["4x2"], rt, out)

@@ -33,7 +33,7 @@ def runs(tmp_path_factory):
 
 
 def moves(runs):
-    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial", "partial-target", "partial-target-grad",
+    return [recs for recs in runs if recs[0]["kind"] not in ("autograd", "partial-autograd", "partial", "partial-target", "partial-target-grad",
                                                               "partial-named", "flattened", "same", "sliced", "empty-shards",
                                                               "edge")]
 
@@ -158,6 +158,13 @@ def test_backward_moves_the_gradient_back(runs):
     for r in recs:
         assert r["requires_grad"] and r["grad_exact"] and r["grad_equals_dtensor"], r
         assert r["second_order_equals_dtensor"], r
+
+
+def test_twice_differentiable_from_and_into_partial_sums(runs):
+    recs = [r for recs in runs for r in recs if r["kind"] == "partial-autograd"]
+    assert len(recs) == 8 * 4
+    for r in recs:
+        assert r["grad_equals_dtensor"] and r["second_order_equals_dtensor"], r
 
 
 def test_equal_placements_keep_the_local_tensor(runs):
