@@ -15,7 +15,9 @@ reshard.jax.jit differentiates the reshard op, whose transpose is the reshard op
 Left as they are: constraints on the result of an op whose partitioning moves data along the
 dims it touches (rev, pad, slice, concatenate, gather, sort, cumulative and windowed ops: see
 _FOLDING_PRODUCERS), where with_sharding_constraint's target propagates back into the op and
-XLA folds the change of layout into its movement; shard_map bodies (their values are per-device, where a sharding constraint
+XLA folds the change of layout into its movement; on a contraction's result (a dot, directly or
+through elementwise ops: _Contraction), which XLA partitions to produce the target itself; on
+values made only from smaller ones (_Expansion); shard_map bodies (their values are per-device, where a sharding constraint
 means something else) and the backward functions of custom_vjp, which JAX traces only when it
 differentiates (an open item in the README).
 """
@@ -193,6 +195,58 @@ class _Expansion:
         return all(smaller_or_expanded(v) for v in arrays)
 
 
+# Ops that contract operands into their result: XLA partitions them to produce the layout a
+# constraint on their result asks for (the target propagates back into the op), often without
+# moving the result at all; the op, a barrier after them, lets XLA partition the contraction
+# from its operands first and then moves its result (measured: a constraint after an einsum
+# took up to 4x XLA's bytes as the op, 27 of 45 random einsum + constraint programs more).
+_CONTRACTIONS = frozenset({"dot_general", "conv_general_dilated", "ragged_dot", "ragged_dot_general"})
+
+
+class _Contraction:
+    """Whether a var is a contraction's result, directly or through ops that keep every element
+    where it is (elementwise ops whose operands broadcast to the result, converts, copies) and
+    whose other operands as large as the result are contractions' results too: the
+    with_sharding_constraint's target propagates back through those ops into the contractions.
+    Memoized per var; at most _MAX_DEPTH ops deep (then not: the op is kept)."""
+
+    _MAX_DEPTH = 64
+
+    def __init__(self, producer):
+        self._producer = producer
+        self._memo: dict = {}
+
+    def __call__(self, var, depth: int = 0) -> bool:
+        if isinstance(var, core.Literal) or depth >= self._MAX_DEPTH:
+            return False
+        if var in self._memo:
+            return self._memo[var]
+        self._memo[var] = False  # (a var is made before it is used: no cycle, but be safe)
+        found = self._producer.get(var)
+        answer = False
+        if found is not None:
+            eqn, index = found
+            if _made_by(eqn, index) in _CONTRACTIONS:
+                answer = True
+            elif len(eqn.outvars) == 1:
+                out_shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
+                arrays = [v for v in eqn.invars if not isinstance(v, core.Literal)]
+
+                def broadcasts(v):
+                    shape = tuple(getattr(v.aval, "shape", ()))
+                    return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
+
+                keeps = eqn.primitive.name in ("convert_element_type", "copy", "reduce_precision") or (
+                    arrays and all(broadcasts(v) for v in arrays))
+                if keeps and eqn.primitive.name not in _FOLDING_PRODUCERS:
+                    # Every operand as large as the result a contraction's too (x @ w + b, not
+                    # x + y @ w: x, an argument, would have to move, and XLA rematerializes it).
+                    same = [v for v in arrays if tuple(getattr(v.aval, "shape", ())) == out_shape]
+                    answer = bool(same) and all(self(v, depth + 1) for v in same)
+        self._memo[var] = answer
+        return answer
+
+
 def _unreduced(sharding) -> bool:
     return isinstance(sharding, NamedSharding) and bool(getattr(sharding.spec, "unreduced", None))
 
@@ -240,6 +294,7 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
         env[v] = a
     producer: dict = {}  # var -> (the equation that made it, which of its outputs), in this jaxpr
     expanded = _Expansion(producer)
+    contracted = _Contraction(producer)
     for eqn in jaxpr.eqns:
         invals = [read(v) for v in eqn.invars]
         name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
@@ -247,7 +302,7 @@ def _eval(jaxpr: core.Jaxpr, consts, *args) -> list[Any]:
             source = producer.get(eqn.invars[0]) if eqn.invars and not isinstance(eqn.invars[0], core.Literal) else None
             made_by = _made_by(*source) if source is not None else None
             if eqn.primitive is pjit.sharding_constraint_p and _swappable(eqn.params, made_by) and \
-                    not expanded(eqn.invars[0]):
+                    not expanded(eqn.invars[0]) and not contracted(eqn.invars[0]):
                 outs = [_jax_op.bind(*invals, **eqn.params)]
             elif eqn.primitive is pjit.reshard_p:
                 outs = [_reshard(invals[0], eqn.params)]

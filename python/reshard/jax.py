@@ -278,6 +278,8 @@ def jit(fun=None, /, **kwargs):
     of jax.jit behaves as there. Usable as a decorator, with or without arguments."""
     if fun is None:
         return functools.partial(jit, **kwargs)
+    if not callable(fun):  # as jax.jit does, when wrapping (not at the first call)
+        raise TypeError("reshard.jax.jit: expected a function, got %s" % type(fun).__name__)
     out_shardings = kwargs.get("out_shardings", None)
 
     @functools.wraps(fun)

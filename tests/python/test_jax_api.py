@@ -99,6 +99,14 @@ def test_partition_spec_needs_a_mesh():
         rj.reshard(x, "P(None, 'x')")
 
 
+def test_jit_of_a_non_function_is_a_type_error_when_wrapping():
+    """As jax.jit(3) does: at the call that wraps it, not at the first call of the result."""
+    with pytest.raises(TypeError, match="expected a function, got int"):
+        rj.jit(3)
+    with pytest.raises(TypeError):
+        rj.jit(donate_argnums=0)("not a function")
+
+
 def test_cache_and_a_plan_at_the_bound():
     """P('x', None) -> P(None, None): one all-gather either way. The plan meets the lower bound, so the op
     uses it without compiling XLA's; explain() still compiles and reports both sides."""

@@ -526,6 +526,31 @@ def test_constraints_on_expanded_values_stay_xlas():
     assert ops == ["all-to-all"] and recv == 1792, ops
 
 
+def test_constraints_after_contractions_stay_xlas():
+    """reshard.jax.jit leaves a constraint on a dot's result, directly or through elementwise ops,
+    to XLA, which partitions the dot to produce the target (the op, a barrier after it, let XLA
+    gather the operands first and then moved the result: up to 4x jax.jit's bytes). Never more
+    bytes than jax.jit, values equal (to rounding: the dot's partial sums may add in another
+    order)."""
+    rng = np.random.default_rng(3)
+    x3 = jax.device_put(rng.standard_normal((8, 16, 32)).astype(np.float32), NamedSharding(MESH, P(None, None, "x")))
+    w = jax.device_put(rng.standard_normal((32, 64)).astype(np.float32), NamedSharding(MESH, P()))
+    x2 = jax.device_put(rng.standard_normal((16, 32)).astype(np.float32), NamedSharding(MESH, P("y", "x")))
+    wx = jax.device_put(rng.standard_normal((32, 64)).astype(np.float32), NamedSharding(MESH, P(None, "x")))
+    b = jnp.ones((64,), np.float32)
+    programs = {
+        "einsum": (lambda x, w: wsc(jnp.einsum("bsd,df->bsf", x, w), P(None, "x")), (x3, w)),
+        "column-parallel": (lambda x, w: wsc(x @ w, P("y", None)), (x2, wx)),
+        "through elementwise": (lambda x, w: wsc(jnp.tanh(x @ w + b) * 2, P(None, ("x", "y"))), (x2, wx)),
+    }
+    with jax.set_mesh(MESH):
+        for name, (f, args) in programs.items():
+            _, _, ref = _compiled(jax.jit(f), *args)
+            _, _, ours = _compiled(rj.jit(f), *args)
+            assert ours <= ref, (name, ours, ref)
+            np.testing.assert_allclose(np.asarray(rj.jit(f)(*args)), np.asarray(jax.jit(f)(*args)), rtol=1e-5, atol=1e-5)
+
+
 def test_the_expansion_walk_is_linear_and_bounded(monkeypatch):
     """The walk behind the rule above visits each value once per call site however often it is
     used (y * y thirty times over: 2^30 paths), and stops, keeping the op, past 64 nested values
