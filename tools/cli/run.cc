@@ -112,7 +112,15 @@ void RunRun(const RunOptions& o) {
   // unless the buffers, the memcpy measurement and the checker fit; then
   // again with the plan (intermediate buffers and the programs) before it is
   // compiled (run_memory.h).
-  const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads);
+  // Threads as ranks start a thread per device of the two layouts, beside --threads' own.
+  int64_t device_threads = 0;
+  if (flags.transport == Transport::kRanks) {
+    std::vector<int64_t> devices = pair.source.layout.devices();
+    devices.insert(devices.end(), pair.target.layout.devices().begin(), pair.target.layout.devices().end());
+    std::sort(devices.begin(), devices.end());
+    device_threads = std::unique(devices.begin(), devices.end()) - devices.begin();
+  }
+  const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads, device_threads);
   CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads,
                                      flags.transport),
               limit,
@@ -147,8 +155,11 @@ void RunRun(const RunOptions& o) {
   eo.rank_priced_chunks = flags.priced_chunks;
   std::unique_ptr<Executor> executor = MakeInProcessExecutor(eo);
   // Threads the system cannot start are a request it cannot meet, not a bug.
-  auto check = [](const Status& s) {
-    if (s.code() == Status::Code::kUnavailable) ThrowIfError(s, "executing (fewer --threads may fit)", kExitUnmet);
+  // (Threads as ranks start one per device, whatever --threads says.)
+  const char* hint = flags.transport == Transport::kRanks ? "executing (threads as ranks start one per device)"
+                                                          : "executing (fewer --threads may fit)";
+  auto check = [hint](const Status& s) {
+    if (s.code() == Status::Code::kUnavailable) ThrowIfError(s, hint, kExitUnmet);
     ThrowIfError(s, "executing", kExitInternal);
   };
   FillSources(p, fill, flags.threads);

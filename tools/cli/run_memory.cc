@@ -236,7 +236,7 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   return e;
 }
 
-MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads) {
+MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t device_threads) {
   MemoryLimit limit;
   if (flag > 0) {
     limit = {flag, "--max-memory"};
@@ -260,7 +260,7 @@ MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads) {
   const int64_t stack_bytes = getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
                                   ? std::min<int64_t>(static_cast<int64_t>(stack.rlim_cur), 64 * kMiB)
                                   : 8 * kMiB;
-  const int64_t stacks = 2 * int64_t{Concurrency(threads)} * stack_bytes;
+  const int64_t stacks = (2 * int64_t{Concurrency(threads)} + device_threads) * stack_bytes;
   const int64_t left = std::max<int64_t>(
       0, static_cast<int64_t>(std::min<rlim_t>(as.rlim_cur, std::numeric_limits<int64_t>::max())) - mapped - stacks -
              64 * kMiB);
