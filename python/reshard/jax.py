@@ -164,6 +164,8 @@ def reshard(x, target, *, source=None):
         return jax.device_put(x, tgt)  # one jitted program runs on one device list
     if x.sharding.is_equivalent_to(tgt, x.ndim):
         return x
+    if x.size == 0:  # no element moves; jax.jit's out_shardings gives empty arrays unreadable shards
+        return jax.device_put(x, tgt)
     if _jax_plan._padded(x.shape, layout_of(tgt, x.shape).dim_tiles) != tuple(x.shape):
         raise ValueError("reshard: %s does not divide an array of shape %s evenly; JAX 0.10.2 holds such arrays "
                          "only inside jax.jit (call reshard there)" % (tgt, tuple(x.shape)))

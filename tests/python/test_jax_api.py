@@ -99,6 +99,16 @@ def test_partition_spec_needs_a_mesh():
         rj.reshard(x, "P(None, 'x')")
 
 
+def test_an_empty_array_is_placed():
+    """No element moves: the array is device_put (through jax.jit with out_shardings, JAX 0.10.2
+    gives it shards of the wrong shape, and reading it raised a numpy broadcasting error)."""
+    mesh = _mesh()
+    z = jax.device_put(np.zeros((0, 8), np.float32), NamedSharding(mesh, P(None, "x")))
+    tgt = NamedSharding(mesh, P(None, ("x", "y")))
+    out = rj.reshard(z, tgt)
+    assert out.sharding == tgt and np.asarray(out).shape == (0, 8)
+
+
 def test_jit_of_a_non_function_is_a_type_error_when_wrapping():
     """As jax.jit(3) does: at the call that wraps it, not at the first call of the result."""
     with pytest.raises(TypeError, match="expected a function, got int"):
