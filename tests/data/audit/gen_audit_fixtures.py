@@ -69,6 +69,13 @@ def sds(shape, dtype="float32"):
     return jax.ShapeDtypeStruct(shape, getattr(jnp, dtype))
 
 
+def _constrained(axes):
+    """jax, jnp, a NamedSharding maker over a mesh of `axes`, and with_sharding_constraint."""
+    _, jax, jnp, _, _, NamedSharding, P = _setup()
+    m = mesh_of(axes)
+    return jax, jnp, (lambda *a: NamedSharding(m, P(*a))), jax.lax.with_sharding_constraint
+
+
 def reshard_jit(shape, axes, src, dst, dtype="float32", body=None):
     """jax.jit with in_shardings=src, out_shardings=dst around an elementwise body."""
     _, jax, jnp, _, _, NamedSharding, _ = _setup()
@@ -204,10 +211,7 @@ def case_transformer_block():
     # One attention + MLP block. The residual stream is sequence-sharded over
     # ('x','y') between blocks, heads are sharded over 'x' inside attention,
     # and the output is asked for hidden-sharded: the shardings force reshards.
-    _, jax, jnp, _, _, NamedSharding, P = _setup()
-    m = mesh_of(X4Y2)
-    s = lambda *a: NamedSharding(m, P(*a))
-    wsc = jax.lax.with_sharding_constraint
+    jax, jnp, s, wsc = _constrained(X4Y2)
     B, S, D, H = 2, 16, 32, 4
     Dh = D // H
 
@@ -352,10 +356,7 @@ def case_a2a_permute_wsc():
 def case_scan_remat():
     # A lax.scan over 4 layers whose body reshards its carry twice per iteration, each a full
     # rematerialization: P('y',None,'x') -> P(None,('x','y'),None) -> P('y',None,'x').
-    _, jax, jnp, _, _, NamedSharding, P = _setup()
-    m = mesh_of(X4Y2)
-    s = lambda *a: NamedSharding(m, P(*a))
-    wsc = jax.lax.with_sharding_constraint
+    jax, jnp, s, wsc = _constrained(X4Y2)
 
     def body(c, w):
         h = wsc(c * w, s(None, ("x", "y"), None))
@@ -373,10 +374,7 @@ def case_scan_layers():
     # XLA computes the layer slice's per-device offset from partition-id before the loop and
     # carries it through; inside, the loop counter picks the layer (the same index on every
     # device), so the body's dot and the reshards after it are followed.
-    _, jax, jnp, _, _, NamedSharding, P = _setup()
-    m = mesh_of(X2Y4)
-    s = lambda *a: NamedSharding(m, P(*a))
-    wsc = jax.lax.with_sharding_constraint
+    jax, jnp, s, wsc = _constrained(X2Y4)
 
     def layer(h, w):
         h = wsc(jnp.tanh(h @ w), s("x", "y"))
@@ -391,10 +389,7 @@ def case_cond_branches():
     # lax.cond whose two branches each make the same full rematerialization of f32[8,16,4]
     # P('x',None,'y') into P(None,('x','y'),None) on x=4,y=2 and return it: a finding in each
     # branch; one branch runs per call, so the totals count one.
-    _, jax, jnp, _, _, NamedSharding, P = _setup()
-    m = mesh_of(X4Y2)
-    s = lambda *a: NamedSharding(m, P(*a))
-    wsc = jax.lax.with_sharding_constraint
+    jax, jnp, s, wsc = _constrained(X4Y2)
 
     def f(x, p):
         return jax.lax.cond(p, lambda v: wsc(v * 2, s(None, ("x", "y"), None)),
@@ -408,10 +403,7 @@ def case_fork_returned_and_back():
     # resharded back: two reshards (there, and back from the returned layout), each at the lower
     # bound, not one there-and-back chain priced from the source's layout (which claimed every
     # byte XLA moved as a saving and counted the first reshard's collectives twice).
-    _, jax, jnp, _, _, NamedSharding, P = _setup()
-    m = mesh_of(X2Y4)
-    s = lambda *a: NamedSharding(m, P(*a))
-    wsc = jax.lax.with_sharding_constraint
+    jax, jnp, s, wsc = _constrained(X2Y4)
 
     def f(a):
         b = wsc(a * 2, s("y", "x"))
