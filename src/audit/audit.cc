@@ -421,12 +421,15 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
 
   // Logged rematerializations: join each to a reshard of the HLO, or estimate it.
   // The same line in two logs (a log given twice) is one; a log that has it
-  // twice (XLA partitions it in each conditional branch) has two.
+  // again joins another reshard of the HLO where one is left (XLA partitions
+  // it in each conditional branch), else it is the same one logged again
+  // (a program compiled twice; one branch's line, estimated, is counted once).
   std::set<std::string> log_keys;
   std::map<std::pair<std::string, std::string>, int> seen_in_source;
   for (const LogLine& l : read.logs) {
     std::string key = l.remat.from + "|" + l.remat.to + "|" + l.remat.instruction + "|" + l.remat.local_shape.ToString();
-    key += "#" + std::to_string(seen_in_source[{l.source, key}]++);
+    const int occurrence = seen_in_source[{l.source, key}]++;
+    key += "#" + std::to_string(occurrence);
     if (!log_keys.insert(key).second) continue;
     Result<DType> dtype = ParseDType(l.remat.local_shape.element_type);
     if (!dtype.ok()) {
@@ -489,6 +492,7 @@ Result<AuditReport> Audit(const std::vector<AuditInput>& inputs, const AuditOpti
                              "modules, whose log lines look the same: not counted");
       continue;
     }
+    if (match == nullptr && occurrence > 0) continue;  // the same line again, counted once
     if (match != nullptr) {
       match->finding.logged = true;
       match->finding.kind = AuditKind::kFullRematerialization;

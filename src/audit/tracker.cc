@@ -513,12 +513,17 @@ void Analyzer::Finish() {
     // It runs as often as its collectives; where they sit in different loops, the least.
     r.trip_count = out_.collectives[cs[0]].executions;
     r.loop = out_.collectives[cs[0]].loop;
+    // Its branches: the innermost around any of its collectives (a value
+    // moved before a conditional and on inside a branch ends in that branch,
+    // and runs only when it runs); where they sit in branches apart, those
+    // around all of them.
     r.branch = out_.collectives[cs[0]].branch;
-    for (int c : cs) {  // the branches around all of them
+    for (int c : cs) {
       const BranchPath& b = out_.collectives[c].branch;
       size_t k = 0;
       while (k < r.branch.size() && k < b.size() && r.branch[k] == b[k]) ++k;
-      r.branch.resize(k);
+      if (k == r.branch.size()) r.branch = b;            // b as deep or deeper on the same path
+      else if (k < b.size()) r.branch.resize(k);         // apart: the common prefix
     }
     for (int c : cs) {
       const ModuleCollective& mc = out_.collectives[c];

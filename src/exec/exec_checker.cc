@@ -38,6 +38,28 @@ int64_t Wobble(int64_t g, int64_t p) {
 // Sum parts wobble only where parts + 1s stay well inside the exact range.
 bool SumWobbles(DType dtype, int64_t parts) { return 4 * parts <= ExactIntegers(dtype); }
 
+// An avg source of more parts than its type holds their sum exactly (s8 from
+// 128 parts, u8 from 256, bf16 from 257): the modulus floors at 1. Integers:
+// every part holds 1 and the executors' sum wraps, in any order and grouping
+// alike; the expected value is the reduce kernel's: `count` parts combined,
+// divided by the source's part count where `divide`, then scaled. Floats
+// would round by the order and grouping of the sums (one accumulator in part
+// order, a relay's pre-summed piece, a mesh axis at a time): every part
+// holds 0 there, whose sums are exact whatever the order.
+bool AvgBeyondExact(const Reduction& source, DType dtype) {
+  return source.op == ReduceOp::kAvg && source.parts > ExactIntegers(dtype);
+}
+void StoreKernelAverage(const Reduction& source, int64_t count, bool divide, int64_t scale, DType dtype, std::byte* out) {
+  if (IsFloatingPoint(dtype)) return StoreNumber(0, dtype, out);
+  const int64_t eb = ByteSize(dtype);
+  std::byte one[16];
+  StoreNumber(1, dtype, one);
+  std::memcpy(out, one, static_cast<size_t>(eb));
+  for (int64_t k = 1; k < count; ++k) CombineContiguous(one, out, eb, dtype, ReduceOp::kSum);
+  if (divide) DivideElements(out, 1, dtype, source.parts);
+  if (scale != 1) ScaleElements(out, 1, dtype, scale);
+}
+
 // The number element g holds in a source of reduction `r` on a device of
 // part `part`.
 int64_t NumberOf(const Reduction& r, DType dtype, int64_t part, int64_t g, const TagScheme& scheme) {
@@ -46,7 +68,7 @@ int64_t NumberOf(const Reduction& r, DType dtype, int64_t part, int64_t g, const
   const int64_t parts = r.parts;
   const bool last = part + 1 == parts;
   switch (r.op) {
-    case ReduceOp::kAvg: return n;
+    case ReduceOp::kAvg: return AvgBeyondExact(r, dtype) && IsFloatingPoint(dtype) ? 0 : n;
     case ReduceOp::kMax: return last ? n : n - Wobble(g, part);
     case ReduceOp::kMin: return last ? n : n + Wobble(g, part);
     case ReduceOp::kSum: {
@@ -58,25 +80,6 @@ int64_t NumberOf(const Reduction& r, DType dtype, int64_t part, int64_t g, const
     }
   }
   return n;
-}
-
-// An avg source of more parts than its type holds their sum exactly (s8 from
-// 128 parts, bf16 from 257): the modulus floors at 1, every part holds 1,
-// and the executors' sum wraps (integers) or rounds (floats) as the reduce
-// kernel does. The value of `count` of those parts combined in part order,
-// divided by the source's part count where `divide`, then scaled: by the
-// kernel itself, so that the checker's arithmetic is the executors'.
-bool AvgBeyondExact(const Reduction& source, DType dtype) {
-  return source.op == ReduceOp::kAvg && source.parts > ExactIntegers(dtype);
-}
-void StoreKernelAverage(const Reduction& source, int64_t count, bool divide, int64_t scale, DType dtype, std::byte* out) {
-  const int64_t eb = ByteSize(dtype);
-  std::byte one[16];
-  StoreNumber(1, dtype, one);
-  std::memcpy(out, one, static_cast<size_t>(eb));
-  for (int64_t k = 1; k < count; ++k) CombineContiguous(one, out, eb, dtype, ReduceOp::kSum);
-  if (divide) DivideElements(out, 1, dtype, source.parts);
-  if (scale != 1) ScaleElements(out, 1, dtype, scale);
 }
 
 // The expected bytes of element g in a source layout (its device's part).

@@ -171,8 +171,13 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       // Above 64 devices the draft samples devices, which may all miss the
       // one that stages most: an edge the sample fits within the cap is
       // priced over every device, up to kExactExchangeDevices (a plan's step
-      // over the cap on 112 of 640 devices was taken so), its time too.
-      if (!exempt && peak <= cap_ && ex.devices().size() > 64 && ex.devices().size() <= kExactExchangeDevices) {
+      // over the cap on 112 of 640 devices was taken so), its time too;
+      // unless even the most any device could hold fits (it stages at most
+      // its source shard, and receives at most the bound's busiest device:
+      // the exchange meets the bound).
+      const int64_t most = ctx_.ShardBytes(s) * 2 + ctx_.ShardBytes(pm_.target) + d.max_recv_bytes;
+      if (!exempt && peak <= cap_ && most > cap_ && ex.devices().size() > 64 &&
+          ex.devices().size() <= kExactExchangeDevices) {
         const ExchangeDraft exact = DraftExchange(ex, *ctx_.topology, /*detailed=*/true);
         peak = ctx_.ShardBytes(s) + ctx_.ShardBytes(pm_.target) + exact.max_staging_bytes;
         d.time_us = exact.time_us;

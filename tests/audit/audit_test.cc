@@ -255,6 +255,20 @@ TEST(Audit, JoinsTheLogToTheHloAndReadsEachModuleOnce) {
   EXPECT_EQ(r.log_lines, 2);
 }
 
+// A program compiled twice logs its line twice, and its two identical modules
+// are read as one: one finding, logged, no estimate beside it; the log alone,
+// one estimate.
+TEST(Audit, ALineLoggedAgainForTheSameModuleCountsOnce) {
+  const AuditReport r = AuditOk({{"a.hlo", kCanonical}, {"b.hlo", kCanonical}, {"xla.log", std::string(kLog) + kLog}});
+  ASSERT_EQ(r.findings.size(), 1u) << AuditTable(r);
+  EXPECT_TRUE(r.findings[0].logged);
+  EXPECT_FALSE(r.findings[0].estimated);
+  EXPECT_EQ(r.xla_recv_bytes, 14336);
+  const AuditReport log = AuditOk({{"xla.log", std::string(kLog) + kLog}});
+  ASSERT_EQ(log.findings.size(), 1u) << AuditTable(log);
+  EXPECT_EQ(log.xla_recv_bytes, 14336);
+}
+
 TEST(Audit, EstimatesALoggedRematerializationWithoutHlo) {
   const AuditReport r = AuditOk({{"xla.log", std::string("some other line\n") + kLog}});
   ASSERT_EQ(r.findings.size(), 1u);

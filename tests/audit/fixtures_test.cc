@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "reshard/audit.h"
@@ -135,7 +136,11 @@ TEST(AuditFixtures, HloAloneAndLogAlone) {
     ASSERT_EQ(dump.findings.size(), want.size()) << Describe(dump);
     EXPECT_EQ(dump.findings[0].xla_max_recv_bytes, want[0]["xla"].get<int64_t>());
     const AuditReport log = AuditOk(Inputs(name, false, false, true));
-    ASSERT_EQ(log.findings.size(), logged.size()) << Describe(log);
+    // One estimate per distinct line: a line logged again (in each conditional branch) is one.
+    std::set<std::string> distinct;
+    for (const auto& l : logged)
+      distinct.insert(l["from"].get<std::string>() + "|" + l["to"].get<std::string>() + "|" + l["instruction"].get<std::string>());
+    ASSERT_EQ(log.findings.size(), distinct.size()) << Describe(log);
     EXPECT_TRUE(log.findings[0].estimated);
     EXPECT_EQ(log.findings[0].from, logged[0]["from"].get<std::string>());
     EXPECT_EQ(log.findings[0].to, logged[0]["to"].get<std::string>());

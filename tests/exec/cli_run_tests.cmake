@@ -17,8 +17,8 @@ cli_test(run_partial_reduce_scatter "^verified: 8192 B .*\\(6144 B .* as message
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P('x', None)" --repeat 1)
 cli_test(run_partial_uneven_bf16 "^verified: .* 1 step \\(exchange, over alltoallv\\)"
          ${R} run --shape 13,5 --mesh x=3,y=2 --from "[Partial(\"max\"), Shard(0)]" --to "P(None, 'x')" --dtype bf16 --strategy exchange --transport ranks --repeat 1)
-# An average of more parts than the type sums exactly (s8 from 128, bf16 from 257): the executors' sum wraps or
-# rounds, and the checker's expected value is the reduce kernel's arithmetic (it expected the exact average).
+# An average of more parts than the type sums exactly (s8 from 128, bf16 from 257): integers' sums wrap, and the
+# checker's expected value is the reduce kernel's arithmetic (it expected the exact average); floats hold 0 there.
 cli_test(run_partial_avg_beyond_exact_s8 "^verified: .* on 128 devices"
          ${R} run --shape 4 --dtype s8 --mesh x=128 --from "[Partial(\"avg\")]" --to "[Shard(0)]" --repeat 1)
 cli_test(run_partial_avg_beyond_exact_bf16_ranks "^verified: .* on 512 devices"
