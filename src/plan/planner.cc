@@ -115,7 +115,10 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
   const int64_t node = options.topology.kind() == Topology::Kind::kNodes ? options.topology.devices_per_node() : 1;
   std::optional<PlanMeshes> pm = FindPlanMesh(source, target, options.meshes, node);
   // No mesh names both layouts: plans between explicit layouts.
-  if (!pm) return PlanExplicit(source, target, options, cap, std::move(result));
+  if (!pm) {
+    RESHARD_ASSIGN_OR_RETURN(PlanResult r, PlanExplicit(source, target, options, cap, std::move(result)));
+    return within_cap(std::move(r));
+  }
   PlanBuilder builder(source, target);
 
   // Search over the layouts' own axes, then over their prime pieces (which
@@ -252,7 +255,9 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     e.to = meshes[best_mesh].target;
     one.Add(planner.Finalize(one, meshes[best_mesh].source, e));
     CollectivePlan exchange = one.Finish();
-    if (exchange.totals().time_us < result.plan.totals().time_us) {
+    // (Exempt from the default cap, as in the search; held to one given.)
+    const bool fits = options.memory_cap_bytes == 0 || exchange.totals().peak_bytes <= options.memory_cap_bytes;
+    if (fits && exchange.totals().time_us < result.plan.totals().time_us) {
       result.candidates.push_back(PlanCandidate{
           {}, 0, 0, 0, "priced exactly, the one-step exchange is faster than the plan found: it is the plan"});
       result.plan = std::move(exchange);
