@@ -205,46 +205,69 @@ _CONTRACTIONS = frozenset({"dot_general", "conv_general_dilated", "ragged_dot", 
 
 class _Contraction:
     """Whether a var is a contraction's result, directly or through ops that keep every element
-    where it is (elementwise ops whose operands broadcast to the result, converts, copies) and
-    whose other operands as large as the result are contractions' results too: the
-    with_sharding_constraint's target propagates back through those ops into the contractions.
-    Memoized per var; at most _MAX_DEPTH ops deep (then not: the op is kept)."""
+    (elementwise ops whose operands broadcast to the result, converts, copies, transposes) and
+    whose other operands as large as the result are contractions' results too, looking inside
+    called functions (jnp.einsum's transposed result, a jitted layer): the constraint's target
+    propagates back through those ops into the contractions. Memoized per call site and var;
+    at most _MAX_DEPTH ops deep (then not: the op is kept)."""
 
     _MAX_DEPTH = 64
 
     def __init__(self, producer):
         self._producer = producer
         self._memo: dict = {}
+        self._bodies: dict = {}  # id(body) -> its producer map
 
-    def __call__(self, var, depth: int = 0) -> bool:
+    def __call__(self, var) -> bool:
+        return self._walk(var, (), self._producer, None, 0)
+
+    def _walk(self, var, site, producer, outer, depth) -> bool:
         if isinstance(var, core.Literal) or depth >= self._MAX_DEPTH:
             return False
-        if var in self._memo:
-            return self._memo[var]
-        self._memo[var] = False  # (a var is made before it is used: no cycle, but be safe)
-        found = self._producer.get(var)
-        answer = False
-        if found is not None:
-            eqn, index = found
-            if _made_by(eqn, index) in _CONTRACTIONS:
-                answer = True
-            elif len(eqn.outvars) == 1:
-                out_shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
-                arrays = [v for v in eqn.invars if not isinstance(v, core.Literal)]
-
-                def broadcasts(v):
-                    shape = tuple(getattr(v.aval, "shape", ()))
-                    return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
-
-                keeps = eqn.primitive.name in ("convert_element_type", "copy", "reduce_precision") or (
-                    arrays and all(broadcasts(v) for v in arrays))
-                if keeps and eqn.primitive.name not in _FOLDING_PRODUCERS:
-                    # Every operand as large as the result a contraction's too (x @ w + b, not
-                    # x + y @ w: x, an argument, would have to move, and XLA rematerializes it).
-                    same = [v for v in arrays if tuple(getattr(v.aval, "shape", ())) == out_shape]
-                    answer = bool(same) and all(self(v, depth + 1) for v in same)
-        self._memo[var] = answer
+        key = (site, var)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = False  # (a var is made before it is used: no cycle, but be safe)
+        answer = self._made(var, site, producer, outer, depth)
+        self._memo[key] = answer
         return answer
+
+    def _made(self, var, site, producer, outer, depth) -> bool:
+        found = producer.get(var)
+        if found is None:  # an input of this jaxpr: its call site's operand, or not a contraction's
+            return outer(var, depth) if outer is not None else False
+        eqn, index = found
+        name = eqn.primitive.name
+        if name in _CONTRACTIONS:
+            return True
+        inner = eqn.params.get("jaxpr") if name in _CALLS else None
+        if inner is not None:
+            body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
+            inner_producer = self._bodies.get(id(body))
+            if inner_producer is None:
+                inner_producer = {v: (e, i) for e in body.eqns for i, v in enumerate(e.outvars)}
+                self._bodies[id(body)] = inner_producer
+            into = dict(zip(body.invars, eqn.invars))
+            return self._walk(body.outvars[index], site + (id(eqn),), inner_producer,
+                              lambda v, d: v in into and self._walk(into[v], site, producer, outer, d + 1), depth + 1)
+        if len(eqn.outvars) != 1 or name in _FOLDING_PRODUCERS:
+            return False
+        out_shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
+        arrays = [v for v in eqn.invars if not isinstance(v, core.Literal)]
+
+        def broadcasts(v):
+            shape = tuple(getattr(v.aval, "shape", ()))
+            return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
+
+        keeps = name in ("convert_element_type", "copy", "reduce_precision", "transpose") or (
+            bool(arrays) and all(broadcasts(v) for v in arrays))
+        if not keeps:
+            return False
+        # Every operand as large as the result a contraction's too (x @ w + b, not x + y @ w: x,
+        # an argument, would have to move, and XLA rematerializes it).
+        size = _size(eqn.outvars[0])
+        same = [v for v in arrays if size is not None and _size(v) == size]
+        return bool(same) and all(self._walk(v, site, producer, outer, depth + 1) for v in same)
 
 
 def _unreduced(sharding) -> bool:

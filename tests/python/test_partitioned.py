@@ -542,6 +542,10 @@ def test_constraints_after_contractions_stay_xlas():
         "einsum": (lambda x, w: wsc(jnp.einsum("bsd,df->bsf", x, w), P(None, "x")), (x3, w)),
         "column-parallel": (lambda x, w: wsc(x @ w, P("y", None)), (x2, wx)),
         "through elementwise": (lambda x, w: wsc(jnp.tanh(x @ w + b) * 2, P(None, ("x", "y"))), (x2, wx)),
+        # jnp.einsum's jitted body ends in a transpose of the dot (12288 B against 3072 before)
+        "einsum, transposed result": (lambda x, w: wsc(jnp.einsum("bsd,df->sbf", x, w), P("x")), (x3, w)),
+        "einsum, reversed result": (lambda x, w: wsc(jnp.einsum("bsd,df->fsb", x, w), P(None, "x")), (x3, w)),
+        "inside a jitted layer": (lambda x, w: wsc(jax.jit(lambda a, c: jnp.tanh(a @ c))(x, w), P("y", None)), (x2, wx)),
     }
     with jax.set_mesh(MESH):
         for name, (f, args) in programs.items():
