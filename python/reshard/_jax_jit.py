@@ -107,6 +107,21 @@ def _size(v):
     return n
 
 
+def _called(eqn, bodies: dict):
+    """For a call (jit, closed_call, ...): its body, the body's producer map (var -> (equation,
+    output), cached in `bodies` by the body's id), and its invars mapped to the call's operands;
+    None for any other equation."""
+    inner = eqn.params.get("jaxpr") if eqn.primitive.name in _CALLS else None
+    if inner is None:
+        return None
+    body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
+    producer = bodies.get(id(body))
+    if producer is None:
+        producer = {v: (e, i) for e in body.eqns for i, v in enumerate(e.outvars)}
+        bodies[id(body)] = producer
+    return body, producer, dict(zip(body.invars, eqn.invars))
+
+
 class _Expansion:
     """Whether a var is made, through ops that keep every element where it is (elementwise ops on
     operands that broadcast, converts, reshapes, transposes), only from values smaller than it:
@@ -153,14 +168,9 @@ class _Expansion:
             return outer(var) if outer is not None else False
         eqn, index = found
         name = eqn.primitive.name
-        inner = eqn.params.get("jaxpr") if name in _CALLS else None
-        if inner is not None:  # jnp's functions are jitted: look inside
-            body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
-            inner_producer = self._bodies.get(id(body))
-            if inner_producer is None:
-                inner_producer = {v: (e, i) for e in body.eqns for i, v in enumerate(e.outvars)}
-                self._bodies[id(body)] = inner_producer
-            into = dict(zip(body.invars, eqn.invars))
+        called = _called(eqn, self._bodies)
+        if called is not None:  # jnp's functions are jitted: look inside
+            body, inner_producer, into = called
             return self._walk(body.outvars[index], site + (id(eqn),), inner_producer,
                               lambda v: v in into and self._walk(into[v], site, producer, outer))
         if name == "iota":
@@ -240,14 +250,9 @@ class _Contraction:
         name = eqn.primitive.name
         if name in _CONTRACTIONS:
             return True
-        inner = eqn.params.get("jaxpr") if name in _CALLS else None
-        if inner is not None:
-            body = inner.jaxpr if isinstance(inner, core.ClosedJaxpr) else inner
-            inner_producer = self._bodies.get(id(body))
-            if inner_producer is None:
-                inner_producer = {v: (e, i) for e in body.eqns for i, v in enumerate(e.outvars)}
-                self._bodies[id(body)] = inner_producer
-            into = dict(zip(body.invars, eqn.invars))
+        called = _called(eqn, self._bodies)
+        if called is not None:
+            body, inner_producer, into = called
             return self._walk(body.outvars[index], site + (id(eqn),), inner_producer,
                               lambda v, d: v in into and self._walk(into[v], site, producer, outer, d + 1), depth + 1)
         if len(eqn.outvars) != 1 or name in _FOLDING_PRODUCERS:
