@@ -318,3 +318,6 @@ cli_error_test(plan_no_steps_below_cap 2 "no plan fits the memory cap of 10 byte
                ${R} plan --shape 12 --mesh x=2,y=2 --from "P(None)" --to "P(None)" --memory-cap 10)
 cli_test(plan_no_steps_partial_reports_cap "\"memory_cap_bytes\":1024,\"memory_cap_lifted\":false"
          ${R} plan --json --shape 12 --mesh x=2,y=2 --from "P(None, unreduced={'y'})" --to "P(None, unreduced={'y'})" --memory-cap 1K)
+# The same between explicit layouts (block-cyclic: no plan mesh names them).
+cli_error_test(plan_no_steps_explicit_below_cap 2 "no plan fits the memory cap of 10 bytes per device \\(the source and target shards alone need 4096\\)"
+               ${R} plan --shape 64,64 --mesh x=4,y=2 --from "blockcyclic(block=[8,8], grid=[2,4])" --to "blockcyclic(block=[8,8], grid=[2,4])" --memory-cap 10)
