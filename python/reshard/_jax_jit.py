@@ -107,6 +107,12 @@ def _size(v):
     return n
 
 
+def _broadcasts_to(v, out_shape) -> bool:
+    """Whether v is an operand an elementwise op broadcasts to out_shape: each dim the result's, or 1."""
+    shape = tuple(getattr(v.aval, "shape", ()))
+    return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
+
+
 def _called(eqn, bodies: dict):
     """For a call (jit, closed_call, ...): its body, the body's producer map (var -> (equation,
     output), cached in `bodies` by the body's id), and its invars mapped to the call's operands;
@@ -194,12 +200,8 @@ class _Expansion:
             return all(smaller_or_expanded(v) for v in arrays)
         out_shape = tuple(getattr(out.aval, "shape", ()))
 
-        def broadcasts(v):  # an operand of an elementwise op: each dim the result's, or 1
-            shape = tuple(getattr(v.aval, "shape", ()))
-            return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
-
         keeps = name in ("reshape", "transpose", "squeeze", "expand_dims", "convert_element_type", "copy",
-                         "reduce_precision") or all(broadcasts(v) for v in arrays)
+                         "reduce_precision") or all(_broadcasts_to(v, out_shape) for v in arrays)
         if len(eqn.outvars) != 1 or not keeps or name in _FOLDING_PRODUCERS:
             return False
         return all(smaller_or_expanded(v) for v in arrays)
@@ -260,12 +262,8 @@ class _Contraction:
         out_shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
         arrays = [v for v in eqn.invars if not isinstance(v, core.Literal)]
 
-        def broadcasts(v):
-            shape = tuple(getattr(v.aval, "shape", ()))
-            return len(shape) == len(out_shape) and all(a in (b, 1) for a, b in zip(shape, out_shape))
-
         keeps = name in ("convert_element_type", "copy", "reduce_precision", "transpose") or (
-            bool(arrays) and all(broadcasts(v) for v in arrays))
+            bool(arrays) and all(_broadcasts_to(v, out_shape) for v in arrays))
         if not keeps:
             return False
         # Every operand as large as the result a contraction's too (x @ w + b, not x + y @ w: x,
