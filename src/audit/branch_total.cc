@@ -5,11 +5,13 @@
 #include <cstddef>
 #include <map>
 
+#include "layout/checked_math.h"
+
 namespace reshard::audit {
 namespace {
 
 void Add(int64_t& a, int64_t b) {
-  if (__builtin_add_overflow(a, b, &a)) a = INT64_MAX;
+  if (!CheckedAdd(a, b, &a)) a = INT64_MAX;  // saturating, as the audit's totals are
 }
 
 // The total of `items` (indices into all), all of whose paths share their
