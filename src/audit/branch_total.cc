@@ -10,9 +10,8 @@
 namespace reshard::audit {
 namespace {
 
-void Add(int64_t& a, int64_t b) {
-  if (!CheckedAdd(a, b, &a)) a = INT64_MAX;  // saturating, as the audit's totals are
-}
+// Saturating, as the audit's totals are.
+void Add(int64_t& a, int64_t b) { a = SaturatingAdd(a, b); }
 
 // The total of `items` (indices into all), all of whose paths share their
 // first `depth` entries.

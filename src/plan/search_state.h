@@ -23,19 +23,14 @@
 #include <utility>
 #include <vector>
 
+#include "layout/checked_math.h"
+
 #include "plan/plan_mesh.h"
 #include "plan/structured_step.h"
 #include "reshard/dtype.h"
 #include "reshard/layout.h"
 
 namespace reshard {
-
-// Sums of costs saturate: a plan for petabytes takes more picoseconds than
-// int64 holds, and the order of plans is all that a sum decides.
-inline int64_t SaturatingAdd(int64_t a, int64_t b) {
-  int64_t out = 0;
-  return __builtin_add_overflow(a, b, &out) ? (b > 0 ? INT64_MAX : INT64_MIN) : out;
-}
 
 // Additive and totally ordered: modeled time (picoseconds), then bytes
 // received by the busiest device, then bytes received in all, then ragged

@@ -42,15 +42,6 @@ void Add(MemoryEstimate& e, int64_t bytes, const char* part) {
 // Bytes of one device's (per_rank) or every device's buffer of `l`.
 int64_t Bytes(const Layout& l, bool per_rank) { return per_rank ? MaxLocalBytes(l) : TotalLocalBytes(l); }
 
-// The layout library's checked arithmetic, clamped where it overflows.
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  int64_t r;
-  return CheckedAdd(a, b, &r) ? r : std::numeric_limits<int64_t>::max();
-}
-int64_t SaturatingMul(int64_t a, int64_t b) {
-  int64_t r;
-  return CheckedMul(a, b, &r) ? r : std::numeric_limits<int64_t>::max();
-}
 
 // The shortest piece the two grids cut the last dim into, in bytes: no
 // contiguous run of a message between them is shorter (a box along the last
