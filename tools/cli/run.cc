@@ -114,12 +114,8 @@ void RunRun(const RunOptions& o) {
   // compiled (run_memory.h).
   // Threads as ranks start a thread per device of the two layouts, beside --threads' own.
   int64_t device_threads = 0;
-  if (flags.transport == Transport::kRanks) {
-    std::vector<int64_t> devices = pair.source.layout.devices();
-    devices.insert(devices.end(), pair.target.layout.devices().begin(), pair.target.layout.devices().end());
-    std::sort(devices.begin(), devices.end());
-    device_threads = std::unique(devices.begin(), devices.end()) - devices.begin();
-  }
+  if (flags.transport == Transport::kRanks)
+    device_threads = static_cast<int64_t>(DevicesOfBoth(pair.source.layout, pair.target.layout).size());
   const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads, device_threads);
   CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads,
                                      flags.transport),
