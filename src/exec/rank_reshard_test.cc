@@ -282,8 +282,10 @@ TEST(RankReshard, PlannedReduceScattersRunAsTheBackendsWithPricedChunks) {
       std::vector<std::string> transports;
       std::vector<RankRunStats> stats;
       RunTaggedPlan(source, target, o, scheme, pair.from, transports, stats);
-      // (Without: 3 peers of 8 ranks, sparse enough for point to point.)
-      EXPECT_EQ(transports, std::vector<std::string>{priced ? "reduce_scatter over groups" : "p2p"}) << pair.from;
+      // (Without: an all-to-all-v over each group of 4, the parts combined
+      // once they have arrived.)
+      EXPECT_EQ(transports, std::vector<std::string>{priced ? "reduce_scatter over groups" : "alltoallv over groups"})
+          << pair.from;
       const PlanStep& step = planned.plan.steps()[0];
       const int64_t chunk = step.recv_bytes.Max() / 3;  // groups of 4
       for (int rank = 0; rank < 8; ++rank) {

@@ -191,12 +191,11 @@ Status RankReshard::State::Prepare() {
     } else {
       // A structured collective runs as one, over its groups; then box
       // messages where every message allows; then the shape rule.
-      // (A reducing step: only a reduce-scatter, or an all-reduce's first
-      // half, with priced chunks, run as the backend's where every member's
-      // part lines up, else combined once its messages have arrived.)
-      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty() &&
-          (!s.reduces() ||
-           ((sp.op == StepOp::kReduceScatter || sp.op == StepOp::kAllReduce) && options.priced_chunks)))
+      // (A reducing step too: an all-to-all-v over its groups, combined
+      // once its messages have arrived; a reduce-scatter, or an
+      // all-reduce's first half, with priced chunks, as the backend's
+      // reduce-scatter where every member's part lines up.)
+      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty())
         RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
       bool boxes = false;
       // Box messages write the output as they land: a reducing step combines after.
@@ -298,7 +297,7 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   // another is that member's whole input, as an all-gather-v has it.
   const int64_t members = mesh.GroupSize(axes);
   // (An all-reduce's second half gathers its pieces: an all-gather.)
-  bool whole = (step.op == StepOp::kAllGather || (step.op == StepOp::kAllReduce && !s.reduces())) &&
+  bool whole = !s.reduces() && (step.op == StepOp::kAllGather || step.op == StepOp::kAllReduce) &&
                static_cast<int64_t>(s.send_rank.size()) == (p.input_bytes > 0 ? members - 1 : 0);
   for (size_t m = 0; m < s.send_rank.size() && whole; ++m) {
     const int32_t b = p.pack_begin[m];
@@ -309,11 +308,11 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   int64_t gathered = p.input_bytes;
   for (int64_t c : p.recv_count) gathered += c;
   whole = whole && gathered <= comm->max_count();
-  const bool shaped = s.reduces() && ReduceScatterShaped(p, members);
+  const bool shaped = s.reduces() && (step.op == StepOp::kReduceScatter || step.op == StepOp::kAllReduce) &&
+                      ReduceScatterShaped(p, members);
   int64_t all[3] = {inside ? 1 : 0, whole ? 1 : 0, shaped ? 1 : 0};
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(all, Comm::ReduceOp::kMin));
   if (all[0] == 0) return Status::Ok();  // some message crosses groups: the whole Comm it is
-  if (s.reduces() && all[2] == 0) return Status::Ok();  // not the backend's reduce-scatter: reduced after an all-to-all-v
   s.grouped = true;
   const int my_color = me >= 0 ? static_cast<int>(color(me)) : -1;
   const int my_key = me >= 0 ? static_cast<int>(member(me)) : 0;
@@ -355,7 +354,9 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
     s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
   }
-  if (!options.priced_chunks) return Status::Ok();
+  // (A reducing step not run as the backend's reduce-scatter: combined
+  // after an all-to-all-v over its group.)
+  if (!options.priced_chunks || (s.reduces() && all[2] == 0)) return Status::Ok();
   // An all-to-all (or an all-gather whose messages are not every sender's
   // whole input, run as one): its members agree on the chunk, the priced
   // one unless a message of the group is larger, which no plan makes.
