@@ -32,6 +32,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from typing import Any
 
 from . import _core
@@ -51,20 +52,27 @@ def hlo_text(compiled) -> str:
         return compiled.as_text()
 
 
-def _compile_capturing_stderr(lowered):
-    """lowered.compile(), with what XLA writes to file descriptor 2 meanwhile (re-emitted afterwards)."""
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as tmp:
-        saved = os.dup(2)
-        os.dup2(tmp.fileno(), 2)
-        try:
-            compiled = lowered.compile()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        tmp.seek(0)
-        log = tmp.read().decode("utf-8", errors="replace")
-    if log:
+# File descriptor 2 is the process's: one capture at a time, or a second would restore the
+# first's temporary file as the process's standard error.
+_capturing = threading.Lock()
+
+
+def _compile_capturing_stderr(lowered, emit: bool = True):
+    """lowered.compile(), with what XLA writes to file descriptor 2 meanwhile (re-emitted afterwards
+    unless emit=False: then the caller decides; other threads' writes meanwhile are in it too)."""
+    with _capturing:
+        sys.stderr.flush()
+        with tempfile.TemporaryFile() as tmp:
+            saved = os.dup(2)
+            os.dup2(tmp.fileno(), 2)
+            try:
+                compiled = lowered.compile()
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            tmp.seek(0)
+            log = tmp.read().decode("utf-8", errors="replace")
+    if log and emit:
         sys.stderr.write(log)
         sys.stderr.flush()
     return compiled, log

@@ -47,7 +47,7 @@ import jax
 from jax._src.sharding_impls import UnspecifiedValue
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
-from reshard import _jax_jit, _jax_op, _jax_plan
+from reshard import _jax_jit, _jax_jitted, _jax_op, _jax_plan
 from reshard._jax_convert import hlo_sharding_text, layout_of, mesh_of, named_sharding_of
 from reshard._jax_plan import Explanation, cache_info, clear_cache, planning_backend, set_cache_size
 from reshard.audit import audit
@@ -143,6 +143,13 @@ def reshard(x, target, *, source=None):
     _check_array(x)
     if not _is_tracer(x) and not isinstance(x, jax.Array):
         return jax.device_put(x, _as_sharding(target, "target"))  # host data: nothing to reshard
+    if _is_tracer(x) and _jax_jitted.jax_only():
+        # reshard.jax.jit tracing jax.jit's own program, to compare: JAX's constraint or reshard.
+        tgt = _as_sharding(target, "target", _mesh_hint(source))
+        aval = getattr(jax.typeof(x), "sharding", None)
+        if _explicit(aval) or _explicit(tgt) or _unreduced(aval):
+            return jax.sharding.reshard(x, tgt)
+        return jax.lax.with_sharding_constraint(x, tgt)
     if _is_tracer(x) and _in_manual_region():
         # A shard_map body: values are per device there, and the constraint is XLA's, over
         # shard_map's own mesh and axis types.
@@ -276,8 +283,11 @@ def jit(fun=None, /, **kwargs):
     scan/while/cond bodies, custom_jvp/custom_vjp primal functions, checkpoint, and the transposed
     program of a grad taken inside) made reshard's op, every jax.sharding.reshard on a mesh of
     Explicit axes made reshard.jax.reshard (its plan; for partial sums, its reduction), and the
-    final move to out_shardings made by the op too. Returns what jax.jit returns (.lower(), .trace(), .eval_shape() work); every argument
-    of jax.jit behaves as there. Usable as a decorator, with or without arguments."""
+    final move to out_shardings made by the op too. On the first call of each signature it
+    compiles that program and jax.jit's own and runs the one that receives fewer bytes (the op is
+    a barrier to sharding propagation, which can cost more elsewhere: _jax_jitted). Returns an
+    object that behaves as jax.jit's (calls, .lower(), .trace(), .eval_shape(), .clear_cache());
+    every argument of jax.jit behaves as there. Usable as a decorator, with or without arguments."""
     if fun is None:
         return functools.partial(jit, **kwargs)
     if not callable(fun):  # as jax.jit does, when wrapping (not at the first call)
@@ -291,7 +301,7 @@ def jit(fun=None, /, **kwargs):
             out = with_sharding_constraint(out, out_shardings)
         return out
 
-    return jax.jit(rewritten, **kwargs)
+    return _jax_jitted.Jitted(fun, rewritten, kwargs)
 
 
 def explain(x, target, *, source=None) -> Explanation:
