@@ -318,6 +318,20 @@ cli_error_test(plan_no_steps_below_cap 2 "no plan fits the memory cap of 10 byte
                ${R} plan --shape 12 --mesh x=2,y=2 --from "P(None)" --to "P(None)" --memory-cap 10)
 cli_test(plan_no_steps_partial_reports_cap "\"memory_cap_bytes\":1024,\"memory_cap_lifted\":false"
          ${R} plan --json --shape 12 --mesh x=2,y=2 --from "P(None, unreduced={'y'})" --to "P(None, unreduced={'y'})" --memory-cap 1K)
+# A cap below every plan names the least peak it knows: here a slice, then an all-gather, which frees the source first
+# (640 B; "the source and target shards alone need 768" before, a floor that plan is under).
+cli_error_test(plan_cap_names_least_plan 2 "no plan fits the memory cap of 639 bytes per device \\(the least any plan it knows needs is 640\\)"
+               ${R} plan --shape 16,16 --mesh x=4,y=2 --from "P('x')" --to "P(None,'y')" --memory-cap 639)
+cli_test(plan_cap_at_least_plan "peak 640 B within the plan's 640 B"
+         ${R} verify --shape 16,16 --mesh x=4,y=2 --from "P('x')" --to "P(None,'y')" --memory-cap 640)
+# An array of no elements moves nothing, whatever its layouts (a 0 B exchange step before); a block-cyclic source of
+# one, whose blocks along the other dim keep tiles on devices that hold no bytes, crashed verify (a shard's buffer
+# filled with no shape to fit).
+cli_test(plan_zero_size_no_steps "\\(nothing to do\\)" ${R} plan --shape 0 --mesh x=4 --from "P('x')" --to "P()")
+cli_test(verify_zero_size_block_cyclic "^verified: 0 elements on 3 devices arrived exactly after 0 steps"
+         ${R} verify --shape 3,0 --mesh x=3 --from "blockcyclic(block=[2,1], grid=[3,1])" --to "P()")
+cli_test(verify_zero_size_block_cyclic_collectives "^verified: 0 elements on 4 devices"
+         ${R} verify --shape 0,12 --mesh x=4 --from "blockcyclic(block=[2,2], grid=[1,4])" --to "P(None, None)" --strategy collectives)
 # The same between explicit layouts (block-cyclic: no plan mesh names them).
 cli_error_test(plan_no_steps_explicit_below_cap 2 "no plan fits the memory cap of 10 bytes per device \\(the source and target shards alone need 4096\\)"
                ${R} plan --shape 64,64 --mesh x=4,y=2 --from "blockcyclic(block=[8,8], grid=[2,4])" --to "blockcyclic(block=[8,8], grid=[2,4])" --memory-cap 10)

@@ -193,9 +193,16 @@ class PlanRun {
     for (int64_t dev : plan_.devices()) {
       Buffer b;
       b.shape = shape.empty() ? layout.LocalShape(dev) : shape;
-      if (layout.TileOf(dev) >= 0) {  // devices holding nothing: no data
-        b.data = *Expected(layout, dev, b.shape);
-        for (Tag& t : b.data) t = ValueOf(layout, dev, t);
+      // Devices holding nothing, or an empty shard (a block-cyclic shard of
+      // a zero-size array keeps its blocks along the other dims): no data.
+      if (layout.TileOf(dev) >= 0 && Product(b.shape) > 0) {
+        std::optional<std::vector<Tag>> data = Expected(layout, dev, b.shape);
+        if (!data) {
+          Problem("device " + std::to_string(dev) + "'s shard does not fit its buffer");
+        } else {
+          b.data = std::move(*data);
+          for (Tag& t : b.data) t = ValueOf(layout, dev, t);
+        }
       }
       buffers_[dev] = std::move(b);
     }

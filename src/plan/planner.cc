@@ -96,7 +96,10 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
           options.memory_cap_bytes, r.plan.totals().peak_bytes));
     return r;
   };
-  if (source.partial() && source == target) {  // partial values that stay where they are: no steps
+  // Partial values that stay where they are, or an array of no elements (any
+  // layouts: every buffer is empty): no steps.
+  if ((source.partial() && source == target) || (comparable && source.num_elements() == 0 &&
+                                                  source.devices() == target.devices())) {
     PlanBuilder none(source, target);
     PlanResult r{none.Finish(), ComputeLowerBound(source, target)};
     r.memory_cap_bytes = options.memory_cap_bytes > 0 ? options.memory_cap_bytes : 2 * floor;
@@ -212,16 +215,23 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
     }
   }
   if (!best) {
-    NamedPlanner planner(meshes[0], source, target, options, INT64_MAX, &result.lower_bound);
-    const int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
-                                   shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
     if (options.strategy == Strategy::kExchange)
       return Status::InvalidArgument(fmt::format(
           "no plan fits the memory cap of {} bytes per device: the exchange needs more", cap));
+    // What to ask for: the least peak of the plans it knows (the baselines,
+    // and the search under no cap). Not the source and target shards
+    // together: a plan that slices first frees the source before the target
+    // is made.
+    NamedPlanner planner(meshes[0], source, target, options, INT64_MAX, &result.lower_bound);
+    int64_t least = std::min(remat ? planner.Price(*remat, "").peak_bytes : INT64_MAX,
+                             shardy ? planner.Price(*shardy, "").peak_bytes : INT64_MAX);
+    std::vector<PlanCandidate> unused;
+    int64_t explored = 0;
+    if (std::optional<Path> any = planner.Search(unused, explored))
+      least = std::min(least, planner.Price(*any, "").peak_bytes);
     return Status::InvalidArgument(fmt::format(
-        "no plan fits the memory cap of {} bytes per device (the source and target shards alone need {}; the "
-        "baselines need {})",
-        cap, floor, least == INT64_MAX ? std::string("more") : std::to_string(least)));
+        "no plan fits the memory cap of {} bytes per device (the least any plan it knows needs is {})", cap,
+        least == INT64_MAX ? std::string("more") : std::to_string(least)));
   }
   if (best_cap != cap)
     result.candidates.push_back(CapLiftedCandidate(cap));
