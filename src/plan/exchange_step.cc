@@ -199,7 +199,8 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
   const LowerBound lb = ComputeLowerBound(ex.source(), ex.target());
   out.max_recv_bytes = lb.max_recv_bytes;
   out.total_bytes = lb.total_bytes;
-  for (const int64_t dev : SampledDevices(devices)) {
+  const std::vector<int64_t> sampled = SampledDevices(devices);
+  for (const int64_t dev : sampled) {
     double send = 0, recv = 0;
     int64_t send_bytes = 0, recv_bytes = 0, staged_bytes = 0;
     StagedBoxes staged;
@@ -220,6 +221,9 @@ ExchangeDraft DraftExchange(const Exchange& ex, const Topology& topo, bool detai
     out.peak_bytes = std::max(out.peak_bytes, ex.source().LocalBytes(dev) + ex.target().LocalBytes(dev) + staged_bytes + recv_bytes);
     out.max_staging_bytes = std::max(out.max_staging_bytes, staged_bytes + recv_bytes);
   }
+  if (!sampled.empty())
+    out.messages = static_cast<int64_t>(static_cast<double>(out.messages) * static_cast<double>(n) /
+                                        static_cast<double>(sampled.size()));
   return out;
 }
 

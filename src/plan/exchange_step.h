@@ -24,6 +24,8 @@
 namespace reshard {
 
 struct ExchangeDraft {
+  // `messages`: all devices' together; sampled (not detailed, over 64
+  // devices), the sample's scaled to every device.
   int64_t max_recv_bytes = 0, total_bytes = 0, peak_bytes = 0, messages = 0;
   int64_t max_staging_bytes = 0;  // most bytes one device stages (each distinct box once) and receives together
   double time_us = 0;

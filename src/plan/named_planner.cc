@@ -20,6 +20,8 @@ constexpr int64_t kMaxStatesExpanded = 2048;
 // Exchange edges over at most this many devices are priced over every device
 // once the sample fits them within the cap (their peak must hold on all).
 constexpr size_t kExactExchangeDevices = 4096;
+// Search(large_exchanges = false): the most messages an exchange edge has.
+constexpr int64_t kMaxSearchedExchangeMessages = int64_t{1} << 24;
 
 }  // namespace
 
@@ -29,7 +31,7 @@ NamedPlanner::NamedPlanner(const PlanMesh& pm, const Layout& source, const Layou
       bound_(bound), options_(o), cap_(cap) {}
 
 std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std::vector<PlanCandidate>& candidates,
-                                                                            int64_t& explored) {
+                                                                            int64_t& explored, bool large_exchanges) {
   // A node's state is its key in `index` (decoded where a path needs it):
   // most nodes are never expanded, so they keep no state of their own.
   struct Node {
@@ -187,7 +189,10 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
       // less than the bound the search ordered by.
       const double time_us = std::max(d.time_us, static_cast<double>(bound.NodeRemaining(s)) * 1e-6);
       Edge e{true, pm_.target, {}, time_us, d.max_recv_bytes, peak, d.total_bytes};
-      list_exchange(e, peak <= cap_ || exempt ? "priced" : "over the memory cap");
+      const bool large = !large_exchanges && d.messages > kMaxSearchedExchangeMessages;
+      list_exchange(e, large                      ? fmt::format("not an edge: about {} messages to build", d.messages)
+                       : peak <= cap_ || exempt ? "priced"
+                                                : "over the memory cap");
       // Where one structured collective reaches the target in no more time
       // and bytes (most into a device, and in all), the exchange is that
       // collective's messages priced one by one: only summation order tells
@@ -205,7 +210,7 @@ std::optional<std::vector<std::pair<AxisLists, Edge>>> NamedPlanner::Search(std:
           continue;
         }
       }
-      if (peak <= cap_ || exempt) {
+      if ((peak <= cap_ || exempt) && !large) {
         const Cost c = cost + e.cost();
         relax(u, target_key, node_of(target_key), pm_.target, std::move(e), c);
       }

@@ -48,8 +48,13 @@ class NamedPlanner {
   // Appends what it priced to `candidates` and counts the states it
   // expanded in `explored`; nullopt where it found no path within the cap
   // (and, past kMaxStatesExpanded states, none so far).
+  // With `large_exchanges` false, a one-step exchange of more than
+  // kMaxSearchedExchangeMessages messages (estimated) is listed, not an
+  // edge: a chosen exchange is built message by message (2^30 messages on
+  // 2^20 devices: about a minute), where structured steps are linear in
+  // devices. The caller searches again with it true where that finds no path.
   std::optional<std::vector<std::pair<AxisLists, Edge>>> Search(std::vector<PlanCandidate>& candidates,
-                                                                int64_t& explored);
+                                                                int64_t& explored, bool large_exchanges = true);
 
   // A fixed sequence of states (a baseline), as edges; nullopt if a step has no structured form.
   std::optional<std::vector<std::pair<AxisLists, Edge>>> Walk(const std::vector<AxisLists>& states);

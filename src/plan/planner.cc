@@ -170,8 +170,13 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
           }
         }
       }
-      if (mesh.source != mesh.target) found = planner.Search(result.candidates, result.states_explored);
-      else found.emplace();
+      if (mesh.source != mesh.target) {
+        // Exchanges of very many messages only where nothing else is found.
+        found = planner.Search(result.candidates, result.states_explored, /*large_exchanges=*/false);
+        if (!found) found = planner.Search(result.candidates, result.states_explored, /*large_exchanges=*/true);
+      } else {
+        found.emplace();
+      }
       // A baseline that fits the cap and the target bounds the answer.
       if (mi == 0)
         for (auto* base : {&shardy, &remat}) {
