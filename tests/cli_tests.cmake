@@ -301,8 +301,12 @@ cli_error_test(empty_dims 2 "^reshard: error: --dims: empty value. expected two 
                sh -c "exec '${R}' show --shape 4,4 --mesh x=2 --sharding \"P('x')\" --dims ''")
 cli_error_test(empty_convert_to 2 "^reshard: error: --to: empty value. expected a notation: hlo, hlo-v3"
                sh -c "exec '${R}' convert --shape 4 --mesh x=2 --sharding \"P('x')\" --to ''")
-cli_error_test(empty_repeat 2 "^reshard: error: --repeat: empty value. expected a number of runs"
+cli_error_test(empty_repeat 2 "^reshard: error: --repeat: empty value. expected an integer from 1 to 1000000"
                sh -c "exec '${R}' run --shape 4 --mesh x=2 --from \"P('x')\" --to 'P()' --repeat ''")
+# --repeat reads decimal as every integer option does (CLI11 read 0x10 as 16 and 010 as 8).
+cli_error_test(repeat_hex 2 "^reshard: error: --repeat: unexpected 'x' at column 2 of '0x10'; expected an integer from 1 to 1000000"
+               ${R} run --shape 4 --mesh x=2 --from "P('x')" --to "P()" --repeat 0x10)
+cli_test(repeat_leading_zero "\"repeat\":10" ${R} run --shape 4 --mesh x=2 --from "P('x')" --to "P()" --repeat 010 --json)
 cli_error_test(empty_backend 2 "^reshard: error: --backend: empty value. expected in-process or mpi"
                sh -c "exec '${R}' run --shape 4 --mesh x=2 --from \"P('x')\" --to 'P()' --backend ''")
 cli_error_test(empty_audit_path 2 "^reshard: error: paths: empty value. expected a file, a folder" sh -c "exec '${R}' audit ''")

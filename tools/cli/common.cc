@@ -91,7 +91,7 @@ std::string ExpectedValue(const std::string& command, const std::string& option)
       {"--intra-bandwidth-gbps", bandwidth},
       {"--copy-bandwidth-gbps", bandwidth},
       {"--emit", "hlo, jax or json"},
-      {"--repeat", "a number of runs, at least 1"},
+      {"--repeat", IntegerExpected(1, 1000000)},
       {"--threads", IntegerExpected(1, kMaxThreads) + " (leave --threads out for the hardware's count)"},
       {"--backend", "in-process or mpi"},
       {"--transport", "direct, staged or ranks"},

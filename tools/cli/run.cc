@@ -26,17 +26,19 @@
 namespace reshard::cli {
 namespace {
 
+constexpr int64_t kMaxRepeat = 1000000;
+
 struct RunOptions {
   PairOptions pair;
-  int repeat = 5;
   std::string backend = "in-process";
   // Each set when given, as given.
-  std::optional<std::string> threads, max_memory, transport;
+  std::optional<std::string> repeat, threads, max_memory, transport;
   bool priced_chunks = false;
 };
 
 // run's own flags, checked: the same answer on every rank of an MPI run.
 struct RunFlags {
+  int repeat = 5;          // timed runs after the warm-up
   int threads = 0;         // 0: the hardware's count
   int64_t max_memory = 0;  // 0: the default limit
   Transport transport = Transport::kDirect;
@@ -44,7 +46,8 @@ struct RunFlags {
 };
 
 RunFlags CheckRunFlags(const RunOptions& o) {
-  if (o.repeat < 1) throw CliError(kExitBadInput, "--repeat must be at least 1");
+  RunFlags f;
+  if (o.repeat) f.repeat = static_cast<int>(ParseInteger(*o.repeat, "--repeat", 1, kMaxRepeat));
   if (o.backend == "mpi" && o.threads)
     throw CliError(kExitBadInput,
                    "--threads applies to --backend in-process only (each MPI rank copies on one thread)");
@@ -56,7 +59,6 @@ RunFlags CheckRunFlags(const RunOptions& o) {
     throw CliError(kExitBadInput,
                    "--priced-chunks applies to --backend mpi and --transport ranks only (the per-rank step runner's "
                    "collectives)");
-  RunFlags f;
   f.priced_chunks = o.priced_chunks;
   if (o.threads) {
     try {
@@ -95,11 +97,11 @@ void RunRun(const RunOptions& o) {
 #ifdef RESHARD_HAVE_MPI
     // Everything a rank reads off its command line is checked inside RunMpi,
     // where every rank learns of any rank's error.
-    RunMpi(o.repeat, o.pair.common.json, [&o]() {
+    RunMpi(o.pair.common.json, [&o]() {
       const RunFlags f = CheckRunFlags(o);
       LayoutPair pair = LoadPair(o.pair);
       PlannerOptions planner = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
-      return MpiRequest{std::move(pair), std::move(planner), f.max_memory, f.priced_chunks};
+      return MpiRequest{std::move(pair), std::move(planner), f.max_memory, f.priced_chunks, f.repeat};
     });
     return;
 #else
@@ -166,8 +168,8 @@ void RunRun(const RunOptions& o) {
   check(stats.status());
   double best = stats->seconds;
   {
-    Progress progress(o.repeat);
-    for (int r = 0; r < o.repeat; ++r) {
+    Progress progress(flags.repeat);
+    for (int r = 0; r < flags.repeat; ++r) {
       stats = executor->Run(p, sources, targets);
       check(stats.status());
       best = r == 0 ? stats->seconds : std::min(best, stats->seconds);
@@ -179,7 +181,7 @@ void RunRun(const RunOptions& o) {
   const TagCheck tags = CheckTargets(p, results, flags.threads);
   const bool verified = tags.mismatches == 0;
   const int64_t moved = stats->bytes_moved;
-  const RunFigures f = MakeRunFigures(moved, best, MeasureMemcpyGbps(moved, flags.threads, o.repeat), verified);
+  const RunFigures f = MakeRunFigures(moved, best, MeasureMemcpyGbps(moved, flags.threads, flags.repeat), verified);
   const double gbps = f.gbps, memcpy_gbps = f.memcpy_gbps, fraction = f.fraction_of_memcpy;
   const std::vector<std::string> ops = planned->plan.OpNames();
   // Threads as ranks: each step's transport, as `--backend mpi` prints them
@@ -192,7 +194,7 @@ void RunRun(const RunOptions& o) {
                                     {"bytes_sent", stats->bytes_sent},
                                     {"peak_bytes", stats->peak_bytes},
                                     {"elements_checked", tags.checked},
-                                    {"repeat", o.repeat},
+                                    {"repeat", flags.repeat},
                                     {"transport", flags.transport == Transport::kStaged  ? "staged"
                                                   : flags.transport == Transport::kRanks ? "ranks"
                                                                                          : "direct"},
@@ -208,7 +210,7 @@ void RunRun(const RunOptions& o) {
         ops.empty()          ? std::string("a local copy")
         : transports.empty() ? fmt::format("{}", fmt::join(ops, ", "))
                              : fmt::format("{}, over {}", fmt::join(ops, ", "), fmt::join(transports, ", ")),
-        o.repeat, best, gbps,
+        flags.repeat, best, gbps,
         memcpy_gbps, 100 * fraction, FormatBytes(stats->peak_bytes));
     if (!verified) std::cout << fmt::format("{} mismatches; {}\n", tags.mismatches, tags.first_problem);
   }
@@ -222,11 +224,11 @@ void RegisterRun(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "run", "plan as plan does, execute the plan on real buffers, check every element and report the bandwidth");
   AddPairOptions(cmd, o->pair);
-  cmd->add_option("--repeat", o->repeat, "timed runs after one warm-up; the best counts")->capture_default_str();
   // Read by CheckRunFlags.
   auto text = [cmd](const char* name, std::optional<std::string>& to, const std::string& help) {
     return AddTextOption(cmd, name, to, help);
   };
+  text("--repeat", o->repeat, fmt::format("timed runs after one warm-up, 1 to {}; the best counts (default: 5)", kMaxRepeat));
   text("--threads", o->threads,
        fmt::format("in-process: copy threads, 1 to {} (default: the hardware's count)", kMaxThreads));
   cmd->add_option("--backend", o->backend,

@@ -145,7 +145,7 @@ std::string RankList(const std::vector<int>& ranks) {
 }
 
 // What the ranks must share to run together: the layouts, the planner's options, the repeat count.
-uint64_t RequestHash(const MpiRequest& r, int repeat) {
+uint64_t RequestHash(const MpiRequest& r) {
   uint64_t h = Mix(0xcbf29ce484222325ull, r.pair.source.layout.Hash());  // in order: source, then target
   h = Mix(h, r.pair.target.layout.Hash());
   h = Mix(h, static_cast<uint64_t>(r.planner.strategy));
@@ -154,7 +154,7 @@ uint64_t RequestHash(const MpiRequest& r, int repeat) {
   h = MixText(h, r.planner.topology.ToString());
   for (const Mesh& m : r.planner.meshes) h = MixText(h, m.ToString());
   h = Mix(h, r.priced_chunks ? 2 : 1);
-  return Mix(h, static_cast<uint64_t>(repeat));
+  return Mix(h, static_cast<uint64_t>(r.repeat));
 }
 
 // Collective: throws the same CliError on every rank (printed by rank 0)
@@ -276,7 +276,7 @@ bool NamesMpiRun(int argc, char** argv) {
   return run && mpi;
 }
 
-void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
+void RunMpi(bool json, const std::function<MpiRequest()>& prepare) {
   // Read before MPI_Init: whether a launcher started this process (a
   // singleton's MPI_Init may set variables of its own).
   const bool launched = LauncherRank() >= 0;
@@ -285,7 +285,8 @@ void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare) {
   std::optional<MpiRequest> request;
   Agreed(mpi, [&]() { request.emplace(prepare()); });
   // 2. ... and every rank was given the same one.
-  CheckSameOnEveryRank(mpi, RequestHash(*request, repeat));
+  CheckSameOnEveryRank(mpi, RequestHash(*request));
+  const int repeat = request->repeat;
   const Layout& source = request->pair.source.layout;
   const Layout& target = request->pair.target.layout;
   // 3. The ranks it needs, the memory and the plan: the same answer on every

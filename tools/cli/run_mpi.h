@@ -17,12 +17,13 @@ struct MpiRequest {
   PlannerOptions planner;
   int64_t max_memory = 0;  // bytes one rank's buffers may need; 0: 70% of physical memory over the ranks
   bool priced_chunks = false;  // RankOptions::priced_chunks
+  int repeat = 5;              // timed runs after the warm-up
 };
 
 // Runs a reshard over MPI_COMM_WORLD (MPI initialized and finalized here):
 // every rank calls `prepare`, checks the request (the ranks it needs, its
 // memory, that every rank was given the same one) and plans it, then fills its
-// source part with tags, runs one warm-up and `repeat` timed runs, and checks
+// source part with tags, runs one warm-up and the request's `repeat` timed runs, and checks
 // its target part exactly. Rank 0 prints the report (per rank and in total, or
 // the JSON object).
 //
@@ -33,7 +34,7 @@ struct MpiRequest {
 // failure where the other ranks would wait in a collective (creating, the
 // runs, the report) is printed by the rank that met it, prefixed with its
 // rank, and ends the job with MPI_Abort.
-void RunMpi(int repeat, bool json, const std::function<MpiRequest()>& prepare);
+void RunMpi(bool json, const std::function<MpiRequest()>& prepare);
 
 // A rank whose command line did not parse, where it names `run --backend
 // mpi` under a launcher: it joins the other ranks' first agreement (RunMpi's
