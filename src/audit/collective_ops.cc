@@ -3,7 +3,11 @@
 // the values followed.
 #include "audit/analyzer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "layout/checked_math.h"
 
 namespace reshard::audit::analysis {
 
@@ -67,6 +71,22 @@ int Analyzer::Collective(const HloComputation& c, const HloInstruction& ins, con
     return -1;
   }
   int64_t k = groups ? static_cast<int64_t>((*groups)[0].size()) : 0;
+  // The shapes must say what the collective does (a dump edited or cut
+  // wrong): an output that no such collective makes is not priced, or it
+  // would be taken as what XLA moves.
+  int64_t want = -1;  // the output's bytes, from the operands'; -1: not checked, -2: none fits
+  if (base == "all-gather" && k > 0) {
+    if (!CheckedMul(in, k, &want)) want = -2;
+  } else if (base == "reduce-scatter" && k > 0) {
+    want = in % k == 0 ? in / k : -2;
+  } else if (base == "all-to-all" || base == "collective-permute" || base == "all-reduce") {
+    want = in;
+  }
+  if (want != -1 && want != out) {
+    Issue(ins, fmt::format("its output shape ({} B) is not what {}{} makes of its operands ({} B)", out, base,
+                           k > 0 ? fmt::format(" over groups of {}", k) : std::string(), in));
+    return -1;
+  }
   std::vector<int64_t> recv(1, 0);
   if (base == "all-gather") {
     recv[0] = std::max<int64_t>(0, out - in);

@@ -63,6 +63,37 @@ TEST(Audit, FindsTheCanonicalRematerializationInHlo) {
   EXPECT_TRUE(r.not_understood.empty());
 }
 
+// A collective whose output shape is not what it makes of its operands (a
+// dump edited or cut wrong) is not priced: taken as is, this all-gather of
+// 8192 B per device into 1.6 PB was a finding saving 1.6e15 B.
+TEST(Audit, ACollectiveWhoseShapesDisagreeIsNotUnderstood) {
+  std::string text = kCanonical;
+  const std::string from = "%ag2 = f32[16,16,16]";
+  text.replace(text.find(from), from.size(), "%ag2 = f32[16,16,1600000000000]");
+  const std::string slice = "dynamic-slice(%ag2";
+  text.replace(text.find(slice), slice.size(), "dynamic-slice(%ag");  // (the slice as before, of a value no longer followed)
+  const AuditReport r = AuditOk({{"edited.hlo", text}});
+  EXPECT_TRUE(r.findings.empty());
+  EXPECT_EQ(r.xla_recv_bytes, 0);
+  ASSERT_FALSE(r.not_understood.empty());
+  EXPECT_NE(r.not_understood[0].reason.find("is not what all-gather over groups of 2 makes of its operands (8192 B)"),
+            std::string::npos)
+      << r.not_understood[0].reason;
+  // The same for an all-to-all whose output is not its operand's size, and a reduce-scatter's.
+  for (const auto& [line, edited] : std::vector<std::pair<std::string, std::string>>{
+           {"%ag = f32[8,16,16]{2,1,0} all-gather(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}",
+            "%ag = f32[8,16,16]{2,1,0} all-to-all(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}"},
+           {"%ag = f32[8,16,16]{2,1,0} all-gather(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}",
+            "%ag = f32[8,16,16]{2,1,0} reduce-scatter(%p), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,0), dimensions={2}, to_apply=%add"}}) {
+    std::string t = kCanonical;
+    t.replace(t.find(line), line.size(), edited);
+    const AuditReport e = AuditOk({{"edited.hlo", t}});
+    EXPECT_TRUE(e.findings.empty()) << edited;
+    ASSERT_FALSE(e.not_understood.empty()) << edited;
+    EXPECT_NE(e.not_understood[0].reason.find("is not what"), std::string::npos) << e.not_understood[0].reason;
+  }
+}
+
 // The same reshard as GPU modules print it: an async all-gather pair, the
 // second all-gather inside a fusion, the slice behind an async wrapper.
 TEST(Audit, FollowsAsyncPairsFusionsAndWrappers) {
