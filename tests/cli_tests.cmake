@@ -331,6 +331,11 @@ cli_test(plan_cap_at_least_plan "peak 640 B within the plan's 640 B"
 # An array of no elements moves nothing, whatever its layouts (a 0 B exchange step before); a block-cyclic source of
 # one, whose blocks along the other dim keep tiles on devices that hold no bytes, crashed verify (a shard's buffer
 # filled with no shape to fit).
+# One device: no plan mesh (its axes are all of size 1: "plan mesh " was printed empty, and "mesh":"" in JSON), and
+# no baseline of no steps (they were listed with peak 0 B beside the plan's 32).
+cli_test(plan_one_device "\\(the plan meets it\\)\nno data moves between devices\n$"
+         ${R} plan --shape 4 --mesh x=1 --from "P('x')" --to "P()")
+cli_test(plan_one_device_json "\"mesh\":null,.*\"baselines\":{}" ${R} plan --json --shape 4 --mesh x=1 --from "P('x')" --to "P()")
 cli_test(plan_zero_size_no_steps "\\(nothing to do\\)" ${R} plan --shape 0 --mesh x=4 --from "P('x')" --to "P()")
 cli_test(verify_zero_size_block_cyclic "^verified: 0 elements on 3 devices arrived exactly after 0 steps"
          ${R} verify --shape 3,0 --mesh x=3 --from "blockcyclic(block=[2,1], grid=[3,1])" --to "P()")

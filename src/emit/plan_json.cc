@@ -109,7 +109,7 @@ Json PlanJson(const PlanResult& r, const JsonOptions& o) {
       {"shape", src.shape()},
       {"dtype", std::string(DTypeName(src.dtype()))},
       {"devices", plan.devices().size()},
-      {"mesh", plan.mesh() ? Json(plan.mesh()->ToString()) : Json(nullptr)},
+      {"mesh", plan.mesh() && plan.mesh()->num_axes() > 0 ? Json(plan.mesh()->ToString()) : Json(nullptr)},  // (one device: no axes)
       {"steps", steps},
       {"stats",
        {{"collectives", t.collectives},

@@ -160,11 +160,13 @@ Result<PlanResult> PlanReshard(const Layout& source, const Layout& target, const
             return std::make_pair(ops, collectives);
           };
           const int64_t devices = static_cast<int64_t>(source.devices().size());
-          if (remat) {
+          // (A baseline of no steps, where the layouts agree on the plan
+          // mesh, does not apply: left out.)
+          if (remat && !remat->empty()) {
             auto [ops, n] = ops_of(*remat);
             result.baselines.push_back(BaselineOf("full_rematerialization", planner.Price(*remat, "baseline"), devices, n, ops));
           }
-          if (shardy) {
+          if (shardy && !shardy->empty()) {
             auto [ops, n] = ops_of(*shardy);
             result.baselines.push_back(BaselineOf("shardy", planner.Price(*shardy, "baseline"), devices, n, ops));
           }

@@ -375,7 +375,7 @@ void RunPlan(const PlanCliOptions& o) {
   out << fmt::format("  from {}   [{}]\n  to   {}   [{}]\n", o.pair.from, NotationName(pair.source.notation), o.pair.to,
                      NotationName(pair.target.notation));
   out << fmt::format("  topology {}\n", options.topology.ToString());
-  if (plan.mesh()) out << fmt::format("  plan mesh {}\n", plan.mesh()->ToString());
+  if (plan.mesh() && plan.mesh()->num_axes() > 0) out << fmt::format("  plan mesh {}\n", plan.mesh()->ToString());
   out << "\nsteps:\n";
   int step_no = 0;
   for (const PlanStep& s : plan.steps()) {
@@ -429,12 +429,11 @@ void RunPlan(const PlanCliOptions& o) {
                                                       : "full rematerialization (XLA's fallback)",
                        FormatBytes(b.max_recv_bytes), FormatBytes(b.total_bytes), Plural(b.collectives, "collective"),
                        fmt::join(b.ops, ", "), FormatBytes(b.peak_bytes), b.time_us);
+  if (t.total_bytes == 0) out << "no data moves between devices\n";
   for (const BaselineCost& b : r.baselines) {
     if (b.name != "full_rematerialization") continue;
     if (t.total_bytes > 0 && t.total_bytes < b.total_bytes)
       out << fmt::format("{:.1f}x less traffic than full rematerialization\n", Ratio(b.total_bytes, t.total_bytes));
-    else if (t.total_bytes == 0)
-      out << "no data moves between devices\n";
   }
   if (r.memory_cap_lifted)
     out << "memory cap: none (no plan fits the default cap; see --explain)\n";
