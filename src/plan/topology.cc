@@ -5,6 +5,8 @@
 #include <limits>
 #include <fmt/format.h>
 
+#include "layout/checked_math.h"
+
 namespace reshard {
 namespace {
 
@@ -13,7 +15,8 @@ Result<int64_t> ParsePositive(std::string_view text, size_t& pos) {
   const size_t start = pos;
   int64_t v = 0;
   while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
-    if (v > (int64_t{1} << 40)) return Status::InvalidArgument(fmt::format("number too large at column {}", start + 1));
+    if (v > (int64_t{1} << 40))
+      return Status::InvalidArgument(fmt::format("number too large at column {} of '{}'", start + 1, text));
     v = v * 10 + (text[pos] - '0');
     ++pos;
   }
@@ -57,8 +60,14 @@ Result<Topology> Topology::Parse(std::string_view text) {
     while (true) {
       if (dims.size() == 3)
         return Status::InvalidArgument(fmt::format("a torus has at most 3 dims: '{}' goes on at column {}", text, pos + 1));
+      const size_t at = pos;
       RESHARD_ASSIGN_OR_RETURN(int64_t k, ParsePositive(text, pos));
       dims.push_back(k);
+      int64_t size = 1;  // (the hop arithmetic takes the torus's size in int64)
+      for (int64_t d : dims)
+        if (!CheckedMul(size, d, &size))
+          return Status::InvalidArgument(
+              fmt::format("the torus's size overflows int64 at column {} of '{}'", at + 1, text));
       if (pos == text.size()) break;
       if (text[pos] != 'x')
         return Status::InvalidArgument(fmt::format("expected 'x' at column {} of '{}'", pos + 1, text));
