@@ -80,6 +80,9 @@ cli_test(plan_65536_devices "all-to-all over {x} \\(1 group of 65536\\)"
 cli_test(verify_collectives "^verified: 60 elements on 8 devices arrived exactly after"
          ${R} verify --shape 10,6 --mesh x=4,y=2 --from "P('x')" --to "P(('x','y'))" --for jax-cpu)
 cli_exit_test(bad_topology 2 ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology ring:4)
+# An array whose bytes overflow int64 is --shape's error (with --dtype's element size), not the layout's.
+cli_error_test(shape_bytes_overflow 2 "^reshard: error: --shape: the array's byte size overflows int64 at dimension 0 of '2305843009213693952' \\(8 bytes an element\\)"
+               ${R} plan --shape 2305843009213693952 --dtype f64 --mesh x=4 --from "P('x')" --to "P()")
 # A torus whose size overflows int64 is refused (it was taken, and priced at 10^17 us).
 cli_error_test(topology_torus_overflow 2 "--topology: the torus's size overflows int64 at column 18 of 'torus:4294967296x4294967296'"
                ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology torus:4294967296x4294967296)

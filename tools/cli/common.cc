@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 
+#include "layout/checked_math.h"
 #include "reshard/executor.h"
 #include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
@@ -419,6 +420,17 @@ DType ParseDTypeOrThrow(const std::string& text) {
   return *t;
 }
 
+ArrayType ParseArrayType(const CommonOptions& o) {
+  ArrayType a{ParseShape(o.shape), ParseDTypeOrThrow(o.dtype)};
+  int64_t bytes = ByteSize(a.dtype);
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    if (!CheckedMul(bytes, a.shape[d], &bytes))
+      throw CliError(kExitBadInput, fmt::format("--shape: the array's byte size overflows int64 at dimension {} of '{}' "
+                                                "({} bytes an element)",
+                                                d, Short(o.shape), ByteSize(a.dtype)));
+  return a;
+}
+
 std::optional<Mesh> BuildMesh(const std::string& mesh_text, const std::string& devices_text, const std::string& option) {
   std::vector<int64_t> ids;
   if (!devices_text.empty()) {  // given (an empty value is refused as it is read)
@@ -525,8 +537,9 @@ PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, 
 }
 
 LayoutPair LoadPair(const PairOptions& o) {
-  const std::vector<int64_t> shape = ParseShape(o.common.shape);
-  const DType dtype = ParseDTypeOrThrow(o.common.dtype);
+  const ArrayType array = ParseArrayType(o.common);
+  const std::vector<int64_t>& shape = array.shape;
+  const DType dtype = array.dtype;
   const std::optional<Mesh> from_mesh =
       BuildMesh(o.from_mesh.empty() ? o.common.mesh : o.from_mesh, o.common.devices, "--from-mesh");
   const std::optional<Mesh> to_mesh = BuildMesh(o.to_mesh.empty() ? o.common.mesh : o.to_mesh, o.common.devices, "--to-mesh");

@@ -101,6 +101,13 @@ int64_t ParseByteSize(const std::string& text, const std::string& option);
 // "16,16,16" -> {16,16,16}; "" or "[]" -> rank 0. Throws CliError(2).
 std::vector<int64_t> ParseShape(const std::string& text);
 DType ParseDTypeOrThrow(const std::string& text);
+// --shape and --dtype together: the array's bytes must fit int64 (else the
+// layouts' own check would blame the layout text).
+struct ArrayType {
+  std::vector<int64_t> shape;
+  DType dtype;
+};
+ArrayType ParseArrayType(const CommonOptions& o);
 // --mesh text with --devices ids applied; --devices alone gives a one-axis mesh.
 std::optional<Mesh> BuildMesh(const std::string& mesh_text, const std::string& devices_text, const std::string& option);
 // Throws CliError(2) naming the option on failure.

@@ -74,8 +74,9 @@ std::optional<std::string> PrintAsWritten(const NamedSharding& s, Notation to) {
 }
 
 void RunConvert(const ConvertOptions& o) {
-  const std::vector<int64_t> shape = ParseShape(o.common.shape);
-  const DType dtype = ParseDTypeOrThrow(o.common.dtype);
+  const ArrayType array = ParseArrayType(o.common);
+  const std::vector<int64_t>& shape = array.shape;
+  const DType dtype = array.dtype;
   Result<Notation> to = ParseNotationName(o.to);
   ThrowIfError(to.status(), "--to");
   const std::optional<Mesh> given = BuildMesh(o.common.mesh, o.common.devices, "--mesh");

@@ -182,8 +182,9 @@ void RunShow(const ShowOptions& o) {
   if (o.common.json && !o.dims.empty())
     throw CliError(kExitBadInput,
                    "--dims conflicts with --json: it picks the dims of the picture, which --json leaves out");
-  const std::vector<int64_t> shape = ParseShape(o.common.shape);
-  const DType dtype = ParseDTypeOrThrow(o.common.dtype);
+  const ArrayType array = ParseArrayType(o.common);
+  const std::vector<int64_t>& shape = array.shape;
+  const DType dtype = array.dtype;
   const std::optional<Mesh> mesh = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
   const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, mesh, "--sharding");
   const Layout& l = p.layout;
