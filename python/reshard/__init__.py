@@ -32,7 +32,7 @@ Example, the canonical case::
 """
 from __future__ import annotations
 
-import re
+import operator
 from typing import Iterable, Optional, Sequence, Union
 
 from . import _core
@@ -75,6 +75,8 @@ def dtype_name(dtype) -> str:
     """The XLA element type name for `dtype`: an XLA name ("f32", "bf16"), a numpy or JAX dtype,
     or a type such as numpy.float32. Other types of 1, 2, 4, 8 or 16 bytes (float8, int4 as JAX
     stores them) plan as the unsigned type of that size: only byte counts matter to a plan."""
+    if dtype is None:  # (numpy reads None as float64)
+        raise TypeError("dtype: expected an element type, got None")
     if isinstance(dtype, str) and dtype in _XLA_VALUES:
         return dtype
     if isinstance(dtype, str) and dtype in _XLA_NAMES:  # "bfloat16" reads without ml_dtypes loaded
@@ -107,7 +109,27 @@ def parse(text: str, shape: Sequence[int], dtype="f32", mesh: MeshLike = None) -
     """Reads a sharding in any notation (detected from the text; see NOTATIONS) for an array of
     `shape`. `mesh` supplies the axes for JAX and DTensor text, the devices for {replicated}, and
     the device order for block-cyclic layouts. Raises ValueError with the column on bad text."""
-    return _core.parse(text, [int(n) for n in shape], dtype_name(dtype), parse_mesh(mesh))
+    return _core.parse(text, _shape(shape), dtype_name(dtype), parse_mesh(mesh))
+
+
+def _shape(shape) -> list[int]:
+    """A shape as a list of ints: a sequence of ints (numpy integers too), never a string, a bool or
+    a float (TypeError: int() would read '16' as [1, 6] and 4.7 as 4); dims past int64 are
+    ValueError, as the library's own overflow checks are."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise TypeError("shape: expected a sequence of ints, got %s" % type(shape).__name__)
+    out = []
+    for n in shape:
+        if isinstance(n, bool):
+            raise TypeError("shape: expected ints, got bool")
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError("shape: expected ints, got %s" % type(n).__name__) from None
+        if not 0 <= n < 1 << 63:
+            raise ValueError("shape: %d is not a dim size from 0 to 2^63-1" % n)
+        out.append(n)
+    return out
 
 
 def _layout(x: LayoutLike, what: str) -> Layout:
@@ -125,36 +147,41 @@ def show(layout: LayoutLike) -> dict:
 
 
 def convert(layout: LayoutLike, notation: str, mesh: MeshLike = None) -> str:
-    """The layout as text in `notation` ("hlo", "hlo-v3", "jax", "shardy", "dtensor"). JAX,
-    Shardy and DTensor need a mesh (a ParsedLayout's own mesh is used when none is given).
-    Raises NotImplementedError when the notation cannot state the layout."""
+    """The layout as text in `notation` ("hlo", "hlo-v3", "jax", "shardy", "dtensor"). A
+    ParsedLayout converts as `reshard convert` converts its text (the library's ConvertLayout): over
+    the mesh given to parse() (or the same one here), else the text's own, else one read off an HLO
+    tile assignment; named texts keep their axes as written (size-1 axes too), HLO text its form.
+    A Layout, or a ParsedLayout over another mesh given here, prints over that mesh (JAX, Shardy
+    and DTensor need one). Raises NotImplementedError when the notation cannot state the layout."""
     m = parse_mesh(mesh)
+    if isinstance(layout, ParsedLayout) and (m is None or m == layout.given_mesh):
+        return layout.convert(notation)[0]
     if m is None and isinstance(layout, ParsedLayout):
         m = layout.mesh
     return _layout(layout, "layout").to_text(notation, m)
 
 
-_UNITS = {"": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20, "G": 1 << 30, "GiB": 1 << 30}
-
 
 def _bytes(value) -> int:
+    """memory_cap= as a byte count: None (the default), an int, or text read by the library's one
+    parser of byte counts (the CLI's --memory-cap)."""
     if value is None:
         return 0
     if isinstance(value, bool):
         raise TypeError("memory_cap: expected bytes (int or text such as '64K'), got bool")
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError("memory_cap: %d is not a byte count >= 1" % value)
-        return value
     if isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
-        if not m or m.group(2) not in _UNITS:
-            raise ValueError("memory_cap: %r is not a byte count such as 65536, 64K, 1.5M or 2G" % value)
-        n = int(float(m.group(1)) * _UNITS[m.group(2)])
-        if n < 1:
-            raise ValueError("memory_cap: %r is less than one byte" % value)
-        return n
-    raise TypeError("memory_cap: expected bytes (int or text such as '64K'), got %s" % type(value).__name__)
+        try:
+            return _core.parse_byte_count(value)
+        except ValueError as e:
+            raise ValueError("memory_cap: %s" % e) from None
+    try:
+        n = operator.index(value)  # an int, a numpy integer
+    except TypeError:
+        raise TypeError("memory_cap: expected bytes (int or text such as '64K'), got %s"
+                        % type(value).__name__) from None
+    if not 1 <= n <= _core.MAX_BYTE_COUNT:
+        raise ValueError("memory_cap: %d is not a byte count from 1 to 2^62" % n)
+    return n
 
 
 def plan(source: LayoutLike, target: LayoutLike, *, strategy: str = "auto", topology: str = "flat",
@@ -177,20 +204,29 @@ def plan(source: LayoutLike, target: LayoutLike, *, strategy: str = "auto", topo
     .stats, .lower_bound, .baselines, .modeled_time_us, .emit("hlo" | "jax" | "json").
     Raises ValueError for mismatched layouts or a cap no plan fits, NotImplementedError when the
     backend lacks every collective that could move the data."""
+    if isinstance(meshes, (str, Mesh)):  # one mesh, not a sequence of its characters
+        meshes = [meshes]
     ms = [parse_mesh(m) for m in meshes]
     for side in (source, target):
         if isinstance(side, ParsedLayout):
             ms.extend(side.meshes)
     return _core.plan(_layout(source, "source"), _layout(target, "target"), strategy=strategy,
                       topology=topology, backend=backend, memory_cap=_bytes(memory_cap),
-                      bandwidth_only=bool(bandwidth_only), meshes=[m for m in ms if m is not None])
+                      bandwidth_only=_flag(bandwidth_only, "bandwidth_only"), meshes=[m for m in ms if m is not None])
+
+
+def _flag(value, what: str) -> bool:
+    """A bool (a numpy bool too); not any value's truth ('False' is true)."""
+    if type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise TypeError("%s: expected a bool, got %s" % (what, type(value).__name__))
 
 
 def lower_bound(source: LayoutLike, target: LayoutLike) -> dict:
     """What any plan from `source` to `target` must receive, from the layouts alone:
     {"max_recv_bytes": into the busiest device, "total_bytes": into all devices}. Where a layout
     carries a pending reduction (DTensor Partial, JAX unreduced axes) it counts what combining the
-    partial values needs (docs/cost_model.md#partial-sums); such layouts are not planned yet."""
+    partial values needs (docs/cost_model.md#partial-sums)."""
     return _core.lower_bound(_layout(source, "source"), _layout(target, "target"))
 
 

@@ -157,6 +157,19 @@ class ParsedLayout:
         meshes for the planner: the text's mesh, then those an HLO tile assignment suggests
         """
 
+    @property
+    def text(self) -> str:
+        """the text it was read from"""
+
+    @property
+    def given_mesh(self) -> Mesh | None:
+        """the mesh given to parse(), if any"""
+
+    def convert(self, notation: str) -> tuple[str, Mesh | None]:
+        """
+        (text, mesh): the text in `notation` as `reshard convert` prints it, over the mesh given to parse() (else the text's own, else one read off an HLO tile assignment), and that mesh for named output. NotImplementedError where the notation cannot state the layout.
+        """
+
 def parse(text: str, shape: Sequence[int], dtype: str = 'f32', mesh: Mesh | None = None) -> ParsedLayout:
     """
     Reads a sharding in any notation (detected from the text). Raises ValueError with the column on bad text.
@@ -192,6 +205,8 @@ class NamedSharding:
     def to_text(self, syntax: str = 'jax') -> str: ...
 
     def __eq__(self, arg: object, /) -> bool: ...
+
+    def __hash__(self) -> int: ...
 
     def __repr__(self) -> str: ...
 
@@ -362,6 +377,13 @@ def lower_bound(source: Layout, target: Layout) -> dict:
     """
     What any plan must receive, from the layouts alone: {'max_recv_bytes', 'total_bytes'}. Where a layout carries a pending reduction, the bound counts what combining partial values needs (docs/cost_model.md).
     """
+
+def parse_byte_count(text: str) -> int:
+    """
+    A byte count as the CLI's --memory-cap reads it: '65536', '64K', '1.5M', '2G', '1T' (KiB..TiB too); ValueError naming the column.
+    """
+
+MAX_BYTE_COUNT: int = 4611686018427387904
 
 def plan(source: Layout, target: Layout, strategy: str = 'auto', topology: str = 'flat', backend: str = 'any', memory_cap: int = 0, bandwidth_only: bool = False, meshes: Sequence[Mesh] = []) -> PlanResult:
     """

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "reshard/convert.h"
 #include "reshard/hlo_text.h"
 #include "reshard/layout.h"
 #include "reshard/mesh.h"
@@ -35,6 +36,8 @@ using AxisSpec = std::variant<std::string, std::tuple<std::string, int64_t, int6
 struct Parsed {
   ParsedLayout parsed;
   std::vector<Mesh> meshes;
+  std::string text;                // as given to parse(), for convert (ConvertLayout reads the text as written)
+  std::optional<Mesh> given_mesh;  // the mesh given to parse()
 };
 
 DType ToDType(const std::string& name) { return Unwrap(ParseDType(name)); }
@@ -204,7 +207,13 @@ void BindLayout(nb::module_& m) {
       .def(
           "to_text",
           [](const Layout& l, const std::string& notation, const std::optional<Mesh>& mesh) {
-            return Unwrap(PrintLayout(l, Unwrap(ParseNotationName(notation)), mesh));
+            const Notation to = Unwrap(ParseNotationName(notation));
+            Result<std::string> text = PrintLayout(l, to, mesh);
+            // (As `reshard convert` takes it: a layout the notation cannot state over this mesh.)
+            if (!text.ok() && text.status().code() == Status::Code::kInvalidArgument)
+              Raise(Status::NotSupported(std::string("cannot state this layout in ") + std::string(NotationName(to)) +
+                                         " notation: " + text.status().message()));
+            return Unwrap(std::move(text));
           },
           nb::arg("notation"), nb::arg("mesh") = nb::none(),
           "the layout in a notation ('hlo', 'hlo-v3', 'jax', 'shardy', 'dtensor'); JAX, Shardy and DTensor need "
@@ -224,13 +233,27 @@ void BindLayout(nb::module_& m) {
       .def_prop_ro("notation", [](const Parsed& p) { return std::string(NotationName(p.parsed.notation)); })
       .def_prop_ro("mesh", [](const Parsed& p) { return p.parsed.mesh; }, "the mesh the text was stated over, if any")
       .def_prop_ro("meshes", [](const Parsed& p) { return p.meshes; },
-                   "meshes for the planner: the text's mesh, then those an HLO tile assignment suggests");
+                   "meshes for the planner: the text's mesh, then those an HLO tile assignment suggests")
+      .def_prop_ro("text", [](const Parsed& p) { return p.text; }, "the text it was read from")
+      .def_prop_ro("given_mesh", [](const Parsed& p) { return p.given_mesh; }, "the mesh given to parse(), if any")
+      .def(
+          "convert",
+          [](const Parsed& p, const std::string& notation) {
+            const ConvertedLayout c =
+                Unwrap(ConvertLayout(p.text, p.parsed.layout.shape(), p.parsed.layout.dtype(), p.given_mesh,
+                                     Unwrap(ParseNotationName(notation))));
+            return nb::make_tuple(c.text, c.mesh);
+          },
+          nb::arg("notation"),
+          "(text, mesh): the text in `notation` as `reshard convert` prints it, over the mesh given to parse() "
+          "(else the text's own, else one read off an HLO tile assignment), and that mesh for named output. "
+          "NotImplementedError where the notation cannot state the layout.");
 
   m.def(
       "parse",
       [](const std::string& text, const std::vector<int64_t>& shape, const std::string& dtype,
          const std::optional<Mesh>& mesh) {
-        Parsed p{Unwrap(ParseLayout(text, shape, ToDType(dtype), mesh)), {}};
+        Parsed p{Unwrap(ParseLayout(text, shape, ToDType(dtype), mesh)), {}, text, mesh};
         if (mesh) p.meshes.push_back(*mesh);
         if (p.parsed.mesh && !(mesh && *mesh == *p.parsed.mesh)) p.meshes.push_back(*p.parsed.mesh);
         if (p.parsed.notation == Notation::kHlo) {
@@ -291,6 +314,11 @@ void BindLayout(nb::module_& m) {
           },
           nb::arg("syntax") = "jax")
       .def("__eq__", [](const NamedSharding& a, const NamedSharding& b) { return a == b; }, nb::is_operator())
+      // Equal shardings print alike (their text is a function of what == compares).
+      .def("__hash__",
+           [](const NamedSharding& s) {
+             return std::hash<std::string>()(PrintNamedText(NamedTextOf(s, NamedText::Syntax::kShardy, true)));
+           })
       .def("__repr__", [](const NamedSharding& s) {
         return "<reshard.NamedSharding " + PrintNamedText(NamedTextOf(s, NamedText::Syntax::kShardy, true)) + ">";
       });

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "reshard/byte_count.h"
 #include "reshard/collective_plan.h"
 #include "reshard/emit.h"
 #include "reshard/exchange.h"
@@ -389,6 +390,11 @@ void BindPlan(nb::module_& m) {
       nb::arg("source"), nb::arg("target"),
       "What any plan must receive, from the layouts alone: {'max_recv_bytes', 'total_bytes'}. Where a layout "
       "carries a pending reduction, the bound counts what combining partial values needs (docs/cost_model.md).");
+  m.def(
+      "parse_byte_count", [](const std::string& text) { return Unwrap(ParseByteCount(text)); }, nb::arg("text"),
+      "A byte count as the CLI's --memory-cap reads it: '65536', '64K', '1.5M', '2G', '1T' (KiB..TiB too); "
+      "ValueError naming the column.");
+  m.attr("MAX_BYTE_COUNT") = kMaxByteCount;
 }
 
 }  // namespace reshard::python

@@ -125,6 +125,90 @@ def test_plan_options():
         reshard.plan(src, dst, memory_cap="lots")
 
 
+def _cli(*args):
+    """The CLI's answer, where the build has one (the test command builds it): None otherwise."""
+    import os
+    import subprocess
+    exe = os.environ.get("RESHARD_CLI") or os.path.join(os.path.dirname(__file__), "..", "..", "build", "reshard")
+    if not os.path.exists(exe):
+        return None
+    r = subprocess.run([exe, *args], capture_output=True, text=True)
+    return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+
+def test_byte_counts_are_the_clis():
+    """memory_cap= is read by the library's one parser of byte counts, the CLI's --memory-cap:
+    before, Python read text through a float (9007199254740993 lost its last byte, 2^62 + 1 became
+    2^62), took ints up to 2^63 - 1 (as 'no cap'), and refused '1T' that the CLI takes."""
+    src, dst = _canonical()
+    for text, want in [("9007199254740993", 9007199254740993), ("1T", 1 << 40), ("4TiB", 4 << 40), ("0.5K", 512),
+                       ("1.5M", 3 << 19)]:
+        assert reshard._core.parse_byte_count(text) == want
+        if want >= 1 << 16:
+            assert reshard.plan(src, dst, memory_cap=text).memory_cap_bytes == want
+    assert reshard.plan(src, dst, memory_cap=np.int64(8192)).memory_cap_bytes == 8192
+    for bad, why in [("4611686018427387905", "more than 2\\^62"), (" 64K", "column 1"), ("64 K", "unknown unit"),
+                     (".5K", "column 1"), ("1.9999", "not a whole number"), ("0.4", "not a whole number"), ("", "empty")]:
+        with pytest.raises(ValueError, match="memory_cap: .*" + why):
+            reshard.plan(src, dst, memory_cap=bad)
+        cli = _cli("plan", "--shape", "16,16,16", "--mesh", "x=4,y=2", "--from", SRC, "--to", DST, "--memory-cap", bad)
+        if cli is not None:  # the same message after the option's name
+            assert cli[0] == 2 and cli[2].split("--memory-cap: ", 1)[1] in str(
+                pytest.raises(ValueError, reshard.plan, src, dst, memory_cap=bad).value), (bad, cli)
+    for bad in (2 ** 62 + 1, 2 ** 63 - 1, 0, -1):
+        with pytest.raises(ValueError, match="from 1 to 2\\^62"):
+            reshard.plan(src, dst, memory_cap=bad)
+    with pytest.raises(TypeError):
+        reshard.plan(src, dst, memory_cap=1.5)
+
+
+def test_arguments_of_the_wrong_type_are_type_errors():
+    """Never read through int() or truth: a shape of floats was truncated (4.7 -> 4), a string
+    read digit by digit ('16' -> [1, 6]), bandwidth_only='False' was true, dtype=None was f64."""
+    for shape in [(4.7,), "16", (True,), None, 16]:
+        with pytest.raises(TypeError):
+            reshard.parse("P('x')", shape, mesh="x=4")
+    with pytest.raises(ValueError, match="2\\^63"):
+        reshard.parse("P('x')", (2 ** 63,), mesh="x=4")
+    assert reshard.parse("P('x')", (np.int64(8),), mesh="x=4").layout.shape == [8]
+    with pytest.raises(TypeError):
+        reshard.parse("P('x')", (8,), dtype=None, mesh="x=4")
+    src, dst = _canonical()
+    for flag in ("False", 0, None):
+        with pytest.raises(TypeError):
+            reshard.plan(src, dst, bandwidth_only=flag)
+    assert reshard.plan(src, dst, bandwidth_only=np.bool_(True), backend="jax-cpu").op_names == ["all-to-all"]
+    # One mesh given as meshes= is one mesh, not a sequence of characters.
+    assert reshard.plan(src, dst, meshes="x=4,y=2").op_names == reshard.plan(src, dst, meshes=["x=4,y=2"]).op_names
+
+
+def test_convert_is_the_clis():
+    """A parsed layout converts as `reshard convert` converts its text (ConvertLayout): size-1
+    axes kept (P('w', None) on w=1,x=2 printed P(None, None)), an HLO iota stays an iota, an HLO
+    text without a mesh converts over the mesh its tile assignment suggests; a layout a notation
+    cannot state is NotImplementedError (it was ValueError)."""
+    cases = [("P('w', None)", (4, 4), "x=2,w=1", "jax"), ("{devices=[2,3]<=[2,3]T(1,0)}", (4, 6), None, "hlo"),
+             ("{devices=[2,2]0,1,2,3}", (4, 4), None, "hlo"), ("{devices=[2,3]<=[2,3]T(1,0)}", (4, 6), None, "jax"),
+             ("P('x', 'y')", (4, 6), "x=2,y=3", "shardy"), ("P('x', 'y')", (4, 6), "x=2,y=3", "dtensor")]
+    for text, shape, mesh, to in cases:
+        got = reshard.convert(reshard.parse(text, shape, mesh=mesh), to)
+        args = ["convert", "--shape", ",".join(map(str, shape)), "--sharding", text, "--to", to]
+        cli = _cli(*args, *(["--mesh", mesh] if mesh else []))
+        if cli is not None:
+            assert cli[0] == 0 and cli[1] == got, (text, to, cli, got)
+    assert reshard.convert(reshard.parse("P('w', None)", (4, 4), mesh="x=2,w=1"), "jax") == "P('w', None)"
+    assert reshard.convert(reshard.parse("{devices=[2,3]<=[2,3]T(1,0)}", (4, 6)), "hlo") == "{devices=[2,3]<=[2,3]T(1,0)}"
+    assert reshard.convert(reshard.parse("{devices=[2,2]0,1,2,3}", (4, 4)), "hlo") == "{devices=[2,2]0,1,2,3}"
+    with pytest.raises(NotImplementedError, match="cannot state this layout in jax notation"):
+        reshard.convert(reshard.parse("blockcyclic(block=[2], grid=[2])", (8,), mesh="x=2"), "jax")
+
+
+def test_named_sharding_hash_agrees_with_equality():
+    mesh = reshard.Mesh([("x", 4), ("y", 2)])
+    a, b = reshard.NamedSharding(mesh, [["y"], [], ["x"]]), reshard.NamedSharding(mesh, [["y"], [], ["x"]])
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+
 def test_emit():
     src, dst = _canonical()
     p = reshard.plan(src, dst, backend="jax-cpu")
@@ -226,8 +310,8 @@ def test_partial_sums_layouts_bound_and_plans():
     assert "reduce-scatter(" in p.emit("hlo") and "psum_scatter" in p.emit("jax")
     avg = reshard.parse('[Partial("avg"), Shard(0)]', (16, 16), mesh=mesh)
     assert avg.layout.reduce_op == "avg"
-    with pytest.raises(ValueError):
-        reshard.convert(avg, "jax", mesh)  # unreduced axes hold sums only
+    with pytest.raises(NotImplementedError):
+        reshard.convert(avg, "jax", mesh)  # unreduced axes hold sums only (the CLI's exit 1)
     # A target with a pending reduction: one reducing exchange. A plain source is routed tile by
     # tile: each x quarter of rows into the target part (x coordinate) whose devices hold it, so
     # every row stays where it is (0 B, the bound) and each device holds zeros in the other 12 of

@@ -13,6 +13,7 @@
 #include <new>
 
 #include "layout/checked_math.h"
+#include "reshard/byte_count.h"
 #include "reshard/executor.h"
 #include "reshard/hlo_text.h"
 #include "reshard/named_text.h"
@@ -362,49 +363,9 @@ double ParseNumber(const std::string& text, const std::string& option, double lo
 }
 
 int64_t ParseByteSize(const std::string& text, const std::string& option) {
-  const std::string expected = std::string("expected ") + kByteCountExpected;
-  if (text.empty()) throw CliError(kExitBadInput, fmt::format("{}: empty value; {}", option, expected));
-  size_t i = 0;
-  int64_t whole = 0;
-  bool huge = false;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i)
-    huge = huge || __builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, text[i] - '0', &whole);
-  if (i == 0)
-    throw CliError(kExitBadInput, fmt::format("{}: unexpected {}; {}", option, CharacterAt(text, 0), expected));
-  std::string fraction;  // the digits after the point
-  if (i < text.size() && text[i] == '.') {
-    const size_t point = i++;
-    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) fraction += text[i];
-    if (i == point + 1)
-      throw CliError(kExitBadInput, fmt::format("{}: unexpected {}; {}", option, CharacterAt(text, i), expected));
-  }
-  const std::string unit = text.substr(i);
-  int shift = 0;
-  if (unit.empty())
-    shift = 0;
-  else if (unit == "K" || unit == "KiB")
-    shift = 10;
-  else if (unit == "M" || unit == "MiB")
-    shift = 20;
-  else if (unit == "G" || unit == "GiB")
-    shift = 30;
-  else if (unit == "T" || unit == "TiB")
-    shift = 40;
-  else
-    throw CliError(kExitBadInput, fmt::format("{}: unknown unit '{}' at column {} of '{}' (expected K, M, G or T)",
-                                              option, Short(unit), i + 1, Short(text)));
-  if (unit.empty() && fraction.find_first_not_of('0') != std::string::npos)
-    throw CliError(kExitBadInput, fmt::format("{}: '{}' is not a whole number of bytes", option, Short(text)));
-  if (huge || whole > (kMaxByteCount >> shift))
-    throw CliError(kExitBadInput, fmt::format("{}: '{}' is more than 2^62 bytes (4 EiB)", option, Short(text)));
-  // The fraction's whole bytes, floor(0.d1d2... * 2^shift), from the last digit back (each step exact).
-  int64_t part = 0;
-  for (size_t k = fraction.size(); k-- > 0;) part = (part + (fraction[k] - '0') * (int64_t{1} << shift)) / 10;
-  const int64_t bytes = (whole << shift) + part;
-  if (bytes < 1) throw CliError(kExitBadInput, fmt::format("{}: '{}' is less than 1 byte", option, Short(text)));
-  if (bytes > kMaxByteCount)
-    throw CliError(kExitBadInput, fmt::format("{}: '{}' is more than 2^62 bytes (4 EiB)", option, Short(text)));
-  return bytes;
+  Result<int64_t> bytes = ParseByteCount(text);
+  if (!bytes.ok()) throw CliError(kExitBadInput, option + ": " + bytes.status().message());
+  return *bytes;
 }
 
 std::vector<int64_t> ParseShape(const std::string& text) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "reshard/byte_count.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
 
@@ -79,7 +80,6 @@ void RefuseEmptyValues(CLI::App& app);
 // What an option takes, as its errors say it: "a number from 0 to 1000000".
 std::string IntegerExpected(int64_t lo, int64_t hi);
 std::string NumberExpected(double lo, double hi);
-inline constexpr const char* kByteCountExpected = "a byte count such as 65536, 64K, 1.5M or 2G";
 
 // `text` as error messages quote it: at most 100 characters ("..." where cut),
 // bytes that are not UTF-8 as '?'.
@@ -91,12 +91,9 @@ int64_t ParseInteger(const std::string& text, const std::string& option, int64_t
 // A finite decimal number in [lo, hi]: "0.5", "25", "1e3". No sign, inf or
 // nan. Throws CliError(2) naming `option`.
 double ParseNumber(const std::string& text, const std::string& option, double lo, double hi);
-// The one parser of byte counts (--memory-cap, --max-memory): "65536", "64K",
-// "1.5M", "2G", "1T" (binary units; KiB, MiB, GiB, TiB too), rounded down to a
-// whole byte where a unit is given; without a unit, a whole number. At least 1
-// byte, at most kMaxByteCount. Throws CliError(2) naming `option`, the text
-// and the column.
-inline constexpr int64_t kMaxByteCount = int64_t{1} << 62;
+// A byte count (--memory-cap, --max-memory), read by the library's one parser
+// (reshard/byte_count.h). Throws CliError(2) naming `option`, the text and the
+// column.
 int64_t ParseByteSize(const std::string& text, const std::string& option);
 // "16,16,16" -> {16,16,16}; "" or "[]" -> rank 0. Throws CliError(2).
 std::vector<int64_t> ParseShape(const std::string& text);

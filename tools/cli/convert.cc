@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "reshard/hlo_text.h"
-#include "reshard/named_text.h"
+#include "reshard/convert.h"
 
 namespace reshard::cli {
 namespace {
@@ -18,133 +17,27 @@ struct ConvertOptions {
   std::string to;
 };
 
-// The named sharding a JAX, Shardy or V3 text states over `mesh`, with only
-// its axes (no '?', priorities or replicated={...}); nullopt for other texts,
-// or when the text is stated over another mesh.
-std::optional<NamedSharding> SourceNamed(const ConvertOptions& o, const ParsedLayout& p, const std::optional<Mesh>& given,
-                                         const Mesh& mesh, size_t rank) {
-  Result<NamedText> t = p.notation == Notation::kJax      ? ParseJaxSpec(o.sharding)
-                        : p.notation == Notation::kShardy ? ParseShardySharding(o.sharding)
-                        : p.notation == Notation::kHloV3  ? ParseHloV3(o.sharding)
-                                                          : Result<NamedText>(Status::InvalidArgument("not named"));
-  if (!t.ok()) return std::nullopt;
-  if (p.notation == Notation::kJax && t->dims.size() < rank) t->dims.resize(rank);
-  Result<NamedSharding> s = BindNamedText(*t, given, o.sharding);
-  if (!s.ok() || !(s->mesh() == mesh)) return std::nullopt;
-  std::vector<NamedSharding::Dim> dims;
-  for (const NamedSharding::Dim& d : s->dims()) dims.push_back({d.axes});
-  Result<NamedSharding> bare = NamedSharding::Create(mesh, std::move(dims), {}, s->unreduced());
-  if (!bare.ok()) return std::nullopt;
-  return std::move(bare).value();
-}
-
-// `s` in notation `to`, its axes as written (JAX, Shardy and V3 print size-1
-// axes too); nullopt where the notation cannot state it so (sub-axes in JAX, or
-// a mesh V3 text cannot name), and the layout's own inference decides.
-std::optional<std::string> PrintAsWritten(const NamedSharding& s, Notation to) {
-  switch (to) {
-    case Notation::kHlo: {
-      Result<HloSharding> h = s.ToHlo();
-      if (!h.ok()) return std::nullopt;
-      return h->ToString();
-    }
-    case Notation::kJax: {
-      for (const NamedSharding::Dim& d : s.dims())
-        for (const AxisRef& a : d.axes)
-          if (a.is_sub_axis()) return std::nullopt;
-      NamedText t = NamedTextOf(s, NamedText::Syntax::kShardy);  // keeps size-1 axes
-      t.syntax = NamedText::Syntax::kJax;
-      for (NamedText::Dim& d : t.dims) d.tuple = d.axes.size() > 1;
-      return PrintNamedText(t);
-    }
-    case Notation::kShardy:
-      return PrintNamedText(NamedTextOf(s, NamedText::Syntax::kShardy));
-    case Notation::kHloV3: {
-      // V3 text names no device ids, and its axis names are identifiers; PrintLayout says why not.
-      if (!s.mesh().is_iota()) return std::nullopt;
-      for (const Mesh::Axis& a : s.mesh().axes())
-        if (a.name.empty() || std::isdigit(static_cast<unsigned char>(a.name[0])) ||
-            a.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos)
-          return std::nullopt;
-      return PrintNamedText(NamedTextOf(s, NamedText::Syntax::kHloV3));
-    }
-    default:
-      return std::nullopt;
-  }
-}
-
 void RunConvert(const ConvertOptions& o) {
   const ArrayType array = ParseArrayType(o.common);
-  const std::vector<int64_t>& shape = array.shape;
-  const DType dtype = array.dtype;
   Result<Notation> to = ParseNotationName(o.to);
   ThrowIfError(to.status(), "--to");
   const std::optional<Mesh> given = BuildMesh(o.common.mesh, o.common.devices, "--mesh");
-  const ParsedLayout p = LoadLayout(o.sharding, shape, dtype, given, "--sharding");
-  // The output mesh: the one given, the one the input was stated over, or else
-  // one read off an HLO tile assignment (axes a, b, ...), then none at all.
-  std::vector<std::optional<Mesh>> meshes;
-  bool suggested = false;
-  if (given || p.mesh) {
-    meshes.push_back(given ? given : p.mesh);
-  } else {
-    if (p.notation == Notation::kHlo)
-      if (Result<HloSharding> hlo = ParseHloSharding(o.sharding); hlo.ok())
-        for (Mesh& m : SuggestMeshes(*hlo)) meshes.push_back(std::move(m));
-    suggested = !meshes.empty();
-    meshes.push_back(std::nullopt);
-  }
-  Result<std::string> text = Status::Internal("no mesh tried");
-  Status first_error;
-  std::optional<Mesh> mesh;
-  if (*to == Notation::kHlo && p.notation == Notation::kHlo) {
-    // An HLO text prints as XLA prints it, whatever the mesh.
-    text = XlaText(ParseHloSharding(o.sharding).value());
-    mesh = given;
-  } else if (meshes.front()) {
-    // A named sharding keeps its axes as written, over the mesh it names.
-    if (std::optional<NamedSharding> s = SourceNamed(o, p, given, *meshes.front(), shape.size()))
-      if (std::optional<std::string> t = PrintAsWritten(*s, *to)) {
-        text = *t;
-        mesh = meshes.front();
-      }
-  }
-  for (const std::optional<Mesh>& m : meshes) {
-    if (text.ok()) break;
-    text = PrintLayout(p.layout, *to, m);
-    if (text.ok()) { mesh = m; break; }
-    if (first_error.ok()) first_error = text.status();
-  }
-  if (!text.ok()) ThrowIfError(first_error, fmt::format("cannot state this layout in {} notation", o.to), kExitUnmet);
-  // Every printed text reads back to the same layout, over the mesh it was
-  // stated over (or, without one, over the layout's own devices). HLO text
-  // names no mesh: over a mesh with other devices than the layout's (a text
-  // with its own mesh, which --mesh does not replace) it names the layout's
-  // devices, and is read back over them.
-  std::optional<Mesh> back_mesh = mesh;
-  if (back_mesh && *to == Notation::kHlo && !back_mesh->HasDevices(p.layout.devices())) back_mesh.reset();
-  if (!back_mesh) {
-    Result<Mesh> own = Mesh::Create({{"devices", static_cast<int64_t>(p.layout.devices().size())}}, p.layout.devices());
-    if (own.ok()) back_mesh = *own;
-  }
-  Result<ParsedLayout> back = ParseLayout(*text, shape, dtype, back_mesh);
-  if (!back.ok() || !(back->layout == p.layout))
-    throw CliError(kExitInternal, fmt::format("internal error: the {} text '{}' does not read back to the layout ({})", o.to,
-                                              *text, back.ok() ? "another layout" : back.status().message()));
-  suggested = suggested && mesh.has_value();
-  const bool named = *to != Notation::kHlo && mesh.has_value();
+  LoadLayout(o.sharding, array.shape, array.dtype, given, "--sharding");  // (its errors name the option)
+  Result<ConvertedLayout> c = ConvertLayout(o.sharding, array.shape, array.dtype, given, *to);
+  // (NotSupported: the notation cannot state it, exit 1; Internal: a text that does not read back.)
+  ThrowIfError(c.status(), c.status().code() == Status::Code::kInternal ? "internal error" : "");
   if (o.common.json) {
-    nlohmann::ordered_json j = {{"notation", o.to}, {"text", *text}};
-    if (named) j["mesh"] = mesh->ToString();
+    nlohmann::ordered_json j = {{"notation", o.to}, {"text", c->text}};
+    if (c->mesh) j["mesh"] = c->mesh->ToString();
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << *text << "\n";
-  if (named && suggested) std::cerr << fmt::format("note: over mesh {} (read off the tile assignment)\n", mesh->ToString());
+  std::cout << c->text << "\n";
+  if (c->mesh_suggested)
+    std::cerr << fmt::format("note: over mesh {} (read off the tile assignment)\n", c->mesh->ToString());
 }
 
 }  // namespace
-
 void RegisterConvert(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand("convert", "print a layout in another notation");
