@@ -83,6 +83,14 @@ cli_exit_test(bad_topology 2 ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to
 # An array whose bytes overflow int64 is --shape's error (with --dtype's element size), not the layout's.
 cli_error_test(shape_bytes_overflow 2 "^reshard: error: --shape: the array's byte size overflows int64 at dimension 0 of '2305843009213693952' \\(8 bytes an element\\)"
                ${R} plan --shape 2305843009213693952 --dtype f64 --mesh x=4 --from "P('x')" --to "P()")
+# A cost parameter the model would not read is bad input, as other ignored flags are (they were accepted and dropped).
+cli_error_test(unread_intra_alpha 2 "^reshard: error: --intra-alpha-us does not apply: only --topology nodes:K"
+               ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --intra-alpha-us 1)
+cli_error_test(unread_hop_alpha 2 "^reshard: error: --hop-alpha-us does not apply: only --topology torus"
+               ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology nodes:2 --hop-alpha-us 1)
+cli_error_test(unread_alpha_bandwidth_only 2 "^reshard: error: --alpha-us does not apply: --bandwidth-only prices plans by bytes alone"
+               ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --bandwidth-only --alpha-us 5)
+cli_test(read_intra_alpha_on_nodes "topology nodes:2 .*inside a node 0.25 us" ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology nodes:2 --intra-alpha-us 0.25)
 # A torus whose size overflows int64 is refused (it was taken, and priced at 10^17 us).
 cli_error_test(topology_torus_overflow 2 "--topology: the torus's size overflows int64 at column 18 of 'torus:4294967296x4294967296'"
                ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology torus:4294967296x4294967296)

@@ -481,6 +481,20 @@ PlannerOptions MakePlannerOptions(const PairOptions& o, const LayoutPair& pair, 
   const std::optional<double> bandwidth_gbps = bandwidth(o.bandwidth_gbps, "--bandwidth-gbps");
   const std::optional<double> intra_bandwidth_gbps = bandwidth(o.intra_bandwidth_gbps, "--intra-bandwidth-gbps");
   const std::optional<double> copy_bandwidth_gbps = bandwidth(o.copy_bandwidth_gbps, "--copy-bandwidth-gbps");
+  // A parameter the model would not read is bad input, not dropped silently.
+  auto unread = [&](bool given, const char* option, const std::string& why) {
+    if (given) throw CliError(kExitBadInput, fmt::format("{} does not apply: {}", option, why));
+  };
+  const bool nodes = p.topology.kind() == Topology::Kind::kNodes, torus = p.topology.kind() == Topology::Kind::kTorus;
+  unread(intra_alpha_us && !nodes, "--intra-alpha-us", "only --topology nodes:K has links inside a node");
+  unread(intra_bandwidth_gbps && !nodes, "--intra-bandwidth-gbps", "only --topology nodes:K has links inside a node");
+  unread(hop_alpha_us && !torus, "--hop-alpha-us", "only --topology torus:AxB[xC] has hops");
+  const std::string zeroed = "--bandwidth-only prices plans by bytes alone (every latency 0, local copies free)";
+  unread(o.bandwidth_only && alpha_us, "--alpha-us", zeroed);
+  unread(o.bandwidth_only && intra_alpha_us, "--intra-alpha-us", zeroed);
+  unread(o.bandwidth_only && hop_alpha_us, "--hop-alpha-us", zeroed);
+  unread(o.bandwidth_only && step_latency_us, "--step-latency-us", zeroed);
+  unread(o.bandwidth_only && copy_bandwidth_gbps, "--copy-bandwidth-gbps", zeroed);
   LinkCost network = p.topology.network(), intra = p.topology.intra_node();
   if (alpha_us) network.alpha_us = *alpha_us;
   if (bandwidth_gbps) network.bytes_per_us = *bandwidth_gbps * 1000.0;
