@@ -112,8 +112,11 @@ def _is_tracer(x) -> bool:
 
 def _check_array(x, what="reshard"):
     if isinstance(x, (list, tuple, dict, str, bytes)) or x is None:
-        raise TypeError("%s: x is a Python %s, not an array; pass a jax.Array (jnp.asarray(x)), or use "
-                        "reshard.jax.with_sharding_constraint for a pytree of arrays" % (what, type(x).__name__))
+        # (with_sharding_constraint takes pytrees: this is one of its leaves.)
+        hint = "" if what == "with_sharding_constraint" else \
+            ", or use reshard.jax.with_sharding_constraint for a pytree of arrays"
+        raise TypeError("%s: %s a Python %s, not an array; pass a jax.Array (jnp.asarray(x))%s"
+                        % (what, "a leaf of x is" if hint == "" else "x is", type(x).__name__, hint))
 
 
 def _mesh_hint(source):

@@ -10,7 +10,12 @@ void Raise(const Status& s) {
   PyObject* type = PyExc_RuntimeError;
   if (s.code() == Status::Code::kInvalidArgument) type = PyExc_ValueError;
   if (s.code() == Status::Code::kNotSupported) type = PyExc_NotImplementedError;
-  PyErr_SetString(type, s.message().c_str());
+  // The whole message, a NUL in the text quoted included (PyErr_SetString stops at the first).
+  const std::string& m = s.message();
+  PyObject* text = PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "replace");
+  if (text == nullptr) throw nanobind::python_error();
+  PyErr_SetObject(type, text);
+  Py_DECREF(text);
   throw nanobind::python_error();
 }
 
