@@ -91,6 +91,9 @@ cli_error_test(unread_hop_alpha 2 "^reshard: error: --hop-alpha-us does not appl
 cli_error_test(unread_alpha_bandwidth_only 2 "^reshard: error: --alpha-us does not apply: --bandwidth-only prices plans by bytes alone"
                ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --bandwidth-only --alpha-us 5)
 cli_test(read_intra_alpha_on_nodes "topology nodes:2 .*inside a node 0.25 us" ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology nodes:2 --intra-alpha-us 0.25)
+# A list item that is not an integer is quoted as the notation parsers quote text: 'x１', not 'x???'.
+cli_error_test(shape_item_non_ascii 2 "^reshard: error: --shape: 'x１' at column 3 is not a non-negative integer"
+               ${R} show --shape "4,x１" --mesh x=2 --sharding "P()")
 # A torus whose size overflows int64 is refused (it was taken, and priced at 10^17 us).
 cli_error_test(topology_torus_overflow 2 "--topology: the torus's size overflows int64 at column 18 of 'torus:4294967296x4294967296'"
                ${R} plan --shape 8 --mesh x=2 --from "P('x')" --to "P()" --topology torus:4294967296x4294967296)

@@ -203,6 +203,14 @@ def test_convert_is_the_clis():
         reshard.convert(reshard.parse("blockcyclic(block=[2], grid=[2])", (8,), mesh="x=2"), "jax")
 
 
+def test_a_nul_in_the_text_keeps_the_whole_message():
+    """The message of a text with a NUL in it went only up to the NUL (a C string), dropping the
+    caret lines."""
+    with pytest.raises(ValueError) as e:
+        reshard.parse("P('x')\x00", (8,), mesh="x=2")
+    assert "\n" in str(e.value) and "^" in str(e.value), str(e.value)
+
+
 def test_named_sharding_hash_agrees_with_equality():
     mesh = reshard.Mesh([("x", 4), ("y", 2)])
     a, b = reshard.NamedSharding(mesh, [["y"], [], ["x"]]), reshard.NamedSharding(mesh, [["y"], [], ["x"]])

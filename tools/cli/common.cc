@@ -13,6 +13,7 @@
 #include <new>
 
 #include "layout/checked_math.h"
+#include "notation/text_cursor.h"
 #include "reshard/byte_count.h"
 #include "reshard/executor.h"
 #include "reshard/hlo_text.h"
@@ -282,11 +283,17 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
       ok = t[i] >= '0' && t[i] <= '9' && !__builtin_mul_overflow(v, 10, &v) && !__builtin_add_overflow(v, t[i] - '0', &v);
     if (!ok) {
       const Echo e = EchoAt(t, pos);
-      std::string item = t.substr(pos, end - pos);
-      const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
-      if (item.size() > 40) item = item.substr(0, 40) + "...";
-      for (char& c : item)
-        if (static_cast<unsigned char>(c) >= 0x80 || static_cast<unsigned char>(c) < 0x20) c = '?';
+      const std::string raw = t.substr(pos, end - pos);
+      const bool digits = !raw.empty() && raw.find_first_not_of("0123456789") == std::string::npos;
+      // As the notation parsers quote text: characters as they are (an invalid byte as \xNN), at most
+      // 40 of them, and control characters as \xNN too (never sent to the terminal raw).
+      std::string item;
+      for (const char c : ShortText(raw, 40)) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+          item += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+        else
+          item += c;
+      }
       throw CliError(kExitBadInput, fmt::format("{}: '{}' at column {} is not a non-negative integer{}{}", option, item,
                                                 e.column, digits ? " that fits in int64" : "", e.lines));
     }
