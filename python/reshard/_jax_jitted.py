@@ -8,14 +8,16 @@ there. Behind the op, that computation gets the layout its operands' propagation
 where the operands disagree XLA may gather one whole before the op moves the result (x on
 P(('a','b')), y on P(('b','a')): 3584 B against jax.jit's 256 B). Only the compiled program says
 which way is cheaper, so both are compiled, once per call signature, and the one whose devices
-receive fewer bytes through their collectives (reshard.hlo_bytes; an all-reduce as a ring moves
-it, 2(k-1)/k of its input, as reshard's cost model counts it) runs; a tie keeps reshard's.
+receive fewer bytes through their collectives (reshard.hlo_bytes) runs; a tie keeps reshard's.
 
-XLA logs what it rematerializes while compiling jax's program; that log is shown only where
-jax's program is the one chosen. Jax's program is traced with the same function under a flag (jax_only()) that makes
-reshard.jax.reshard and with_sharding_constraint bind JAX's own constraint or reshard, so a
-function written with the drop-in compiles to exactly what jax.jit of
-jax.lax.with_sharding_constraint would.
+XLA logs what it rematerializes while compiling jax's program; those lines are shown only where
+jax's program is the one chosen. Jax's program is traced with the same function under a flag
+(jax_only(), a JAX config state, so part of JAX's trace context and jit cache key: jitted helpers
+are traced again under it) that makes reshard.jax.reshard and with_sharding_constraint bind JAX's
+own constraint or reshard, so a function written with the drop-in compiles to what jax.jit of
+jax.lax.with_sharding_constraint would. Bytes are counted both ways hlo_bytes counts an
+all-reduce (as a ring moves it, and as its input): reshard's program runs only where it
+receives no more by either.
 
 Called with traced values (inside another jit, grad, vmap), there are no shardings to compare:
 the rewritten program is traced into the caller's, as the caller's own choice decides above
@@ -31,34 +33,25 @@ from typing import Any, Callable
 
 import jax
 import numpy as np
-from jax._src import core
+from jax._src import api_util, config, core
 
 from reshard import hlo_bytes
 from reshard.audit import _compile_capturing_stderr
 
 __all__ = ["Jitted", "jax_only"]
 
-_state = threading.local()
+# A JAX config state, part of JAX's trace context and jit cache key: a jitted helper the function
+# calls is traced again for jax's program, not taken from the cache with reshard's op inside (a
+# thread-local flag of our own would be invisible to those caches).
+_JAX_ONLY = config.bool_state(
+    name="reshard_jit_tracing_jax_program", default=False,
+    help="reshard.jax.jit is tracing jax.jit's own program, for its comparison (internal)",
+    include_in_jit_key=True, include_in_trace_context=True)
 
 
 def jax_only() -> bool:
     """Whether the program being traced is jax.jit's own, for the comparison."""
-    return getattr(_state, "jax_only", 0) > 0
-
-
-class _JaxOnly:
-    def __enter__(self):
-        _state.jax_only = getattr(_state, "jax_only", 0) + 1
-
-    def __exit__(self, *exc):
-        _state.jax_only -= 1
-
-
-def _normalized(nums, n: int) -> set[int]:
-    if nums is None:
-        return set()
-    nums = (nums,) if isinstance(nums, int) else tuple(nums)
-    return {i + n if i < 0 else i for i in nums}
+    return bool(_JAX_ONLY.value)
 
 
 class Jitted:
@@ -70,33 +63,31 @@ class Jitted:
 
         @functools.wraps(fun)
         def plain(*args, **kw):
-            with _JaxOnly():
+            with _JAX_ONLY(True):
                 return fun(*args, **kw)
 
         self._ours = jax.jit(rewritten, **kwargs)
         self._jax = jax.jit(plain, **kwargs)
         self._choice: dict = {}
         self._lock = threading.Lock()
-        # Static arguments are keyed by value, as jax.jit keys them; the others by type,
-        # shape, dtype and sharding (a Python scalar's value does not change the program).
+        # Static arguments are keyed by value, as jax.jit keys them (their positions and names
+        # resolved by JAX's own rule); the others by type, shape, dtype and sharding (a Python
+        # scalar's value does not change the program).
+        nums, names = kwargs.get("static_argnums"), kwargs.get("static_argnames")
         try:
-            params = list(inspect.signature(fun).parameters)
+            nums, names = api_util.infer_argnums_and_argnames(inspect.signature(fun), nums, names)
         except (TypeError, ValueError):
-            params = []
-        names = kwargs.get("static_argnames")
-        names = set() if names is None else {names} if isinstance(names, str) else set(names)
-        self._static_nums = _normalized(kwargs.get("static_argnums"), len(params))
-        self._static_nums |= {i for i, p in enumerate(params) if p in names}
-        self._static_names = names | {params[i] for i in self._static_nums if i < len(params)}
+            nums = () if nums is None else (nums,) if isinstance(nums, int) else tuple(nums)
+            names = () if names is None else (names,) if isinstance(names, str) else tuple(names)
+        self._static_nums, self._static_names = tuple(int(i) for i in nums), frozenset(names)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     def _pick(self, args, kwargs):
-        leaves = jax.tree_util.tree_leaves((args, kwargs))
-        if any(isinstance(leaf, core.Tracer) for leaf in leaves):
-            return self._jax if jax_only() else self._ours
         key = self._key(args, kwargs)
+        if key is None:  # traced values: the caller's choice
+            return self._jax if jax_only() else self._ours
         try:
             hash(key)
         except TypeError:  # an unhashable static argument: jax.jit's own error follows
@@ -110,24 +101,40 @@ class Jitted:
         return chosen
 
     def _compare(self, args, kwargs):
-        ours = hlo_bytes.recv_bytes(self._ours.lower(*args, **kwargs).compile().as_text(), all_reduce="ring")
-        if ours == 0:
+        # Bytes counted both ways (an all-reduce as a ring moves it, and as its input): reshard's
+        # program runs only where it receives no more by either count.
+        def received(text):
+            return hlo_bytes.recv_bytes(text, all_reduce="ring"), hlo_bytes.recv_bytes(text)
+
+        ours = received(self._ours.lower(*args, **kwargs).compile().as_text())
+        if ours == (0, 0):
             return self._ours  # nothing received: no program receives less
         # XLA's log of compiling jax's program ("Involuntary full rematerialization ...") is
-        # shown only where that program is the one that runs.
+        # shown only where that program is the one that runs; its other lines (and anything
+        # other threads wrote meanwhile) are shown either way.
         try:
             compiled, log = _compile_capturing_stderr(self._jax.lower(*args, **kwargs), emit=False)
         except Exception:  # noqa: BLE001 (jax's own program failing where ours compiles: ours it is)
             return self._ours
-        if hlo_bytes.recv_bytes(compiled.as_text(), all_reduce="ring") >= ours:
-            return self._ours
+        theirs = received(compiled.as_text())
+        chosen = self._ours if ours[0] <= theirs[0] and ours[1] <= theirs[1] else self._jax
+        if chosen is self._ours:
+            log = "".join(line for line in log.splitlines(keepends=True)
+                          if "Involuntary full rematerialization" not in line)
         if log:
             sys.stderr.write(log)
             sys.stderr.flush()
-        return self._jax
+        return chosen
 
     def _key(self, args, kwargs):
+        """The call's signature, or None where a value is traced (no shardings to compare)."""
+        traced = False
+
         def leaf_key(leaf):
+            nonlocal traced
+            if isinstance(leaf, core.Tracer):
+                traced = True
+                return None
             if isinstance(leaf, jax.Array):
                 return ("a", leaf.shape, leaf.dtype, leaf.sharding, bool(getattr(leaf, "weak_type", False)))
             if isinstance(leaf, jax.ShapeDtypeStruct):
@@ -142,8 +149,11 @@ class Jitted:
             leaves, tree = jax.tree_util.tree_flatten(a)
             return (tree, tuple(leaf_key(leaf) for leaf in leaves))
 
-        return (tuple(arg_key(i in self._static_nums, a) for i, a in enumerate(args)),
-                tuple(sorted((k, arg_key(k in self._static_names, v)) for k, v in kwargs.items())))
+        n = len(args)
+        static = {i + n if i < 0 else i for i in self._static_nums}
+        key = (tuple(arg_key(i in static, a) for i, a in enumerate(args)),
+               tuple(sorted((k, arg_key(k in self._static_names, v)) for k, v in kwargs.items())))
+        return None if traced else key
 
     def __call__(self, *args, **kwargs):
         return self._pick(args, kwargs)(*args, **kwargs)

@@ -146,6 +146,10 @@ def reshard(x, target, *, source=None):
     _check_array(x)
     if not _is_tracer(x) and not isinstance(x, jax.Array):
         return jax.device_put(x, _as_sharding(target, "target"))  # host data: nothing to reshard
+    if _is_tracer(x) and _in_manual_region():
+        # A shard_map body: values are per device there, and the constraint is XLA's, over
+        # shard_map's own mesh and axis types.
+        return jax.lax.with_sharding_constraint(x, target)
     if _is_tracer(x) and _jax_jitted.jax_only():
         # reshard.jax.jit tracing jax.jit's own program, to compare: JAX's constraint or reshard.
         tgt = _as_sharding(target, "target", _mesh_hint(source))
@@ -153,10 +157,6 @@ def reshard(x, target, *, source=None):
         if _explicit(aval) or _explicit(tgt) or _unreduced(aval):
             return jax.sharding.reshard(x, tgt)
         return jax.lax.with_sharding_constraint(x, tgt)
-    if _is_tracer(x) and _in_manual_region():
-        # A shard_map body: values are per device there, and the constraint is XLA's, over
-        # shard_map's own mesh and axis types.
-        return jax.lax.with_sharding_constraint(x, target)
     hint = _mesh_hint(source)
     tgt = _fits(_as_sharding(target, "target", hint), x, "reshard: the target")
     if _unreduced(jax.typeof(x).sharding if _is_tracer(x) else getattr(x, "sharding", None)):
