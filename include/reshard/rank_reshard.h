@@ -48,8 +48,8 @@
 // or a message too large for one call, override this.
 // A reducing step (from partial sums, device_program.h) runs as an
 // all-to-all-v, over its groups' sub-groups where it is a structured step
-// whose messages stay inside them (a reduce-scatter or an all-reduce's
-// halves: only its group members take part in each call), else over the
+// (a reduce-scatter, an all-reduce's halves, parts moved alike) whose
+// messages stay inside them (only its group members take part in each call), else over the
 // whole Comm (point-to-point where asked or where a message needs chunks),
 // never as box messages: each rank combines its own part and what it
 // received in part order once everything has arrived, so every transport

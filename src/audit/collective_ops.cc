@@ -46,6 +46,24 @@ std::optional<DeviceGroups> Analyzer::Groups(const HloInstruction& ins) {
   return std::move(g).value();
 }
 
+namespace {
+
+// Elements of a shape, a tuple's summed (saturating: a shape's own count does).
+int64_t Elements(const HloShape& s) {
+  if (!s.is_tuple) return s.num_elements();
+  int64_t sum = 0;
+  for (const HloShape& e : s.elements) sum = SaturatingAdd(sum, Elements(e));
+  return sum;
+}
+
+int64_t OperandElements(const HloComputation& c, const HloInstruction& ins) {
+  int64_t sum = 0;
+  for (int o : ins.operands) sum = SaturatingAdd(sum, Elements(c.instructions[o].shape));
+  return sum;
+}
+
+}  // namespace
+
 int64_t Analyzer::OperandBytes(const HloComputation& c, const HloInstruction& ins) const {
   int64_t sum = 0;
   for (int o : ins.operands) {
@@ -73,18 +91,25 @@ int Analyzer::Collective(const HloComputation& c, const HloInstruction& ins, con
   int64_t k = groups ? static_cast<int64_t>((*groups)[0].size()) : 0;
   // The shapes must say what the collective does (a dump edited or cut
   // wrong): an output that no such collective makes is not priced, or it
-  // would be taken as what XLA moves.
-  int64_t want = -1;  // the output's bytes, from the operands'; -1: not checked, -2: none fits
+  // would be taken as what XLA moves. In elements (sub-byte types round up
+  // in bytes), a collective-permute's first operand only (an in-place one
+  // also takes its output buffer and offsets).
+  const int64_t in_elements = base == "collective-permute" && !ins.operands.empty()
+                                  ? Elements(c.instructions[ins.operands[0]].shape)
+                                  : OperandElements(c, ins);
+  const int64_t out_elements = Elements(OutputShape(ins, base));
+  int64_t want = -1;  // the output's elements, from the operands'; -1: not checked, -2: none fits
   if (base == "all-gather" && k > 0) {
-    if (!CheckedMul(in, k, &want)) want = -2;
+    if (!CheckedMul(in_elements, k, &want)) want = -2;
   } else if (base == "reduce-scatter" && k > 0) {
-    want = in % k == 0 ? in / k : -2;
+    want = in_elements % k == 0 ? in_elements / k : -2;
   } else if (base == "all-to-all" || base == "collective-permute" || base == "all-reduce") {
-    want = in;
+    want = in_elements;
   }
-  if (want != -1 && want != out) {
-    Issue(ins, fmt::format("its output shape ({} B) is not what {}{} makes of its operands ({} B)", out, base,
-                           k > 0 ? fmt::format(" over groups of {}", k) : std::string(), in));
+  if (want != -1 && want != out_elements) {
+    Issue(ins, fmt::format("its output shape ({} elements) is not what {}{} makes of its operands ({} elements)",
+                           out_elements, base, k > 0 ? fmt::format(" over groups of {}", k) : std::string(),
+                           in_elements));
     return -1;
   }
   std::vector<int64_t> recv(1, 0);

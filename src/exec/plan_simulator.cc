@@ -188,8 +188,9 @@ class PlanRun {
     if (report_.first_problem.empty()) report_.first_problem = what;
   }
 
-  // Fills each device's buffer with `layout` in `shape` (or its own local shape when empty).
-  void Load(const Layout& layout, const std::vector<int64_t>& shape) {
+  // Fills each device's buffer with `layout` in `shape` (or its own local shape when empty);
+  // false (a mismatch counted) where a shard does not fit its buffer.
+  bool Load(const Layout& layout, const std::vector<int64_t>& shape) {
     for (int64_t dev : plan_.devices()) {
       Buffer b;
       b.shape = shape.empty() ? layout.LocalShape(dev) : shape;
@@ -198,14 +199,16 @@ class PlanRun {
       if (layout.TileOf(dev) >= 0 && Product(b.shape) > 0) {
         std::optional<std::vector<Tag>> data = Expected(layout, dev, b.shape);
         if (!data) {
+          ++report_.mismatches;
           Problem("device " + std::to_string(dev) + "'s shard does not fit its buffer");
-        } else {
-          b.data = std::move(*data);
-          for (Tag& t : b.data) t = ValueOf(layout, dev, t);
+          return false;
         }
+        b.data = std::move(*data);
+        for (Tag& t : b.data) t = ValueOf(layout, dev, t);
       }
       buffers_[dev] = std::move(b);
     }
+    return true;
   }
 
   // Checks every device's buffer against `layout`; returns the mismatches.
@@ -502,7 +505,7 @@ class PlanRun {
       return;
     }
     const bool padded0 = !plan_.steps().empty() && Padded(plan_.steps()[0]);
-    Load(plan_.source(), padded0 ? plan_.steps()[0].input_shard : std::vector<int64_t>{});
+    if (!Load(plan_.source(), padded0 ? plan_.steps()[0].input_shard : std::vector<int64_t>{})) return;
     for (size_t si = 0; si < plan_.steps().size(); ++si) {
       const PlanStep& step = plan_.steps()[si];
       std::map<int64_t, int64_t> peak;

@@ -1,5 +1,6 @@
 #include "reshard/byte_count.h"
 
+#include <cstdio>
 #include <string>
 
 #include "notation/text_cursor.h"
@@ -12,10 +13,14 @@ std::string Quoted(std::string_view text) { return "'" + ShortText(text, kMaxEch
 // "'c' at column N of 'text'", or "end of text at column N of 'text'".
 std::string CharacterAt(std::string_view text, size_t pos) {
   std::string c = "end of text";
-  if (pos < text.size()) {
-    TextCursor at(text.substr(pos));
-    c = at.Found();  // (no space is a byte count's: the character as it is)
-    if (text[pos] == ' ') c = "' '";
+  const unsigned char b = pos < text.size() ? static_cast<unsigned char>(text[pos]) : 0;
+  if (pos < text.size() && b < 0x80) {
+    // ASCII as it is, a space or a control character included (the cursor would skip spaces).
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "\\x%02x", b);
+    c = "'" + (b < 0x20 || b == 0x7f ? std::string(hex) : std::string(1, static_cast<char>(b))) + "'";
+  } else if (pos < text.size()) {
+    c = TextCursor(text.substr(pos)).Found();  // a character past ASCII, or an invalid byte as \xNN
   }
   return c + " at column " + std::to_string(CharColumn(text, pos)) + " of " + Quoted(text);
 }

@@ -76,7 +76,7 @@ TEST(Audit, ACollectiveWhoseShapesDisagreeIsNotUnderstood) {
   EXPECT_TRUE(r.findings.empty());
   EXPECT_EQ(r.xla_recv_bytes, 0);
   ASSERT_FALSE(r.not_understood.empty());
-  EXPECT_NE(r.not_understood[0].reason.find("is not what all-gather over groups of 2 makes of its operands (8192 B)"),
+  EXPECT_NE(r.not_understood[0].reason.find("is not what all-gather over groups of 2 makes of its operands (2048 elements)"),
             std::string::npos)
       << r.not_understood[0].reason;
   // The same for an all-to-all whose output is not its operand's size, and a reduce-scatter's.
