@@ -278,6 +278,14 @@ def _constrain(leaf, sharding):
         return jax.lax.with_sharding_constraint(leaf, sharding)  # a free dim: XLA's to choose
     if isinstance(sharding, PartitionSpec) and any(e is PartitionSpec.UNCONSTRAINED for e in entries(sharding)):
         return jax.lax.with_sharding_constraint(leaf, sharding)
+    if isinstance(leaf, jax.Array) and not _is_tracer(leaf) and isinstance(sharding, jax.sharding.Sharding) and \
+            set(leaf.sharding.device_set) != set(sharding.device_set):
+        # As jax.lax.with_sharding_constraint: a constraint does not move an array to other devices
+        # (reshard() does, as device_put).
+        raise ValueError("with_sharding_constraint: received incompatible devices: the array is on %s, the "
+                         "sharding on %s; use reshard.jax.reshard or jax.device_put to move it"
+                         % (sorted(d.id for d in leaf.sharding.device_set),
+                            sorted(d.id for d in sharding.device_set)))
     return reshard(leaf, sharding)
 
 

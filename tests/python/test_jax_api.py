@@ -170,6 +170,12 @@ def test_other_devices_use_device_put():
     assert e.choice == "device_put", str(e)
     y = rj.reshard(x, dst)
     assert np.array_equal(np.asarray(y), np.asarray(x)) and y.sharding.is_equivalent_to(dst, 1)
+    # The drop-in is with_sharding_constraint's: it does not move an array to other devices (it
+    # copied it, where JAX raises).
+    with pytest.raises(ValueError, match="incompatible devices"):
+        jax.lax.with_sharding_constraint(x, dst)
+    with pytest.raises(ValueError, match="incompatible devices"):
+        rj.with_sharding_constraint(x, dst)
 
 
 def test_other_device_order_uses_device_put():
