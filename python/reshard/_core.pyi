@@ -218,7 +218,7 @@ class Step:
     @property
     def op(self) -> str:
         """
-        'all-to-all', 'all-gather', 'collective-permute', 'exchange' or 'slice'
+        'all-to-all', 'all-gather', 'collective-permute', 'reduce-scatter', 'all-reduce', 'exchange', 'slice', 'pad' or 'copy'
         """
 
     @property

@@ -203,7 +203,8 @@ std::vector<Step> Steps(const Plan& p) {
 void BindPlan(nb::module_& m) {
   nb::class_<Step>(m, "Step", "One step of a plan: a collective over a group, or a local slice.")
       .def_prop_ro("op", [](const Step& s) { return std::string(StepOpName(s.step.op)); },
-                   "'all-to-all', 'all-gather', 'collective-permute', 'exchange' or 'slice'")
+                   "'all-to-all', 'all-gather', 'collective-permute', 'reduce-scatter', 'all-reduce', 'exchange', "
+                   "'slice', 'pad' or 'copy'")
       .def_prop_ro("is_collective", [](const Step& s) { return IsCollective(s.step.op); })
       .def_prop_ro("group", [](const Step& s) { return s.Names(s.step.group_axes); },
                    "plan-mesh axes of the group, in member order; [] for local steps and the exchange")
