@@ -555,22 +555,25 @@ def test_constraints_after_contractions_stay_xlas():
             np.testing.assert_allclose(np.asarray(rj.jit(f)(*args)), np.asarray(jax.jit(f)(*args)), rtol=1e-5, atol=1e-5)
 
 
+def _random_spec(rng, rank):
+    """A random PartitionSpec of `rank` dims over MESH's axes x and y, each axis used once at most."""
+    axes = [None, "x", "y", ("x", "y"), ("y", "x")]
+    used, dims = set(), []
+    for _ in range(rank):
+        a = rng.choice(axes)
+        names = set(a if isinstance(a, tuple) else (a,)) - {None}
+        dims.append(None if a is None or names & used else a)
+        used |= names if dims[-1] is not None else set()
+    return P(*dims)
+
+
 def test_random_contractions_with_constraints_never_move_more_than_jax_jit():
     """The rule above on random cases: an einsum or matmul with random operand shardings and a
     random constraint on its result (output order random too, through elementwise ops or not):
     reshard.jax.jit never receives more bytes than jax.jit (before the rule: 27 of 45 more)."""
     import random
     rng = random.Random(20261206)
-    axes = [None, "x", "y", ("x", "y"), ("y", "x")]
-
-    def spec(rank):
-        used, dims = set(), []
-        for _ in range(rank):
-            a = rng.choice(axes)
-            names = set(a if isinstance(a, tuple) else (a,)) - {None}
-            dims.append(None if a is None or names & used else a)
-            used |= names if dims[-1] is not None else set()
-        return P(*dims)
+    spec = lambda rank: _random_spec(rng, rank)  # noqa: E731
 
     outs = ["bsf", "sbf", "fsb", "bfs"]
     with jax.set_mesh(MESH):
@@ -599,16 +602,7 @@ def test_programs_whose_constraint_blocks_propagation_never_move_more_than_jax_j
     such programs more, up to 14x), still fewer on some, with equal values."""
     import random
     rng = random.Random(20261207)
-    axes = [None, "x", "y", ("x", "y"), ("y", "x")]
-
-    def spec(rank):
-        used, dims = set(), []
-        for _ in range(rank):
-            a = rng.choice(axes)
-            names = set(a if isinstance(a, tuple) else (a,)) - {None}
-            dims.append(None if a is None or names & used else a)
-            used |= names if dims[-1] is not None else set()
-        return P(*dims)
+    spec = lambda rank: _random_spec(rng, rank)  # noqa: E731
 
     fewer = 0
     with jax.set_mesh(MESH):
