@@ -15,6 +15,8 @@
 //             their ceil-padded shape first and sliced after (no traffic:
 //             XLA stores shards padded).
 //   PlanJson  the plan and its costs as JSON (docs/plan_format.md).
+//   WritePlanJson  that object as `reshard plan --json` prints it (Python's
+//             PlanResult.emit("json") too), written as it is produced.
 //
 // Errors: NotSupported for a plan with a ragged exchange step (neither
 // emitter writes one yet) and, for JAX, layouts without a common mesh
@@ -23,6 +25,7 @@
 #define RESHARD_EMIT_H_
 
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 
 #include "reshard/collective_plan.h"
@@ -43,6 +46,21 @@ nlohmann::ordered_json PlanJson(const PlanResult& result, const JsonOptions& opt
 // One entry of "per_device" (device index i of plan.devices()), for callers
 // that stream that list instead of building it whole.
 nlohmann::ordered_json DeviceJson(const CollectivePlan& plan, size_t i);
+
+// The plan as `reshard plan --json` prints it, written as it is produced:
+// PlanJson's object, the planner's strategy, topology and target (`for`),
+// the transfers of a one-step exchange between layouts without a pending
+// reduction (sorted by (from, to); up to 64 devices, or any number with
+// `all_transfers`: they grow as devices squared and are never held whole),
+// the search's candidates with `candidates`, then per_device row by row.
+// InvalidArgument where listing the transfers would take more than 2 GiB of
+// memory (after part of the object is written).
+struct PlanJsonContext {
+  std::string strategy, topology, target;
+  bool all_transfers = false;
+  bool candidates = false;
+};
+Status WritePlanJson(const PlanResult& result, const PlanJsonContext& context, std::ostream& out);
 
 // XLA's replica_groups text for a step's groups ("{{0,1},{2,3}}" or "[2,2]<=[4]").
 std::string ReplicaGroupsText(const CollectivePlan& plan, const std::vector<int32_t>& axes);

@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -347,16 +348,13 @@ void BindPlan(nb::module_& m) {
           [](const Plan& p, const std::string& format) {
             if (format == "hlo") return Unwrap(EmitHlo(p.result.plan));
             if (format == "jax") return Unwrap(EmitJax(p.result.plan));
-            if (format == "json") {
-              nlohmann::ordered_json j = PlanJson(p.result);
-              // the same keys, in the same order, as `reshard plan --json` (docs/plan_format.md)
-              nlohmann::ordered_json per = j["per_device"];
-              j.erase("per_device");
-              j["strategy"] = p.strategy;
-              j["topology"] = p.topology;
-              j["for"] = p.backend;
-              j["per_device"] = per;
-              return j.dump();
+            if (format == "json") {  // `reshard plan --json`'s text, written by the same function
+              std::ostringstream out;
+              const Status written = WritePlanJson(p.result, PlanJsonContext{p.strategy, p.topology, p.backend}, out);
+              if (!written.ok()) Raise(written);
+              std::string text = out.str();
+              if (!text.empty() && text.back() == '\n') text.pop_back();
+              return text;
             }
             Raise(Status::InvalidArgument("emit: '" + format + "' is not one of hlo, jax, json"));
           },

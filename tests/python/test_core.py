@@ -211,6 +211,19 @@ def test_a_nul_in_the_text_keeps_the_whole_message():
     assert "\n" in str(e.value) and "^" in str(e.value), str(e.value)
 
 
+def test_emit_json_is_the_clis_text():
+    """PlanResult.emit("json") is `reshard plan --json`'s text, written by one library function
+    (WritePlanJson): it lacked the transfers the CLI lists for one-step exchanges of up to 64 devices."""
+    src, dst = _canonical()
+    for strategy in ("exchange", "auto"):
+        got = reshard.plan(src, dst, strategy=strategy).emit("json")
+        assert ('"transfers":[' in got) == (strategy == "exchange"), got[:200]
+        cli = _cli("plan", "--json", "--shape", "16,16,16", "--mesh", "x=4,y=2", "--from", SRC, "--to",
+                   "{devices=[1,8,1]<=[8]}", "--strategy", strategy)
+        if cli is not None:
+            assert cli[0] == 0 and cli[1] == got
+
+
 def test_named_sharding_hash_agrees_with_equality():
     mesh = reshard.Mesh([("x", 4), ("y", 2)])
     a, b = reshard.NamedSharding(mesh, [["y"], [], ["x"]]), reshard.NamedSharding(mesh, [["y"], [], ["x"]])
