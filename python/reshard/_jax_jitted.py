@@ -15,9 +15,8 @@ jax's program is the one chosen. Jax's program is traced with the same function 
 (jax_only(), a JAX config state, so part of JAX's trace context and jit cache key: jitted helpers
 are traced again under it) that makes reshard.jax.reshard and with_sharding_constraint bind JAX's
 own constraint or reshard, so a function written with the drop-in compiles to what jax.jit of
-jax.lax.with_sharding_constraint would. Bytes are counted both ways hlo_bytes counts an
-all-reduce (as a ring moves it, and as its input): reshard's program runs only where it
-receives no more by either.
+jax.lax.with_sharding_constraint would. An all-reduce counts as a ring moves it (hlo_bytes'
+all_reduce="ring", reshard's cost model).
 
 Called with traced values (inside another jit, grad, vmap), there are no shardings to compare:
 the rewritten program is traced into the caller's, as the caller's own choice decides above
@@ -25,6 +24,7 @@ the rewritten program is traced into the caller's, as the caller's own choice de
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import sys
@@ -49,6 +49,9 @@ _JAX_ONLY = config.bool_state(
     include_in_jit_key=True, include_in_trace_context=True)
 
 
+_MAX_CHOICES = 1024
+
+
 def jax_only() -> bool:
     """Whether the program being traced is jax.jit's own, for the comparison."""
     return bool(_JAX_ONLY.value)
@@ -68,7 +71,9 @@ class Jitted:
 
         self._ours = jax.jit(rewritten, **kwargs)
         self._jax = jax.jit(plain, **kwargs)
-        self._choice: dict = {}
+        # Per call signature, the least recently used out past _MAX_CHOICES (a choice holds its
+        # static arguments and shardings).
+        self._choice: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         # Static arguments are keyed by value, as jax.jit keys them (their positions and names
         # resolved by JAX's own rule); the others by type, shape, dtype and sharding (a Python
@@ -94,20 +99,25 @@ class Jitted:
             return self._ours
         with self._lock:
             chosen = self._choice.get(key)
+            if chosen is not None:
+                self._choice.move_to_end(key)
         if chosen is None:
             chosen = self._compare(args, kwargs)
             with self._lock:
                 self._choice[key] = chosen
+                while len(self._choice) > _MAX_CHOICES:
+                    self._choice.popitem(last=False)
         return chosen
 
     def _compare(self, args, kwargs):
-        # Bytes counted both ways (an all-reduce as a ring moves it, and as its input): reshard's
-        # program runs only where it receives no more by either count.
+        # An all-reduce counted as a ring moves it, 2(k-1)/k of its input (reshard's cost model):
+        # counted as its input alone, a reduce-scatter and all-gather at the bound would lose to
+        # the all-reduce and slice that moves more.
         def received(text):
-            return hlo_bytes.recv_bytes(text, all_reduce="ring"), hlo_bytes.recv_bytes(text)
+            return hlo_bytes.recv_bytes(text, all_reduce="ring")
 
         ours = received(self._ours.lower(*args, **kwargs).compile().as_text())
-        if ours == (0, 0):
+        if ours == 0:
             return self._ours  # nothing received: no program receives less
         # XLA's log of compiling jax's program ("Involuntary full rematerialization ...") is
         # shown only where that program is the one that runs; its other lines (and anything
@@ -117,7 +127,7 @@ class Jitted:
         except Exception:  # noqa: BLE001 (jax's own program failing where ours compiles: ours it is)
             return self._ours
         theirs = received(compiled.as_text())
-        chosen = self._ours if ours[0] <= theirs[0] and ours[1] <= theirs[1] else self._jax
+        chosen = self._ours if ours <= theirs else self._jax
         if chosen is self._ours:
             log = "".join(line for line in log.splitlines(keepends=True)
                           if "Involuntary full rematerialization" not in line)
