@@ -87,7 +87,7 @@ class Jitted:
         self._static_nums, self._static_names = tuple(int(i) for i in nums), frozenset(names)
 
     def __get__(self, obj, objtype=None):
-        return self if obj is None else functools.partial(self, obj)
+        return self if obj is None else _Bound(self, obj)
 
     def _pick(self, args, kwargs):
         key = self._key(args, kwargs)
@@ -185,3 +185,24 @@ class Jitted:
 
     def __repr__(self):
         return "reshard.jax.jit(%r)" % (self._fun,)
+
+
+class _Bound:
+    """A Jitted used as a method: called, lowered and traced with its object first, as jax.jit's
+    bound methods are."""
+
+    def __init__(self, jitted: Jitted, obj):
+        self._jitted, self._obj = jitted, obj
+        functools.update_wrapper(self, jitted._fun)
+
+    def __call__(self, *args, **kwargs):
+        return self._jitted(self._obj, *args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        return self._jitted.lower(self._obj, *args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return self._jitted.trace(self._obj, *args, **kwargs)
+
+    def eval_shape(self, *args, **kwargs):
+        return self._jitted.eval_shape(self._obj, *args, **kwargs)

@@ -3,6 +3,7 @@ reshard.jax.jit and reshard.jax.with_sharding_constraint, every transformation j
 use (nested jit, scan, while, cond, checkpoint, custom_jvp/custom_vjp, grad inside and outside,
 jvp, vmap), every dtype, rank 0, size-1 axes, device orders other than the mesh's, other values'
 shardings unchanged, and the comparison compile skipped where the plan is at the bound."""
+import functools
 import os
 import subprocess
 import sys
@@ -658,6 +659,18 @@ def test_jit_keys_its_choice_by_static_values_and_wraps_the_function():
         np.testing.assert_array_equal(np.asarray(j(x, s, which)), np.full((16, 16, 16), s, np.float32))
     assert len(j._choice) == 2
     assert hlo_bytes.recv_bytes(j.lower(x, 2.0, True).compile().as_text()) == 1792  # the op's all-to-all
+
+    # As a method: called and lowered with its object first (a functools.partial had no .lower).
+    class Layer:
+        scale = 3.0
+
+        @functools.partial(rj.jit, static_argnums=0)  # (self as jax.jit takes it: static)
+        def move(self, a):
+            return wsc(a * self.scale, NamedSharding(MESH, P(None, ("x", "y"), None)))
+
+    layer = Layer()
+    np.testing.assert_array_equal(np.asarray(layer.move(x)), np.full((16, 16, 16), 3.0, np.float32))
+    assert hlo_bytes.recv_bytes(layer.move.lower(x).compile().as_text()) == 1792
 
 
 def test_the_expansion_walk_is_linear_and_bounded(monkeypatch):
