@@ -308,7 +308,9 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   int64_t gathered = p.input_bytes;
   for (int64_t c : p.recv_count) gathered += c;
   whole = whole && gathered <= comm->max_count();
-  const bool shaped = s.reduces() && (step.op == StepOp::kReduceScatter || step.op == StepOp::kAllReduce) &&
+  // (Only the backend's reduce-scatter, with priced chunks, asks; the options are every rank's.)
+  const bool shaped = options.priced_chunks && s.reduces() &&
+                      (step.op == StepOp::kReduceScatter || step.op == StepOp::kAllReduce) &&
                       ReduceScatterShaped(p, members);
   int64_t all[3] = {inside ? 1 : 0, whole ? 1 : 0, shaped ? 1 : 0};
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(all, Comm::ReduceOp::kMin));
