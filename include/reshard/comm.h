@@ -148,6 +148,12 @@ class Comm {
   // (StagedInOrder, copy_program.h), else run by run sorted by their
   // staged offsets.
   virtual bool has_boxes() const { return false; }
+  // Whether box messages move each byte once, from the sender's input
+  // straight into the receiver's output (shared memory: threads), where a
+  // staged collective copies it three times (pack, transport, unpack); MPI's
+  // datatypes are packed and unpacked by its transport, so no. The runner
+  // then takes box messages for every step they can carry.
+  virtual bool boxes_copy_once() const { return false; }
   virtual Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& program, std::span<const int> send_rank,
                                                             std::span<const int> recv_rank);
   virtual Status StartBoxes(const BoxExchange& boxes, const std::byte* in, std::byte* out, int64_t& request);

@@ -97,6 +97,11 @@ struct ExecOptions {
   StepTransport rank_transport = StepTransport::kAuto;
   int64_t rank_max_message_bytes = (int64_t{1} << 31) - 1;
   bool rank_priced_chunks = false;  // RankOptions::priced_chunks
+  // Under Transport::kRanks: choose each step's transport as over MPI,
+  // whose box messages copy twice (Comm::boxes_copy_once): structured steps
+  // over their groups before box messages. Off: box messages first, the
+  // fastest in one process. The MPI suites' choices, run in process.
+  bool rank_choose_as_mpi = false;
   // A step whose copies are written per group pattern (GroupCopies,
   // device_program.h), direct or staged, runs from a per-copy schedule (40
   // bytes a copy; large copies split over threads, small ones batched) up

@@ -10,13 +10,20 @@
 // others, copies what it receives straight from the senders' buffers, and
 // waits again before returning, so the Start* collectives complete at once
 // (their request is kNoRequest). Box messages (Comm::has_boxes) are one such
-// collective: each receiver walks its message's runs against the sender's,
-// both in the message's order, copying from the sender's input into its own
-// output, with no staging, as MPI's derived datatypes move them (copies in
+// collective, and the one that copies each byte once (boxes_copy_once:
+// the runner takes them wherever they apply): each receiver pairs its
+// message's runs with the sender's, both in the message's order (copies in
 // order walked as they are, interleaved block-cyclic boxes from a sorted
-// run list); so the runner's box path (its choice and its run) is exercised
-// in process too. PrepareBoxes keeps pointers into the program's copies:
-// the program must outlive the result (the runner's does). Point-to-point sends are unbuffered, as
+// run list), folds the pairs back into box copies straight from the
+// sender's input into its own output, and runs them as the in-process
+// executor runs a phase (CopySchedule: each target row written whole, in
+// address order), with no staging, as MPI's derived datatypes move them.
+// The pairing and its schedule are made at a rank's first run of a set of
+// prepared messages and kept for its later runs. At most `copiers` ranks
+// copy at once (the others wait their turn): eight ranks copying on two
+// cores at once evict each other's rows from the caches. PrepareBoxes keeps
+// pointers into the program's copies: the program must outlive the result
+// (the runner's does). Point-to-point sends are unbuffered, as
 // strict as MPI allows: StartSend records the sender's pointer (no copy) and
 // gives a request; the bytes are copied straight from the sender's buffer
 // into the receiver's when the send meets its receive, and only then do
@@ -49,8 +56,15 @@
 
 namespace reshard {
 
-// Rank k of the result is element k. REQUIRES: ranks >= 1.
-std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds = 60);
+// Rank k of the result is element k. `copiers`: how many ranks copy box
+// messages at once (<= 0: the hardware's thread count; at most kMaxThreads).
+// `boxes_copy_once` false: the comms say their box messages copy twice
+// (Comm::boxes_copy_once), as MPI's do, so the runner chooses each step's
+// transport as it does over MPI (structured steps over their groups first):
+// the choices the MPI suites see, run in process.
+// REQUIRES: ranks >= 1.
+std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds = 60, int copiers = 0,
+                                                   bool boxes_copy_once = true);
 
 }  // namespace reshard
 

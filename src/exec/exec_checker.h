@@ -161,6 +161,7 @@ struct RankChoice {
   StepTransport transport = StepTransport::kAuto;
   int64_t max_message_bytes = (int64_t{1} << 31) - 1;
   bool priced_chunks = false;
+  bool choose_as_mpi = false;  // ExecOptions::rank_choose_as_mpi
   int64_t max_scheduled_group_copies = ExecOptions{}.max_scheduled_group_copies;
 };
 Result<CheckReport> RunChecked(const PlanProgram& program, int threads = 0, Transport transport = Transport::kStaged,

@@ -22,84 +22,16 @@
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/rank_reshard.h"
-#include "reshard/thread_comm.h"
+#include "exec/rank_threads.h"
 
 namespace reshard {
 namespace {
 
-// Transport::kRanks: every device a thread running the step runner over
-// threads as ranks, as every MPI rank runs it. The threads wait at a gate
-// until all have started, so a thread the system cannot start fails the run
-// (Unavailable) before any rank reaches a collective.
-Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
-                             std::span<const std::span<std::byte>> targets, const ExecOptions& options) {
-  const size_t n = program.devices().size();
-  if (n > static_cast<size_t>(kMaxThreads))
-    return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (one thread each); this plan has {}",
-                                           kMaxThreads, n));
-  const auto start = std::chrono::steady_clock::now();
-  // A rank waits at a barrier while rank 0 runs the caller's hook over every
-  // device's output (the checker): the timeout only guards against a hang.
-  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(static_cast<int>(n), /*timeout_seconds=*/600);
-  std::vector<std::optional<Result<RankRunStats>>> results(n);
-  std::vector<std::span<const std::byte>> outputs(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  enum class Gate { kWait, kGo, kStop } gate = Gate::kWait;
-  std::vector<std::string> transports;
-  RankOptions ro;
-  ro.transport = options.rank_transport;
-  ro.max_message_bytes = options.rank_max_message_bytes;
-  ro.priced_chunks = options.rank_priced_chunks;
-  // One rank's whole part: create, then execute with the checker's hook.
-  auto run_rank = [&](size_t k) {
-    Result<RankReshard> r = RankReshard::Create(std::move(comms[k]), program, ro);
-    if (!r.ok()) {
-      results[k] = r.status();
-      return;
-    }
-    if (k == 0) transports = r->step_transports();  // the same on every rank
-    RankReshard::AfterStep hook;
-    if (options.after_step) {
-      // Every rank's output is in place before the hook reads them all, and
-      // the hook is done before any rank goes on to overwrite one.
-      hook = [&, k](size_t step, std::span<const std::byte> output) -> Status {
-        outputs[k] = output;
-        RESHARD_RETURN_IF_ERROR(r->comm().Barrier());
-        if (k == 0) options.after_step(step, outputs);
-        return r->comm().Barrier();
-      };
-    }
-    results[k] = r->Execute(sources[k], targets[k], hook);
-  };
-  auto body = [&](size_t k) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return gate != Gate::kWait; });
-      if (gate == Gate::kStop) return;
-    }
-    try {
-      run_rank(k);
-    } catch (const std::exception& e) {  // e.g. bad_alloc in a hook: never out of a thread
-      results[k] = Status::Internal(fmt::format("rank {}: {}", k, e.what()));
-    }
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(n);
-  bool started = true;
-  try {
-    for (size_t k = 0; k < n; ++k) threads.emplace_back(body, k);
-  } catch (const std::system_error&) {
-    started = false;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    gate = started ? Gate::kGo : Gate::kStop;
-  }
-  cv.notify_all();
-  for (std::thread& t : threads) t.join();
-  if (!started)
-    return Status::Unavailable(fmt::format("could start only {} of the {} threads the ranks need", threads.size(), n));
+// Transport::kRanks: the figures of one run of every rank, as the executor
+// reports them.
+ExecStats RankStats(const PlanProgram& program, const std::vector<RankRunStats>& ranks,
+                    std::vector<std::string> transports) {
+  const size_t n = ranks.size();
   ExecStats stats;
   stats.peak_per_device.assign(n, 0);
   stats.steps.resize(program.steps().empty() ? 0 : static_cast<size_t>(program.steps().back().plan_step + 1));
@@ -108,8 +40,7 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
     t.received.assign(n, 0);
   }
   for (size_t k = 0; k < n; ++k) {
-    if (!results[k]->ok()) return results[k]->status();  // the same on every rank: rank 0's
-    const RankRunStats& r = results[k]->value();
+    const RankRunStats& r = ranks[k];
     stats.bytes_moved += r.bytes_moved;
     stats.bytes_sent += r.bytes_received;  // as the staged path counts: the bytes that arrived as messages
     stats.peak_per_device[k] = r.peak_bytes;
@@ -120,7 +51,6 @@ Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::sp
     }
   }
   stats.rank_transports = std::move(transports);
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
 
@@ -151,7 +81,7 @@ class InProcessExecutor final : public Executor {
       return Status::InvalidArgument(fmt::format(
           "this program was compiled without the {} copies its transport runs (CompileOptions::copies)",
           options_.transport == Transport::kDirect ? "direct" : "staged (pack and unpack)"));
-    if (options_.transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets, options_);
+    if (options_.transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets);
     if (program.devices().size() >= (size_t{1} << 30))  // (a schedule names buffers by 32-bit index, two per device)
       return Status::InvalidArgument(fmt::format("the in-process executor runs at most 2^30 devices; this plan has {}",
                                                  program.devices().size()));
@@ -287,6 +217,33 @@ class InProcessExecutor final : public Executor {
   }
 
  private:
+  // Transport::kRanks: the ranks of the program last run, kept (threads,
+  // runners, staging, box messages) so that the next run of the same
+  // program, at the same place, only runs them, as MPI's persistent
+  // reshard does; started again for another program or after a failed run.
+  Result<ExecStats> RunAsRanks(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
+                               std::span<const std::span<std::byte>> targets) {
+    const auto start = std::chrono::steady_clock::now();
+    if (ranks_ == nullptr || ranks_->broken() || ranks_program_ != &program || ranks_program_id_ != program.id()) {
+      ranks_.reset();  // (stops its threads before new ones start)
+      RankOptions ro;
+      ro.transport = options_.rank_transport;
+      ro.max_message_bytes = options_.rank_max_message_bytes;
+      ro.priced_chunks = options_.rank_priced_chunks;
+      // A rank waits at a barrier while rank 0 runs the caller's hook over
+      // every device's output (the checker): the timeout only guards against a hang.
+      const RankThreads::CommSettings comms{
+          .timeout_seconds = 600, .copiers = options_.threads, .boxes_copy_once = !options_.rank_choose_as_mpi};
+      RESHARD_ASSIGN_OR_RETURN(ranks_, RankThreads::Start(program, ro, options_.after_step, comms));
+      ranks_program_ = &program;
+      ranks_program_id_ = program.id();
+    }
+    RESHARD_ASSIGN_OR_RETURN(std::vector<RankRunStats> ranks, ranks_->Run(sources, targets));
+    ExecStats stats = RankStats(program, ranks, ranks_->transports());
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return stats;
+  }
+
   // One program step's copies as they run, and what they carry.
   struct StepSchedule {
     CopySchedule first, second;  // phase 1 and phase 2 (Run)
@@ -498,6 +455,9 @@ class InProcessExecutor final : public Executor {
   // The schedules of the program last run: 40 bytes a copy, kept so that
   // the next run of the same program runs them as they are.
   ProgramSchedule schedule_;
+  std::unique_ptr<RankThreads> ranks_;
+  const PlanProgram* ranks_program_ = nullptr;
+  uint64_t ranks_program_id_ = 0;
 };
 
 }  // namespace

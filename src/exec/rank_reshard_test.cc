@@ -20,8 +20,11 @@ namespace reshard {
 namespace {
 
 // Runs body(rank, comm) on `ranks` threads; returns each rank's status.
-std::vector<Status> OnRanks(int ranks, const std::function<Status(int, std::unique_ptr<Comm>)>& body) {
-  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, 20);
+// `as_mpi`: comms whose box messages say they copy twice, as MPI's do, so
+// the runner chooses as over MPI (thread_comm.h).
+std::vector<Status> OnRanks(int ranks, const std::function<Status(int, std::unique_ptr<Comm>)>& body,
+                            bool as_mpi = false) {
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, 20, 0, /*boxes_copy_once=*/!as_mpi);
   std::vector<Status> out(static_cast<size_t>(ranks), Status::Ok());
   std::vector<std::thread> threads;
   for (int k = 0; k < ranks; ++k)
@@ -75,15 +78,23 @@ TEST(RankReshard, CanonicalCaseEveryTransport) {
 
 TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
   const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  // As over MPI (box messages copy twice there).
+  constexpr bool kAsMpi = true;
   RankOptions o;
   o.planner = PlannerOptions{};
   o.planner->meshes = {XY()};
   std::vector<std::string> transports;
   for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
          return RunTagged(rank, std::move(c), source, target, o, &transports);
-       }))
+       }, kAsMpi))
     EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(transports, std::vector<std::string>{"alltoallv over groups"});
+  // Over shared memory, box messages, each byte copied once, come first.
+  for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
+         return RunTagged(rank, std::move(c), source, target, o, &transports);
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(transports, std::vector<std::string>{"alltoallw"});
   RankOptions priced = o;
   priced.priced_chunks = true;
   for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
@@ -95,7 +106,7 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
   const Layout gathered = Canonical("P(None, None, 'x')");
   for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
          return RunTagged(rank, std::move(c), source, gathered, o, &transports);
-       }))
+       }, kAsMpi))
     EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(transports, std::vector<std::string>{"allgather over groups"});  // even shards: equal chunks
   // Uneven shards (15 rows over x=4: 4, 4, 4, 3): the v-forms, or with
@@ -110,7 +121,7 @@ TEST(RankReshard, PlannedStructuredStepsRunOverTheirGroups) {
   for (const Layout* to : {&uneven_gathered, &uneven_moved}) {
     for (const Status& s : OnRanks(8, [&](int rank, std::unique_ptr<Comm> c) {
            return RunTagged(rank, std::move(c), uneven, *to, oc, &transports);
-         }))
+         }, kAsMpi))
       EXPECT_TRUE(s.ok()) << s;
     EXPECT_EQ(transports.back(), to == &uneven_gathered ? "allgatherv over groups" : "alltoallv over groups");
   }

@@ -195,13 +195,18 @@ Status RankReshard::State::Prepare() {
       // once its messages have arrived; a reduce-scatter, or an
       // all-reduce's first half, with priced chunks, as the backend's
       // reduce-scatter where every member's part lines up.)
-      if (asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty())
-        RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
+      // Where box messages copy each byte once (shared memory), they come
+      // first, as the fastest way any step's messages move there, unless
+      // priced chunks ask for the collectives the plan priced.
+      const bool boxes_first = comm->boxes_copy_once() && asked == StepTransport::kAuto && !options.priced_chunks;
+      const bool structured = asked != StepTransport::kDatatypes && pp.mesh() && !sp.group_axes.empty();
+      if (structured && !boxes_first) RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
       bool boxes = false;
       // Box messages write the output as they land: a reducing step combines after.
       if (!s.grouped && !s.reduces() && asked != StepTransport::kAlltoallv && comm->has_boxes()) {
         RESHARD_ASSIGN_OR_RETURN(boxes, AllBoxable(s));
       }
+      if (structured && boxes_first && !boxes) RESHARD_RETURN_IF_ERROR(UseGroups(s, sp));
       if (boxes) {
         Result<std::unique_ptr<BoxExchange>> made = comm->PrepareBoxes(p, s.send_rank, s.recv_rank);
         RESHARD_RETURN_IF_ERROR(AgreeStatus(*comm, made.status()));

@@ -1,11 +1,13 @@
 // Box messages for threads as ranks (thread_boxes.h): preparing a rank's
-// walks and copying one message run against run.
+// walks, and pairing a receiver's with its senders' into direct copies.
 #include "exec/thread_boxes.h"
 
 #include <fmt/format.h>
 
+#include "exec/copy_kernel.h"
+
 #include <algorithm>
-#include <cstring>
+#include <atomic>
 #include <string_view>
 #include <utility>
 
@@ -115,8 +117,10 @@ Status AddMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t base
 
 Result<std::unique_ptr<ThreadBoxes>> ThreadBoxes::Prepare(const DeviceProgram& p, std::span<const int> send_rank,
                                                           std::span<const int> recv_rank, int size) {
+  static std::atomic<uint64_t> next_id{1};
   auto boxes = std::make_unique<ThreadBoxes>();
   boxes->size_ = size;
+  boxes->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   // One side's messages: to the send ranks from the pack copies, or from
   // the receive ranks into the unpack copies.
   auto add_side = [&](bool sending) -> Status {
@@ -154,18 +158,161 @@ const ThreadBoxes::Message* ThreadBoxes::Find(const std::vector<Message>& list, 
   return it == list.end() || it->peer != peer ? nullptr : &*it;
 }
 
-void ThreadBoxes::CopyFrom(const ThreadBoxes& sender, const Message& sent, const std::byte* in,
-                           const Message& expected, std::byte* out) const {
-  RunStream s(sender, sent, /*sending=*/true), r(*this, expected, /*sending=*/false);
+namespace {
+
+// Calls piece(from, to, bytes) for each stretch where the current runs of
+// sender's message `sent` (offsets in its input) and receiver's `expected`
+// (in its output) overlap, in the message's order: both walks tile its
+// bytes, so the overlap of the current runs is one piece, then the walk past
+// whichever ends first steps on.
+template <typename Piece>
+void ForEachPiece(const ThreadBoxes& sender, const ThreadBoxes::Message& sent, const ThreadBoxes& receiver,
+                  const ThreadBoxes::Message& expected, Piece piece) {
+  RunStream s(sender, sent, /*sending=*/true), r(receiver, expected, /*sending=*/false);
   int64_t s_at = 0, s_bytes = 0, r_at = 0, r_bytes = 0;
   bool s_more = s.Next(s_at, s_bytes), r_more = r.Next(r_at, r_bytes);
   while (s_more && r_more) {
     const int64_t n = std::min(s_bytes, r_bytes);
-    if (n > 0) std::memcpy(out + r_at, in + s_at, static_cast<size_t>(n));
+    if (n > 0) piece(s_at, r_at, n);
     s_at += n, s_bytes -= n, r_at += n, r_bytes -= n;
     if (s_bytes == 0) s_more = s.Next(s_at, s_bytes);
     if (r_bytes == 0) r_more = r.Next(r_at, r_bytes);
   }
+}
+
+// Folds pieces (from, to, bytes), in the order given, back into box copies
+// of up to two strided dims: a piece that extends the last one on both
+// sides lengthens its run; one that repeats it at fixed positive strides is
+// its next row; a row of rows that repeats the last at fixed strides is its
+// next plane. Ops go to `program`, their sources tagged with `sender`.
+class BoxFolder {
+ public:
+  BoxFolder(CopyProgram& program, std::vector<int32_t>& sender) : program_(program), sender_(sender) {}
+
+  void Add(int32_t from_rank, int64_t from, int64_t to, int64_t bytes) {
+    Row& r = row_;
+    if (r.count > 0 && rank_ == from_rank) {
+      if (r.count == 1 && from == r.from + r.run && to == r.to + r.run) {
+        r.run += bytes;
+        return;
+      }
+      if (bytes == r.run) {
+        const int64_t ds = from - r.from, dt = to - r.to;
+        if (r.count == 1 && ds > 0 && dt > 0) {
+          r.from_stride = ds, r.to_stride = dt, r.count = 2;
+          return;
+        }
+        if (r.count > 1 && ds == r.count * r.from_stride && dt == r.count * r.to_stride) {
+          ++r.count;
+          return;
+        }
+      }
+    }
+    EndRow();
+    rank_ = from_rank;
+    r = Row{.from = from, .to = to, .run = bytes, .count = 1};
+  }
+
+  // Emits what is pending. Call once after the last Add.
+  void Finish() {
+    EndRow();
+    EmitPlane();
+  }
+
+ private:
+  struct Row {
+    int64_t from = 0, to = 0, run = 0, count = 0, from_stride = 0, to_stride = 0;
+  };
+
+  static bool SameShape(const Row& a, const Row& b) {
+    return a.run == b.run && a.count == b.count &&
+           (a.count == 1 || (a.from_stride == b.from_stride && a.to_stride == b.to_stride));
+  }
+
+  void EndRow() {
+    if (row_.count == 0) return;
+    Plane& p = plane_;
+    if (p.planes > 0 && plane_rank_ == rank_ && SameShape(p.row, row_)) {
+      const int64_t ds = row_.from - p.row.from, dt = row_.to - p.row.to;
+      if (p.planes == 1 && ds > 0 && dt > 0) {
+        p.from_stride = ds, p.to_stride = dt, p.planes = 2;
+        row_.count = 0;
+        return;
+      }
+      if (p.planes > 1 && ds == p.planes * p.from_stride && dt == p.planes * p.to_stride) {
+        ++p.planes;
+        row_.count = 0;
+        return;
+      }
+    }
+    EmitPlane();
+    plane_rank_ = rank_;
+    p = Plane{.row = row_, .planes = 1};
+    row_.count = 0;
+  }
+
+  void EmitPlane() {
+    const Plane& p = plane_;
+    if (p.planes == 0) return;
+    CopyOp op{.src_offset = p.row.from, .dst_offset = p.row.to, .run_bytes = p.row.run,
+              .first_dim = static_cast<int32_t>(program_.dims.size()), .num_dims = 0};
+    if (p.planes > 1) {
+      program_.dims.push_back(CopyDim{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride});
+      ++op.num_dims;
+    }
+    if (p.row.count > 1) {
+      program_.dims.push_back(
+          CopyDim{.count = p.row.count, .src_stride = p.row.from_stride, .dst_stride = p.row.to_stride});
+      ++op.num_dims;
+    }
+    program_.ops.push_back(op);
+    program_.bytes += p.planes * p.row.count * p.row.run;
+    sender_.push_back(plane_rank_);
+    plane_ = Plane{};
+  }
+
+  struct Plane {
+    Row row;
+    int64_t planes = 0, from_stride = 0, to_stride = 0;
+  };
+
+  CopyProgram& program_;
+  std::vector<int32_t>& sender_;
+  Row row_;
+  Plane plane_;
+  int32_t rank_ = -1, plane_rank_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<DirectBoxCopies> ThreadBoxes::Direct(int rank, std::span<const ThreadBoxes* const> senders) const {
+  auto direct = std::make_unique<DirectBoxCopies>();
+  std::vector<int32_t> sender;
+  {
+    BoxFolder folder(direct->program, sender);
+    for (const Message& expected : from_) {
+      const ThreadBoxes* boxes = senders[static_cast<size_t>(expected.peer)];
+      const Message* sent = boxes != nullptr ? boxes->To(rank) : nullptr;
+      if (sent == nullptr || expected.bytes == 0) continue;
+      const int32_t peer = expected.peer;
+      ForEachPiece(*boxes, *sent, *this, expected,
+                   [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(peer, from, to, bytes); });
+      folder.Finish();  // (no op spans two senders)
+    }
+  }
+  direct->senders.assign(senders.size(), 0);
+  for (size_t k = 0; k < senders.size(); ++k)
+    if (senders[k] != nullptr) direct->senders[k] = senders[k]->id();
+  std::vector<ScheduledCopy> strided, contiguous;
+  const CopyProgram& program = direct->program;
+  for (size_t k = 0; k < program.ops.size(); ++k) {
+    const CopyOp& op = program.ops[k];
+    const ScheduledCopy c{.program = &program, .op = &op, .src = sender[k], .dst = 0, .src_delta = 0,
+                          .units = CopyUnits(program, op)};
+    (op.num_dims > 0 ? strided : contiguous).push_back(c);
+  }
+  direct->schedule = CopySchedule::Build(std::move(strided), std::move(contiguous), /*threads=*/1);
+  return direct;
 }
 
 }  // namespace reshard

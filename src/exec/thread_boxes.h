@@ -1,7 +1,8 @@
 // Box messages for threads as ranks (thread_comm.h): a step's messages
-// described as walks over the rank's own buffers, which a receiver copies
-// run against run straight from its sender's input, as MPI's derived
-// datatypes move them (Comm::PrepareBoxes, StartBoxes).
+// described as walks over the rank's own buffers, which a receiver pairs
+// with its senders' into copies straight from their inputs into its output,
+// as MPI's derived datatypes move them, in one copy as shared memory
+// allows (Comm::PrepareBoxes, StartBoxes).
 //
 // Per message: its peer rank and how to walk its bytes in staged order in
 // the rank's own buffer. Where its copies are in order (StagedInOrder,
@@ -22,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "exec/copy_schedule.h"
 #include "reshard/comm.h"
 #include "reshard/copy_program.h"
 #include "reshard/device_program.h"
@@ -34,6 +36,23 @@ namespace reshard {
 // `at` in the rank's input (sending) or output (receiving) buffer.
 struct BoxRun {
   int64_t staged, at, bytes;
+};
+
+class ThreadBoxes;
+
+// A receiver's messages of one box exchange as copies straight from its
+// senders' inputs into its own output: each sender's walk paired with the
+// receiver's, the pieces folded back into boxes (a run repeated at fixed
+// strides, up to two dims), and how they run (CopySchedule: groups by
+// destination, slices) decided once. Op k reads the input of rank
+// `sender[k]`; the schedule's source index is that rank, its destination
+// index 0. Built once per pairing of prepared messages (`senders`: the ids
+// of the ThreadBoxes it pairs, by rank; 0 where none) and reused by every
+// later run, as the in-process executor keeps a program's schedule.
+struct DirectBoxCopies {
+  std::vector<uint64_t> senders;
+  CopyProgram program;
+  CopySchedule schedule;
 };
 
 class ThreadBoxes final : public BoxExchange {
@@ -65,18 +84,21 @@ class ThreadBoxes final : public BoxExchange {
   // The run lists of the messages not walked op after op.
   const std::vector<BoxRun>& runs() const { return runs_; }
 
-  // Copies `sender`'s message `sent`, read from its input `in`, into this
-  // rank's output `out` where this rank's message `expected` places it. Both
-  // walks tile the message's bytes in its order: the overlap of the current
-  // runs is copied, then the walk past whichever ends first steps on.
-  // REQUIRES: sent.bytes == expected.bytes.
-  void CopyFrom(const ThreadBoxes& sender, const Message& sent, const std::byte* in, const Message& expected,
-                std::byte* out) const;
+  // Unique among every ThreadBoxes this process prepared (never 0).
+  uint64_t id() const { return id_; }
+
+  // This rank's messages, from `senders[k]` (rank k's prepared messages,
+  // null where it sends this rank nothing), as direct copies (above).
+  // REQUIRES: each sender's message to this rank as long as this rank's
+  // from it (StartBoxes checks); every one of this rank's messages has its
+  // sender. The result does not move (the schedule points into it).
+  std::unique_ptr<DirectBoxCopies> Direct(int rank, std::span<const ThreadBoxes* const> senders) const;
 
  private:
   static const Message* Find(const std::vector<Message>& list, int peer);
 
   int size_ = 0;
+  uint64_t id_ = 0;
   std::vector<Message> to_, from_;
   std::vector<BoxRun> runs_;
   int64_t sent_ = 0, received_ = 0;

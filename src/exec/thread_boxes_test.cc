@@ -1,12 +1,17 @@
 // Threads' box messages without threads: what Prepare builds from a
-// program's copies and how a receiver's walk meets its sender's (the
-// collective that runs them: thread_comm_test.cc).
+// program's copies, how a receiver's walk meets its sender's, and the
+// direct copies it folds them into (the collective that runs them:
+// thread_comm_test.cc).
 #include "exec/thread_boxes.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 #include <vector>
+
+#include "exec/thread_pool.h"
 
 namespace reshard {
 namespace {
@@ -74,8 +79,26 @@ std::vector<std::byte> Deliver(const DeviceProgram& sender, const DeviceProgram&
   EXPECT_NE(expected, nullptr);
   if (sent == nullptr || expected == nullptr) return out;
   const std::vector<std::byte> in = Bytes(in_bytes, 0);
-  (*to)->CopyFrom(**from, *sent, in.data(), *expected, out.data());
+  const ThreadBoxes* senders[] = {from->get(), nullptr};
+  const std::unique_ptr<DirectBoxCopies> direct = (*to)->Direct(1, senders);
+  EXPECT_EQ(direct->program.bytes, receiver.recv_count[0]);
+  ThreadPool one(1);
+  const std::byte* inputs[] = {in.data(), nullptr};
+  std::byte* outputs[] = {out.data()};
+  direct->schedule.Run(one, inputs, outputs);
   return out;
+}
+
+// The direct copies rank 1 makes of a message from rank 0.
+std::unique_ptr<DirectBoxCopies> DirectOf(const DeviceProgram& sender, const DeviceProgram& receiver) {
+  Result<std::unique_ptr<ThreadBoxes>> from = ThreadBoxes::Prepare(sender, std::vector<int>{1}, {}, 2);
+  Result<std::unique_ptr<ThreadBoxes>> to = ThreadBoxes::Prepare(receiver, {}, std::vector<int>{0}, 2);
+  EXPECT_TRUE(from.ok() && to.ok());
+  if (!from.ok() || !to.ok()) return nullptr;
+  const ThreadBoxes* senders[] = {from->get(), to->get()};
+  std::unique_ptr<DirectBoxCopies> direct = (*to)->Direct(1, senders);
+  EXPECT_EQ(direct->senders, (std::vector<uint64_t>{(*from)->id(), (*to)->id()}));
+  return direct;
 }
 
 TEST(ThreadBoxes, RunsListedOutOfStagedOrderAreWalkedInIt) {
@@ -118,6 +141,84 @@ TEST(ThreadBoxes, CopiesInStagedOrderAreWalkedRowByRowWithoutAList) {
   std::copy(s.begin(), s.begin() + 4, want.begin() + 3);
   std::copy(s.begin() + 8, s.begin() + 12, want.begin() + 19);
   EXPECT_EQ(out, want);
+}
+
+TEST(ThreadBoxes, PairedRunsFoldBackIntoOneBox) {
+  // A [3,4,8] box of bytes, contiguous in the sender's input, written into
+  // rows of 32 bytes, planes of 160: 96 runs of 8 bytes fold into one
+  // copy of two dims (4 rows a plane, 3 planes).
+  const int64_t extent[] = {3, 4, 8}, tight[] = {32, 8, 1}, wide[] = {160, 32, 1};
+  DeviceProgram sender, receiver;
+  sender.pack.AddBox(extent, 0, tight, 0, tight, 1);
+  sender.send_count = {96};
+  sender.send_offset = {0};
+  sender.pack_begin = {0, 1};
+  sender.unpack_begin = {0};
+  receiver.unpack.AddBox(extent, 0, tight, 5, wide, 1);
+  receiver.recv_count = {96};
+  receiver.recv_offset = {0};
+  receiver.unpack_begin = {0, 1};
+  receiver.pack_begin = {0};
+  const std::unique_ptr<DirectBoxCopies> direct = DirectOf(sender, receiver);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_EQ(direct->program.ops.size(), 1u);
+  const CopyOp& op = direct->program.ops[0];
+  EXPECT_EQ(op.src_offset, 0);
+  EXPECT_EQ(op.dst_offset, 5);
+  EXPECT_EQ(op.run_bytes, 8);
+  ASSERT_EQ(op.num_dims, 2);
+  EXPECT_EQ(direct->program.dims[0], (CopyDim{.count = 3, .src_stride = 32, .dst_stride = 160}));
+  EXPECT_EQ(direct->program.dims[1], (CopyDim{.count = 4, .src_stride = 8, .dst_stride = 32}));
+  EXPECT_EQ(direct->program.bytes, 96);
+}
+
+TEST(ThreadBoxes, RandomMessagesArriveWhereTheReceiverPlacesThem) {
+  // Random messages: the sender's input cut into random runs placed in the
+  // message in a random order, the receiver's output likewise, and runs
+  // of one length at random strides (which fold). Every byte must land
+  // where the receiver's walk puts it, and nothing else be written.
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t bytes = std::uniform_int_distribution<int64_t>(1, 300)(rng);
+    // One side's runs: the message's bytes cut at random (or into runs of
+    // one length), each at its own place in a buffer with gaps.
+    auto side = [&](int64_t& buffer_bytes) {
+      std::vector<int64_t> cuts = {0, bytes};
+      const int64_t even = std::uniform_int_distribution<int64_t>(1, 9)(rng);
+      const bool regular = rng() % 2 == 0;
+      for (int64_t c = 1; c < bytes; ++c)
+        if (regular ? c % even == 0 : rng() % 5 == 0) cuts.push_back(c);
+      std::sort(cuts.begin(), cuts.end());
+      std::vector<size_t> order(cuts.size() - 1);
+      std::iota(order.begin(), order.end(), 0);
+      if (rng() % 3 == 0) std::shuffle(order.begin(), order.end(), rng);
+      const int64_t gap = std::uniform_int_distribution<int64_t>(0, 3)(rng);
+      std::vector<ByteRun> runs;
+      int64_t at = 0;
+      for (size_t k : order) {
+        runs.push_back({at, cuts[k], cuts[k + 1] - cuts[k]});
+        at += cuts[k + 1] - cuts[k] + gap;
+      }
+      buffer_bytes = at;
+      return runs;
+    };
+    int64_t in_bytes = 0, out_bytes = 0;
+    const std::vector<ByteRun> sent = side(in_bytes), received = side(out_bytes);
+    const std::vector<std::byte> out =
+        Deliver(OneMessage(true, sent), OneMessage(false, received), in_bytes, out_bytes);
+    // The reference: message byte m comes from the sender's run holding it
+    // and goes to the receiver's.
+    const std::vector<std::byte> in = Bytes(in_bytes, 0);
+    std::vector<std::byte> message(static_cast<size_t>(bytes));
+    for (const ByteRun& r : sent)
+      for (int64_t i = 0; i < r.bytes; ++i)
+        message[static_cast<size_t>(r.staged + i)] = in[static_cast<size_t>(r.buffer + i)];
+    std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee});
+    for (const ByteRun& r : received)
+      for (int64_t i = 0; i < r.bytes; ++i)
+        want[static_cast<size_t>(r.buffer + i)] = message[static_cast<size_t>(r.staged + i)];
+    ASSERT_EQ(out, want) << "trial " << trial;
+  }
 }
 
 TEST(ThreadBoxes, AdjacentRunsAreMerged) {

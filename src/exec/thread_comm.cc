@@ -8,6 +8,7 @@
 
 #include "exec/reduce_kernel.h"
 #include "exec/thread_boxes.h"
+#include "exec/thread_pool.h"
 
 #include <fmt/format.h>
 
@@ -19,6 +20,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <semaphore>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -65,10 +68,14 @@ struct Request {
   Status status = Status::Ok();  // of a complete request
 };
 
-// The state the comms of one group share, all under `mu`.
+// How many ranks may copy box messages at once (thread_comm.h), shared by
+// every group split from one MakeThreadComms.
+using Copiers = std::counting_semaphore<kMaxThreads>;
+
+// The state the comms of one group share, all under `mu` (but the copiers).
 struct Group {
-  Group(int size, double timeout_seconds)
-      : size(size), timeout_seconds(timeout_seconds), posts(static_cast<size_t>(size)),
+  Group(int size, double timeout_seconds, bool boxes_copy_once, std::shared_ptr<Copiers> copiers)
+      : size(size), timeout_seconds(timeout_seconds), boxes_copy_once(boxes_copy_once), copiers(std::move(copiers)), posts(static_cast<size_t>(size)),
         channels(static_cast<size_t>(size)), requests(static_cast<size_t>(size)) {}
 
   Clock::time_point Deadline() const {
@@ -107,6 +114,8 @@ struct Group {
 
   const int size;
   const double timeout_seconds;
+  const bool boxes_copy_once;
+  const std::shared_ptr<Copiers> copiers;
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
@@ -144,6 +153,7 @@ class ThreadComm final : public Comm {
   }
 
   std::string_view name() const override { return "threads"; }
+  bool boxes_copy_once() const override { return group_->boxes_copy_once; }
   int rank() const override { return rank_; }
   int size() const override { return group_->size; }
 
@@ -220,7 +230,8 @@ class ThreadComm final : public Comm {
       // Whichever member comes first makes the group; the others find it.
       std::lock_guard<std::mutex> lock(group_->mu);
       std::shared_ptr<Group>& made = group_->split_groups[members.front().second];
-      if (!made) made = std::make_shared<Group>(static_cast<int>(members.size()), group_->timeout_seconds);
+      if (!made) made = std::make_shared<Group>(static_cast<int>(members.size()), group_->timeout_seconds,
+                                              group_->boxes_copy_once, group_->copiers);
       child = made;
       return Status::Ok();
     }));
@@ -357,8 +368,10 @@ class ThreadComm final : public Comm {
     return std::unique_ptr<BoxExchange>(std::move(boxes));
   }
 
-  // Every receiver copies its messages run against run from the senders'
-  // inputs; the second barrier keeps every input unchanged until all have.
+  // Every receiver copies its messages straight from the senders' inputs,
+  // as direct copies paired once per set of prepared messages (kept while
+  // the same ones run again: a persistent reshard's every run); the second
+  // barrier keeps every input unchanged until all have.
   Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
     request = kNoRequest;
     const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
@@ -375,9 +388,26 @@ class ThreadComm final : public Comm {
         if (sent_bytes != expected_bytes)
           return Status::Internal(fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_,
                                               expected_bytes, k, sent_bytes));
-        if (sent_bytes == 0) continue;
-        mine->CopyFrom(*p.boxes, *sent, static_cast<const std::byte*>(p.data), *expected, out);
       }
+      std::vector<const ThreadBoxes*> senders(posts.size());
+      std::vector<const std::byte*> inputs(posts.size());
+      for (size_t k = 0; k < posts.size(); ++k) {
+        senders[k] = posts[k].boxes;
+        inputs[k] = static_cast<const std::byte*>(posts[k].data);
+      }
+      auto it = direct_.find(mine->id());
+      bool same = it != direct_.end();
+      for (size_t k = 0; k < senders.size() && same; ++k) same = it->second->senders[k] == senders[k]->id();
+      if (!same) {
+        // (Entries of prepared messages whose runners are gone are never
+        // asked for again: a bound keeps them from piling up.)
+        if (it == direct_.end() && direct_.size() >= kMaxDirectBoxCopies) direct_.clear();
+        it = direct_.insert_or_assign(mine->id(), mine->Direct(rank_, senders)).first;
+      }
+      std::byte* const outputs[] = {out};
+      group_->copiers->acquire();
+      it->second->schedule.Run(one_thread_, inputs, outputs);
+      group_->copiers->release();
       return Status::Ok();
     });
   }
@@ -549,12 +579,20 @@ class ThreadComm final : public Comm {
   std::shared_ptr<Group> group_;
   const int rank_;
   int64_t next_request_ = 0;  // only this rank's thread starts requests
+  // Box messages: this rank's direct copies by the id of its prepared
+  // messages (StartBoxes), run on this rank's thread alone.
+  static constexpr size_t kMaxDirectBoxCopies = 256;
+  std::unordered_map<uint64_t, std::unique_ptr<DirectBoxCopies>> direct_;
+  ThreadPool one_thread_{1};
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds) {
-  auto group = std::make_shared<Group>(ranks, timeout_seconds);
+std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds, int copiers,
+                                                   bool boxes_copy_once) {
+  if (copiers <= 0) copiers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto group = std::make_shared<Group>(ranks, timeout_seconds, boxes_copy_once,
+                                       std::make_shared<Copiers>(std::min(copiers, kMaxThreads)));
   std::vector<std::unique_ptr<Comm>> comms;
   for (int k = 0; k < ranks; ++k) comms.push_back(std::make_unique<ThreadComm>(group, k));
   return comms;

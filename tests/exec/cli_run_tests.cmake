@@ -4,7 +4,7 @@ cli_test(run_canonical_json "^{\"backend\":\"in-process\",\"bytes_moved\":16384,
 cli_test(run_staged_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport staged --repeat 1)
 # Issue 16: every device a thread running the per-rank step runner MPI runs.
-cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all, over alltoallv over groups\\)"
+cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all, over alltoallw\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport ranks --repeat 1)
 cli_test(run_ranks_multi_step "\"verified\":true.*\"transport\":\"ranks\""
          ${R} run --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --transport ranks --repeat 1 --json)
@@ -33,7 +33,7 @@ cli_test(run_partial_target "^verified: 4096 B .*\\(2048 B .* as messages\\) on 
 # exchange in time and bytes, and no ragged exchange); with no ragged exchange at all (--for jax-cpu), an all-to-all.
 cli_test(run_partial_target_alike "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(all-gather\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --repeat 1)
-cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, over alltoallv over groups\\)"
+cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, over alltoallw\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})" --for jax-cpu --transport ranks --repeat 1)
 cli_test(run_partial_target_other_op "^verified: .* 2 steps \\(exchange, exchange, over p2p, p2p\\)"
          ${R} run --shape 13,5 --mesh x=4,y=2 --from "[Partial(\"sum\"), Shard(1)]" --to "[Shard(0), Partial(\"max\")]" --dtype s8 --transport ranks --repeat 1)

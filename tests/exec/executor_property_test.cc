@@ -29,7 +29,8 @@ namespace {
 constexpr DType kDTypes[] = {DType::kU8, DType::kBF16, DType::kF32, DType::kF64, DType::kC128};
 
 // The step runner's choices under Transport::kRanks, taken in turn: each
-// transport, and messages cut into chunks of a few bytes.
+// transport (no transport forced: as in one process, box messages first,
+// or as over MPI), and messages cut into chunks of a few bytes.
 RankChoice NextRankChoice() {
   static int turn = 0;
   constexpr StepTransport kTransports[] = {StepTransport::kAuto, StepTransport::kAlltoallv, StepTransport::kPointToPoint,
@@ -38,6 +39,7 @@ RankChoice NextRankChoice() {
   c.transport = kTransports[turn % 4];
   if (turn % 7 == 6) c.max_message_bytes = 1 + turn % 13;
   c.priced_chunks = turn % 5 < 2;
+  c.choose_as_mpi = turn % 8 == 4;
   ++turn;
   return c;
 }

@@ -1,0 +1,199 @@
+// RankThreads (rank_threads.h): persistent threads as ranks, each looping
+// over runs of its RankReshard until stopped.
+#include "exec/rank_threads.h"
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "reshard/executor.h"
+#include "reshard/thread_comm.h"
+
+namespace reshard {
+
+struct RankThreads::Shared {
+  const PlanProgram* program = nullptr;
+  RankOptions options;
+  Hook hook;
+  size_t n = 0;
+  std::vector<std::unique_ptr<Comm>> comms;  // each moved into its rank's runner
+  std::vector<std::thread> threads;
+
+  // Under `mu`: the gate, the run asked for and each rank's answer.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false, stop = false, broken = false;
+  uint64_t job = 0;  // runs asked for so far
+  size_t answered = 0;  // ranks done with creation, or with the run under way
+  std::vector<Status> created;
+  std::vector<std::optional<Result<RankRunStats>>> results;
+  std::span<const std::span<const std::byte>> sources;
+  std::span<const std::span<std::byte>> targets;
+  std::vector<std::span<const std::byte>> outputs;  // the hook's: each rank's output of the step
+  std::vector<std::string> transports;
+
+  void Answer() {
+    ++answered;
+    if (answered == n) cv.notify_all();
+  }
+
+  // Rank k's whole life: wait for the gate, create its runner, then run
+  // each job asked for until stopped.
+  void Rank(size_t k) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return go || stop; });
+      if (stop) return;
+    }
+    std::optional<RankReshard> runner;
+    Status status = Status::Ok();
+    try {
+      Result<RankReshard> r = RankReshard::Create(std::move(comms[k]), *program, options);
+      status = r.status();
+      if (r.ok()) runner.emplace(std::move(r).value());
+    } catch (const std::exception& e) {  // e.g. bad_alloc: never out of a thread
+      status = Status::Internal(fmt::format("rank {}: {}", k, e.what()));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      created[k] = status;
+      if (k == 0 && runner) transports = runner->step_transports();  // the same on every rank
+      Answer();
+    }
+    RankReshard::AfterStep after_step;
+    if (hook && runner) {
+      // Every rank's output is in place before the hook reads them all, and
+      // the hook is done before any rank goes on to overwrite one.
+      after_step = [this, k, &runner](size_t step, std::span<const std::byte> output) -> Status {
+        outputs[k] = output;
+        RESHARD_RETURN_IF_ERROR(runner->comm().Barrier());
+        if (k == 0) hook(step, outputs);
+        return runner->comm().Barrier();
+      };
+    }
+    uint64_t seen = 0;
+    for (;;) {
+      std::span<const std::byte> source;
+      std::span<std::byte> target;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || job != seen; });
+        if (stop) return;
+        seen = job;
+        source = sources[k];
+        target = targets[k];
+      }
+      std::optional<Result<RankRunStats>> result;
+      try {
+        if (runner)
+          result.emplace(runner->Execute(source, target, after_step));
+        else
+          result.emplace(status);
+      } catch (const std::exception& e) {
+        result.emplace(Status::Internal(fmt::format("rank {}: {}", k, e.what())));
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      results[k] = std::move(result);
+      Answer();
+    }
+  }
+
+  void StopAndJoin() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  }
+};
+
+RankThreads::RankThreads(std::unique_ptr<Shared> shared) : shared_(std::move(shared)) {}
+
+RankThreads::~RankThreads() {
+  if (shared_) shared_->StopAndJoin();
+}
+
+Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& program, const RankOptions& options,
+                                                        Hook hook, const CommSettings& comms) {
+  const size_t n = program.devices().size();
+  if (n > static_cast<size_t>(kMaxThreads))
+    return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (one thread each); this plan has {}",
+                                           kMaxThreads, n));
+  auto shared = std::make_unique<Shared>();
+  Shared& s = *shared;
+  s.program = &program;
+  s.options = options;
+  s.hook = std::move(hook);
+  s.n = n;
+  s.comms = MakeThreadComms(static_cast<int>(n), comms.timeout_seconds, comms.copiers, comms.boxes_copy_once);
+  s.created.assign(n, Status::Ok());
+  s.results.resize(n);
+  s.outputs.resize(n);
+  // Every thread waits at the gate until all have started, so a thread the
+  // system cannot start fails here, before any rank reaches a collective.
+  s.threads.reserve(n);
+  bool started = true;
+  try {
+    for (size_t k = 0; k < n; ++k) s.threads.emplace_back([&s, k] { s.Rank(k); });
+  } catch (const std::system_error&) {
+    started = false;
+  }
+  if (!started) {
+    const size_t count = s.threads.size();
+    s.StopAndJoin();
+    return Status::Unavailable(fmt::format("could start only {} of the {} threads the ranks need", count, n));
+  }
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.go = true;
+    s.cv.notify_all();
+    s.cv.wait(lock, [&] { return s.answered == n; });
+  }
+  // Creation agrees its errors across ranks: the first is every rank's.
+  for (const Status& c : s.created)
+    if (!c.ok()) {
+      const Status error = c;
+      s.StopAndJoin();
+      return error;
+    }
+  return std::unique_ptr<RankThreads>(new RankThreads(std::move(shared)));
+}
+
+Result<std::vector<RankRunStats>> RankThreads::Run(std::span<const std::span<const std::byte>> sources,
+                                                   std::span<const std::span<std::byte>> targets) {
+  Shared& s = *shared_;
+  if (s.broken) return Status::Internal("an earlier run of these ranks failed");
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.sources = sources;
+    s.targets = targets;
+    for (auto& r : s.results) r.reset();
+    s.answered = 0;
+    ++s.job;
+    s.cv.notify_all();
+    s.cv.wait(lock, [&] { return s.answered == s.n; });
+  }
+  std::vector<RankRunStats> stats;
+  stats.reserve(s.n);
+  for (size_t k = 0; k < s.n; ++k) {
+    if (!s.results[k]->ok()) {  // the same on every rank: rank 0's
+      s.broken = true;
+      return s.results[k]->status();
+    }
+    stats.push_back(std::move(s.results[k]->value()));
+  }
+  return stats;
+}
+
+const std::vector<std::string>& RankThreads::transports() const { return shared_->transports; }
+bool RankThreads::broken() const { return shared_->broken; }
+
+}  // namespace reshard

@@ -1,0 +1,78 @@
+// RankThreads: a compiled program's devices as persistent threads, each
+// running its rank's part through the step runner (RankReshard over threads
+// as ranks, thread_comm.h): the in-process executor's Transport::kRanks.
+//
+// Started once for a program, the threads, their comms and their runners
+// (each rank's staging, sub-groups and box messages, and the direct copies
+// its box messages pair into) stay, and every later Run only hands each
+// rank its buffers and waits: so a run measures what MPI's persistent
+// reshard runs (MpiReshard::Execute), not the creation of N threads and N
+// runners. Creation is every rank's RankReshard::Create: its errors are
+// agreed across ranks and returned by Start.
+//
+// One thread per device: at most kMaxThreads (executor.h) devices; a thread
+// the system cannot start is Unavailable before any rank reaches a
+// collective. A Run that fails leaves the object unusable (the runners run
+// no more, rank_reshard.h): the caller starts a new one.
+//
+// REQUIRES: the program outlives the object. Not thread-safe: one Run at a
+// time.
+#ifndef RESHARD_SRC_EXEC_RANK_THREADS_H_
+#define RESHARD_SRC_EXEC_RANK_THREADS_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reshard/device_program.h"
+#include "reshard/rank_reshard.h"
+#include "reshard/status.h"
+
+namespace reshard {
+
+class RankThreads {
+ public:
+  // The hook every rank calls after each program step (the checker's): once
+  // every rank's output of the step is in place, rank 0 calls `hook` with
+  // them all, and no rank goes on until it returns.
+  using Hook = std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)>;
+
+  // The threads' comms (MakeThreadComms): how long a rank waits at a
+  // barrier before its group breaks, how many ranks copy at once, and
+  // whether box messages come first (false: the runner chooses as over MPI).
+  struct CommSettings {
+    double timeout_seconds = 600;
+    int copiers = 0;
+    bool boxes_copy_once = true;
+  };
+
+  // Starts one thread per device of `program` and creates every rank's
+  // runner with `options`.
+  static Result<std::unique_ptr<RankThreads>> Start(const PlanProgram& program, const RankOptions& options,
+                                                    Hook hook, const CommSettings& comms);
+  ~RankThreads();  // stops and joins every thread
+  RankThreads(const RankThreads&) = delete;
+  RankThreads& operator=(const RankThreads&) = delete;
+
+  // Every rank executes once, rank k with sources[k] and targets[k]; the
+  // ranks' figures, indexed like the program's devices, or the error every
+  // rank agreed on.
+  Result<std::vector<RankRunStats>> Run(std::span<const std::span<const std::byte>> sources,
+                                        std::span<const std::span<std::byte>> targets);
+
+  // The transport of each program step (RankReshard::step_transports).
+  const std::vector<std::string>& transports() const;
+  bool broken() const;  // a Run failed: start a new one
+
+ private:
+  struct Shared;
+  explicit RankThreads(std::unique_ptr<Shared> shared);
+  std::unique_ptr<Shared> shared_;
+};
+
+}  // namespace reshard
+
+#endif  // RESHARD_SRC_EXEC_RANK_THREADS_H_
