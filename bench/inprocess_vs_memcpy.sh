@@ -7,6 +7,7 @@
 # threads) and fraction of memcpy, with the fraction's range.
 #   bench/inprocess_vs_memcpy.sh [rounds=5] [threads=2] [RESHARD...]   (default: build/reshard)
 #   CASES=blocks bench/inprocess_vs_memcpy.sh ...   block sizes 8 to 256 instead
+#   TRANSPORTS="direct ranks" bench/inprocess_vs_memcpy.sh ...   each transport in turn (default: reshard run's)
 # Cases (docs/benchmarks.md, "Block-cyclic in one process" and "Short rows"):
 #   canonical: f32[a,64,64], {devices=[2,1,4]<=[4,2]T(1,0)} -> {devices=[1,8,1]<=[8]}
 #   block-cyclic: f64[a,4096], blockcyclic(block=[64,64], grid=[2,4]) -> blockcyclic(block=[128,128], grid=[4,2])
@@ -35,8 +36,13 @@ for ((r = 0; r < rounds; ++r)); do
   for c in "${cases[@]}"; do
     read -r name size shape dtype from to <<<"$c"
     for bin in "${bins[@]}"; do
-      "$bin" run --shape "$shape" --dtype "$dtype" --from "$from" --to "$to" --threads "$threads" --repeat 5 --json |
-        python3 -c "import json,sys; d=json.load(sys.stdin); assert d['verified'], 'wrong result'; print('$name', '$size', '$bin', d['seconds'], d['gbps'], d['memcpy_gbps'], d['fraction_of_memcpy'])" >>"$out"
+      for transport in ${TRANSPORTS:-default}; do
+        flag=() label=$bin
+        [ "$transport" != default ] && flag=(--transport "$transport") label="$bin:$transport"
+        "$bin" run --shape "$shape" --dtype "$dtype" --from "$from" --to "$to" --threads "$threads" --repeat 5 \
+          "${flag[@]}" --json |
+          python3 -c "import json,sys; d=json.load(sys.stdin); assert d['verified'], 'wrong result'; print('$name', '$size', '$label', d['seconds'], d['gbps'], d['memcpy_gbps'], d['fraction_of_memcpy'])" >>"$out"
+      done
     done
   done
   echo "round $((r + 1)) of $rounds done" >&2

@@ -55,6 +55,10 @@ class BoxExchange {
   // What the backend will carry out of and into this rank per run.
   virtual int64_t bytes_sent() const = 0;
   virtual int64_t bytes_received() const = 0;
+  // Whether StartBoxes also makes the program's local copies (input to
+  // output on this rank), interleaved with what arrives (threads: a target
+  // row filled from every sender at once); else the caller makes them.
+  virtual bool copies_local() const { return false; }
 };
 
 class Comm {

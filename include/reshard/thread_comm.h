@@ -11,17 +11,19 @@
 // waits again before returning, so the Start* collectives complete at once
 // (their request is kNoRequest). Box messages (Comm::has_boxes) are one such
 // collective, and the one that copies each byte once (boxes_copy_once:
-// the runner takes them wherever they apply): each receiver pairs its
-// message's runs with the sender's, both in the message's order (copies in
-// order walked as they are, interleaved block-cyclic boxes from a sorted
-// run list), folds the pairs back into box copies straight from the
-// sender's input into its own output, and runs them as the in-process
-// executor runs a phase (CopySchedule: each target row written whole, in
-// address order), with no staging, as MPI's derived datatypes move them.
-// The pairing and its schedule are made at a rank's first run of a set of
-// prepared messages and kept for its later runs. At most `copiers` ranks
-// copy at once (the others wait their turn): eight ranks copying on two
-// cores at once evict each other's rows from the caches. PrepareBoxes keeps
+// the runner takes them wherever they apply), with no staging, as MPI's
+// derived datatypes move them: every message's runs are paired with its
+// receiver's, both in the message's order (copies in order walked as they
+// are, interleaved block-cyclic boxes from a sorted run list), and folded
+// back into box copies straight from the sender's input into the
+// receiver's output; with every rank's local copies they form one schedule
+// (CopySchedule, as the in-process executor runs a phase: slices of every
+// copy, each target row written whole), which the ranks run together, each
+// taking the next task until none is left. The pairing and its schedule are
+// made by the first rank to arrive at the first run of a set of prepared
+// messages and kept for the later runs. At most `copiers` ranks copy at once
+// (the others find the work done): eight ranks copying on two cores would
+// evict each other's rows from the caches. PrepareBoxes keeps
 // pointers into the program's copies: the program must outlive the result
 // (the runner's does). Point-to-point sends are unbuffered, as
 // strict as MPI allows: StartSend records the sender's pointer (no copy) and

@@ -8,7 +8,8 @@
 // every copy on every run had cost as long as the copies themselves on
 // small boxes (262144 boxes of 8x8 f64: 8 ms of a 19 ms run).
 //
-// Immutable after Build; Run is safe to call from one thread at a time.
+// Immutable after Build; Run is safe to call from one thread at a time,
+// RunTask from any.
 #ifndef RESHARD_SRC_EXEC_COPY_SCHEDULE_H_
 #define RESHARD_SRC_EXEC_COPY_SCHEDULE_H_
 
@@ -48,11 +49,22 @@ class CopySchedule {
   // of their destination groups (slice k: part k of every group, each
   // interleaved); contiguous copies run in chunks of about 256 KiB.
   // `strided`: the copies with dims; `contiguous`: those without.
-  static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
+  // `together_bytes`: the bytes copied at the same time as these, these
+  // included, where more than they (other ranks' copies of one collective,
+  // sharing the caches): where well beyond the caches, short rows are
+  // written with streaming stores (RunCopy's rule).
+  static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads,
+                            int64_t together_bytes = 0);
 
   // Runs every copy once over `pool`. REQUIRES: every copy's buffer indices
   // within the tables, and the buffers large enough for its ops.
   void Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
+  // The same work as tasks that threads of their own take in any order,
+  // each once (Run: over a pool): threads as ranks copying one collective
+  // together (thread_comm.h). Thread-safe; REQUIRES: 0 <= k < tasks(), and
+  // Run's buffer tables.
+  int64_t tasks() const;
+  void RunTask(int64_t k, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
 
   size_t size() const { return strided_.size() + contiguous_.size(); }
   // How the strided copies run: in slices (slice k: the k-th part of every
@@ -81,7 +93,7 @@ class CopySchedule {
   void Group(bool whole);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
-  int64_t strided_bytes_ = 0, slices_ = 0;
+  int64_t strided_bytes_ = 0, together_bytes_ = 0, slices_ = 0;
   Mode mode_ = Mode::kGroups;
   std::vector<Task> tasks_;
   std::vector<ChunkTask> chunks_;

@@ -185,7 +185,7 @@ Status RankReshard::State::RunBoxes(const StepRun& s, const std::byte* in, std::
   // The backend reads the input and writes the output in place; the local
   // copies touch other bytes of the output meanwhile.
   RESHARD_RETURN_IF_ERROR(comm->StartBoxes(*s.boxes, in, out, request));
-  RunAll(s.program->local, in, out);
+  if (!s.boxes->copies_local()) RunAll(s.program->local, in, out);
   RESHARD_RETURN_IF_ERROR(comm->Wait(request));
   stats.step_bytes_sent.back() += s.boxes->bytes_sent();
   stats.step_bytes_received.back() += s.boxes->bytes_received();

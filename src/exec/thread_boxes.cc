@@ -1,5 +1,5 @@
 // Box messages for threads as ranks (thread_boxes.h): preparing a rank's
-// walks, and pairing a receiver's with its senders' into direct copies.
+// walks, and pairing every rank's with its peers' into copies of one schedule.
 #include "exec/thread_boxes.h"
 
 #include <fmt/format.h>
@@ -121,6 +121,7 @@ Result<std::unique_ptr<ThreadBoxes>> ThreadBoxes::Prepare(const DeviceProgram& p
   auto boxes = std::make_unique<ThreadBoxes>();
   boxes->size_ = size;
   boxes->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  boxes->local_ = &p.local;
   // One side's messages: to the send ranks from the pack copies, or from
   // the receive ranks into the unpack copies.
   auto add_side = [&](bool sending) -> Status {
@@ -285,34 +286,47 @@ class BoxFolder {
 
 }  // namespace
 
-std::unique_ptr<DirectBoxCopies> ThreadBoxes::Direct(int rank, std::span<const ThreadBoxes* const> senders) const {
-  auto direct = std::make_unique<DirectBoxCopies>();
-  std::vector<int32_t> sender;
-  {
-    BoxFolder folder(direct->program, sender);
-    for (const Message& expected : from_) {
-      const ThreadBoxes* boxes = senders[static_cast<size_t>(expected.peer)];
-      const Message* sent = boxes != nullptr ? boxes->To(rank) : nullptr;
-      if (sent == nullptr || expected.bytes == 0) continue;
-      const int32_t peer = expected.peer;
-      ForEachPiece(*boxes, *sent, *this, expected,
-                   [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(peer, from, to, bytes); });
-      folder.Finish();  // (no op spans two senders)
+std::unique_ptr<BoxCopies> ThreadBoxes::Pair(std::span<const ThreadBoxes* const> ranks, int threads) {
+  auto pair = std::make_unique<BoxCopies>();
+  CopyProgram& program = pair->program;
+  std::vector<int32_t> sender, receiver;  // each op's ranks
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const ThreadBoxes& mine = *ranks[r];
+    const int32_t rank = static_cast<int32_t>(r);
+    {
+      BoxFolder folder(program, sender);
+      for (const Message& expected : mine.from_) {
+        const ThreadBoxes& boxes = *ranks[static_cast<size_t>(expected.peer)];
+        const Message* sent = boxes.To(rank);
+        if (sent == nullptr || expected.bytes == 0) continue;
+        const int32_t peer = expected.peer;
+        ForEachPiece(boxes, *sent, mine, expected,
+                     [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(peer, from, to, bytes); });
+        folder.Finish();  // (no op spans two senders)
+      }
     }
+    // Its local copies as they are, from its own input.
+    for (const CopyOp& op : mine.local_->ops) {
+      CopyOp copy = op;
+      copy.first_dim = static_cast<int32_t>(program.dims.size());
+      for (int32_t d = 0; d < op.num_dims; ++d)
+        program.dims.push_back(mine.local_->dims[static_cast<size_t>(op.first_dim + d)]);
+      program.ops.push_back(copy);
+      program.bytes += mine.local_->OpBytes(op);
+      sender.push_back(rank);
+    }
+    receiver.resize(sender.size(), rank);
   }
-  direct->senders.assign(senders.size(), 0);
-  for (size_t k = 0; k < senders.size(); ++k)
-    if (senders[k] != nullptr) direct->senders[k] = senders[k]->id();
+  for (const ThreadBoxes* b : ranks) pair->ranks.push_back(b->id());
   std::vector<ScheduledCopy> strided, contiguous;
-  const CopyProgram& program = direct->program;
   for (size_t k = 0; k < program.ops.size(); ++k) {
     const CopyOp& op = program.ops[k];
-    const ScheduledCopy c{.program = &program, .op = &op, .src = sender[k], .dst = 0, .src_delta = 0,
+    const ScheduledCopy c{.program = &program, .op = &op, .src = sender[k], .dst = receiver[k], .src_delta = 0,
                           .units = CopyUnits(program, op)};
     (op.num_dims > 0 ? strided : contiguous).push_back(c);
   }
-  direct->schedule = CopySchedule::Build(std::move(strided), std::move(contiguous), /*threads=*/1);
-  return direct;
+  pair->schedule = CopySchedule::Build(std::move(strided), std::move(contiguous), threads);
+  return pair;
 }
 
 }  // namespace reshard

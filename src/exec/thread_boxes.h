@@ -1,8 +1,8 @@
 // Box messages for threads as ranks (thread_comm.h): a step's messages
-// described as walks over the rank's own buffers, which a receiver pairs
-// with its senders' into copies straight from their inputs into its output,
-// as MPI's derived datatypes move them, in one copy as shared memory
-// allows (Comm::PrepareBoxes, StartBoxes).
+// described as walks over the rank's own buffers, which are paired, every
+// sender's with its receiver's, into copies straight from the senders'
+// inputs into the receivers' outputs: what MPI's derived datatypes move,
+// in one copy as shared memory allows (Comm::PrepareBoxes, StartBoxes).
 //
 // Per message: its peer rank and how to walk its bytes in staged order in
 // the rank's own buffer. Where its copies are in order (StagedInOrder,
@@ -38,19 +38,18 @@ struct BoxRun {
   int64_t staged, at, bytes;
 };
 
-class ThreadBoxes;
-
-// A receiver's messages of one box exchange as copies straight from its
-// senders' inputs into its own output: each sender's walk paired with the
-// receiver's, the pieces folded back into boxes (a run repeated at fixed
-// strides, up to two dims), and how they run (CopySchedule: groups by
-// destination, slices) decided once. Op k reads the input of rank
-// `sender[k]`; the schedule's source index is that rank, its destination
-// index 0. Built once per pairing of prepared messages (`senders`: the ids
-// of the ThreadBoxes it pairs, by rank; 0 where none) and reused by every
-// later run, as the in-process executor keeps a program's schedule.
-struct DirectBoxCopies {
-  std::vector<uint64_t> senders;
+// One box exchange of every rank of a Comm as copies straight from each
+// sender's input into its receiver's output: each message's two walks
+// paired, the pieces folded back into boxes (a run repeated at fixed
+// strides, up to two dims), the ranks' local copies among them, and how
+// they all run (CopySchedule, as the in-process executor runs a phase:
+// each target row written whole, in address order, or slices of every
+// copy) decided once, then taken by the ranks' threads task by task.
+// A scheduled copy's source index is the rank whose input it reads, its
+// destination index the rank whose output it writes. `ranks`: the ids of
+// the ThreadBoxes it pairs, by rank.
+struct BoxCopies {
+  std::vector<uint64_t> ranks;
   CopyProgram program;
   CopySchedule schedule;
 };
@@ -75,6 +74,8 @@ class ThreadBoxes final : public BoxExchange {
 
   int64_t bytes_sent() const override { return sent_; }
   int64_t bytes_received() const override { return received_; }
+  // The program's local copies run among the paired copies (Pair).
+  bool copies_local() const override { return true; }
   // The ranks of the Comm that prepared them, the only one that may run them.
   int size() const { return size_; }
 
@@ -87,18 +88,19 @@ class ThreadBoxes final : public BoxExchange {
   // Unique among every ThreadBoxes this process prepared (never 0).
   uint64_t id() const { return id_; }
 
-  // This rank's messages, from `senders[k]` (rank k's prepared messages,
-  // null where it sends this rank nothing), as direct copies (above).
-  // REQUIRES: each sender's message to this rank as long as this rank's
-  // from it (StartBoxes checks); every one of this rank's messages has its
-  // sender. The result does not move (the schedule points into it).
-  std::unique_ptr<DirectBoxCopies> Direct(int rank, std::span<const ThreadBoxes* const> senders) const;
+  // Every rank's messages and local copies, `ranks[k]` being rank k's
+  // prepared messages, as copies of one schedule for `threads` threads
+  // (above). REQUIRES: every rank's given; a message whose two walks
+  // differ in length copies their common prefix (StartBoxes reports it).
+  // The result does not move (the schedule points into it).
+  static std::unique_ptr<BoxCopies> Pair(std::span<const ThreadBoxes* const> ranks, int threads);
 
  private:
   static const Message* Find(const std::vector<Message>& list, int peer);
 
   int size_ = 0;
   uint64_t id_ = 0;
+  const CopyProgram* local_ = nullptr;  // the program's local copies
   std::vector<Message> to_, from_;
   std::vector<BoxRun> runs_;
   int64_t sent_ = 0, received_ = 0;

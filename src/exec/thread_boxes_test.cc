@@ -11,7 +11,6 @@
 #include <random>
 #include <vector>
 
-#include "exec/thread_pool.h"
 
 namespace reshard {
 namespace {
@@ -79,26 +78,25 @@ std::vector<std::byte> Deliver(const DeviceProgram& sender, const DeviceProgram&
   EXPECT_NE(expected, nullptr);
   if (sent == nullptr || expected == nullptr) return out;
   const std::vector<std::byte> in = Bytes(in_bytes, 0);
-  const ThreadBoxes* senders[] = {from->get(), nullptr};
-  const std::unique_ptr<DirectBoxCopies> direct = (*to)->Direct(1, senders);
-  EXPECT_EQ(direct->program.bytes, receiver.recv_count[0]);
-  ThreadPool one(1);
+  const ThreadBoxes* ranks[] = {from->get(), to->get()};
+  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  EXPECT_EQ(paired->program.bytes, receiver.recv_count[0]);
   const std::byte* inputs[] = {in.data(), nullptr};
-  std::byte* outputs[] = {out.data()};
-  direct->schedule.Run(one, inputs, outputs);
+  std::byte* outputs[] = {nullptr, out.data()};
+  for (int64_t k = 0; k < paired->schedule.tasks(); ++k) paired->schedule.RunTask(k, inputs, outputs);
   return out;
 }
 
-// The direct copies rank 1 makes of a message from rank 0.
-std::unique_ptr<DirectBoxCopies> DirectOf(const DeviceProgram& sender, const DeviceProgram& receiver) {
+// The copies of a message from rank 0 to rank 1, paired.
+std::unique_ptr<BoxCopies> PairOf(const DeviceProgram& sender, const DeviceProgram& receiver) {
   Result<std::unique_ptr<ThreadBoxes>> from = ThreadBoxes::Prepare(sender, std::vector<int>{1}, {}, 2);
   Result<std::unique_ptr<ThreadBoxes>> to = ThreadBoxes::Prepare(receiver, {}, std::vector<int>{0}, 2);
   EXPECT_TRUE(from.ok() && to.ok());
   if (!from.ok() || !to.ok()) return nullptr;
-  const ThreadBoxes* senders[] = {from->get(), to->get()};
-  std::unique_ptr<DirectBoxCopies> direct = (*to)->Direct(1, senders);
-  EXPECT_EQ(direct->senders, (std::vector<uint64_t>{(*from)->id(), (*to)->id()}));
-  return direct;
+  const ThreadBoxes* ranks[] = {from->get(), to->get()};
+  std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 2);
+  EXPECT_EQ(paired->ranks, (std::vector<uint64_t>{(*from)->id(), (*to)->id()}));
+  return paired;
 }
 
 TEST(ThreadBoxes, RunsListedOutOfStagedOrderAreWalkedInIt) {
@@ -159,7 +157,7 @@ TEST(ThreadBoxes, PairedRunsFoldBackIntoOneBox) {
   receiver.recv_offset = {0};
   receiver.unpack_begin = {0, 1};
   receiver.pack_begin = {0};
-  const std::unique_ptr<DirectBoxCopies> direct = DirectOf(sender, receiver);
+  const std::unique_ptr<BoxCopies> direct = PairOf(sender, receiver);
   ASSERT_NE(direct, nullptr);
   ASSERT_EQ(direct->program.ops.size(), 1u);
   const CopyOp& op = direct->program.ops[0];

@@ -8,11 +8,12 @@
 
 #include "exec/reduce_kernel.h"
 #include "exec/thread_boxes.h"
-#include "exec/thread_pool.h"
+#include "reshard/executor.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -36,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 struct Post {
   bool valid = true;  // false: this rank's arguments were bad; readers skip it
   const void* data = nullptr;
+  void* out = nullptr;  // box messages: the receiver's output
   int64_t count = 0;  // values or bytes of `data`
   const int64_t* send_counts = nullptr;
   const int64_t* send_displs = nullptr;
@@ -72,10 +74,21 @@ struct Request {
 // every group split from one MakeThreadComms.
 using Copiers = std::counting_semaphore<kMaxThreads>;
 
+// One box exchange's copies, paired once for a set of prepared messages
+// (ThreadBoxes::Pair) and run by its ranks together: each takes the next
+// task until none is left.
+struct BoxRun {
+  std::once_flag paired;
+  std::unique_ptr<BoxCopies> copies;
+  std::atomic<int64_t> next{0};  // the next task to take in this run
+  std::atomic<int> done{0};      // ranks done with this run
+};
+
 // The state the comms of one group share, all under `mu` (but the copiers).
 struct Group {
-  Group(int size, double timeout_seconds, bool boxes_copy_once, std::shared_ptr<Copiers> copiers)
-      : size(size), timeout_seconds(timeout_seconds), boxes_copy_once(boxes_copy_once), copiers(std::move(copiers)), posts(static_cast<size_t>(size)),
+  Group(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count, std::shared_ptr<Copiers> copiers)
+      : size(size), timeout_seconds(timeout_seconds), boxes_copy_once(boxes_copy_once), copiers_count(copiers_count),
+        copiers(std::move(copiers)), posts(static_cast<size_t>(size)),
         channels(static_cast<size_t>(size)), requests(static_cast<size_t>(size)) {}
 
   Clock::time_point Deadline() const {
@@ -115,6 +128,7 @@ struct Group {
   const int size;
   const double timeout_seconds;
   const bool boxes_copy_once;
+  const int copiers_count;
   const std::shared_ptr<Copiers> copiers;
   std::mutex mu;
   std::condition_variable cv;
@@ -123,6 +137,9 @@ struct Group {
   bool broken = false;
   std::string broken_message;
   std::vector<Post> posts;
+  // Box exchanges by the ids of their ranks' prepared messages.
+  std::map<std::vector<uint64_t>, std::shared_ptr<BoxRun>> box_runs;
+  static constexpr size_t kMaxBoxRuns = 64;
   // The new groups of the Split under way, by the parent rank of each one's rank 0.
   std::unordered_map<int, std::shared_ptr<Group>> split_groups;
   // channels[receiver][sender]: the sends and receives of that pair not yet
@@ -231,7 +248,7 @@ class ThreadComm final : public Comm {
       std::lock_guard<std::mutex> lock(group_->mu);
       std::shared_ptr<Group>& made = group_->split_groups[members.front().second];
       if (!made) made = std::make_shared<Group>(static_cast<int>(members.size()), group_->timeout_seconds,
-                                              group_->boxes_copy_once, group_->copiers);
+                                              group_->boxes_copy_once, group_->copiers_count, group_->copiers);
       child = made;
       return Status::Ok();
     }));
@@ -368,47 +385,75 @@ class ThreadComm final : public Comm {
     return std::unique_ptr<BoxExchange>(std::move(boxes));
   }
 
-  // Every receiver copies its messages straight from the senders' inputs,
-  // as direct copies paired once per set of prepared messages (kept while
-  // the same ones run again: a persistent reshard's every run); the second
-  // barrier keeps every input unchanged until all have.
+  // Every message is copied once, straight from its sender's input into its
+  // receiver's output: pulled by every receiver or pushed by every sender
+  // (ThreadBoxes::Pushes, the same on every rank), as direct copies paired
+  // once per set of prepared messages and kept while the same ones run
+  // again (a persistent reshard's every run); the second barrier keeps
+  // every input unchanged and every output unwritten by others until all
+  // are done. A message whose length its two ranks disagree on is an error
+  // on both; the others are still delivered, so no other rank is left with
+  // a message missing and no error.
   Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
     request = kNoRequest;
     const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
-    Post post{.valid = mine != nullptr && mine->size() == size(), .data = in, .boxes = mine};
+    Post post{.valid = mine != nullptr && mine->size() == size(), .data = in, .out = out, .boxes = mine};
     return Collective(post, "Boxes", [&](const std::vector<Post>& posts) {
       if (!post.valid)
         return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", rank_));
-      for (int k = 0; k < size(); ++k) {
-        const Post& p = posts[static_cast<size_t>(k)];
-        if (!p.valid) return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", k));
-        const ThreadBoxes::Message* sent = p.boxes->To(rank_);
-        const ThreadBoxes::Message* expected = mine->From(k);
-        const int64_t sent_bytes = sent ? sent->bytes : 0, expected_bytes = expected ? expected->bytes : 0;
-        if (sent_bytes != expected_bytes)
-          return Status::Internal(fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_,
-                                              expected_bytes, k, sent_bytes));
+      for (int k = 0; k < size(); ++k)
+        if (!posts[static_cast<size_t>(k)].valid)
+          return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", k));
+      Status mismatch = Status::Ok();
+      auto bytes_of = [](const ThreadBoxes::Message* m) { return m ? m->bytes : 0; };
+      for (int k = 0; k < size() && mismatch.ok(); ++k) {
+        const ThreadBoxes& peer = *posts[static_cast<size_t>(k)].boxes;
+        const int64_t sent = bytes_of(peer.To(rank_)), expected = bytes_of(mine->From(k));
+        const int64_t mine_out = bytes_of(mine->To(k)), theirs_in = bytes_of(peer.From(rank_));
+        if (sent != expected)
+          mismatch = Status::Internal(
+              fmt::format("rank {} expected {} bytes from rank {}, which sent {}", rank_, expected, k, sent));
+        else if (mine_out != theirs_in)
+          mismatch = Status::Internal(
+              fmt::format("rank {} expected {} bytes from rank {}, which sent {}", k, theirs_in, rank_, mine_out));
       }
-      std::vector<const ThreadBoxes*> senders(posts.size());
+      std::vector<const ThreadBoxes*> ranks(posts.size());
+      std::vector<uint64_t> ids(posts.size());
       std::vector<const std::byte*> inputs(posts.size());
+      std::vector<std::byte*> outputs(posts.size());
       for (size_t k = 0; k < posts.size(); ++k) {
-        senders[k] = posts[k].boxes;
+        ranks[k] = posts[k].boxes;
+        ids[k] = ranks[k]->id();
         inputs[k] = static_cast<const std::byte*>(posts[k].data);
+        outputs[k] = static_cast<std::byte*>(posts[k].out);
       }
-      auto it = direct_.find(mine->id());
-      bool same = it != direct_.end();
-      for (size_t k = 0; k < senders.size() && same; ++k) same = it->second->senders[k] == senders[k]->id();
-      if (!same) {
-        // (Entries of prepared messages whose runners are gone are never
-        // asked for again: a bound keeps them from piling up.)
-        if (it == direct_.end() && direct_.size() >= kMaxDirectBoxCopies) direct_.clear();
-        it = direct_.insert_or_assign(mine->id(), mine->Direct(rank_, senders)).first;
+      Group& g = *group_;
+      std::shared_ptr<BoxRun> run;
+      {
+        std::lock_guard<std::mutex> lock(g.mu);
+        auto it = g.box_runs.find(ids);
+        if (it == g.box_runs.end()) {
+          // (Runs of prepared messages whose runners are gone are never
+          // asked for again: a bound keeps them from piling up. Only this
+          // collective's ranks look here now, all for these ids.)
+          if (g.box_runs.size() >= Group::kMaxBoxRuns) g.box_runs.clear();
+          it = g.box_runs.emplace(ids, std::make_shared<BoxRun>()).first;
+        }
+        run = it->second;
       }
-      std::byte* const outputs[] = {out};
-      group_->copiers->acquire();
-      it->second->schedule.Run(one_thread_, inputs, outputs);
-      group_->copiers->release();
-      return Status::Ok();
+      // The first rank here pairs them; the others wait for it.
+      std::call_once(run->paired, [&] { run->copies = ThreadBoxes::Pair(ranks, g.copiers_count); });
+      const CopySchedule& schedule = run->copies->schedule;
+      const int64_t tasks = schedule.tasks();
+      g.copiers->acquire();
+      for (int64_t k = run->next.fetch_add(1); k < tasks; k = run->next.fetch_add(1)) schedule.RunTask(k, inputs, outputs);
+      g.copiers->release();
+      // The last rank done takes nothing more: it readies the next run.
+      if (run->done.fetch_add(1) + 1 == size()) {
+        run->next = 0;
+        run->done = 0;
+      }
+      return mismatch;
     });
   }
 
@@ -579,11 +624,6 @@ class ThreadComm final : public Comm {
   std::shared_ptr<Group> group_;
   const int rank_;
   int64_t next_request_ = 0;  // only this rank's thread starts requests
-  // Box messages: this rank's direct copies by the id of its prepared
-  // messages (StartBoxes), run on this rank's thread alone.
-  static constexpr size_t kMaxDirectBoxCopies = 256;
-  std::unordered_map<uint64_t, std::unique_ptr<DirectBoxCopies>> direct_;
-  ThreadPool one_thread_{1};
 };
 
 }  // namespace
@@ -591,8 +631,9 @@ class ThreadComm final : public Comm {
 std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds, int copiers,
                                                    bool boxes_copy_once) {
   if (copiers <= 0) copiers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto group = std::make_shared<Group>(ranks, timeout_seconds, boxes_copy_once,
-                                       std::make_shared<Copiers>(std::min(copiers, kMaxThreads)));
+  copiers = std::min(copiers, kMaxThreads);
+  auto group = std::make_shared<Group>(ranks, timeout_seconds, boxes_copy_once, copiers,
+                                       std::make_shared<Copiers>(copiers));
   std::vector<std::unique_ptr<Comm>> comms;
   for (int k = 0; k < ranks; ++k) comms.push_back(std::make_unique<ThreadComm>(group, k));
   return comms;

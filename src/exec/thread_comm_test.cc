@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -197,32 +198,41 @@ TEST(ThreadComm, AlltoallvCountMismatchIsInternalOnTheReceiver) {
   });
 }
 
-// Box messages end to end: prepared, then run as one collective; the
-// receiver names a size mismatch as MPI's truncation (the walks themselves:
+// Box messages end to end: prepared, then run as one collective; a size
+// mismatch is Internal on both ranks of the message, named as MPI's
+// truncation, and the other messages still arrive (the walks themselves:
 // thread_boxes_test.cc).
-TEST(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnTheReceiver) {
+TEST(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnItsTwoRanks) {
   for (const int64_t received : {8, 6}) {
-    RunRanks(2, [received](Comm& comm) {
+    RunRanks(3, [received](Comm& comm) {
       ASSERT_TRUE(comm.has_boxes());
-      // Rank 0 sends input bytes 0..7 to rank 1, which writes `received` of them at 2.
+      // Rank 0 sends input bytes 0..7 to rank 1, which writes `received` of
+      // them at 2, and bytes 0..3 to rank 2, which writes them at 1.
       DeviceProgram p;
       const int64_t one[] = {1};
-      const int64_t sent_extent[] = {8}, received_extent[] = {received};
+      const int64_t sent_extent[] = {8}, four[] = {4}, received_extent[] = {received};
       if (comm.rank() == 0) {
         p.pack.AddBox(sent_extent, 0, one, 0, one, 1);
-        p.send_count = {8};
-        p.send_offset = {0};
-        p.pack_begin = {0, 1};
+        p.pack.AddBox(four, 0, one, 8, one, 1);
+        p.send_count = {8, 4};
+        p.send_offset = {0, 8};
+        p.pack_begin = {0, 1, 2};
         p.unpack_begin = {0};
       } else {
-        p.unpack.AddBox(received_extent, 0, one, 2, one, 1);
-        p.recv_count = {received};
+        if (comm.rank() == 1)
+          p.unpack.AddBox(received_extent, 0, one, 2, one, 1);
+        else
+          p.unpack.AddBox(four, 0, one, 1, one, 1);
+        p.recv_count = {comm.rank() == 1 ? received : 4};
         p.recv_offset = {0};
         p.unpack_begin = {0, 1};
         p.pack_begin = {0};
       }
       std::vector<int> to, from;
-      (comm.rank() == 0 ? to : from).push_back(1 - comm.rank());
+      if (comm.rank() == 0)
+        to = {1, 2};
+      else
+        from = {0};
       Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, to, from);
       ASSERT_TRUE(boxes.ok()) << boxes.status();
       const std::vector<std::byte> in = Bytes(8, comm.rank());
@@ -230,15 +240,17 @@ TEST(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnTheReceiver) {
       int64_t request = 7;
       const Status st = comm.StartBoxes(**boxes, in.data(), out.data(), request);
       EXPECT_EQ(request, kNoRequest);
-      if (comm.rank() == 0 || received == 8) {
+      if (comm.rank() == 2 || received == 8) {
         EXPECT_TRUE(st.ok()) << st;
       } else {
-        EXPECT_EQ(st, Status::Internal("rank 1 expected 6 bytes from rank 0, which sent 8"));
+        EXPECT_EQ(st, Status::Internal("rank 1 expected 6 bytes from rank 0, which sent 8")) << comm.rank();
       }
-      if (comm.rank() == 1 && received == 8) {
-        std::vector<std::byte> want = Bytes(8, 0);
-        want.insert(want.begin(), 2, std::byte{0xee});
-        EXPECT_EQ(out, want);
+      std::vector<std::byte> want(10, std::byte{0xee});
+      const std::vector<std::byte> sent = Bytes(8, 0);
+      if (comm.rank() == 1 && received == 8) std::copy(sent.begin(), sent.end(), want.begin() + 2);
+      if (comm.rank() == 2) std::copy(sent.begin(), sent.begin() + 4, want.begin() + 1);
+      if (comm.rank() != 1 || received == 8) {
+        EXPECT_EQ(out, want) << comm.rank();
       }
     });
   }

@@ -33,7 +33,7 @@ cli_test(run_partial_target "^verified: 4096 B .*\\(2048 B .* as messages\\) on 
 # exchange in time and bytes, and no ragged exchange); with no ragged exchange at all (--for jax-cpu), an all-to-all.
 cli_test(run_partial_target_alike "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(all-gather\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --repeat 1)
-cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, over alltoallw\\)"
+cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, over alltoallv over groups\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})" --for jax-cpu --transport ranks --repeat 1)
 cli_test(run_partial_target_other_op "^verified: .* 2 steps \\(exchange, exchange, over p2p, p2p\\)"
          ${R} run --shape 13,5 --mesh x=4,y=2 --from "[Partial(\"sum\"), Shard(1)]" --to "[Shard(0), Partial(\"max\")]" --dtype s8 --transport ranks --repeat 1)
