@@ -42,6 +42,26 @@
 
 namespace reshard {
 
+// How the in-process executor moves a message. kRanks runs the step runner
+// MPI runs (RankReshard, rank_reshard.h) with every device a thread and the
+// threads as ranks (thread_comm.h): transport choice, sub-groups, chunking
+// and error agreement as under MPI, each message copied once from its
+// sender's input into its receiver's output (box messages over shared
+// memory) wherever the step allows, the ranks and their runners kept
+// between runs of one program; one thread per device, so plans over more
+// than kMaxThreads devices are Unavailable, and ExecOptions::threads is how
+// many of them copy at once. The two others run every device's copies of
+// a step as one schedule over a pool of ExecOptions::threads threads, with
+// no thread per device: kStaged packs each message into its sender's send
+// buffer and unpacks it from there (the path MPI and NCCL take); kDirect
+// copies it once, from the sender's input buffer straight into the
+// receiver's output buffer (DeviceProgram::direct). kAuto, the default:
+// kRanks up to kMaxThreads devices, kDirect above (AutoTransport), or the
+// other where the program lacks that one's copies. kStaged and kRanks run a
+// program's staged copies, kDirect its direct ones: a program compiled
+// without them (CompileOptions::copies) is InvalidArgument.
+enum class Transport { kAuto, kStaged, kDirect, kRanks };
+
 // What one step moved as messages, per device (indexed like
 // PlanProgram::devices()), counted from the copies the transport made: the
 // bytes a device's messages carried out of it and into it. A backend's
@@ -67,32 +87,25 @@ struct ExecStats {
   // Under Transport::kRanks: the transport each program step ran with
   // (RankReshard::step_transports). Empty otherwise.
   std::vector<std::string> rank_transports = {};
+  Transport transport = Transport::kAuto;  // the one that ran (kAuto resolved)
 };
 
-// How the in-process executor moves a message: kStaged packs it into the
-// sender's send buffer and unpacks it from there (the path MPI and NCCL
-// take); kDirect copies it once, from the sender's input buffer straight
-// into the receiver's output buffer (DeviceProgram::direct), as a
-// shared-memory transport can. kRanks runs the step runner MPI runs
-// (RankReshard, rank_reshard.h) with every device a thread and the threads
-// as ranks (thread_comm.h): transport choice, sub-groups, chunking and error
-// agreement as under MPI; one thread per device (ExecOptions::threads does
-// not apply, and plans over more than kMaxThreads devices are Unavailable),
-// so it is the path that checks, not the fast one. kStaged and kRanks run
-// a program's staged copies, kDirect its direct ones: a program compiled
-// without them (CompileOptions::copies) is InvalidArgument.
-enum class Transport { kStaged, kDirect, kRanks };
 
 // The most threads an executor or checker uses (ExecOptions::threads and the
 // `threads` arguments): larger counts are taken as this one. `reshard run
 // --threads` refuses more.
 inline constexpr int kMaxThreads = 1024;
 
+// What kAuto runs for a plan of `devices` devices (a program with both
+// forms of copies): kRanks up to kMaxThreads devices, else kDirect.
+Transport AutoTransport(int64_t devices);
+
 struct ExecOptions {
   // <= 0: the hardware's thread count; at most kMaxThreads. When the system
   // cannot start them all, Run returns Unavailable (and runs nothing).
+  // Under kRanks: how many ranks copy at once.
   int threads = 0;
-  Transport transport = Transport::kStaged;
+  Transport transport = Transport::kAuto;
   // Under Transport::kRanks: the runner's transport and message limit.
   StepTransport rank_transport = StepTransport::kAuto;
   int64_t rank_max_message_bytes = (int64_t{1} << 31) - 1;

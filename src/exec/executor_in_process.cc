@@ -69,31 +69,36 @@ inline void CopyRun(std::byte* t, const std::byte* s, int64_t bytes) {
 
 class InProcessExecutor final : public Executor {
  public:
-  explicit InProcessExecutor(ExecOptions o) : options_(std::move(o)), pool_(options_.threads) {}
+  explicit InProcessExecutor(ExecOptions o) : options_(std::move(o)) {}
   std::string_view name() const override { return "in-process"; }
 
   Result<ExecStats> Run(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
                         std::span<const std::span<std::byte>> targets) override {
-    RESHARD_RETURN_IF_ERROR(pool_.status());
     RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
+    const Transport transport = Resolve(program);
     // Each transport runs one form of the copies; a program may lack the other.
-    if (options_.transport == Transport::kDirect ? !program.has_direct_copies() : !program.has_staged_copies())
+    if (transport == Transport::kDirect ? !program.has_direct_copies() : !program.has_staged_copies())
       return Status::InvalidArgument(fmt::format(
           "this program was compiled without the {} copies its transport runs (CompileOptions::copies)",
-          options_.transport == Transport::kDirect ? "direct" : "staged (pack and unpack)"));
-    if (options_.transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets);
+          transport == Transport::kDirect ? "direct" : "staged (pack and unpack)"));
+    if (transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets);
+    // The pool, started at the first run that needs it (threads as ranks copy on their own threads).
+    if (!pool_) pool_.emplace(options_.threads);
+    RESHARD_RETURN_IF_ERROR(pool_->status());
+    ThreadPool& pool = *pool_;
     if (program.devices().size() >= (size_t{1} << 30))  // (a schedule names buffers by 32-bit index, two per device)
       return Status::InvalidArgument(fmt::format("the in-process executor runs at most 2^30 devices; this plan has {}",
                                                  program.devices().size()));
     const auto start = std::chrono::steady_clock::now();
     const size_t n = program.devices().size();
-    const bool direct = options_.transport == Transport::kDirect;
+    const bool direct = transport == Transport::kDirect;
     ExecStats stats;
+    stats.transport = transport;
     // How the program's copies run depends on the program alone: kept from
     // the last run of the same program (its id), else decided now.
     if (schedule_.program_id == 0 || schedule_.program_id != program.id()) {
       schedule_ = {};  // freed first: the old and the new are not held at once
-      schedule_ = Schedule(program, direct, pool_.size(), options_.max_scheduled_group_copies);
+      schedule_ = Schedule(program, direct, pool.size(), options_.max_scheduled_group_copies);
     } else {
       stats.phases_reused = schedule_.phases;
     }
@@ -102,7 +107,7 @@ class InProcessExecutor final : public Executor {
     send_.resize(n);
     for (size_t i = 0; i < n; ++i) {
       int64_t need = 0;
-      if (options_.transport == Transport::kStaged)
+      if (transport == Transport::kStaged)
         for (const StepProgram& s : program.steps()) need = std::max(need, s.devices[i].send_bytes);
       if (send_[i].size() < need) {
         send_[i] = HostBuffer(need);
@@ -158,7 +163,7 @@ class InProcessExecutor final : public Executor {
         // each phase in turn, devices spread over the pool.
         const GroupCopies& gc = *sched.by_receiver;
         for (bool phase1 : {true, false})
-          pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
+          pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
             ForEachGroupCopy(gc, n, static_cast<size_t>(i), direct, phase1,
                              [&](const CopyProgram& p, int64_t lo, int64_t hi, size_t src, size_t dst, int64_t delta) {
                                const std::byte* from = srcs[src] + delta;
@@ -174,10 +179,10 @@ class InProcessExecutor final : public Executor {
                              });
           });
       }
-      sched.first.Run(pool_, srcs, dsts);
+      sched.first.Run(pool, srcs, dsts);
       if (step.reduces() && step.group_copies != nullptr) {
         const DType dtype = program.layouts()[si].dtype();
-        pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
+        pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
           const size_t i = static_cast<size_t>(k);
           // (Kept per thread: no allocation per device and run once it has grown.)
           thread_local std::vector<Contribution> in_order;
@@ -186,7 +191,7 @@ class InProcessExecutor final : public Executor {
         });
       } else if (step.reduces()) {
         const DType dtype = program.layouts()[si].dtype();
-        pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
+        pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t k) {
           const size_t i = static_cast<size_t>(k);
           const DeviceProgram& dp = step.devices[i];
           const CopyProgram& received = direct ? dp.direct : dp.unpack;
@@ -200,7 +205,7 @@ class InProcessExecutor final : public Executor {
               out[i].data());
         });
       }
-      sched.second.Run(pool_, srcs, dsts);
+      sched.second.Run(pool, srcs, dsts);
       if (options_.after_step) {
         std::vector<std::span<const std::byte>> view(out.begin(), out.end());
         options_.after_step(si, view);
@@ -217,6 +222,15 @@ class InProcessExecutor final : public Executor {
   }
 
  private:
+  // kAuto: AutoTransport's, or the other where the program lacks its copies.
+  Transport Resolve(const PlanProgram& program) const {
+    if (options_.transport != Transport::kAuto) return options_.transport;
+    const Transport t = AutoTransport(static_cast<int64_t>(program.devices().size()));
+    if (t == Transport::kRanks && !program.has_staged_copies()) return Transport::kDirect;
+    if (t == Transport::kDirect && !program.has_direct_copies()) return Transport::kStaged;
+    return t;
+  }
+
   // Transport::kRanks: the ranks of the program last run, kept (threads,
   // runners, staging, box messages) so that the next run of the same
   // program, at the same place, only runs them, as MPI's persistent
@@ -240,6 +254,7 @@ class InProcessExecutor final : public Executor {
     }
     RESHARD_ASSIGN_OR_RETURN(std::vector<RankRunStats> ranks, ranks_->Run(sources, targets));
     ExecStats stats = RankStats(program, ranks, ranks_->transports());
+    stats.transport = Transport::kRanks;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
   }
@@ -443,14 +458,14 @@ class InProcessExecutor final : public Executor {
   void Touch(HostBuffer& o) {
     const int64_t chunk = int64_t{1} << 20;
     const int64_t parts = (o.size() + chunk - 1) / chunk;
-    pool_.ParallelFor(parts, [&](int64_t k) {
+    pool_->ParallelFor(parts, [&](int64_t k) {
       const int64_t lo = k * chunk;
       std::fill(o.data() + lo, o.data() + std::min(o.size(), lo + chunk), std::byte{0});
     });
   }
 
   ExecOptions options_;
-  ThreadPool pool_;
+  std::optional<ThreadPool> pool_;
   std::vector<HostBuffer> send_;
   // The schedules of the program last run: 40 bytes a copy, kept so that
   // the next run of the same program runs them as they are.
@@ -461,6 +476,8 @@ class InProcessExecutor final : public Executor {
 };
 
 }  // namespace
+
+Transport AutoTransport(int64_t devices) { return devices <= kMaxThreads ? Transport::kRanks : Transport::kDirect; }
 
 Status CheckBuffers(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
                     std::span<const std::span<std::byte>> targets) {

@@ -116,6 +116,13 @@ struct Group {
       cv.notify_all();
       return Status::Ok();
     }
+    // A short wait yields to the ranks still to come, unlocked, before
+    // sleeping: with more ranks than cores, a sleeping rank's wakeup (and
+    // its turn at the lock after the others') costs more than the wait.
+    lock.unlock();
+    for (int spin = 0; spin < kYields && generation.load(std::memory_order_acquire) == my_generation; ++spin)
+      std::this_thread::yield();
+    lock.lock();
     const Clock::time_point deadline = Deadline();
     while (generation == my_generation) {
       if (broken) return Status::Internal(broken_message);
@@ -133,7 +140,8 @@ struct Group {
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
-  int64_t generation = 0;
+  std::atomic<int64_t> generation{0};  // written under `mu`; read unlocked while yielding
+  static constexpr int kYields = 1024;
   bool broken = false;
   std::string broken_message;
   std::vector<Post> posts;

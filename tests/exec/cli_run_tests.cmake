@@ -13,7 +13,7 @@ cli_test(run_multi_step "\"verified\":true"
 cli_test(run_block_cyclic "\"verified\":true"
          ${R} run --shape 13,7 --from "blockcyclic(grid=[2,2], block=[3,2])" --to "{devices=[1,4]<=[4]}" --repeat 1 --json)
 # Issue 17: partial sums run; every element combined in part order, checked with numeric tags.
-cli_test(run_partial_reduce_scatter "^verified: 8192 B .*\\(6144 B .* as messages\\) on 8 devices, 1 step \\(reduce-scatter\\)"
+cli_test(run_partial_reduce_scatter "^verified: 8192 B .*\\(6144 B .* as messages\\) on 8 devices, 1 step \\(reduce-scatter, over alltoallv over groups\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P(None, None, unreduced={'x'})" --to "P('x', None)" --repeat 1)
 cli_test(run_partial_uneven_bf16 "^verified: .* 1 step \\(exchange, over alltoallv\\)"
          ${R} run --shape 13,5 --mesh x=3,y=2 --from "[Partial(\"max\"), Shard(0)]" --to "P(None, 'x')" --dtype bf16 --strategy exchange --transport ranks --repeat 1)
@@ -27,11 +27,11 @@ cli_test(run_partial_avg_beyond_exact_into_avg "^verified: .* on 256 devices"
          ${R} run --shape 4 --dtype u8 --mesh x=2,y=128 --from "[Partial(\"avg\"), Partial(\"avg\")]" --to "[Partial(\"avg\"), Shard(0)]" --repeat 1)
 # Partial targets: each source part routed into one target part, the others the identity; checked exactly.
 # From partial sums into another op, or other axes, the plan may reduce first, then route (checked the same).
-cli_test(run_partial_target "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(exchange\\)"
+cli_test(run_partial_target "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(exchange, over p2p\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --strategy exchange --repeat 1)
 # The same pair by default: the parts moved alike, an all-gather over y within each part (as priced: a tie with the
 # exchange in time and bytes, and no ragged exchange); with no ragged exchange at all (--for jax-cpu), an all-to-all.
-cli_test(run_partial_target_alike "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(all-gather\\)"
+cli_test(run_partial_target_alike "^verified: 4096 B .*\\(2048 B .* as messages\\) on 8 devices, 1 step \\(all-gather, over alltoallv over groups\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "[Partial(), Shard(0)]" --to "[Partial(), Replicate()]" --dtype bf16 --repeat 1)
 cli_test(run_partial_target_alike_jax_cpu "^verified: .* 1 step \\(all-to-all, over alltoallv over groups\\)"
          ${R} run --shape 16,16 --mesh x=4,y=2 --from "P('y', None, unreduced={'x'})" --to "P(None, 'y', unreduced={'x'})" --for jax-cpu --transport ranks --repeat 1)
@@ -41,7 +41,7 @@ cli_exit_test(run_too_large 1 ${R} run --shape 1024,1024,1024 --from ${CANON_FRO
 # From partial sums of 32 parts the memcpy measurement copies every part's bytes that arrive (about 32 MiB here), not
 # the target's 1 MiB: the estimate counts them (138 MB; it said 70 MB, and a run accepted under the limit went over it).
 cli_error_test(run_too_large_partial_memcpy 1 "running this needs about 138216672 B"
-               ${R} run --shape 512,512 --mesh x=32 --from "P(None,None,unreduced={'x'})" --to "P('x',None)" --threads 2 --repeat 1 --max-memory 100M)
+               ${R} run --shape 512,512 --mesh x=32 --from "P(None,None,unreduced={'x'})" --to "P('x',None)" --threads 2 --repeat 1 --max-memory 100M --transport direct)
 cli_exit_test(run_bad_max_memory 2 ${R} run --shape 16 --from "{replicated}" --to "{replicated}" --mesh x=2 --max-memory 12Q)
 # Issue 15: run's flags. --max-memory is read by the one byte-count parser; --threads is 1 to 1024.
 set(RUN4 run --shape 16 --mesh x=2 --from "P('x')" --to "P()" --repeat 1)
@@ -62,11 +62,20 @@ cli_test(run_ranks_priced_reduce_scatter "^verified: .* 2 steps \\(reduce-scatte
 cli_error_test(run_priced_chunks_counts_padding 1 "^reshard: error: running this needs about [0-9]+ B .*copy programs, priced chunks' padded staging(, box messages)?\\), more than"
                ${R} run --shape 3,6 --mesh x=4,y=2 --from "P('x','y')" --to "P(None,'y')" --strategy collectives --transport ranks --priced-chunks --max-memory 1800 --repeat 1)
 cli_error_test(run_priced_chunks_in_process 2 "^reshard: error: --priced-chunks applies to --backend mpi and --transport ranks only"
-               ${R} ${RUN4} --priced-chunks)
+               ${R} ${RUN4} --priced-chunks --transport direct)
+# Issue 16: in process, the step runner by default (auto: ranks up to 1024 devices), --priced-chunks with it;
+# above 1024 devices auto is direct, where priced chunks do not apply.
+cli_test(run_auto_is_ranks "\"transport\":\"ranks\",\"transports\":\\[\"allgather over groups\"\\]"
+         ${R} ${RUN4} --priced-chunks --json)
+cli_error_test(run_auto_priced_chunks_above_ranks 2
+               "^reshard: error: --priced-chunks applies to the per-rank step runner's collectives \\(--transport ranks\\), which runs at most 1024 devices; these layouts have 2048"
+               ${R} run --shape 2048 --mesh x=2048 --from "P('x')" --to "P()" --repeat 1 --priced-chunks)
+cli_test(run_auto_above_ranks_is_direct "\"transport\":\"direct\""
+         ${R} run --shape 2048 --mesh x=2048 --from "P('x')" --to "P(None)" --repeat 1 --json)
 if(NOT RESHARD_SANITIZE)
   # 512 threads in 1 GB of address space: an error (exit 1), not a hang: refused up front, their stacks
   # counted against the address space (issue 15), or a thread that fails to start.
-  add_test(NAME cli.run_threads_fail_to_start COMMAND sh -c "ulimit -v 1000000 && exec '${R}' run --shape 16,16,16 --from '${CANON_FROM}' --to '${CANON_TO}' --threads 512 --repeat 1")
+  add_test(NAME cli.run_threads_fail_to_start COMMAND sh -c "ulimit -v 1000000 && exec '${R}' run --shape 16,16,16 --from '${CANON_FROM}' --to '${CANON_TO}' --threads 512 --repeat 1 --transport direct")
   set_tests_properties(cli.run_threads_fail_to_start PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                        "^reshard: error: (executing \\(fewer --threads may fit\\): could not start 512 threads: thread [0-9]+ failed to start|running this needs about .* more than the limit of .*ulimit -v, less 8589934592 B .8.0 GiB. of thread stacks)")
   # Threads as ranks start one thread per device whatever --threads says: their stacks are counted up front (it

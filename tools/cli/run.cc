@@ -41,7 +41,7 @@ struct RunFlags {
   int repeat = 5;          // timed runs after the warm-up
   int threads = 0;         // 0: the hardware's count
   int64_t max_memory = 0;  // 0: the default limit
-  Transport transport = Transport::kDirect;
+  Transport transport = Transport::kAuto;  // resolved once the layouts' devices are known
   bool priced_chunks = false;
 };
 
@@ -55,7 +55,7 @@ RunFlags CheckRunFlags(const RunOptions& o) {
     throw CliError(kExitBadInput,
                    "--transport applies to --backend in-process only (--backend mpi picks an MPI transport "
                    "for each step)");
-  if (o.priced_chunks && o.backend != "mpi" && o.transport != "ranks")
+  if (o.priced_chunks && o.backend != "mpi" && o.transport && *o.transport != "ranks" && *o.transport != "auto")
     throw CliError(kExitBadInput,
                    "--priced-chunks applies to --backend mpi and --transport ranks only (the per-rank step runner's "
                    "collectives)");
@@ -69,6 +69,7 @@ RunFlags CheckRunFlags(const RunOptions& o) {
   }
   if (o.max_memory) f.max_memory = ParseByteSize(*o.max_memory, "--max-memory");
   if (o.transport == "staged") f.transport = Transport::kStaged;
+  if (o.transport == "direct") f.transport = Transport::kDirect;
   if (o.transport == "ranks") f.transport = Transport::kRanks;
   return f;
 }
@@ -108,16 +109,21 @@ void RunRun(const RunOptions& o) {
     throw CliError(kExitUnmet, "this reshard was built without MPI (configure with -DRESHARD_WITH_MPI=ON and run under mpirun)");
 #endif
   }
-  const RunFlags flags = CheckRunFlags(o);
+  RunFlags flags = CheckRunFlags(o);
   LayoutPair pair = LoadPair(o.pair);
+  const size_t devices = DevicesOfBoth(pair.source.layout, pair.target.layout).size();
+  if (flags.transport == Transport::kAuto) flags.transport = AutoTransport(static_cast<int64_t>(devices));
+  if (flags.priced_chunks && flags.transport != Transport::kRanks)
+    throw CliError(kExitBadInput,
+                   fmt::format("--priced-chunks applies to the per-rank step runner's collectives (--transport ranks), "
+                               "which runs at most {} devices; these layouts have {}",
+                               kMaxThreads, devices));
   // Size limits first, from the layouts alone: nothing is planned or allocated
   // unless the buffers, the memcpy measurement and the checker fit; then
   // again with the plan (intermediate buffers and the programs) before it is
   // compiled (run_memory.h).
   // Threads as ranks start a thread per device of the two layouts, beside --threads' own.
-  int64_t device_threads = 0;
-  if (flags.transport == Transport::kRanks)
-    device_threads = static_cast<int64_t>(DevicesOfBoth(pair.source.layout, pair.target.layout).size());
+  const int64_t device_threads = flags.transport == Transport::kRanks ? static_cast<int64_t>(devices) : 0;
   const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads, device_threads);
   CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads,
                                      flags.transport),
@@ -230,17 +236,22 @@ void RegisterRun(CLI::App& app) {
   };
   text("--repeat", o->repeat, fmt::format("timed runs after one warm-up, 1 to {}; the best counts (default: 5)", kMaxRepeat));
   text("--threads", o->threads,
-       fmt::format("in-process: copy threads, 1 to {} (default: the hardware's count)", kMaxThreads));
+       fmt::format("in-process: copy threads (ranks: how many ranks copy at once), 1 to {} (default: the hardware's "
+                   "count)",
+                   kMaxThreads));
   cmd->add_option("--backend", o->backend,
                   "in-process (every device in this process) or mpi (under mpirun: device d is rank d; each rank "
                   "holds only its own buffers)")
       ->check(CLI::IsMember({"in-process", "mpi"}))
       ->capture_default_str();
   text("--transport", o->transport,
-       "in-process: direct (one copy per message, sender's buffer to receiver's; the default) or staged (pack into a "
-       "send buffer, unpack from it: the path MPI and NCCL take) or ranks (every device a thread running the per-rank "
-       "step runner MPI runs, threads as ranks)")
-      ->check(CLI::IsMember({"direct", "staged", "ranks"}));
+       fmt::format("in-process: ranks (every device a thread running the per-rank step runner MPI runs, threads as "
+                   "ranks, each message copied once where the step allows) or direct (one schedule of every "
+                   "device's copies over --threads threads, one copy per message, sender's buffer to receiver's) or "
+                   "staged (the same, packing into send buffers and unpacking from them: the path MPI and NCCL "
+                   "take) or auto (the default: ranks up to {} devices, direct above)",
+                   kMaxThreads))
+      ->check(CLI::IsMember({"auto", "ranks", "direct", "staged"}));
   cmd->add_flag("--priced-chunks", o->priced_chunks,
                 "mpi or ranks: run planned all-gathers and all-to-alls over mesh groups as equal-chunk collectives, "
                 "every message padded to the chunk the plan priced (as XLA and NCCL run them), not with exact counts");
