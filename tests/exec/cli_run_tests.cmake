@@ -68,10 +68,15 @@ cli_error_test(run_priced_chunks_in_process 2 "^reshard: error: --priced-chunks 
 cli_test(run_auto_is_ranks "\"transport\":\"ranks\",\"transports\":\\[\"allgather over groups\"\\]"
          ${R} ${RUN4} --priced-chunks --json)
 cli_error_test(run_auto_priced_chunks_above_ranks 2
-               "^reshard: error: --priced-chunks applies to the per-rank step runner's collectives \\(--transport ranks\\), which runs at most 1024 devices; these layouts have 2048"
+               "^reshard: error: --priced-chunks applies to the per-rank step runner's collectives \\(--transport ranks\\), which runs at most 1024 devices and within --max-memory; these layouts have 2048"
                ${R} run --shape 2048 --mesh x=2048 --from "P('x')" --to "P()" --repeat 1 --priced-chunks)
 cli_test(run_auto_above_ranks_is_direct "\"transport\":\"direct\""
          ${R} run --shape 2048 --mesh x=2048 --from "P('x')" --to "P(None)" --repeat 1 --json)
+# auto where only the direct transport's memory fits (threads as ranks stage both ways): direct.
+cli_test(run_auto_memory_is_direct "\"transport\":\"direct\""
+         ${R} run --shape 1024,1024 --mesh x=8 --from "P('x')" --to "P()" --repeat 1 --max-memory 120M --json)
+cli_error_test(run_ranks_memory 1 "^reshard: error: running this needs about"
+               ${R} run --shape 1024,1024 --mesh x=8 --from "P('x')" --to "P()" --repeat 1 --max-memory 120M --transport ranks)
 if(NOT RESHARD_SANITIZE)
   # 512 threads in 1 GB of address space: an error (exit 1), not a hang: refused up front, their stacks
   # counted against the address space (issue 15), or a thread that fails to start.

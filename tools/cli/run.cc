@@ -112,29 +112,48 @@ void RunRun(const RunOptions& o) {
   RunFlags flags = CheckRunFlags(o);
   LayoutPair pair = LoadPair(o.pair);
   const size_t devices = DevicesOfBoth(pair.source.layout, pair.target.layout).size();
-  if (flags.transport == Transport::kAuto) flags.transport = AutoTransport(static_cast<int64_t>(devices));
-  if (flags.priced_chunks && flags.transport != Transport::kRanks)
-    throw CliError(kExitBadInput,
-                   fmt::format("--priced-chunks applies to the per-rank step runner's collectives (--transport ranks), "
-                               "which runs at most {} devices; these layouts have {}",
-                               kMaxThreads, devices));
+  // auto: the step runner (ranks) up to kMaxThreads devices, unless only the
+  // direct transport's memory fits (threads as ranks stage both ways, as
+  // MPI ranks do); checked before planning and again with the plan.
+  const bool automatic = flags.transport == Transport::kAuto;
+  if (automatic) flags.transport = AutoTransport(static_cast<int64_t>(devices));
   // Size limits first, from the layouts alone: nothing is planned or allocated
   // unless the buffers, the memcpy measurement and the checker fit; then
   // again with the plan (intermediate buffers and the programs) before it is
   // compiled (run_memory.h).
   // Threads as ranks start a thread per device of the two layouts, beside --threads' own.
-  const int64_t device_threads = flags.transport == Transport::kRanks ? static_cast<int64_t>(devices) : 0;
-  const MemoryLimit limit = RunMemoryLimit(flags.max_memory, 1, flags.threads, device_threads);
-  CheckMemory(EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads,
-                                     flags.transport),
-              limit,
-              /*per_rank=*/false);
+  auto limit_of = [&](Transport t) {
+    return RunMemoryLimit(flags.max_memory, 1, flags.threads, t == Transport::kRanks ? static_cast<int64_t>(devices) : 0);
+  };
+  auto fits = [&](const MemoryEstimate& need, Transport t) { return need.bytes <= limit_of(t).bytes; };
+  auto before = [&](Transport t) {
+    return EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads, t);
+  };
+  if (automatic && flags.transport == Transport::kRanks && !fits(before(Transport::kRanks), Transport::kRanks) &&
+      fits(before(Transport::kDirect), Transport::kDirect))
+    flags.transport = Transport::kDirect;
+  auto check_priced = [&] {
+    if (flags.priced_chunks && flags.transport != Transport::kRanks)
+      throw CliError(kExitBadInput,
+                     fmt::format("--priced-chunks applies to the per-rank step runner's collectives (--transport "
+                                 "ranks), which runs at most {} devices and within --max-memory; these layouts have {}",
+                                 kMaxThreads, devices));
+  };
+  check_priced();
+  CheckMemory(before(flags.transport), limit_of(flags.transport), /*per_rank=*/false);
   const PlannerOptions options = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
     ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
-  CheckMemory(EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, flags.transport, flags.priced_chunks),
-              limit, /*per_rank=*/false);
+  auto with_plan = [&](Transport t) {
+    return EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, t, flags.priced_chunks);
+  };
+  if (automatic && flags.transport == Transport::kRanks && !fits(with_plan(Transport::kRanks), Transport::kRanks) &&
+      fits(with_plan(Transport::kDirect), Transport::kDirect)) {
+    flags.transport = Transport::kDirect;
+    check_priced();
+  }
+  CheckMemory(with_plan(flags.transport), limit_of(flags.transport), /*per_rank=*/false);
   // Only the copies the transport runs (a copy op or more per message each).
   CompileOptions compile;
   compile.copies = flags.transport == Transport::kDirect ? CopyForms::kDirect : CopyForms::kStaged;
