@@ -143,8 +143,8 @@ class Comm {
 
   // Optional: one step's messages as in-place box messages (has_boxes();
   // NotSupported where the backend has none). MPI: derived datatypes and
-  // MPI_Ialltoallw; threads: each receiver copies run against run straight
-  // from its senders' inputs (the shared-memory single copy). REQUIRES:
+  // MPI_Ialltoallw; threads: every message copied once, straight from its
+  // sender's input into its receiver's output (thread_comm.h). REQUIRES:
   // `program` outlives the result. `program` is this rank's part of the step;
   // send_rank / recv_rank the peer rank of each of its messages.
   // Each message's bytes are in staged order (a pack's destination, an

@@ -3,7 +3,8 @@
 // devices, the embedded default and what every test runs) implements it.
 // Per-rank backends implement Comm (comm.h) instead, under the one step
 // runner (rank_reshard.h): MPI (mpi.h), and threads as ranks, which this
-// executor runs with Transport::kRanks.
+// executor runs by default (Transport::kRanks, or kAuto up to kMaxThreads
+// devices): a face over the runner MPI runs.
 //
 // Buffers are the layouts' exact local buffers, row-major, indexed like
 // PlanProgram::devices(): sources[i] holds device i's part of the source
@@ -11,11 +12,15 @@
 // for a device that holds nothing). Sizes are checked before anything runs;
 // a wrong size is InvalidArgument naming the device, never a partial run.
 //
-// The in-process executor runs each step as the program says: every device
-// packs its messages into its send buffer and copies its local part, then
-// every device unpacks what it receives, reading each message in place from
-// its sender's send buffer (shared memory is the transport); or, with
-// Transport::kDirect, every message is one copy from its sender's input. Copies spread
+// Under kRanks every device is a thread running its rank's part (kept, with
+// its runner, between runs of one program): each message copied once from
+// its sender's input into its receiver's output where the step allows (box
+// messages), else staged as over MPI. Under kStaged and kDirect (the pool
+// transports, for more devices than threads) the executor runs each step as
+// the program says: every device packs its messages into its send buffer
+// and copies its local part, then every device unpacks what it receives,
+// reading each message in place from its sender's send buffer; or, with
+// kDirect, every message is one copy from its sender's input. Copies spread
 // over a thread pool; large ones are split into row ranges. It holds the
 // sources, the targets, one send buffer per device (reused across runs) and
 // the intermediate layouts' buffers of multi-step plans, freed as soon as
@@ -23,7 +28,8 @@
 // layout is one.
 //
 // An executor object runs one plan at a time (not thread-safe); the program
-// is only read.
+// is only read. Under kRanks the ranks are kept for the program last run
+// (its PlanProgram::id at the same address) and started again for another.
 #ifndef RESHARD_EXECUTOR_H_
 #define RESHARD_EXECUTOR_H_
 

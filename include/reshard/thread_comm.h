@@ -7,9 +7,10 @@
 //   // thread k: use *comms[k] (rank k of 4), and only from that thread.
 //
 // Collectives meet at a barrier: every rank posts its buffers, waits for the
-// others, copies what it receives straight from the senders' buffers, and
-// waits again before returning, so the Start* collectives complete at once
-// (their request is kNoRequest). Box messages (Comm::has_boxes) are one such
+// others, copies what it receives straight from the senders' buffers (box
+// messages: what any rank's copies need, below), and waits again before
+// returning, so the Start* collectives complete at once (their request is
+// kNoRequest). Box messages (Comm::has_boxes) are one such
 // collective, and the one that copies each byte once (boxes_copy_once:
 // the runner takes them wherever they apply), with no staging, as MPI's
 // derived datatypes move them: every message's runs are paired with its
@@ -44,7 +45,9 @@
 // or for a message breaks its group, and every wait of that group, now or
 // later, returns Internal ("rank K waited ... s for ..."). A message whose
 // size differs from the receive's is Internal on the receiver, as MPI's
-// truncation error is; the sender's request completes with Ok.
+// truncation error is; the sender's request completes with Ok. In box
+// messages, where every rank sees every message, it is that same error on
+// every rank (the other messages still arrive).
 //
 // Thread safety: each Comm belongs to one thread; the comms of one group
 // share state under a lock.

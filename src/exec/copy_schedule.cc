@@ -30,8 +30,7 @@ Span DestinationSpan(const ScheduledCopy& c) { return {c.dst, c.op->dst_offset, 
 
 }  // namespace
 
-CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads,
-                                 int64_t together_bytes) {
+CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads) {
   CopySchedule s;
   s.strided_ = std::move(strided);
   s.contiguous_ = std::move(contiguous);
@@ -40,7 +39,6 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
     s.strided_bytes_ += c.program->OpBytes(*c.op);
     strided_units += c.units;
   }
-  s.together_bytes_ = std::max(s.strided_bytes_, together_bytes);
   s.slices_ = std::max<int64_t>(threads, (s.strided_bytes_ + kSliceBytes - 1) / kSliceBytes);
   const size_t dst_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/true);
   const bool slice = !s.strided_.empty() && strided_units >= s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
@@ -166,11 +164,12 @@ void CopySchedule::Group(bool whole) {
   }
 }
 
-int64_t CopySchedule::tasks() const {
+int64_t CopySchedule::StridedTasks() const {
   const int64_t groups = static_cast<int64_t>(tasks_.size());
-  const int64_t first = mode_ == Mode::kGroups ? groups : mode_ == Mode::kSlicedGroups ? slices_ * groups : slices_;
-  return first + static_cast<int64_t>(chunks_.size());
+  return mode_ == Mode::kGroups ? groups : mode_ == Mode::kSlicedGroups ? slices_ * groups : slices_;
 }
+
+int64_t CopySchedule::tasks() const { return StridedTasks() + static_cast<int64_t>(chunks_.size()); }
 
 void CopySchedule::Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const {
   pool.ParallelFor(tasks(), [&](int64_t k) { RunTask(k, srcs, dsts); });
@@ -180,7 +179,7 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
   auto src_of = [&](const ScheduledCopy& c) { return srcs[static_cast<size_t>(c.src)] + c.src_delta; };
   auto dst_of = [&](const ScheduledCopy& c) { return dsts[static_cast<size_t>(c.dst)]; };
   const int64_t groups = static_cast<int64_t>(tasks_.size());
-  const int64_t first = mode_ == Mode::kGroups ? groups : mode_ == Mode::kSlicedGroups ? slices_ * groups : slices_;
+  const int64_t first = StridedTasks();
   // Part `part` of `parts` of strided_[begin, end), interleaved.
   auto interleave = [&](size_t begin, size_t end, int64_t part, int64_t parts) {
     thread_local std::vector<CopyRange> ranges;
@@ -189,7 +188,7 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
       const ScheduledCopy& c = strided_[i];
       ranges.push_back({c.program, c.op, src_of(c), dst_of(c), 0, c.units});
     }
-    RunInterleaved(ranges, part, parts, together_bytes_);
+    RunInterleaved(ranges, part, parts, strided_bytes_);
   };
   if (k < first) {
     switch (mode_) {

@@ -49,12 +49,7 @@ class CopySchedule {
   // of their destination groups (slice k: part k of every group, each
   // interleaved); contiguous copies run in chunks of about 256 KiB.
   // `strided`: the copies with dims; `contiguous`: those without.
-  // `together_bytes`: the bytes copied at the same time as these, these
-  // included, where more than they (other ranks' copies of one collective,
-  // sharing the caches): where well beyond the caches, short rows are
-  // written with streaming stores (RunCopy's rule).
-  static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads,
-                            int64_t together_bytes = 0);
+  static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
   // Runs every copy once over `pool`. REQUIRES: every copy's buffer indices
   // within the tables, and the buffers large enough for its ops.
@@ -88,12 +83,13 @@ class CopySchedule {
     int64_t lo, hi;
   };
   size_t Spans(bool dst) const;
+  int64_t StridedTasks() const;  // the tasks before the contiguous copies' chunks
   bool FillsRowsTogether(size_t dst_spans) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes.
   void Group(bool whole);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
-  int64_t strided_bytes_ = 0, together_bytes_ = 0, slices_ = 0;
+  int64_t strided_bytes_ = 0, slices_ = 0;
   Mode mode_ = Mode::kGroups;
   std::vector<Task> tasks_;
   std::vector<ChunkTask> chunks_;

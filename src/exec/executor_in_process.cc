@@ -75,13 +75,21 @@ class InProcessExecutor final : public Executor {
   Result<ExecStats> Run(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
                         std::span<const std::span<std::byte>> targets) override {
     RESHARD_RETURN_IF_ERROR(CheckBuffers(program, sources, targets));
-    const Transport transport = Resolve(program);
+    Transport transport = Resolve(program);
     // Each transport runs one form of the copies; a program may lack the other.
     if (transport == Transport::kDirect ? !program.has_direct_copies() : !program.has_staged_copies())
       return Status::InvalidArgument(fmt::format(
           "this program was compiled without the {} copies its transport runs (CompileOptions::copies)",
           transport == Transport::kDirect ? "direct" : "staged (pack and unpack)"));
-    if (transport == Transport::kRanks && !program.devices().empty()) return RunAsRanks(program, sources, targets);
+    if (transport == Transport::kRanks && !program.devices().empty()) {
+      Result<ExecStats> ranks = RunAsRanks(program, sources, targets);
+      // kAuto where the system cannot start a thread per device (before any
+      // rank ran): the pool runs it.
+      if (options_.transport != Transport::kAuto || ranks.ok() || ranks.status().code() != Status::Code::kUnavailable)
+        return ranks;
+      transport = program.has_direct_copies() ? Transport::kDirect : Transport::kStaged;
+    }
+    ranks_.reset();  // (a pool run keeps no ranks, threads or staging beside it)
     // The pool, started at the first run that needs it (threads as ranks copy on their own threads).
     if (!pool_) pool_.emplace(options_.threads);
     RESHARD_RETURN_IF_ERROR(pool_->status());

@@ -15,8 +15,8 @@
 // collective. A Run that fails leaves the object unusable (the runners run
 // no more, rank_reshard.h): the caller starts a new one.
 //
-// REQUIRES: the program outlives the object. Not thread-safe: one Run at a
-// time.
+// REQUIRES: the program outlives every Run (and Start); idle threads do
+// not read it. Not thread-safe: one Run at a time.
 #ifndef RESHARD_SRC_EXEC_RANK_THREADS_H_
 #define RESHARD_SRC_EXEC_RANK_THREADS_H_
 

@@ -286,8 +286,30 @@ class BoxFolder {
 
 }  // namespace
 
+Status MessageSizeMismatch(int receiver, int64_t expected, int sender, int64_t sent) {
+  return Status::Internal(
+      fmt::format("rank {} expected {} bytes from rank {}, which sent {}", receiver, expected, sender, sent));
+}
+
 std::unique_ptr<BoxCopies> ThreadBoxes::Pair(std::span<const ThreadBoxes* const> ranks, int threads) {
   auto pair = std::make_unique<BoxCopies>();
+  // Every message's two lengths: each one a receiver expects, then each one
+  // sent that its receiver does not name (0 bytes expected).
+  for (size_t r = 0; r < ranks.size() && pair->mismatch.ok(); ++r)
+    for (const Message& expected : ranks[r]->from_) {
+      const Message* sent = ranks[static_cast<size_t>(expected.peer)]->To(static_cast<int>(r));
+      const int64_t bytes = sent != nullptr ? sent->bytes : 0;
+      if (bytes != expected.bytes) {
+        pair->mismatch = MessageSizeMismatch(static_cast<int>(r), expected.bytes, expected.peer, bytes);
+        break;
+      }
+    }
+  for (size_t s = 0; s < ranks.size() && pair->mismatch.ok(); ++s)
+    for (const Message& sent : ranks[s]->to_)
+      if (sent.bytes != 0 && ranks[static_cast<size_t>(sent.peer)]->From(static_cast<int>(s)) == nullptr) {
+        pair->mismatch = MessageSizeMismatch(sent.peer, 0, static_cast<int>(s), sent.bytes);
+        break;
+      }
   CopyProgram& program = pair->program;
   std::vector<int32_t> sender, receiver;  // each op's ranks
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -317,7 +339,6 @@ std::unique_ptr<BoxCopies> ThreadBoxes::Pair(std::span<const ThreadBoxes* const>
     }
     receiver.resize(sender.size(), rank);
   }
-  for (const ThreadBoxes* b : ranks) pair->ranks.push_back(b->id());
   std::vector<ScheduledCopy> strided, contiguous;
   for (size_t k = 0; k < program.ops.size(); ++k) {
     const CopyOp& op = program.ops[k];

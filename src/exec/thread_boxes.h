@@ -13,13 +13,16 @@
 // sorted by peer: no array over every rank of the group.
 //
 // The result keeps pointers into the program's copies: the program must
-// outlive it. Immutable once prepared; several ranks read a sender's at once.
+// outlive it. Immutable once prepared (but its run(), which the Comm keeps
+// under its lock); several ranks read a sender's at once.
 #ifndef RESHARD_SRC_EXEC_THREAD_BOXES_H_
 #define RESHARD_SRC_EXEC_THREAD_BOXES_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -46,13 +49,31 @@ struct BoxRun {
 // each target row written whole, in address order, or slices of every
 // copy) decided once, then taken by the ranks' threads task by task.
 // A scheduled copy's source index is the rank whose input it reads, its
-// destination index the rank whose output it writes. `ranks`: the ids of
-// the ThreadBoxes it pairs, by rank.
+// destination index the rank whose output it writes.
+// `mismatch`: the first message (by receiver, then sender) whose two ranks
+// disagree on its length, an error of every rank (that message copies their
+// common prefix; the others arrive whole).
 struct BoxCopies {
-  std::vector<uint64_t> ranks;
   CopyProgram program;
   CopySchedule schedule;
+  Status mismatch = Status::Ok();
 };
+
+// One box exchange as its ranks run it together (thread_comm.cc): paired
+// once, then each run's tasks taken in turn by the ranks. `ranks`: the ids
+// of the ThreadBoxes it pairs, by rank. Under the Comm's lock but `next`,
+// and `copies` once `paired` has run.
+struct BoxCollective {
+  std::vector<uint64_t> ranks;
+  std::once_flag paired;
+  std::unique_ptr<BoxCopies> copies;
+  std::atomic<int64_t> next{0};  // the next task of this run
+  int64_t epoch = -1;            // the collective whose run `next` counts
+};
+
+// The one wording of a message whose receiver expected another length (as
+// MPI's truncation error), every thread transport's.
+Status MessageSizeMismatch(int receiver, int64_t expected, int sender, int64_t sent);
 
 class ThreadBoxes final : public BoxExchange {
  public:
@@ -90,10 +111,14 @@ class ThreadBoxes final : public BoxExchange {
 
   // Every rank's messages and local copies, `ranks[k]` being rank k's
   // prepared messages, as copies of one schedule for `threads` threads
-  // (above). REQUIRES: every rank's given; a message whose two walks
-  // differ in length copies their common prefix (StartBoxes reports it).
-  // The result does not move (the schedule points into it).
+  // (above). REQUIRES: every rank's given. The result does not move (the
+  // schedule points into it).
   static std::unique_ptr<BoxCopies> Pair(std::span<const ThreadBoxes* const> ranks, int threads);
+
+  // The run of the exchange this object is rank 0's part of (the Comm
+  // keeps it here, under its lock: rank 0's prepared messages live as long
+  // as the exchange is run). Empty until its first run.
+  std::shared_ptr<BoxCollective>& run() const { return run_; }
 
  private:
   static const Message* Find(const std::vector<Message>& list, int peer);
@@ -101,6 +126,7 @@ class ThreadBoxes final : public BoxExchange {
   int size_ = 0;
   uint64_t id_ = 0;
   const CopyProgram* local_ = nullptr;  // the program's local copies
+  mutable std::shared_ptr<BoxCollective> run_;
   std::vector<Message> to_, from_;
   std::vector<BoxRun> runs_;
   int64_t sent_ = 0, received_ = 0;

@@ -129,9 +129,12 @@ void RunRun(const RunOptions& o) {
   auto before = [&](Transport t) {
     return EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads, t);
   };
-  if (automatic && flags.transport == Transport::kRanks && !fits(before(Transport::kRanks), Transport::kRanks) &&
-      fits(before(Transport::kDirect), Transport::kDirect))
-    flags.transport = Transport::kDirect;
+  // (auto's fallback, by an estimate of each)
+  auto only_direct_fits = [&](const auto& estimate) {
+    return automatic && flags.transport == Transport::kRanks && !fits(estimate(Transport::kRanks), Transport::kRanks) &&
+           fits(estimate(Transport::kDirect), Transport::kDirect);
+  };
+  if (only_direct_fits(before)) flags.transport = Transport::kDirect;
   auto check_priced = [&] {
     if (flags.priced_chunks && flags.transport != Transport::kRanks)
       throw CliError(kExitBadInput,
@@ -148,8 +151,7 @@ void RunRun(const RunOptions& o) {
   auto with_plan = [&](Transport t) {
     return EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, t, flags.priced_chunks);
   };
-  if (automatic && flags.transport == Transport::kRanks && !fits(with_plan(Transport::kRanks), Transport::kRanks) &&
-      fits(with_plan(Transport::kDirect), Transport::kDirect)) {
+  if (only_direct_fits(with_plan)) {
     flags.transport = Transport::kDirect;
     check_priced();
   }

@@ -189,8 +189,12 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
     const std::optional<int64_t> pairs =
         !per_rank && !as_ranks ? GroupCopyPairs(plan, i) : std::nullopt;
     const int64_t per_pair = transport == Transport::kDirect ? kDirectGroupBytesPerPair : kStagedGroupBytesPerPair;
+    // (Threads as ranks pair box messages into one schedule of copies straight
+    // from sender to receiver beside the staged programs: as many again as a
+    // direct program holds.)
     const int64_t copies =
-        pairs ? *pairs * per_pair + ExecOptions{}.max_scheduled_group_copies * kScheduledCopyBytes : messages * per_message;
+        pairs ? *pairs * per_pair + ExecOptions{}.max_scheduled_group_copies * kScheduledCopyBytes
+              : messages * (per_message + (as_ranks && !per_rank ? kDirectProgramBytesPerMessage : 0));
     programs += copies + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
