@@ -68,6 +68,7 @@ struct BoxCollective {
   std::once_flag paired;
   std::unique_ptr<BoxCopies> copies;
   std::atomic<int64_t> next{0};  // the next task of this run
+  std::atomic<int> copying{0};   // ranks taking its tasks now
   int64_t epoch = -1;            // the collective whose run `next` counts
 };
 
