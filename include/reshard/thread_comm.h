@@ -23,8 +23,11 @@
 // taking the next task until none is left. The pairing and its schedule are
 // made by the first rank to arrive at the first run of a set of prepared
 // messages and kept for the later runs. At most `copiers` ranks copy at once
-// (the others find the work done): eight ranks copying on two cores would
-// evict each other's rows from the caches. PrepareBoxes keeps
+// (a rank with no permit leaves the tasks to those copying): eight ranks
+// copying on two cores would evict each other's rows from the caches.
+// Where at most 4 ranks share a hardware thread, a rank waiting at a
+// barrier yields a few times before it sleeps (not after a box exchange of
+// 1 MiB or more, where it would take turns with the ranks at work). PrepareBoxes keeps
 // pointers into the program's copies: the program must outlive the result
 // (the runner's does). Point-to-point sends are unbuffered, as
 // strict as MPI allows: StartSend records the sender's pointer (no copy) and
