@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <span>
+#include <utility>
 #include <vector>
 
 
@@ -55,6 +57,29 @@ DeviceProgram OneMessage(bool sending, const std::vector<ByteRun>& runs) {
     p.pack_begin = {0};
   }
   return p;
+}
+
+// Rank 0 sends rank 1 one box of `extent` bytes, read from its input at 0
+// with strides `in` and written into rank 1's output at `at` with strides
+// `out`, packed tight in between: the two ranks' programs.
+std::pair<DeviceProgram, DeviceProgram> OneBox(std::span<const int64_t> extent, std::span<const int64_t> in, int64_t at,
+                                               std::span<const int64_t> out) {
+  std::vector<int64_t> tight(extent.size(), 1);
+  for (size_t d = extent.size() - 1; d-- > 0;) tight[d] = tight[d + 1] * extent[d + 1];
+  int64_t bytes = 1;
+  for (int64_t e : extent) bytes *= e;
+  DeviceProgram sender, receiver;
+  sender.pack.AddBox(extent, 0, in, 0, tight, 1);
+  sender.send_count = {bytes};
+  sender.send_offset = {0};
+  sender.pack_begin = {0, 1};
+  sender.unpack_begin = {0};
+  receiver.unpack.AddBox(extent, 0, tight, at, out, 1);
+  receiver.recv_count = {bytes};
+  receiver.recv_offset = {0};
+  receiver.unpack_begin = {0, 1};
+  receiver.pack_begin = {0};
+  return {std::move(sender), std::move(receiver)};
 }
 
 // Rank 0 runs `sender` to rank 1, which runs `receiver`; rank 1's output
@@ -115,18 +140,8 @@ TEST(ThreadBoxes, RunsListedOutOfStagedOrderAreWalkedInIt) {
 
 TEST(ThreadBoxes, CopiesInStagedOrderAreWalkedRowByRowWithoutAList) {
   // A [2,4] box of a [2,8] input (rows of 8 bytes), written at byte 3 of rows of 16.
-  const int64_t extent[] = {2, 4}, packed[] = {4, 1}, in_rows[] = {8, 1}, out_rows[] = {16, 1};
-  DeviceProgram sender, receiver;
-  sender.pack.AddBox(extent, 0, in_rows, 0, packed, 1);
-  sender.send_count = {8};
-  sender.send_offset = {0};
-  sender.pack_begin = {0, 1};
-  sender.unpack_begin = {0};
-  receiver.unpack.AddBox(extent, 0, packed, 3, out_rows, 1);
-  receiver.recv_count = {8};
-  receiver.recv_offset = {0};
-  receiver.unpack_begin = {0, 1};
-  receiver.pack_begin = {0};
+  const int64_t extent[] = {2, 4}, in_rows[] = {8, 1}, out_rows[] = {16, 1};
+  const auto [sender, receiver] = OneBox(extent, in_rows, 3, out_rows);
   ASSERT_TRUE(StagedInOrder(sender.pack, 0, 1, /*staged_is_dst=*/true));
   ASSERT_TRUE(StagedInOrder(receiver.unpack, 0, 1, /*staged_is_dst=*/false));
   Result<std::unique_ptr<ThreadBoxes>> walked = ThreadBoxes::Prepare(sender, std::vector<int>{1}, {}, 2);
@@ -145,17 +160,7 @@ TEST(ThreadBoxes, PairedRunsFoldBackIntoOneBox) {
   // rows of 32 bytes, planes of 160: 96 runs of 8 bytes fold into one
   // copy of two dims (4 rows a plane, 3 planes).
   const int64_t extent[] = {3, 4, 8}, tight[] = {32, 8, 1}, wide[] = {160, 32, 1};
-  DeviceProgram sender, receiver;
-  sender.pack.AddBox(extent, 0, tight, 0, tight, 1);
-  sender.send_count = {96};
-  sender.send_offset = {0};
-  sender.pack_begin = {0, 1};
-  sender.unpack_begin = {0};
-  receiver.unpack.AddBox(extent, 0, tight, 5, wide, 1);
-  receiver.recv_count = {96};
-  receiver.recv_offset = {0};
-  receiver.unpack_begin = {0, 1};
-  receiver.pack_begin = {0};
+  const auto [sender, receiver] = OneBox(extent, tight, 5, wide);
   const std::unique_ptr<BoxCopies> direct = PairOf(sender, receiver);
   ASSERT_NE(direct, nullptr);
   ASSERT_EQ(direct->program.ops.size(), 1u);
