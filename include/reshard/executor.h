@@ -112,7 +112,9 @@ struct ExecOptions {
   // Under kRanks: how many ranks copy at once.
   int threads = 0;
   Transport transport = Transport::kAuto;
-  // Under Transport::kRanks: the runner's transport and message limit.
+  // Under Transport::kRanks (given, or kAuto's choice): the runner's
+  // transport and message limit; with rank_priced_chunks, ignored where
+  // the pool runs.
   StepTransport rank_transport = StepTransport::kAuto;
   int64_t rank_max_message_bytes = (int64_t{1} << 31) - 1;
   bool rank_priced_chunks = false;  // RankOptions::priced_chunks

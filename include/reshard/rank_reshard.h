@@ -35,7 +35,11 @@
 //                   messages wherever they apply; else point-to-point where
 //                   the step is sparse (the busiest rank talks to at most
 //                   half the ranks) or its messages are large (1 MiB or more
-//                   on average), else the all-to-all-v.
+//                   on average), else the all-to-all-v. Where the
+//                   backend's box messages copy once (Comm::boxes_copy_once:
+//                   threads as ranks), box messages come first, and the
+//                   groups only where they do not apply (not with
+//                   priced_chunks, which asks for the group collectives).
 // A structured step (an all-to-all or all-gather over mesh groups) whose
 // messages all stay inside its groups runs as a collective over one
 // sub-group per mesh group (Comm::Split, members ranked as Mesh::MemberIndex

@@ -1,28 +1,27 @@
-// The in-process executor: N virtual devices' buffers in one process, each
-// step run as pack + local copies, then unpack straight from the senders'
-// send buffers, over a thread pool.
+// The in-process executor: N virtual devices' buffers in one process. The
+// pool transports run each step as pack + local copies, then unpack straight
+// from the senders' send buffers (or direct copies), over a thread pool;
+// threads as ranks run the step runner (rank_threads.h).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <fmt/format.h>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "exec/copy_kernel.h"
 #include "exec/copy_schedule.h"
+#include "exec/rank_threads.h"
 #include "exec/reduce_kernel.h"
 #include "exec/thread_pool.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/rank_reshard.h"
-#include "exec/rank_threads.h"
 
 namespace reshard {
 namespace {

@@ -112,7 +112,7 @@ struct Group {
     // A short wait yields to the ranks still to come, unlocked, before
     // sleeping, where the ranks are few for the cores: a sleeping rank's
     // wakeup and its turn at the lock cost more than the wait (a 16 KiB
-    // reshard over 8 ranks on 2 cores: 220 against 60 us a run). A long one
+    // reshard over 8 ranks on 2 cores: 126 against 237 us a run). A long one
     // sleeps at once: yielding ranks would take turns with those at work.
     if (short_wait && yields > 0) {
       lock.unlock();
@@ -438,8 +438,8 @@ class ThreadComm final : public Comm {
       const int64_t tasks = schedule.tasks();
       // A rank that gets no copier's permit at once leaves the tasks to the
       // ranks of this exchange that did (each takes tasks until none is
-      // left), and waits for one only where none of them copies: 8 ranks
-      // on 2 cores otherwise took 150 context switches a run.
+      // left), and waits for one only where none of them copies: it would
+      // only wake to find the work done.
       if (run->next.load() < tasks && (g.copiers->try_acquire() || WaitForCopier(*run))) {
         ++run->copying;
         for (int64_t k = run->next.fetch_add(1); k < tasks; k = run->next.fetch_add(1))

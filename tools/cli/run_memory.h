@@ -31,7 +31,7 @@ namespace reshard::cli {
 // Measured: an all-gather of 16 KiB per device over 1024, 2048 and 4096
 // devices (1.05M, 4.2M and 16.8M messages) grew the peak resident set by
 // 196 to 200 bytes per message compiled with the direct copies alone (the
-// default in-process transport), 227 to 232 with the staged ones (pack and
+// pool's direct transport), 227 to 232 with the staged ones (pack and
 // unpack: the staged transport, threads as ranks, MPI); rounded up. (Both
 // forms at once, 288.)
 inline constexpr int64_t kDirectProgramBytesPerMessage = 224;
