@@ -100,10 +100,13 @@ struct Group {
   // The barrier: returns once every rank has arrived, or Internal when the
   // group is or becomes broken. `short_wait`: the others are expected soon.
   // REQUIRES: `lock` holds `mu`.
-  Status Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait = true) {
+  // `last`: run by the last rank to arrive, before any rank leaves.
+  Status Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait = true,
+                const std::function<void()>* last = nullptr) {
     if (broken) return Status::Internal(broken_message);
     const int64_t my_generation = generation;
     if (++arrived == size) {
+      if (last != nullptr) (*last)();
       arrived = 0;
       ++generation;
       cv.notify_all();
@@ -129,6 +132,31 @@ struct Group {
     return Status::Ok();
   }
 
+  // AllReduce's: every rank's posted values (Post::data, count, op) reduced
+  // into `reduced`, or why not. REQUIRES: `mu` held, every rank arrived.
+  void ReduceAll() {
+    const Post& first = posts[0];
+    reduced_status = Status::Ok();
+    const int64_t* values = static_cast<const int64_t*>(first.data);
+    reduced.assign(values, values + first.count);
+    for (int k = 1; k < size; ++k) {
+      const Post& p = posts[static_cast<size_t>(k)];
+      if (p.count != first.count || p.op != first.op) {
+        reduced_status = Status::Internal(fmt::format("AllReduce: rank 0 passed {} values (op {}), rank {} {} (op {})",
+                                                      first.count, first.op, k, p.count, p.op));
+        return;
+      }
+      const int64_t* theirs = static_cast<const int64_t*>(p.data);
+      for (size_t i = 0; i < reduced.size(); ++i) {
+        switch (static_cast<Comm::ReduceOp>(first.op)) {
+          case Comm::ReduceOp::kMin: reduced[i] = std::min(reduced[i], theirs[i]); break;
+          case Comm::ReduceOp::kMax: reduced[i] = std::max(reduced[i], theirs[i]); break;
+          case Comm::ReduceOp::kSum: reduced[i] += theirs[i]; break;
+        }
+      }
+    }
+  }
+
   const int size;
   const double timeout_seconds;
   const bool boxes_copy_once;
@@ -144,6 +172,8 @@ struct Group {
   bool broken = false;
   std::string broken_message;
   std::vector<Post> posts;
+  std::vector<int64_t> reduced;  // the last AllReduce's result
+  Status reduced_status = Status::Ok();
   // The new groups of the Split under way, by the parent rank of each one's rank 0.
   std::unordered_map<int, std::shared_ptr<Group>> split_groups;
   // channels[receiver][sender]: the sends and receives of that pair not yet
@@ -178,28 +208,20 @@ class ThreadComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return group_->size; }
 
+  // One barrier, not a collective's two: the last rank to arrive reduces
+  // every rank's posted values (no rank leaves the barrier before it has),
+  // and each rank copies the result on its way out, under the lock (the next
+  // all-reduce cannot complete before this rank has arrived at it). The
+  // runner agrees on errors this way at every run.
   Status AllReduce(std::span<int64_t> values, ReduceOp op) override {
-    std::vector<int64_t> reduced(values.begin(), values.end());
-    Post mine{.data = values.data(), .count = static_cast<int64_t>(values.size())};
-    RESHARD_RETURN_IF_ERROR(Collective(mine, "AllReduce", [&](const std::vector<Post>& posts) {
-      for (int k = 0; k < size(); ++k) {
-        const Post& p = posts[static_cast<size_t>(k)];
-        if (p.count != mine.count)
-          return Status::Internal(fmt::format("AllReduce: rank {} passed {} values, rank {} {}", rank_, mine.count, k, p.count));
-        if (k == rank_) continue;  // `reduced` starts as this rank's values
-        const int64_t* theirs = static_cast<const int64_t*>(p.data);
-        for (size_t i = 0; i < reduced.size(); ++i) {
-          switch (op) {
-            case ReduceOp::kMin: reduced[i] = std::min(reduced[i], theirs[i]); break;
-            case ReduceOp::kMax: reduced[i] = std::max(reduced[i], theirs[i]); break;
-            case ReduceOp::kSum: reduced[i] += theirs[i]; break;
-          }
-        }
-      }
-      return Status::Ok();
-    }));
-    // Only now: the others read `values` until the second barrier.
-    std::copy(reduced.begin(), reduced.end(), values.begin());
+    Group& g = *group_;
+    std::unique_lock<std::mutex> lock(g.mu);
+    g.posts[static_cast<size_t>(rank_)] =
+        Post{.data = values.data(), .count = static_cast<int64_t>(values.size()), .op = static_cast<int>(op)};
+    const std::function<void()> reduce = [&g] { g.ReduceAll(); };
+    RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, "AllReduce", /*short_wait=*/true, &reduce));
+    if (!g.reduced_status.ok()) return g.reduced_status;
+    std::copy(g.reduced.begin(), g.reduced.end(), values.begin());
     return Status::Ok();
   }
 

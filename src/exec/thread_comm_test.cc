@@ -44,7 +44,9 @@ TEST(ThreadComm, NameRankAndSize) {
 TEST(ThreadComm, AllReduceMinMaxSum) {
   RunRanks(4, [](Comm& comm) {
     const int64_t r = comm.rank();
-    for (int round = 0; round < 3; ++round) {  // back to back, so a fast rank cannot overwrite a slow one's inputs
+    // Back to back, so a fast rank's next all-reduce would show if it could
+    // overwrite a slow one's inputs or result (one barrier each).
+    for (int round = 0; round < 200; ++round) {
       int64_t v[3] = {r, -r, 10 + r};
       ASSERT_TRUE(comm.AllReduce(v, Comm::ReduceOp::kMin).ok());
       EXPECT_EQ(v[0], 0);
@@ -376,6 +378,17 @@ TEST(ThreadComm, ReduceScatterOfEqualChunks) {
     EXPECT_FALSE(comm.StartReduceScatter(send.data(), 4, recv.data(), comm.rank() ? DType::kF32 : DType::kS32,
                                          ReduceOp::kSum, request)
                      .ok());
+  });
+}
+
+TEST(ThreadComm, AllReduceOfOtherLengthsIsTheSameErrorOnEveryRank) {
+  RunRanks(3, [](Comm& comm) {
+    std::vector<int64_t> v(comm.rank() == 2 ? 3 : 2, 1);
+    EXPECT_EQ(comm.AllReduce(v, Comm::ReduceOp::kSum),
+              Status::Internal("AllReduce: rank 0 passed 2 values (op 2), rank 2 3 (op 2)"));
+    int64_t w = comm.rank();  // and the group goes on
+    ASSERT_TRUE(comm.AllReduce(std::span<int64_t>(&w, 1), Comm::ReduceOp::kMax).ok());
+    EXPECT_EQ(w, 2);
   });
 }
 
