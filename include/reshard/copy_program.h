@@ -42,6 +42,9 @@ struct CopyProgram {
   void AddBox(std::span<const int64_t> extent, int64_t src_offset, std::span<const int64_t> src_strides,
               int64_t dst_offset, std::span<const int64_t> dst_strides, int64_t elem_bytes);
   int64_t OpBytes(const CopyOp& op) const;
+  // Appends ops [lo, hi) of `from`, their dims with them, source and
+  // destination offsets moved by the shifts given.
+  void Append(const CopyProgram& from, int64_t lo, int64_t hi, int64_t src_shift = 0, int64_t dst_shift = 0);
   // One past the last byte `op` reads (src) or writes (dst).
   int64_t SrcEnd(const CopyOp& op) const;
   int64_t DstEnd(const CopyOp& op) const;

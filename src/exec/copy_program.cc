@@ -55,6 +55,19 @@ void CopyProgram::AddBox(std::span<const int64_t> extent, int64_t src_offset, st
   bytes += OpBytes(op);
 }
 
+void CopyProgram::Append(const CopyProgram& from, int64_t lo, int64_t hi, int64_t src_shift, int64_t dst_shift) {
+  for (int64_t k = lo; k < hi; ++k) {
+    CopyOp op = from.ops[static_cast<size_t>(k)];
+    const auto first = from.dims.begin() + op.first_dim;
+    op.first_dim = static_cast<int32_t>(dims.size());
+    dims.insert(dims.end(), first, first + op.num_dims);
+    op.src_offset += src_shift;
+    op.dst_offset += dst_shift;
+    ops.push_back(op);
+    bytes += OpBytes(op);
+  }
+}
+
 int64_t CopyProgram::OpBytes(const CopyOp& op) const {
   int64_t n = op.run_bytes;
   for (int32_t i = 0; i < op.num_dims; ++i) n *= dims[op.first_dim + i].count;

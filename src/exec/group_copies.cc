@@ -37,21 +37,6 @@ bool Boxes(const Layout& l, const Mesh& mesh, std::vector<int64_t>& start, std::
   return true;
 }
 
-// Appends ops [lo, hi) of `from` to `to`, their dims with them, source
-// and destination offsets moved by the shifts given.
-void AppendOps(CopyProgram& to, const CopyProgram& from, int64_t lo, int64_t hi, int64_t src_shift, int64_t dst_shift) {
-  for (int64_t k = lo; k < hi; ++k) {
-    CopyOp op = from.ops[static_cast<size_t>(k)];
-    const auto dims = std::span(from.dims).subspan(static_cast<size_t>(op.first_dim), static_cast<size_t>(op.num_dims));
-    op.first_dim = static_cast<int32_t>(to.dims.size());
-    to.dims.insert(to.dims.end(), dims.begin(), dims.end());
-    op.src_offset += src_shift;
-    op.dst_offset += dst_shift;
-    to.ops.push_back(op);
-    to.bytes += to.OpBytes(op);
-  }
-}
-
 }  // namespace
 
 DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp, size_t index) {
@@ -87,7 +72,7 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.send_count.push_back(bytes);
     p.pack_owner.push_back(owner);
     p.pack_begin.push_back(static_cast<int32_t>(p.pack.ops.size()));
-    AppendOps(p.pack, gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[pair]);
+    p.pack.Append(gc.pack, lo, hi, 0, p.send_offset.back() - gc.stage_offset[pair]);
   }
   // Receives: member s's box of this device's class, one after another.
   for (const auto& [peer, sm] : peers) {
@@ -100,7 +85,7 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     p.recv_peer_offset.push_back(-1);  // (as where the sender's program is not compiled)
     p.unpack_begin.push_back(static_cast<int32_t>(p.unpack.ops.size()));
     p.direct_begin.push_back(0);
-    AppendOps(p.unpack, gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], p.recv_bytes, 0);
+    p.unpack.Append(gc.unpack, gc.unpack_begin[pair], gc.unpack_begin[pair + 1], p.recv_bytes, 0);
     p.recv_bytes += bytes;
     if (gc.parts > 1) {  // its sender's part's rank in the group, which orders them; rank 0 writes
       p.recv_part.push_back(pat.part_rank[static_cast<size_t>(sm)]);
@@ -108,7 +93,7 @@ DeviceProgram GroupDeviceProgram(const GroupCopies& gc, const DeviceProgram& dp,
     }
   }
   const size_t own = gc.Pair(pat, r, r);
-  AppendOps(p.local, gc.copies, gc.begin[own], gc.begin[own + 1], 0, 0);
+  p.local.Append(gc.copies, gc.begin[own], gc.begin[own + 1]);
   if (gc.parts > 1) {
     p.local_part = pat.part_rank[static_cast<size_t>(r)];
     p.local_writes = pat.Writes(r);

@@ -185,14 +185,16 @@ void ForEachPiece(const ThreadBoxes& sender, const ThreadBoxes::Message& sent, c
 // of up to two strided dims: a piece that extends the last one on both
 // sides lengthens its run; one that repeats it at fixed positive strides is
 // its next row; a row of rows that repeats the last at fixed strides is its
-// next plane. Ops go to `program`, their sources tagged with `sender`.
+// next plane. One message's pieces: its ops go to `program`, each with
+// `peer` appended to `tags`.
 class BoxFolder {
  public:
-  BoxFolder(CopyProgram& program, std::vector<int32_t>& sender) : program_(program), sender_(sender) {}
+  BoxFolder(CopyProgram& program, std::vector<int32_t>& tags, int32_t peer)
+      : program_(program), tags_(tags), peer_(peer) {}
 
-  void Add(int32_t from_rank, int64_t from, int64_t to, int64_t bytes) {
+  void Add(int64_t from, int64_t to, int64_t bytes) {
     Row& r = row_;
-    if (r.count > 0 && rank_ == from_rank) {
+    if (r.count > 0) {
       if (r.count == 1 && from == r.from + r.run && to == r.to + r.run) {
         r.run += bytes;
         return;
@@ -210,7 +212,6 @@ class BoxFolder {
       }
     }
     EndRow();
-    rank_ = from_rank;
     r = Row{.from = from, .to = to, .run = bytes, .count = 1};
   }
 
@@ -233,7 +234,7 @@ class BoxFolder {
   void EndRow() {
     if (row_.count == 0) return;
     Plane& p = plane_;
-    if (p.planes > 0 && plane_rank_ == rank_ && SameShape(p.row, row_)) {
+    if (p.planes > 0 && SameShape(p.row, row_)) {
       const int64_t ds = row_.from - p.row.from, dt = row_.to - p.row.to;
       if (p.planes == 1 && ds > 0 && dt > 0) {
         p.from_stride = ds, p.to_stride = dt, p.planes = 2;
@@ -247,7 +248,6 @@ class BoxFolder {
       }
     }
     EmitPlane();
-    plane_rank_ = rank_;
     p = Plane{.row = row_, .planes = 1};
     row_.count = 0;
   }
@@ -268,7 +268,7 @@ class BoxFolder {
     }
     program_.ops.push_back(op);
     program_.bytes += p.planes * p.row.count * p.row.run;
-    sender_.push_back(plane_rank_);
+    tags_.push_back(peer_);
     plane_ = Plane{};
   }
 
@@ -278,10 +278,10 @@ class BoxFolder {
   };
 
   CopyProgram& program_;
-  std::vector<int32_t>& sender_;
+  std::vector<int32_t>& tags_;
+  const int32_t peer_;
   Row row_;
   Plane plane_;
-  int32_t rank_ = -1, plane_rank_ = -1;
 };
 
 }  // namespace
@@ -315,29 +315,19 @@ std::unique_ptr<BoxCopies> ThreadBoxes::Pair(std::span<const ThreadBoxes* const>
   for (size_t r = 0; r < ranks.size(); ++r) {
     const ThreadBoxes& mine = *ranks[r];
     const int32_t rank = static_cast<int32_t>(r);
-    {
-      BoxFolder folder(program, sender);
-      for (const Message& expected : mine.from_) {
-        const ThreadBoxes& boxes = *ranks[static_cast<size_t>(expected.peer)];
-        const Message* sent = boxes.To(rank);
-        if (sent == nullptr || expected.bytes == 0) continue;
-        const int32_t peer = expected.peer;
-        ForEachPiece(boxes, *sent, mine, expected,
-                     [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(peer, from, to, bytes); });
-        folder.Finish();  // (no op spans two senders)
-      }
+    for (const Message& expected : mine.from_) {
+      const ThreadBoxes& boxes = *ranks[static_cast<size_t>(expected.peer)];
+      const Message* sent = boxes.To(rank);
+      if (sent == nullptr || expected.bytes == 0) continue;
+      BoxFolder folder(program, sender, expected.peer);
+      ForEachPiece(boxes, *sent, mine, expected,
+                   [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(from, to, bytes); });
+      folder.Finish();
     }
     // Its local copies as they are, from its own input.
-    for (const CopyOp& op : mine.local_->ops) {
-      CopyOp copy = op;
-      copy.first_dim = static_cast<int32_t>(program.dims.size());
-      for (int32_t d = 0; d < op.num_dims; ++d)
-        program.dims.push_back(mine.local_->dims[static_cast<size_t>(op.first_dim + d)]);
-      program.ops.push_back(copy);
-      program.bytes += mine.local_->OpBytes(op);
-      sender.push_back(rank);
-    }
-    receiver.resize(sender.size(), rank);
+    program.Append(*mine.local_, 0, static_cast<int64_t>(mine.local_->ops.size()));
+    sender.resize(program.ops.size(), rank);
+    receiver.resize(program.ops.size(), rank);
   }
   std::vector<ScheduledCopy> strided, contiguous;
   for (size_t k = 0; k < program.ops.size(); ++k) {

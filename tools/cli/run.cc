@@ -125,16 +125,22 @@ void RunRun(const RunOptions& o) {
   auto limit_of = [&](Transport t) {
     return RunMemoryLimit(flags.max_memory, 1, flags.threads, t == Transport::kRanks ? static_cast<int64_t>(devices) : 0);
   };
-  auto fits = [&](const MemoryEstimate& need, Transport t) { return need.bytes <= limit_of(t).bytes; };
   auto before = [&](Transport t) {
     return EstimateBeforePlanning(pair.source.layout, pair.target.layout, /*per_rank=*/false, flags.threads, t);
   };
-  // (auto's fallback, by an estimate of each)
-  auto only_direct_fits = [&](const auto& estimate) {
-    return automatic && flags.transport == Transport::kRanks && !fits(estimate(Transport::kRanks), Transport::kRanks) &&
-           fits(estimate(Transport::kDirect), Transport::kDirect);
+  // The estimate of the transport chosen, after auto's fallback to direct
+  // where only direct's fits (each transport's estimate made once).
+  auto need_of = [&](const auto& estimate) {
+    MemoryEstimate need = estimate(flags.transport);
+    if (automatic && flags.transport == Transport::kRanks && need.bytes > limit_of(Transport::kRanks).bytes) {
+      MemoryEstimate direct = estimate(Transport::kDirect);
+      if (direct.bytes <= limit_of(Transport::kDirect).bytes) {
+        flags.transport = Transport::kDirect;
+        need = std::move(direct);
+      }
+    }
+    return need;
   };
-  if (only_direct_fits(before)) flags.transport = Transport::kDirect;
   auto check_priced = [&] {
     if (flags.priced_chunks && flags.transport != Transport::kRanks)
       throw CliError(kExitBadInput,
@@ -142,8 +148,9 @@ void RunRun(const RunOptions& o) {
                                  "ranks), which runs at most {} devices and within --max-memory; these layouts have {}",
                                  kMaxThreads, devices));
   };
+  const MemoryEstimate need_before = need_of(before);
   check_priced();
-  CheckMemory(before(flags.transport), limit_of(flags.transport), /*per_rank=*/false);
+  CheckMemory(need_before, limit_of(flags.transport), /*per_rank=*/false);
   const PlannerOptions options = MakePlannerOptions(o.pair, pair, /*emitting=*/false);
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
@@ -151,11 +158,9 @@ void RunRun(const RunOptions& o) {
   auto with_plan = [&](Transport t) {
     return EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, t, flags.priced_chunks);
   };
-  if (only_direct_fits(with_plan)) {
-    flags.transport = Transport::kDirect;
-    check_priced();
-  }
-  CheckMemory(with_plan(flags.transport), limit_of(flags.transport), /*per_rank=*/false);
+  const MemoryEstimate need_with_plan = need_of(with_plan);
+  check_priced();
+  CheckMemory(need_with_plan, limit_of(flags.transport), /*per_rank=*/false);
   // Only the copies the transport runs (a copy op or more per message each).
   CompileOptions compile;
   compile.copies = flags.transport == Transport::kDirect ? CopyForms::kDirect : CopyForms::kStaged;
