@@ -1,11 +1,10 @@
-// RankThreads (rank_threads.h): persistent threads as ranks, each looping
-// over runs of its RankReshard until stopped.
+// RankThreads (rank_threads.h): persistent ranks as fibers (fibers.h), each
+// looping over runs of its RankReshard until stopped.
 #include "exec/rank_threads.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "exec/fibers.h"
 #include "reshard/executor.h"
 #include "reshard/thread_comm.h"
 
@@ -24,16 +24,15 @@ struct RankThreads::Shared {
   Hook hook;
   size_t n = 0;
   std::vector<std::unique_ptr<Comm>> comms;  // each moved into its rank's runner
-  std::vector<std::thread> threads;
+  std::unique_ptr<Fibers> fibers;
 
-  // Under `mu`: the gate, the run asked for and each rank's answer.
+  // Under `mu`: the run asked for and each rank's answer.
   std::mutex mu;
   std::condition_variable cv;
-  bool go = false, broken = false;
-  std::atomic<bool> stop{false};  // written under `mu`
-  // Written under `mu`, read unlocked while yielding (WaitFor).
-  std::atomic<uint64_t> job{0};       // runs asked for so far
-  std::atomic<size_t> answered{0};    // ranks done with creation, or with the run under way
+  bool broken = false;
+  bool stop = false;
+  uint64_t job = 0;     // runs asked for so far
+  size_t answered = 0;  // ranks done with creation, or with the run under way
   std::vector<Status> created;
   std::vector<std::optional<Result<RankRunStats>>> results;
   std::span<const std::span<const std::byte>> sources;
@@ -43,36 +42,12 @@ struct RankThreads::Shared {
 
   // REQUIRES: `mu` held.
   void Answer() {
-    if (++answered == n) cv.notify_all();
+    if (++answered == n) NotifyAll(cv);
   }
 
-  // Waits until `done()`: first yielding, unlocked, then asleep. Runs of one
-  // program come back to back (a benchmark's, a training step's), and with
-  // more ranks than cores a sleeping thread's wakeup, and its turn at the
-  // lock after the others', cost more than the run itself (a 16 KiB reshard
-  // over 8 ranks took 200 us a run, 40 of them in the ranks).
-  // (Only where the ranks are few for the cores: a thousand yielding
-  // threads would take turns with the ones at work.)
-  template <typename Done>
-  void WaitFor(std::unique_lock<std::mutex>& lock, Done done) {
-    constexpr int kYields = 256;
-    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    if (n <= 4 * cores) {
-      lock.unlock();
-      for (int k = 0; k < kYields && !done(); ++k) std::this_thread::yield();
-      lock.lock();
-    }
-    cv.wait(lock, done);
-  }
-
-  // Rank k's whole life: wait for the gate, create its runner, then run
-  // each job asked for until stopped.
+  // Rank k's whole life (a fiber's): create its runner, then run each job
+  // asked for until stopped.
   void Rank(size_t k) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return go || stop; });
-      if (stop) return;
-    }
     std::optional<RankReshard> runner;
     Status status = Status::Ok();
     try {
@@ -105,7 +80,7 @@ struct RankThreads::Shared {
       std::span<std::byte> target;
       {
         std::unique_lock<std::mutex> lock(mu);
-        WaitFor(lock, [&] { return stop || job != seen; });
+        Wait(lock, cv, [&] { return stop || job != seen; });
         if (stop) return;
         seen = job;
         source = sources[k];
@@ -130,10 +105,9 @@ struct RankThreads::Shared {
     {
       std::lock_guard<std::mutex> lock(mu);
       stop = true;
+      NotifyAll(cv);
     }
-    cv.notify_all();
-    for (std::thread& t : threads) t.join();
-    threads.clear();
+    fibers.reset();
   }
 };
 
@@ -159,24 +133,13 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   s.created.assign(n, Status::Ok());
   s.results.resize(n);
   s.outputs.resize(n);
-  // Every thread waits at the gate until all have started, so a thread the
-  // system cannot start fails here, before any rank reaches a collective.
-  s.threads.reserve(n);
-  bool started = true;
-  try {
-    for (size_t k = 0; k < n; ++k) s.threads.emplace_back([&s, k] { s.Rank(k); });
-  } catch (...) {  // (system_error where the system is out of threads; bad_alloc)
-    started = false;
-  }
-  if (!started) {
-    const size_t count = s.threads.size();
-    s.StopAndJoin();
-    return Status::Unavailable(fmt::format("could start only {} of the {} threads the ranks need", count, n));
-  }
+  // No rank runs unless every thread and stack could be had: a failure
+  // here is before any rank reaches a collective.
+  const int threads =
+      comms.copiers > 0 ? comms.copiers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  RESHARD_ASSIGN_OR_RETURN(s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }));
   {
     std::unique_lock<std::mutex> lock(s.mu);
-    s.go = true;
-    s.cv.notify_all();
     s.cv.wait(lock, [&] { return s.answered == n; });
   }
   // Creation agrees its errors across ranks: the first is every rank's.
@@ -200,8 +163,8 @@ Result<std::vector<RankRunStats>> RankThreads::Run(std::span<const std::span<con
     for (auto& r : s.results) r.reset();
     s.answered = 0;
     ++s.job;
-    s.cv.notify_all();
-    s.WaitFor(lock, [&] { return s.answered == s.n; });
+    NotifyAll(s.cv);
+    s.cv.wait(lock, [&] { return s.answered == s.n; });
   }
   std::vector<RankRunStats> stats;
   stats.reserve(s.n);

@@ -7,6 +7,7 @@
 // meets its receive.
 #include "reshard/thread_comm.h"
 
+#include "exec/fibers.h"
 #include "exec/reduce_kernel.h"
 #include "exec/thread_boxes.h"
 #include "reshard/executor.h"
@@ -92,7 +93,7 @@ struct Group {
     if (!broken) {
       broken = true;
       broken_message = fmt::format("rank {} waited {} s for {}", rank, timeout_seconds, what);
-      cv.notify_all();
+      NotifyAll(cv);
     }
     return Status::Internal(broken_message);
   }
@@ -109,7 +110,7 @@ struct Group {
       if (last != nullptr) (*last)();
       arrived = 0;
       ++generation;
-      cv.notify_all();
+      NotifyAll(cv);
       return Status::Ok();
     }
     // A short wait yields to the ranks still to come, unlocked, before
@@ -117,7 +118,8 @@ struct Group {
     // wakeup and its turn at the lock cost more than the wait (a 16 KiB
     // reshard over 8 ranks on 2 cores: 126 against 237 us a run). A long one
     // sleeps at once: yielding ranks would take turns with those at work.
-    if (short_wait && yields > 0) {
+    // (Ranks as fibers hand over in user space: fibers.h.)
+    if (short_wait && yields > 0 && !InFiber()) {
       lock.unlock();
       for (int k = 0; k < yields && generation.load(std::memory_order_acquire) == my_generation; ++k)
         std::this_thread::yield();
@@ -126,7 +128,7 @@ struct Group {
     const Clock::time_point deadline = Deadline();
     while (generation == my_generation) {
       if (broken) return Status::Internal(broken_message);
-      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && generation == my_generation)
+      if (WaitUntil(lock, cv, deadline) == std::cv_status::timeout && generation == my_generation)
         return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived, size, what));
     }
     return Status::Ok();
@@ -603,7 +605,7 @@ class ThreadComm final : public Comm {
       g.requests[static_cast<size_t>(sender)].at(send.request).complete = true;
       matched = true;
     }
-    if (matched) g.cv.notify_all();
+    if (matched) NotifyAll(g.cv);
   }
 
   // Matches every channel into this rank (each Start* matched what it could
@@ -638,7 +640,7 @@ class ThreadComm final : public Comm {
                        int64_t request) {
     Group& g = *group_;
     if (g.broken) return Status::Internal(g.broken_message);
-    if (g.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (WaitUntil(lock, g.cv, deadline) == std::cv_status::timeout) {
       MatchMine();
       const auto& mine = g.requests[static_cast<size_t>(rank_)];
       for (int64_t r : requests) {

@@ -1,6 +1,7 @@
-// Threads as ranks: every Comm call on real threads, the agreement helpers of
-// comm.h over it, and the timeout that turns a missing rank into an error
-// instead of a hang.
+// Threads as ranks: every Comm call on real threads and on fibers over one
+// and two threads (fibers.h, as RankThreads runs them), the agreement
+// helpers of comm.h over it, and the timeout that turns a missing rank into
+// an error instead of a hang.
 #include "reshard/thread_comm.h"
 
 #include <gtest/gtest.h>
@@ -10,17 +11,37 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "exec/fibers.h"
 #include "reshard/device_program.h"
 
 namespace reshard {
 namespace {
 
-// Runs `body` as rank k of `ranks` on thread k and joins them all.
+// Where the ranks run: 0, a thread each; else fibers over that many threads.
+int fiber_threads = 0;
+
+class ThreadComm : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { fiber_threads = GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(RanksOn, ThreadComm, ::testing::Values(0, 1, 2), [](const auto& info) {
+  return info.param == 0 ? std::string("Threads") : "FibersOver" + std::to_string(info.param);
+});
+
+// Runs `body` as rank k of `ranks` (on thread k, or fiber k) and joins them all.
 void RunRanks(int ranks, const std::function<void(Comm&)>& body, double timeout_seconds = 10) {
   std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, timeout_seconds);
+  if (fiber_threads > 0) {
+    auto fibers =
+        Fibers::Start(static_cast<size_t>(ranks), fiber_threads, [&](size_t k) { body(*comms[k]); });
+    ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
+    return;  // joined as `fibers` goes
+  }
   std::vector<std::thread> threads;
   for (int k = 0; k < ranks; ++k) threads.emplace_back([&, k] { body(*comms[static_cast<size_t>(k)]); });
   for (std::thread& t : threads) t.join();
@@ -32,7 +53,7 @@ std::vector<std::byte> Bytes(int64_t n, int seed) {
   return v;
 }
 
-TEST(ThreadComm, NameRankAndSize) {
+TEST_P(ThreadComm, NameRankAndSize) {
   RunRanks(3, [](Comm& comm) {
     EXPECT_EQ(comm.name(), "threads");
     EXPECT_EQ(comm.size(), 3);
@@ -41,7 +62,7 @@ TEST(ThreadComm, NameRankAndSize) {
   });
 }
 
-TEST(ThreadComm, AllReduceMinMaxSum) {
+TEST_P(ThreadComm, AllReduceMinMaxSum) {
   RunRanks(4, [](Comm& comm) {
     const int64_t r = comm.rank();
     // Back to back, so a fast rank's next all-reduce would show if it could
@@ -66,7 +87,7 @@ TEST(ThreadComm, AllReduceMinMaxSum) {
   });
 }
 
-TEST(ThreadComm, AllGather) {
+TEST_P(ThreadComm, AllGather) {
   RunRanks(4, [](Comm& comm) {
     const uint64_t r = static_cast<uint64_t>(comm.rank());
     const uint64_t mine[2] = {r * 10, r * 10 + 1};
@@ -76,7 +97,7 @@ TEST(ThreadComm, AllGather) {
   });
 }
 
-TEST(ThreadComm, Broadcast) {
+TEST_P(ThreadComm, Broadcast) {
   RunRanks(4, [](Comm& comm) {
     std::vector<std::byte> bytes = comm.rank() == 2 ? Bytes(16, 7) : std::vector<std::byte>(16);
     ASSERT_TRUE(comm.Broadcast(bytes, 2).ok());
@@ -84,7 +105,7 @@ TEST(ThreadComm, Broadcast) {
   });
 }
 
-TEST(ThreadComm, AgreeStatusNamesTheLowestFailingRank) {
+TEST_P(ThreadComm, AgreeStatusNamesTheLowestFailingRank) {
   RunRanks(4, [](Comm& comm) {
     const Status local = comm.rank() == 2 ? Status::Internal("disk on fire") : Status::Ok();
     EXPECT_EQ(AgreeStatus(comm, local), Status::Internal("rank 2: disk on fire"));
@@ -95,14 +116,14 @@ TEST(ThreadComm, AgreeStatusNamesTheLowestFailingRank) {
   });
 }
 
-TEST(ThreadComm, AgreeStatusOfAnErrorEveryRankSharesNamesNone) {
+TEST_P(ThreadComm, AgreeStatusOfAnErrorEveryRankSharesNamesNone) {
   RunRanks(4, [](Comm& comm) {
     EXPECT_EQ(AgreeStatus(comm, Status::NotSupported("no GPU")), Status::NotSupported("no GPU"));
     EXPECT_TRUE(AgreeStatus(comm, Status::Ok()).ok());
   });
 }
 
-TEST(ThreadComm, CheckSameNamesTheOddRank) {
+TEST_P(ThreadComm, CheckSameNamesTheOddRank) {
   RunRanks(4, [](Comm& comm) {
     EXPECT_TRUE(CheckSame(comm, 42, "layouts or options").ok());
     const Status st = CheckSame(comm, comm.rank() == 3 ? 7 : 42, "layouts or options");
@@ -111,7 +132,7 @@ TEST(ThreadComm, CheckSameNamesTheOddRank) {
   });
 }
 
-TEST(ThreadComm, SplitRanksByKeyThenParentRank) {
+TEST_P(ThreadComm, SplitRanksByKeyThenParentRank) {
   RunRanks(8, [](Comm& comm) {
     Result<std::unique_ptr<Comm>> half = comm.Split(comm.rank() % 2, comm.rank() / 2);
     ASSERT_TRUE(half.ok()) << half.status();
@@ -133,7 +154,7 @@ TEST(ThreadComm, SplitRanksByKeyThenParentRank) {
   });
 }
 
-TEST(ThreadComm, SplitWithNegativeColorJoinsNone) {
+TEST_P(ThreadComm, SplitWithNegativeColorJoinsNone) {
   RunRanks(5, [](Comm& comm) {
     // Equal keys: ties go by parent rank; rank 4 joins none.
     Result<std::unique_ptr<Comm>> sub = comm.Split(comm.rank() == 4 ? -1 : 0, comm.rank() == 1 ? -1 : 0);
@@ -150,7 +171,7 @@ TEST(ThreadComm, SplitWithNegativeColorJoinsNone) {
   });
 }
 
-TEST(ThreadComm, AlltoallvWithUnevenCounts) {
+TEST_P(ThreadComm, AlltoallvWithUnevenCounts) {
   constexpr int kRanks = 3;
   RunRanks(kRanks, [](Comm& comm) {
     const int r = comm.rank();
@@ -182,7 +203,7 @@ TEST(ThreadComm, AlltoallvWithUnevenCounts) {
   });
 }
 
-TEST(ThreadComm, AlltoallvCountMismatchIsInternalOnTheReceiver) {
+TEST_P(ThreadComm, AlltoallvCountMismatchIsInternalOnTheReceiver) {
   RunRanks(2, [](Comm& comm) {
     const std::byte send[4] = {};
     std::byte recv[8] = {};
@@ -203,7 +224,7 @@ TEST(ThreadComm, AlltoallvCountMismatchIsInternalOnTheReceiver) {
 // Box messages end to end: prepared, then run as one collective; a size
 // mismatch is Internal on every rank, named as MPI's truncation, and the
 // other messages still arrive (the walks themselves: thread_boxes_test.cc).
-TEST(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnEveryRank) {
+TEST_P(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnEveryRank) {
   for (const int64_t received : {8, 6}) {
     RunRanks(3, [received](Comm& comm) {
       ASSERT_TRUE(comm.has_boxes());
@@ -257,7 +278,7 @@ TEST(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnEveryRank) {
   }
 }
 
-TEST(ThreadComm, Allgatherv) {
+TEST_P(ThreadComm, Allgatherv) {
   constexpr int kRanks = 4;
   RunRanks(kRanks, [](Comm& comm) {
     const int r = comm.rank();
@@ -278,7 +299,7 @@ TEST(ThreadComm, Allgatherv) {
   });
 }
 
-TEST(ThreadComm, AllgatherOfEqualChunks) {
+TEST_P(ThreadComm, AllgatherOfEqualChunks) {
   constexpr int kRanks = 4;
   RunRanks(kRanks, [](Comm& comm) {
     const int r = comm.rank();
@@ -301,7 +322,7 @@ TEST(ThreadComm, AllgatherOfEqualChunks) {
   });
 }
 
-TEST(ThreadComm, AlltoallOfEqualChunks) {
+TEST_P(ThreadComm, AlltoallOfEqualChunks) {
   constexpr int kRanks = 4;
   constexpr int64_t kChunk = 5;
   RunRanks(kRanks, [](Comm& comm) {
@@ -333,7 +354,7 @@ TEST(ThreadComm, AlltoallOfEqualChunks) {
 // Rank k gets every rank's chunk k combined, in the element type's
 // arithmetic: s8 sums wrap, max keeps the largest, bf16 sums in f32 and
 // rounds after each combination.
-TEST(ThreadComm, ReduceScatterOfEqualChunks) {
+TEST_P(ThreadComm, ReduceScatterOfEqualChunks) {
   constexpr int kRanks = 4;
   RunRanks(kRanks, [](Comm& comm) {
     const int r = comm.rank();
@@ -381,7 +402,7 @@ TEST(ThreadComm, ReduceScatterOfEqualChunks) {
   });
 }
 
-TEST(ThreadComm, AllReduceOfOtherLengthsIsTheSameErrorOnEveryRank) {
+TEST_P(ThreadComm, AllReduceOfOtherLengthsIsTheSameErrorOnEveryRank) {
   RunRanks(3, [](Comm& comm) {
     std::vector<int64_t> v(comm.rank() == 2 ? 3 : 2, 1);
     EXPECT_EQ(comm.AllReduce(v, Comm::ReduceOp::kSum),
@@ -392,7 +413,7 @@ TEST(ThreadComm, AllReduceOfOtherLengthsIsTheSameErrorOnEveryRank) {
   });
 }
 
-TEST(ThreadComm, AllReduceOfEqualBuffers) {
+TEST_P(ThreadComm, AllReduceOfEqualBuffers) {
   constexpr int kRanks = 4;
   RunRanks(kRanks, [](Comm& comm) {
     const int r = comm.rank();
@@ -438,7 +459,7 @@ TEST(ThreadComm, AllReduceOfEqualBuffers) {
   });
 }
 
-TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
+TEST_P(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   const std::vector<int64_t> sizes = {3, 5, 0, 7, 1000};
   for (const bool receives_first : {false, true}) {
     RunRanks(2, [&](Comm& comm) {
@@ -489,7 +510,7 @@ TEST(ThreadComm, ChunkedMessagesArriveInTheOrderSent) {
   }
 }
 
-TEST(ThreadComm, ASendIsPendingUntilTheReceiverPostsItsReceive) {
+TEST_P(ThreadComm, ASendIsPendingUntilTheReceiverPostsItsReceive) {
   RunRanks(2, [](Comm& comm) {
     std::vector<std::byte> data = comm.rank() == 0 ? Bytes(16, 3) : std::vector<std::byte>(16);
     int64_t request = kNoRequest;
@@ -515,7 +536,7 @@ TEST(ThreadComm, ASendIsPendingUntilTheReceiverPostsItsReceive) {
   });
 }
 
-TEST(ThreadComm, BothOrdersOfPostingDeliverAtTheSecondStart) {
+TEST_P(ThreadComm, BothOrdersOfPostingDeliverAtTheSecondStart) {
   for (const bool send_first : {true, false}) {
     RunRanks(2, [&](Comm& comm) {
       const bool sender = comm.rank() == 0;
@@ -543,7 +564,7 @@ TEST(ThreadComm, BothOrdersOfPostingDeliverAtTheSecondStart) {
   }
 }
 
-TEST(ThreadComm, ASendBufferIsTheSendersAgainOnlyWhenItsRequestCompletes) {
+TEST_P(ThreadComm, ASendBufferIsTheSendersAgainOnlyWhenItsRequestCompletes) {
   std::atomic<bool> receive_posted{false};
   RunRanks(2, [&](Comm& comm) {
     int64_t request = kNoRequest;
@@ -564,7 +585,7 @@ TEST(ThreadComm, ASendBufferIsTheSendersAgainOnlyWhenItsRequestCompletes) {
   });
 }
 
-TEST(ThreadComm, WaitSomeDoesNotBlockUnlessAsked) {
+TEST_P(ThreadComm, WaitSomeDoesNotBlockUnlessAsked) {
   RunRanks(2, [](Comm& comm) {
     if (comm.rank() == 0) {
       ASSERT_TRUE(comm.Barrier().ok());  // rank 1 has looked before anything is sent
@@ -600,7 +621,7 @@ TEST(ThreadComm, WaitSomeDoesNotBlockUnlessAsked) {
   });
 }
 
-TEST(ThreadComm, MessageSizeMismatchIsInternal) {
+TEST_P(ThreadComm, MessageSizeMismatchIsInternal) {
   RunRanks(2, [](Comm& comm) {
     int64_t request = kNoRequest;
     if (comm.rank() == 0) {
@@ -617,7 +638,7 @@ TEST(ThreadComm, MessageSizeMismatchIsInternal) {
   });
 }
 
-TEST(ThreadComm, ARankMissingFromABarrierIsAnErrorNotAHang) {
+TEST_P(ThreadComm, ARankMissingFromABarrierIsAnErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   RunRanks(
       2,
@@ -635,7 +656,7 @@ TEST(ThreadComm, ARankMissingFromABarrierIsAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
 }
 
-TEST(ThreadComm, AMessageNeverSentIsAnErrorNotAHang) {
+TEST_P(ThreadComm, AMessageNeverSentIsAnErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   RunRanks(
       2,
@@ -651,7 +672,7 @@ TEST(ThreadComm, AMessageNeverSentIsAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
 }
 
-TEST(ThreadComm, ASendNeverReceivedIsAnErrorNotAHang) {
+TEST_P(ThreadComm, ASendNeverReceivedIsAnErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   RunRanks(
       2,

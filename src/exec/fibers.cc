@@ -1,0 +1,295 @@
+// Fibers (fibers.h): ucontext fibers with mmap'd stacks, a round-robin
+// scheduler per thread, and one process-wide waker for sleeping threads.
+#include "exec/fibers.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RESHARD_FIBERS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RESHARD_FIBERS_ASAN 1
+#endif
+#endif
+#ifdef RESHARD_FIBERS_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace reshard {
+namespace {
+
+using Clock = Fibers::Clock;
+
+// Each fiber's stack: mapped on demand (only the pages it touches are ever
+// memory), with a guard page below, so an overflow faults instead of
+// writing into another fiber's stack. The runner's deepest paths (error
+// formatting under ASan) use a few tens of KiB.
+constexpr size_t kStackBytes = size_t{1} << 20;
+
+// A sleeping thread wakes when `progress` moves: every NotifyAll moves it.
+struct Waker {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<uint64_t> progress{0};
+  std::atomic<int> sleepers{0};
+};
+
+Waker& TheWaker() {
+  static Waker* const waker = new Waker;  // never destroyed: threads may outlive static destruction
+  return *waker;
+}
+
+// Tells AddressSanitizer which stack runs next (it keeps a shadow of each);
+// nothing elsewhere.
+void StartSwitch(void** fake_stack, const void* bottom, size_t size) {
+#ifdef RESHARD_FIBERS_ASAN
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+
+void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
+#ifdef RESHARD_FIBERS_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+
+// Spins while `waiting()`, for at most kSpin; false if it still is.
+template <typename Waiting>
+bool SpinWhile(Waiting waiting) {
+  constexpr auto kSpin = std::chrono::microseconds(50);
+  const Clock::time_point until = Clock::now() + kSpin;
+  for (;;) {
+    for (int k = 0; k < 64; ++k) {
+      if (!waiting()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      std::this_thread::yield();
+#endif
+    }
+    if (Clock::now() >= until) return !waiting();
+  }
+}
+
+struct Fiber {
+  ucontext_t context{};
+  std::byte* mapping = nullptr;
+  size_t mapping_bytes = 0;
+  std::byte* stack = nullptr;  // above the guard page
+  size_t stack_bytes = 0;
+  size_t index = 0;
+  const std::function<void(size_t)>* body = nullptr;
+  bool done = false;
+  void* fake_stack = nullptr;  // ASan's, while switched away
+};
+
+// One thread's scheduler: runs its fibers in turn; each runs until it
+// waits or ends.
+struct Scheduler {
+  ucontext_t context{};  // the thread's own stack, while a fiber runs
+  std::vector<Fiber*> fibers;
+  Fiber* current = nullptr;
+  bool spins = false;  // before sleeping, where the threads are no more than the cores
+  Clock::time_point earliest = Clock::time_point::max();  // of this round's waits
+  const void* stack_bottom = nullptr;  // ASan's view of the thread's stack
+  size_t stack_size = 0;
+  void* fake_stack = nullptr;
+
+  void Resume(Fiber& f) {
+    current = &f;
+    StartSwitch(&fake_stack, f.stack, f.stack_bytes);
+    swapcontext(&context, &f.context);
+    FinishSwitch(fake_stack, nullptr, nullptr);
+    current = nullptr;
+  }
+
+  // From the running fiber back to the scheduler; returns when resumed
+  // (never, where `f` is done).
+  void Suspend(Fiber& f) {
+    StartSwitch(f.done ? nullptr : &f.fake_stack, stack_bottom, stack_size);
+    swapcontext(&f.context, &context);
+    FinishSwitch(f.fake_stack, &stack_bottom, &stack_size);
+  }
+
+  void Run() {
+    Waker& w = TheWaker();
+    size_t live = fibers.size();
+    while (live > 0) {
+      const uint64_t seen = w.progress.load();
+      earliest = Clock::time_point::max();
+      for (Fiber* f : fibers) {
+        if (f->done) continue;
+        Resume(*f);
+        if (f->done) --live;
+      }
+      if (live == 0) break;
+      // Every fiber left waits. Whatever changed since `seen` may be what
+      // one waits for: then run them again at once. A wait with a deadline
+      // (a collective's) expects the other ranks soon, often within
+      // microseconds, and a sleeping thread's wakeup costs more: then spin
+      // a while first, where a core is this thread's. (Not for waits
+      // without one, as for the next run: the thread that asks for it
+      // would find both cores spinning.)
+      if (spins &&
+          SpinWhile([&] { return w.progress.load(std::memory_order_relaxed) == seen; }))
+        continue;
+      std::unique_lock<std::mutex> lock(w.mu);
+      ++w.sleepers;
+      const auto moved = [&] { return w.progress.load() != seen; };
+      if (earliest == Clock::time_point::max())
+        w.cv.wait(lock, moved);
+      else
+        w.cv.wait_until(lock, earliest, moved);
+      --w.sleepers;
+    }
+  }
+};
+
+thread_local Scheduler* t_scheduler = nullptr;
+
+void FiberMain() {
+  Scheduler& s = *t_scheduler;
+  Fiber& f = *s.current;
+  FinishSwitch(nullptr, &s.stack_bottom, &s.stack_size);
+  try {
+    (*f.body)(f.index);
+  } catch (...) {
+    std::terminate();  // as an exception leaving a thread's function
+  }
+  f.done = true;
+  s.Suspend(f);
+}
+
+}  // namespace
+
+struct Fibers::State {
+  std::function<void(size_t)> body;
+  std::vector<Fiber> fibers;
+  std::vector<Scheduler> schedulers;
+  std::vector<std::thread> threads;
+  // The gate: no fiber runs until every thread has started.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false, abandon = false;
+
+  ~State() {
+    for (Fiber& f : fibers)
+      if (f.mapping != nullptr) munmap(f.mapping, f.mapping_bytes);
+  }
+
+  void Thread(size_t t) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return open; });
+      if (abandon) return;
+    }
+    t_scheduler = &schedulers[t];
+    schedulers[t].Run();
+    t_scheduler = nullptr;
+  }
+
+  void OpenAndJoin(bool abandoning) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      open = true;
+      abandon = abandoning;
+    }
+    cv.notify_all();
+    for (std::thread& t : threads) t.join();
+    threads.clear();
+  }
+};
+
+Fibers::Fibers(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Fibers::~Fibers() {
+  if (state_) state_->OpenAndJoin(false);
+}
+
+size_t Fibers::threads() const { return state_->schedulers.size(); }
+
+Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::function<void(size_t)> body) {
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  s.body = std::move(body);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  s.fibers.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    Fiber& f = s.fibers[k];
+    f.mapping_bytes = kStackBytes + page;
+    void* m = mmap(nullptr, f.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      return Status::Unavailable(fmt::format("could map only {} of the {} fiber stacks the ranks need", k, n));
+    f.mapping = static_cast<std::byte*>(m);
+    if (mprotect(f.mapping, page, PROT_NONE) != 0)
+      return Status::Unavailable(fmt::format("could not guard fiber stack {} of {}", k, n));
+    f.stack = f.mapping + page;
+    f.stack_bytes = kStackBytes;
+    f.index = k;
+    f.body = &s.body;
+    if (getcontext(&f.context) != 0) return Status::Unavailable("getcontext failed");
+    f.context.uc_stack.ss_sp = f.stack;
+    f.context.uc_stack.ss_size = f.stack_bytes;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, FiberMain, 0);
+  }
+  const size_t count = std::max<size_t>(1, std::min(n, static_cast<size_t>(std::max(1, threads))));
+  s.schedulers.resize(count);
+  const bool spins = count <= std::max(1u, std::thread::hardware_concurrency());
+  for (Scheduler& scheduler : s.schedulers) scheduler.spins = spins;
+  for (size_t k = 0; k < n; ++k) s.schedulers[k % count].fibers.push_back(&s.fibers[k]);
+  s.threads.reserve(count);
+  try {
+    for (size_t t = 0; t < count; ++t) s.threads.emplace_back([&s, t] { s.Thread(t); });
+  } catch (...) {  // (system_error where the system is out of threads)
+    const size_t started = s.threads.size();
+    s.OpenAndJoin(true);
+    return Status::Unavailable(fmt::format("could start only {} of the {} threads the fibers need", started, count));
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.open = true;
+  }
+  s.cv.notify_all();
+  return std::unique_ptr<Fibers>(new Fibers(std::move(state)));
+}
+
+bool InFiber() { return t_scheduler != nullptr && t_scheduler->current != nullptr; }
+
+std::cv_status WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Clock::time_point deadline) {
+  Scheduler* s = t_scheduler;
+  if (s == nullptr || s->current == nullptr) return cv.wait_until(lock, deadline);
+  if (Clock::now() >= deadline) return std::cv_status::timeout;
+  s->earliest = std::min(s->earliest, deadline);
+  Fiber& f = *s->current;
+  lock.unlock();
+  s->Suspend(f);
+  lock.lock();
+  return Clock::now() >= deadline ? std::cv_status::timeout : std::cv_status::no_timeout;
+}
+
+void NotifyAll(std::condition_variable& cv) {
+  cv.notify_all();
+  Waker& w = TheWaker();
+  w.progress.fetch_add(1);
+  // (A thread counted among the sleepers tests `progress` under the lock
+  // before it sleeps: either it sees the move or it is woken here.)
+  if (w.sleepers.load() > 0) {
+    { std::lock_guard<std::mutex> lock(w.mu); }
+    w.cv.notify_all();
+  }
+}
+
+}  // namespace reshard

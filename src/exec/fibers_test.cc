@@ -1,0 +1,125 @@
+// Fibers: every body runs to its end, never more at once than threads, and
+// waits end by notification or by their deadline, in fibers as on threads.
+#include "exec/fibers.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace reshard {
+namespace {
+
+using Clock = Fibers::Clock;
+
+// Rounds of a barrier among `n` fibers over `threads` threads: at most
+// `threads` bodies run between waits at once, and every round completes.
+void RunRounds(size_t n, int threads, int rounds) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t arrived = 0;
+  std::atomic<int> running{0}, most{0};
+  std::vector<int> done(n, 0);
+  {
+    auto fibers = Fibers::Start(n, threads, [&](size_t k) {
+      EXPECT_TRUE(InFiber());
+      for (int r = 1; r <= rounds; ++r) {
+        const int now = ++running;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        --running;
+        std::unique_lock<std::mutex> lock(mu);
+        if (++arrived == static_cast<int64_t>(n) * r) NotifyAll(cv);
+        Wait(lock, cv, [&] { return arrived >= static_cast<int64_t>(n) * r; });
+      }
+      done[k] = 1;
+    });
+    ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
+    EXPECT_EQ(fibers.value()->threads(), std::min(n, static_cast<size_t>(threads)));
+  }  // joined here
+  EXPECT_EQ(arrived, static_cast<int64_t>(n) * rounds);
+  EXPECT_LE(most.load(), threads);
+  for (size_t k = 0; k < n; ++k) EXPECT_EQ(done[k], 1) << k;
+}
+
+TEST(Fibers, BarrierRoundsOverFewerThreads) {
+  RunRounds(8, 2, 200);
+  RunRounds(64, 3, 20);
+  RunRounds(5, 1, 50);
+  RunRounds(2, 8, 50);  // more threads than fibers: one each
+}
+
+TEST(Fibers, AWaitNobodyEndsEndsAtItsDeadline) {
+  std::atomic<int> timeouts{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  const auto start = Clock::now();
+  {
+    auto fibers = Fibers::Start(4, 2, [&](size_t k) {
+      std::unique_lock<std::mutex> lock(mu);
+      const auto deadline = Clock::now() + std::chrono::milliseconds(20 + 20 * static_cast<int>(k));
+      while (WaitUntil(lock, cv, deadline) == std::cv_status::no_timeout) {
+      }
+      EXPECT_GE(Clock::now(), deadline);
+      ++timeouts;
+    });
+    ASSERT_TRUE(fibers.ok());
+  }
+  EXPECT_EQ(timeouts.load(), 4);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(Fibers, WaitOnAThreadIsTheConditionVariables) {
+  EXPECT_FALSE(InFiber());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  std::thread other([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ready = true;
+    NotifyAll(cv);
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  Wait(lock, cv, [&] { return ready; });
+  lock.unlock();
+  other.join();
+  lock.lock();
+  EXPECT_EQ(WaitUntil(lock, cv, Clock::now() + std::chrono::milliseconds(5)), std::cv_status::timeout);
+}
+
+// A fiber waits on what a plain thread does, and the reverse.
+TEST(Fibers, FibersAndThreadsWakeEachOther) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;
+  {
+    auto fibers = Fibers::Start(3, 1, [&](size_t k) {
+      std::unique_lock<std::mutex> lock(mu);
+      for (int r = 0; r < 100; ++r) {
+        // Fiber k moves step from 4r+k to 4r+k+1; the thread moves 4r+3.
+        Wait(lock, cv, [&] { return step == 4 * r + static_cast<int>(k); });
+        ++step;
+        NotifyAll(cv);
+      }
+    });
+    ASSERT_TRUE(fibers.ok());
+    std::unique_lock<std::mutex> lock(mu);
+    for (int r = 0; r < 100; ++r) {
+      Wait(lock, cv, [&] { return step == 4 * r + 3; });
+      ++step;
+      NotifyAll(cv);
+    }
+  }
+  EXPECT_EQ(step, 400);
+}
+
+TEST(Fibers, NoFibers) {
+  auto fibers = Fibers::Start(0, 2, [](size_t) { ADD_FAILURE(); });
+  EXPECT_TRUE(fibers.ok());
+}
+
+}  // namespace
+}  // namespace reshard
