@@ -49,16 +49,17 @@
 namespace reshard {
 
 // How the in-process executor moves a message. kRanks runs the step runner
-// MPI runs (RankReshard, rank_reshard.h) with every device a thread and the
-// threads as ranks (thread_comm.h): transport choice, sub-groups, chunking
+// MPI runs (RankReshard, rank_reshard.h) with every device a rank of
+// threads as ranks (thread_comm.h), each rank a fiber and the fibers run
+// over ExecOptions::threads threads: transport choice, sub-groups, chunking
 // and error agreement as under MPI, each message copied once from its
 // sender's input into its receiver's output (box messages over shared
 // memory) wherever the step allows, the ranks and their runners kept
-// between runs of one program; one thread per device, so plans over more
-// than kMaxThreads devices are Unavailable, and ExecOptions::threads is how
-// many of them copy at once. The two others run every device's copies of
-// a step as one schedule over a pool of ExecOptions::threads threads, with
-// no thread per device: kStaged packs each message into its sender's send
+// between runs of one program. Every rank holds a runner (its own tables
+// of every peer), so plans over more than kMaxThreads devices are
+// Unavailable. The two others run every device's copies of a step as one
+// schedule over a pool of ExecOptions::threads threads, with no runner per
+// device: kStaged packs each message into its sender's send
 // buffer and unpacks it from there (the path MPI and NCCL take); kDirect
 // copies it once, from the sender's input buffer straight into the
 // receiver's output buffer (DeviceProgram::direct). kAuto, the default:

@@ -25,9 +25,12 @@
 // messages and kept for the later runs. At most `copiers` ranks copy at once
 // (a rank with no permit leaves the tasks to those copying): eight ranks
 // copying on two cores would evict each other's rows from the caches.
-// Where at most 4 ranks share a hardware thread, a rank waiting at a
-// barrier yields a few times before it sleeps (not after a box exchange of
-// 1 MiB or more, where it would take turns with the ranks at work). PrepareBoxes keeps
+// Ranks may run on threads or as fibers (src/exec/fibers.h, as the
+// in-process executor runs them): a fiber waiting at a barrier lets its
+// thread's other ranks run. On threads, where at most 4 ranks share a
+// hardware thread, a rank waiting at a barrier yields a few times before it
+// sleeps (not after a box exchange of 1 MiB or more, where it would take
+// turns with the ranks at work). PrepareBoxes keeps
 // pointers into the program's copies: the program must outlive the result
 // (the runner's does). Point-to-point sends are unbuffered, as
 // strict as MPI allows: StartSend records the sender's pointer (no copy) and

@@ -82,8 +82,8 @@ class InProcessExecutor final : public Executor {
           transport == Transport::kDirect ? "direct" : "staged (pack and unpack)"));
     if (transport == Transport::kRanks && !program.devices().empty()) {
       Result<ExecStats> ranks = RunAsRanks(program, sources, targets);
-      // kAuto where the system cannot start a thread per device (before any
-      // rank ran): the pool runs it.
+      // kAuto where the system cannot map a stack per device or start the
+      // threads (before any rank ran): the pool runs it.
       if (options_.transport != Transport::kAuto || ranks.ok() || ranks.status().code() != Status::Code::kUnavailable)
         return ranks;
       transport = program.has_direct_copies() ? Transport::kDirect : Transport::kStaged;

@@ -30,12 +30,6 @@ namespace {
 
 using Clock = Fibers::Clock;
 
-// Each fiber's stack: mapped on demand (only the pages it touches are ever
-// memory), with a guard page below, so an overflow faults instead of
-// writing into another fiber's stack. The runner's deepest paths (error
-// formatting under ASan) use a few tens of KiB.
-constexpr size_t kStackBytes = size_t{1} << 20;
-
 // A sleeping thread wakes when `progress` moves: every NotifyAll moves it.
 struct Waker {
   std::mutex mu;
@@ -228,7 +222,7 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
   s.fibers.resize(n);
   for (size_t k = 0; k < n; ++k) {
     Fiber& f = s.fibers[k];
-    f.mapping_bytes = kStackBytes + page;
+    f.mapping_bytes = Fibers::kStackBytes + page;
     void* m = mmap(nullptr, f.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
       return Status::Unavailable(fmt::format("could map only {} of the {} fiber stacks the ranks need", k, n));
@@ -236,7 +230,7 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
     if (mprotect(f.mapping, page, PROT_NONE) != 0)
       return Status::Unavailable(fmt::format("could not guard fiber stack {} of {}", k, n));
     f.stack = f.mapping + page;
-    f.stack_bytes = kStackBytes;
+    f.stack_bytes = Fibers::kStackBytes;
     f.index = k;
     f.body = &s.body;
     if (getcontext(&f.context) != 0) return Status::Unavailable("getcontext failed");

@@ -38,6 +38,12 @@ class Fibers {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Each fiber's stack, mapped on demand (only the pages it touches are
+  // ever memory), with a guard page below, so an overflow faults instead of
+  // writing into another fiber's stack. The step runner's deepest paths
+  // (error formatting, under AddressSanitizer) use a few tens of KiB.
+  static constexpr size_t kStackBytes = size_t{1} << 20;
+
   // Starts body(k) for every k < n as a fiber, over min(n, threads) threads
   // (threads >= 1). Unavailable where a stack or a thread cannot be had;
   // then no body has run.

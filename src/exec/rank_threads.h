@@ -1,21 +1,24 @@
-// RankThreads: a compiled program's devices as persistent threads, each
-// running its rank's part through the step runner (RankReshard over threads
-// as ranks, thread_comm.h): the in-process executor's Transport::kRanks.
+// RankThreads: a compiled program's devices as persistent ranks, each
+// running its part through the step runner (RankReshard over threads as
+// ranks, thread_comm.h): the in-process executor's Transport::kRanks. Each
+// rank is a fiber (fibers.h), the fibers run over a few threads (the
+// copiers' count): ranks hand over in user space where they wait, and never
+// more copy at once than there are threads.
 //
-// Started once for a program, the threads, their comms and their runners
+// Started once for a program, the fibers, their comms and their runners
 // (each rank's staging, sub-groups and box messages, and the direct copies
 // its box messages pair into) stay, and every later Run only hands each
 // rank its buffers and waits: so a run measures what MPI's persistent
-// reshard runs (MpiReshard::Execute), not the creation of N threads and N
+// reshard runs (MpiReshard::Execute), not the creation of N ranks and N
 // runners. Creation is every rank's RankReshard::Create: its errors are
 // agreed across ranks and returned by Start.
 //
-// One thread per device: at most kMaxThreads (executor.h) devices; a thread
-// the system cannot start is Unavailable before any rank reaches a
-// collective. A Run that fails leaves the object unusable (the runners run
+// One fiber and one runner per device: at most kMaxThreads (executor.h)
+// devices; a stack or thread the system cannot give is Unavailable before
+// any rank reaches a collective. A Run that fails leaves the object unusable (the runners run
 // no more, rank_reshard.h): the caller starts a new one.
 //
-// REQUIRES: the program outlives every Run (and Start); idle threads do
+// REQUIRES: the program outlives every Run (and Start); idle ranks do
 // not read it. Not thread-safe: one Run at a time.
 #ifndef RESHARD_SRC_EXEC_RANK_THREADS_H_
 #define RESHARD_SRC_EXEC_RANK_THREADS_H_
@@ -49,11 +52,12 @@ class RankThreads {
     bool boxes_copy_once = true;
   };
 
-  // Starts one thread per device of `program` and creates every rank's
-  // runner with `options`.
+  // Starts one fiber per device of `program`, over `comms.copiers` threads
+  // (0: the hardware's count), and creates every rank's runner with
+  // `options`.
   static Result<std::unique_ptr<RankThreads>> Start(const PlanProgram& program, const RankOptions& options,
                                                     Hook hook, const CommSettings& comms);
-  ~RankThreads();  // stops and joins every thread
+  ~RankThreads();  // stops every rank and joins the threads
   RankThreads(const RankThreads&) = delete;
   RankThreads& operator=(const RankThreads&) = delete;
 

@@ -82,12 +82,12 @@ if(NOT RESHARD_SANITIZE)
   # counted against the address space (issue 15), or a thread that fails to start.
   add_test(NAME cli.run_threads_fail_to_start COMMAND sh -c "ulimit -v 1000000 && exec '${R}' run --shape 16,16,16 --from '${CANON_FROM}' --to '${CANON_TO}' --threads 512 --repeat 1 --transport direct")
   set_tests_properties(cli.run_threads_fail_to_start PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                       "^reshard: error: (executing \\(fewer --threads may fit\\): could not start 512 threads: thread [0-9]+ failed to start|running this needs about .* more than the limit of .*ulimit -v, less 8589934592 B .8.0 GiB. of thread stacks)")
-  # Threads as ranks start one thread per device whatever --threads says: their stacks are counted up front (it
-  # said "fewer --threads may fit" with --threads 1, after starting 121 of 1024).
+                       "^reshard: error: (executing \\(fewer --threads may fit\\): could not start 512 threads: thread [0-9]+ failed to start|running this needs about .* more than the limit of .*ulimit -v, less 8589934592 B .8.0 GiB. of stacks)")
+  # Threads as ranks map a fiber's stack per device whatever --threads says: the stacks are counted up front (it
+  # said "fewer --threads may fit" with --threads 1, after starting 121 of 1024 threads, before fibers).
   add_test(NAME cli.run_ranks_threads_counted_up_front COMMAND sh -c "ulimit -v 1000000 && exec '${R}' run --shape 4096 --mesh x=1024 --from \"P('x')\" --to 'P()' --transport ranks --threads 1 --repeat 1")
   set_tests_properties(cli.run_ranks_threads_counted_up_front PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                       "^reshard: error: (running this needs about .* more than the limit of .*ulimit -v, less [0-9]+ B .[0-9.]+ GiB. of thread stacks|executing \\(threads as ranks start one per device\\))")
+                       "^reshard: error: (running this needs about .* more than the limit of .*ulimit -v, less [0-9]+ B .[0-9.]+ GiB. of stacks|executing \\(threads as ranks map a stack per device\\))")
 endif()
 # Issue 15: --max-memory counts everything run allocates, and a std::bad_alloc anywhere is exit 1, never an abort.
 # RESHARD_TEST_FAIL=RANK:POINT (test only, tools/cli/common.h) makes that process throw std::bad_alloc at POINT.

@@ -121,7 +121,7 @@ void RunRun(const RunOptions& o) {
   // unless the buffers, the memcpy measurement and the checker fit; then
   // again with the plan (intermediate buffers and the programs) before it is
   // compiled (run_memory.h).
-  // Threads as ranks start a thread per device of the two layouts, beside --threads' own.
+  // Threads as ranks map a fiber's stack per device of the two layouts.
   auto limit_of = [&](Transport t) {
     return RunMemoryLimit(flags.max_memory, 1, flags.threads, t == Transport::kRanks ? static_cast<int64_t>(devices) : 0);
   };
@@ -185,8 +185,8 @@ void RunRun(const RunOptions& o) {
   eo.rank_priced_chunks = flags.priced_chunks;
   std::unique_ptr<Executor> executor = MakeInProcessExecutor(eo);
   // Threads the system cannot start are a request it cannot meet, not a bug.
-  // (Threads as ranks start one per device, whatever --threads says.)
-  const char* hint = flags.transport == Transport::kRanks ? "executing (threads as ranks start one per device)"
+  // (Threads as ranks map a stack per device, whatever --threads says.)
+  const char* hint = flags.transport == Transport::kRanks ? "executing (threads as ranks map a stack per device)"
                                                           : "executing (fewer --threads may fit)";
   auto check = [hint](const Status& s) {
     if (s.code() == Status::Code::kUnavailable) ThrowIfError(s, hint, kExitUnmet);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common.h"
+#include "exec/fibers.h"
 #include "layout/checked_math.h"
 #include "reshard/device_program.h"
 
@@ -231,7 +232,7 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   return e;
 }
 
-MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t device_threads) {
+MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t fibers) {
   MemoryLimit limit;
   if (flag > 0) {
     limit = {flag, "--max-memory"};
@@ -246,7 +247,8 @@ MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t device_
   if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return limit;
   // What the process maps now (its first field of /proc/self/statm, in
   // pages), the stacks of its threads (the executor's, and as many again
-  // filling, checking and measuring memcpy), and 64 MiB to spare.
+  // filling, checking and measuring memcpy) and of threads as ranks'
+  // fibers, and 64 MiB to spare.
   int64_t mapped = 0;
   std::ifstream statm("/proc/self/statm");
   statm >> mapped;
@@ -255,12 +257,13 @@ MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t device_
   const int64_t stack_bytes = getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
                                   ? std::min<int64_t>(static_cast<int64_t>(stack.rlim_cur), 64 * kMiB)
                                   : 8 * kMiB;
-  const int64_t stacks = (2 * int64_t{Concurrency(threads)} + device_threads) * stack_bytes;
+  const int64_t stacks = 2 * int64_t{Concurrency(threads)} * stack_bytes +
+                         fibers * static_cast<int64_t>(Fibers::kStackBytes + static_cast<size_t>(sysconf(_SC_PAGE_SIZE)));
   const int64_t left = std::max<int64_t>(
       0, static_cast<int64_t>(std::min<rlim_t>(as.rlim_cur, std::numeric_limits<int64_t>::max())) - mapped - stacks -
              64 * kMiB);
   if (left < limit.bytes)
-    limit = {left, fmt::format("the address space left under ulimit -v, less {} of thread stacks", FormatBytes(stacks))};
+    limit = {left, fmt::format("the address space left under ulimit -v, less {} of stacks", FormatBytes(stacks))};
   return limit;
 }
 

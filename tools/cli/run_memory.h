@@ -83,8 +83,9 @@ struct MemoryLimit {
 // The limit run refuses above. `flag`: --max-memory (0: unset); `ranks`:
 // MPI ranks sharing the machine's memory by default (1 in-process);
 // `threads`: the executor's threads (0: the hardware's count);
-// `device_threads`: threads as ranks' one per device, each a stack more.
-MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t device_threads = 0);
+// `fibers`: threads as ranks' one per device, each a stack more
+// (Fibers::kStackBytes and a guard page).
+MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t fibers = 0);
 
 // Throws CliError(kExitUnmet) when `need` exceeds `limit`: "running this
 // needs about N (parts), more than the limit of M (source)".
