@@ -23,7 +23,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <semaphore>
 #include <thread>
 #include <string>
 #include <unordered_map>
@@ -73,8 +72,42 @@ struct Request {
 };
 
 // How many ranks may copy box messages at once (thread_comm.h), shared by
-// every group split from one MakeThreadComms.
-using Copiers = std::counting_semaphore<kMaxThreads>;
+// every group split from one MakeThreadComms. Not a std::counting_semaphore:
+// its acquire blocks the thread, where a rank run as a fiber must let its
+// thread's other ranks run (fibers.h), and the standard lets its
+// try_acquire fail while permits are left, where a rank that finds none
+// leaves the tasks to the ranks copying.
+class Copiers {
+ public:
+  explicit Copiers(int permits) : free_(permits) {}
+
+  // False only where no permit is left.
+  bool TryAcquire() {
+    int free = free_.load();
+    while (free > 0)
+      if (free_.compare_exchange_weak(free, free - 1)) return true;
+    return false;
+  }
+
+  void Acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    Wait(lock, cv_, [&] { return TryAcquire(); });
+    --waiting_;
+  }
+
+  void Release() {
+    free_.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu_);  // (a rank in Acquire is past its test or waiting)
+    if (waiting_ > 0) NotifyAll(cv_);
+  }
+
+ private:
+  std::atomic<int> free_;
+  std::mutex mu_;
+  int waiting_ = 0;  // under `mu_`
+  std::condition_variable cv_;
+};
 
 // The state the comms of one group share, all under `mu` (but the copiers,
 // and a box exchange's task count, thread_boxes.h).
@@ -464,12 +497,12 @@ class ThreadComm final : public Comm {
       // ranks of this exchange that did (each takes tasks until none is
       // left), and waits for one only where none of them copies: it would
       // only wake to find the work done.
-      if (run->next.load() < tasks && (g.copiers->try_acquire() || WaitForCopier(*run))) {
+      if (run->next.load() < tasks && (g.copiers->TryAcquire() || WaitForCopier(*run))) {
         ++run->copying;
         for (int64_t k = run->next.fetch_add(1); k < tasks; k = run->next.fetch_add(1))
           schedule.RunTask(k, inputs, outputs);
         --run->copying;
-        g.copiers->release();
+        g.copiers->Release();
       }
       return run->copies->mismatch;
     });
@@ -480,7 +513,7 @@ class ThreadComm final : public Comm {
   // another rank of it copies, which takes every task left.
   bool WaitForCopier(const BoxCollective& run) {
     if (run.copying.load() > 0) return false;
-    group_->copiers->acquire();
+    group_->copiers->Acquire();
     return true;
   }
 
