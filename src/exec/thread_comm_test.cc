@@ -34,8 +34,8 @@ INSTANTIATE_TEST_SUITE_P(RanksOn, ThreadComm, ::testing::Values(0, 1, 2), [](con
 });
 
 // Runs `body` as rank k of `ranks` (on thread k, or fiber k) and joins them all.
-void RunRanks(int ranks, const std::function<void(Comm&)>& body, double timeout_seconds = 10) {
-  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, timeout_seconds);
+void RunRanks(int ranks, const std::function<void(Comm&)>& body, double timeout_seconds = 10, int copiers = 0) {
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, timeout_seconds, copiers);
   if (fiber_threads > 0) {
     auto fibers =
         Fibers::Start(static_cast<size_t>(ranks), fiber_threads, [&](size_t k) { body(*comms[k]); });
@@ -276,6 +276,49 @@ TEST_P(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnEveryRank) {
       }
     });
   }
+}
+
+// Groups split from one set of comms share its copy permits: with one
+// permit and three pairs exchanging box messages at once, every exchange
+// still completes, each copied whole by a rank of its own group.
+TEST_P(ThreadComm, GroupsTakeTurnsAtOneCopyPermit) {
+  RunRanks(
+      6,
+      [](Comm& comm) {
+        Result<std::unique_ptr<Comm>> pair = comm.Split(comm.rank() % 3, comm.rank());
+        ASSERT_TRUE(pair.ok()) << pair.status();
+        Comm& p = **pair;
+        const bool sender = p.rank() == 0;
+        DeviceProgram program;
+        const int64_t one[] = {1}, extent[] = {4096};
+        if (sender) {
+          program.pack.AddBox(extent, 0, one, 0, one, 1);
+          program.send_count = {4096};
+          program.send_offset = {0};
+          program.pack_begin = {0, 1};
+          program.unpack_begin = {0};
+        } else {
+          program.unpack.AddBox(extent, 0, one, 0, one, 1);
+          program.recv_count = {4096};
+          program.recv_offset = {0};
+          program.unpack_begin = {0, 1};
+          program.pack_begin = {0};
+        }
+        const std::vector<int> to = sender ? std::vector<int>{1} : std::vector<int>{};
+        const std::vector<int> from = sender ? std::vector<int>{} : std::vector<int>{0};
+        Result<std::unique_ptr<BoxExchange>> boxes = p.PrepareBoxes(program, to, from);
+        ASSERT_TRUE(boxes.ok()) << boxes.status();
+        for (int round = 0; round < 50; ++round) {
+          const std::vector<std::byte> in = Bytes(4096, 100 * comm.rank() + round);
+          std::vector<std::byte> out(4096);
+          int64_t request = kNoRequest;
+          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), request).ok());
+          if (!sender) {
+            ASSERT_EQ(out, Bytes(4096, 100 * (comm.rank() - 3) + round)) << comm.rank() << " round " << round;
+          }
+        }
+      },
+      10, /*copiers=*/1);
 }
 
 TEST_P(ThreadComm, Allgatherv) {
