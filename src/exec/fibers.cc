@@ -95,6 +95,7 @@ struct Scheduler {
   ucontext_t context{};  // the thread's own stack, while a fiber runs
   std::vector<Fiber*> fibers;
   Fiber* current = nullptr;
+  size_t live = 0;  // fibers not yet ended
   bool spins = false;  // before sleeping, where the threads are no more than the cores
   Clock::time_point earliest = Clock::time_point::max();  // of this round's waits
   const void* stack_bottom = nullptr;  // ASan's view of the thread's stack
@@ -117,9 +118,10 @@ struct Scheduler {
     FinishSwitch(f.fake_stack, &stack_bottom, &stack_size);
   }
 
-  void Run() {
+  // Runs the fibers in turn until all have ended, or `until` (if given)
+  // holds after a turn of them all.
+  void Run(const std::function<bool()>* until) {
     Waker& w = TheWaker();
-    size_t live = fibers.size();
     while (live > 0) {
       const uint64_t seen = w.progress.load();
       earliest = Clock::time_point::max();
@@ -128,14 +130,13 @@ struct Scheduler {
         Resume(*f);
         if (f->done) --live;
       }
-      if (live == 0) break;
+      if (live == 0 || (until != nullptr && (*until)())) break;
       // Every fiber left waits. Whatever changed since `seen` may be what
-      // one waits for: then run them again at once. A wait with a deadline
-      // (a collective's) expects the other ranks soon, often within
-      // microseconds, and a sleeping thread's wakeup costs more: then spin
-      // a while first, where a core is this thread's. (Not for waits
-      // without one, as for the next run: the thread that asks for it
-      // would find both cores spinning.)
+      // one waits for: then run them again at once. What the other
+      // threads' ranks do next is often microseconds away (a barrier's
+      // last rank, the next of back-to-back runs), and a sleeping thread's
+      // wakeup costs more (and may land it on a busy core): spin a while
+      // first, yielding, where a core is this thread's.
       if (spins &&
           SpinWhile([&] { return w.progress.load(std::memory_order_relaxed) == seen; }))
         continue;
@@ -173,6 +174,7 @@ struct Fibers::State {
   std::vector<Fiber> fibers;
   std::vector<Scheduler> schedulers;
   std::vector<std::thread> threads;
+  bool driven = false;  // the first scheduler's fibers run in Drive
   // The gate: no fiber runs until every thread has started.
   std::mutex mu;
   std::condition_variable cv;
@@ -190,7 +192,7 @@ struct Fibers::State {
       if (abandon) return;
     }
     t_scheduler = &schedulers[t];
-    schedulers[t].Run();
+    schedulers[t].Run(nullptr);
     t_scheduler = nullptr;
   }
 
@@ -209,15 +211,26 @@ struct Fibers::State {
 Fibers::Fibers(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 Fibers::~Fibers() {
-  if (state_) state_->OpenAndJoin(false);
+  if (!state_) return;
+  if (state_->driven) Drive([] { return false; });  // until its fibers end
+  state_->OpenAndJoin(false);
+}
+
+void Fibers::Drive(const std::function<bool()>& done) {
+  Scheduler& s = state_->schedulers[0];
+  Scheduler* const outer = t_scheduler;
+  t_scheduler = &s;
+  s.Run(&done);
+  t_scheduler = outer;
 }
 
 size_t Fibers::threads() const { return state_->schedulers.size(); }
 
-Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::function<void(size_t)> body) {
+Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::function<void(size_t)> body, bool driven) {
   auto state = std::make_unique<State>();
   State& s = *state;
   s.body = std::move(body);
+  s.driven = driven;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   s.fibers.resize(n);
   for (size_t k = 0; k < n; ++k) {
@@ -244,13 +257,15 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
   const bool spins = count <= std::max(1u, std::thread::hardware_concurrency());
   for (Scheduler& scheduler : s.schedulers) scheduler.spins = spins;
   for (size_t k = 0; k < n; ++k) s.schedulers[k % count].fibers.push_back(&s.fibers[k]);
+  for (Scheduler& scheduler : s.schedulers) scheduler.live = scheduler.fibers.size();
   s.threads.reserve(count);
   try {
-    for (size_t t = 0; t < count; ++t) s.threads.emplace_back([&s, t] { s.Thread(t); });
+    for (size_t t = driven ? 1 : 0; t < count; ++t) s.threads.emplace_back([&s, t] { s.Thread(t); });
   } catch (...) {  // (system_error where the system is out of threads)
     const size_t started = s.threads.size();
     s.OpenAndJoin(true);
-    return Status::Unavailable(fmt::format("could start only {} of the {} threads the fibers need", started, count));
+    return Status::Unavailable(
+        fmt::format("could start only {} of the {} threads the fibers need", started, count - (driven ? 1 : 0)));
   }
   {
     std::lock_guard<std::mutex> lock(s.mu);

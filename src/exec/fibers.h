@@ -18,7 +18,9 @@
 //
 // A fiber may not wait while it holds a lock other than the one WaitUntil
 // releases, nor inside a catch handler (the handled exception is the
-// thread's, not the fiber's). A body that throws ends the program, as a
+// thread's, not the fiber's), nor keep what is a thread's (a thread_local's
+// address, the thread's id) across a wait: a driven fiber (Drive) may go
+// on on another thread. A body that throws ends the program, as a
 // thread's would.
 #ifndef RESHARD_SRC_EXEC_FIBERS_H_
 #define RESHARD_SRC_EXEC_FIBERS_H_
@@ -45,10 +47,24 @@ class Fibers {
   static constexpr size_t kStackBytes = size_t{1} << 20;
 
   // Starts body(k) for every k < n as a fiber, over min(n, threads) threads
-  // (threads >= 1). Unavailable where a stack or a thread cannot be had;
-  // then no body has run.
-  static Result<std::unique_ptr<Fibers>> Start(size_t n, int threads, std::function<void(size_t)> body);
-  // Joins the threads. REQUIRES: every body returns (the caller tells them).
+  // (threads >= 1). `driven`: the first thread is the caller's, in Drive
+  // (fibers 0, threads, 2 threads, ... run only there), and only the others
+  // start. Unavailable where a stack or a thread cannot be had; then no
+  // body has run.
+  static Result<std::unique_ptr<Fibers>> Start(size_t n, int threads, std::function<void(size_t)> body,
+                                               bool driven = false);
+  // Runs the first thread's fibers on this thread until `done()`, tested
+  // after each turn of them all (unlocked, outside any fiber), or until they
+  // have all ended. Where work is handed to the fibers and waited for (a
+  // run of every rank), the caller works as one of the threads instead of
+  // waking one and sleeping: one thread fewer to wake, and none on the
+  // caller's core. REQUIRES: started driven; one caller at a time, not in a
+  // fiber. The fibers may run on another thread at each Drive; fibers.h's
+  // rules hold them to nothing a thread keeps across a wait.
+  void Drive(const std::function<bool()>& done);
+
+  // Joins the threads (driven: runs the first thread's fibers to their end
+  // first). REQUIRES: every body returns (the caller tells them).
   ~Fibers();
   Fibers(const Fibers&) = delete;
   Fibers& operator=(const Fibers&) = delete;

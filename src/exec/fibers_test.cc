@@ -116,6 +116,68 @@ TEST(Fibers, FibersAndThreadsWakeEachOther) {
   EXPECT_EQ(step, 400);
 }
 
+// Driven: the first thread's fibers run only in Drive, on the thread that
+// calls it, which may differ from one Drive to the next; the others on
+// threads of their own; the destructor runs the driven ones to their end.
+TEST(Fibers, DrivenFibersRunOnTheCallersThread) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int job = 0, answered = 0;
+  bool stop = false;
+  std::vector<std::thread::id> ran_on(6);
+  {
+    auto fibers = Fibers::Start(
+        6, 2,
+        [&](size_t k) {
+          for (int seen = 0;;) {
+            std::unique_lock<std::mutex> lock(mu);
+            Wait(lock, cv, [&] { return stop || job != seen; });
+            if (stop) return;
+            seen = job;
+            ran_on[k] = std::this_thread::get_id();
+            if (++answered == 6) NotifyAll(cv);
+          }
+        },
+        /*driven=*/true);
+    ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
+    Fibers& f = **fibers;
+    auto run = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        answered = 0;
+        ++job;
+        NotifyAll(cv);
+      }
+      f.Drive([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return answered == 6;
+      });
+      EXPECT_FALSE(InFiber());
+    };
+    for (int r = 0; r < 20; ++r) {
+      run();
+      for (size_t k = 0; k < 6; ++k) {
+        if (k % 2 == 0) {
+          EXPECT_EQ(ran_on[k], std::this_thread::get_id()) << k;
+        } else {
+          EXPECT_NE(ran_on[k], std::this_thread::get_id()) << k;
+        }
+      }
+    }
+    std::thread::id other;
+    std::thread([&] {
+      other = std::this_thread::get_id();
+      run();
+    }).join();
+    EXPECT_EQ(ran_on[0], other);
+    EXPECT_EQ(ran_on[4], other);
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+    NotifyAll(cv);
+  }  // the driven fibers end here
+  EXPECT_EQ(job, 21);
+}
+
 TEST(Fibers, NoFibers) {
   auto fibers = Fibers::Start(0, 2, [](size_t) { ADD_FAILURE(); });
   EXPECT_TRUE(fibers.ok());

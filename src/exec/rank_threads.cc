@@ -101,6 +101,15 @@ struct RankThreads::Shared {
     }
   }
 
+  // The caller works as the first of the ranks' threads until every rank
+  // has answered (Fibers::Drive).
+  void DriveUntilAnswered() {
+    fibers->Drive([this] {
+      std::lock_guard<std::mutex> lock(mu);
+      return answered == n;
+    });
+  }
+
   void StopAndJoin() {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -137,11 +146,8 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   // here is before any rank reaches a collective.
   const int threads =
       comms.copiers > 0 ? comms.copiers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  RESHARD_ASSIGN_OR_RETURN(s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }));
-  {
-    std::unique_lock<std::mutex> lock(s.mu);
-    s.cv.wait(lock, [&] { return s.answered == n; });
-  }
+  RESHARD_ASSIGN_OR_RETURN(s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }, /*driven=*/true));
+  s.DriveUntilAnswered();
   // Creation agrees its errors across ranks: the first is every rank's.
   for (const Status& c : s.created)
     if (!c.ok()) {
@@ -164,8 +170,8 @@ Result<std::vector<RankRunStats>> RankThreads::Run(std::span<const std::span<con
     s.answered = 0;
     ++s.job;
     NotifyAll(s.cv);
-    s.cv.wait(lock, [&] { return s.answered == s.n; });
   }
+  s.DriveUntilAnswered();
   std::vector<RankRunStats> stats;
   stats.reserve(s.n);
   for (size_t k = 0; k < s.n; ++k) {
