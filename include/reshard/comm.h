@@ -4,7 +4,7 @@
 // grouping onto sub-groups, chunking and error agreement. A backend is one
 // implementation of this class:
 //   MPI        (mpi.h, MpiReshard): a duplicate of an MPI communicator;
-//   threads    (thread_comm.h): N ranks as threads of one process, the
+//   threads    (thread_comm.h): N ranks as threads (or fibers) of one process, the
 //              in-process fake every executor test runs through
 //              (Transport::kRanks of the in-process executor);
 //   NCCL       (not built): one more implementation, plus copy kernels
@@ -25,7 +25,7 @@
 //
 // Errors are Status values of this rank only (Internal for a failed call);
 // agreeing on them across ranks is the caller's job (AgreeStatus below).
-// A Comm is used by one thread at a time.
+// A Comm is used by one thread (or fiber) at a time.
 #ifndef RESHARD_COMM_H_
 #define RESHARD_COMM_H_
 

@@ -12,11 +12,12 @@
 // for a device that holds nothing). Sizes are checked before anything runs;
 // a wrong size is InvalidArgument naming the device, never a partial run.
 //
-// Under kRanks every device is a thread running its rank's part (kept, with
-// its runner, between runs of one program): each message copied once from
-// its sender's input into its receiver's output where the step allows (box
-// messages), else staged as over MPI. Under kStaged and kDirect (the pool
-// transports, for more devices than threads) the executor runs each step as
+// Under kRanks every device is a rank running its part (a fiber over a few
+// threads, kept with its runner between runs of one program): each message
+// copied once from its sender's input into its receiver's output where the
+// step allows (box messages), else staged as over MPI. Under kStaged and
+// kDirect (the pool transports, for more devices than runners fit) the
+// executor runs each step as
 // the program says: every device packs its messages into its send buffer
 // and copies its local part, then every device unpacks what it receives,
 // reading each message in place from its sender's send buffer; or, with
@@ -110,7 +111,8 @@ Transport AutoTransport(int64_t devices);
 struct ExecOptions {
   // <= 0: the hardware's thread count; at most kMaxThreads. When the system
   // cannot start them all, Run returns Unavailable (and runs nothing).
-  // Under kRanks: how many ranks copy at once.
+  // Under kRanks: the threads the ranks' fibers run on (the caller's among
+  // them), so also how many ranks copy at once.
   int threads = 0;
   Transport transport = Transport::kAuto;
   // Under Transport::kRanks (given, or kAuto's choice): the runner's
@@ -134,6 +136,8 @@ struct ExecOptions {
   // Called after every program step with the step's output buffers (the
   // checker's hook); under Transport::kRanks with rank_priced_chunks, not
   // after the first of an all-reduce run whole (its output is never written).
+  // Under kRanks it runs inside rank 0 (a fiber, on the thread that called
+  // Run), the other ranks waiting: it must not run another kRanks executor.
   std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)> after_step = {};
 };
 

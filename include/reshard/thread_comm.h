@@ -4,7 +4,7 @@
 // exercises the code MPI runs.
 //
 //   std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(4);
-//   // thread k: use *comms[k] (rank k of 4), and only from that thread.
+//   // thread (or fiber) k: use *comms[k] (rank k of 4), one call at a time.
 //
 // Collectives meet at a barrier: every rank posts its buffers, waits for the
 // others, copies what it receives straight from the senders' buffers (box
@@ -25,8 +25,8 @@
 // messages and kept for the later runs. At most `copiers` ranks copy at once
 // (a rank with no permit leaves the tasks to those copying): eight ranks
 // copying on two cores would evict each other's rows from the caches.
-// Ranks may run on threads or as fibers (src/exec/fibers.h, as the
-// in-process executor runs them): a fiber waiting at a barrier lets its
+// Ranks may run on threads or as fibers (as the in-process executor runs
+// them): a fiber waiting at a barrier lets its
 // thread's other ranks run. On threads, where at most 4 ranks share a
 // hardware thread, a rank waiting at a barrier yields a few times before it
 // sleeps (not after a box exchange of 1 MiB or more, where it would take

@@ -283,6 +283,33 @@ TEST(InProcessExecutor, RepeatedRunsReuseGroupsExactly) {
   }
 }
 
+// Threads as ranks keep their ranks between runs of one program, and the
+// thread that asks for a run works as the first of the ranks' threads
+// (rank_threads.h): runs asked for from other threads in turn go on with
+// the same ranks, some of them now on another thread, every run exact.
+TEST(InProcessExecutor, RanksKeptBetweenRunsAskedForFromOtherThreads) {
+  const std::vector<int64_t> shape = {256, 256};
+  const Layout src = Parse("blockcyclic(block=[8,8], grid=[2,4])", shape, DType::kF32);
+  const Layout dst = Parse("blockcyclic(block=[16,16], grid=[4,2])", shape, DType::kF32);
+  const PlanProgram p = PlanProgram::Compile(Exchange::Create(src, dst).value()).value();
+  for (int threads : {1, 2, 3}) {
+    std::unique_ptr<Executor> ex = MakeInProcessExecutor(ExecOptions{.threads = threads, .transport = Transport::kRanks});
+    TaggedBuffers buffers = MakeTaggedBuffers(p);
+    auto run = [&] {
+      TagCheck c;
+      Result<ExecStats> r = RunIntoZeroed(*ex, p, buffers, c);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->transport, Transport::kRanks);
+      EXPECT_EQ(c.mismatches, 0) << c.first_problem;
+      EXPECT_EQ(c.checked, shape[0] * shape[1]);
+    };
+    for (int k = 0; k < 3; ++k) {
+      run();
+      std::thread(run).join();
+    }
+  }
+}
+
 // What an executor keeps of a program is keyed on its id: a copy (new
 // arrays) gets a new id, a move carries it with the arrays, and a program
 // compiled where a destroyed one lived never takes the old one's.

@@ -1,14 +1,14 @@
-// Fibers: n bodies run as stackful fibers over a few threads, fiber k on
-// thread k % threads for its whole life, switching only where it waits.
+// Fibers: n bodies run as stackful fibers over a few threads, switching
+// only where they wait.
 //
 // Why: threads as ranks (rank_threads.h) run one rank per device. With more
 // ranks than cores, every barrier handed the cores from thread to thread
-// through the kernel (15,257 context switches in 100 runs of a 64 MiB
+// through the kernel (11,399 context switches in 100 runs of a 64 MiB
 // reshard over 8 ranks on 2 cores), and ranks that yielded while they
 // waited took turns with the ranks that copied. As fibers, the ranks of one
-// thread hand over in user space, never more ranks run than there are
-// threads, and a thread whose fibers all wait sleeps until something
-// changes or the earliest of their waits times out.
+// thread hand over without the kernel's scheduler, never more ranks run
+// than there are threads, and a thread whose fibers all wait sleeps until
+// something changes or the earliest of their waits times out.
 //
 // Waiting: code that may run in a fiber waits with WaitUntil (below), never
 // by blocking its thread on something another fiber of that thread must
@@ -41,30 +41,38 @@ class Fibers {
   using Clock = std::chrono::steady_clock;
 
   // Each fiber's stack, mapped on demand (only the pages it touches are
-  // ever memory), with a guard page below, so an overflow faults instead of
-  // writing into another fiber's stack. The step runner's deepest paths
-  // (error formatting, under AddressSanitizer) use a few tens of KiB.
+  // ever memory), with a guard region below it, so an overflow faults
+  // instead of writing into the stack mapped below (one frame may reach
+  // past a single page). The step runner's deepest paths (error
+  // formatting, under AddressSanitizer) use a few tens of KiB.
   static constexpr size_t kStackBytes = size_t{1} << 20;
+  static constexpr size_t kGuardBytes = size_t{64} << 10;
 
-  // Starts body(k) for every k < n as a fiber, over min(n, threads) threads
-  // (threads >= 1). `driven`: the first thread is the caller's, in Drive
-  // (fibers 0, threads, 2 threads, ... run only there), and only the others
-  // start. Unavailable where a stack or a thread cannot be had; then no
-  // body has run.
+  // Where the first scheduler's fibers run: on a thread of their own, like
+  // the others, or on the caller's, only while it is in Drive.
+  enum class FirstThread { kOwn, kCallers };
+
+  // Starts body(k) for every k < n as a fiber, over min(n, threads)
+  // schedulers (threads >= 1), fiber k on scheduler k % threads for its
+  // whole life, each scheduler a thread of its own but the first where
+  // `first` is kCallers. Unavailable where a stack, a thread or memory
+  // cannot be had; then no body has run.
   static Result<std::unique_ptr<Fibers>> Start(size_t n, int threads, std::function<void(size_t)> body,
-                                               bool driven = false);
-  // Runs the first thread's fibers on this thread until `done()`, tested
+                                               FirstThread first = FirstThread::kOwn);
+  // Runs the first scheduler's fibers on this thread until `done()`, tested
   // after each turn of them all (unlocked, outside any fiber), or until they
   // have all ended. Where work is handed to the fibers and waited for (a
   // run of every rank), the caller works as one of the threads instead of
   // waking one and sleeping: one thread fewer to wake, and none on the
-  // caller's core. REQUIRES: started driven; one caller at a time, not in a
-  // fiber. The fibers may run on another thread at each Drive; fibers.h's
+  // caller's core. Between Drives those fibers do not run, and their waits'
+  // deadlines pass unnoticed until the next. REQUIRES: started with
+  // kCallers (else it returns at once); one caller at a time, not in a
+  // fiber. The fibers may run on another thread at each Drive: fibers.h's
   // rules hold them to nothing a thread keeps across a wait.
   void Drive(const std::function<bool()>& done);
 
-  // Joins the threads (driven: runs the first thread's fibers to their end
-  // first). REQUIRES: every body returns (the caller tells them).
+  // Joins the threads (kCallers: runs the first scheduler's fibers to their
+  // end first). REQUIRES: every body returns (the caller tells them).
   ~Fibers();
   Fibers(const Fibers&) = delete;
   Fibers& operator=(const Fibers&) = delete;

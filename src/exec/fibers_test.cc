@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -14,18 +19,22 @@ namespace {
 
 using Clock = Fibers::Clock;
 
-// Rounds of a barrier among `n` fibers over `threads` threads: at most
-// `threads` bodies run between waits at once, and every round completes.
+// Rounds of a barrier among `n` fibers over `threads` threads: every round
+// completes, fiber k stays on one thread, the one of every fiber k' with
+// k' = k mod threads, and no two fibers of a thread run at once.
 void RunRounds(size_t n, int threads, int rounds) {
   std::mutex mu;
   std::condition_variable cv;
   int64_t arrived = 0;
   std::atomic<int> running{0}, most{0};
   std::vector<int> done(n, 0);
+  std::vector<std::thread::id> thread_of(n);
   {
     auto fibers = Fibers::Start(n, threads, [&](size_t k) {
       EXPECT_TRUE(InFiber());
+      thread_of[k] = std::this_thread::get_id();
       for (int r = 1; r <= rounds; ++r) {
+        EXPECT_EQ(thread_of[k], std::this_thread::get_id()) << k;
         const int now = ++running;
         int seen = most.load();
         while (now > seen && !most.compare_exchange_weak(seen, now)) {
@@ -42,7 +51,11 @@ void RunRounds(size_t n, int threads, int rounds) {
   }  // joined here
   EXPECT_EQ(arrived, static_cast<int64_t>(n) * rounds);
   EXPECT_LE(most.load(), threads);
-  for (size_t k = 0; k < n; ++k) EXPECT_EQ(done[k], 1) << k;
+  const size_t count = std::min(n, static_cast<size_t>(threads));
+  for (size_t k = 0; k < n; ++k) {
+    EXPECT_EQ(done[k], 1) << k;
+    for (size_t j = 0; j < n; ++j) EXPECT_EQ(thread_of[k] == thread_of[j], k % count == j % count) << k << " " << j;
+  }
 }
 
 TEST(Fibers, BarrierRoundsOverFewerThreads) {
@@ -138,7 +151,7 @@ TEST(Fibers, DrivenFibersRunOnTheCallersThread) {
             if (++answered == 6) NotifyAll(cv);
           }
         },
-        /*driven=*/true);
+        Fibers::FirstThread::kCallers);
     ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
     Fibers& f = **fibers;
     auto run = [&] {
@@ -177,6 +190,29 @@ TEST(Fibers, DrivenFibersRunOnTheCallersThread) {
   }  // the driven fibers end here
   EXPECT_EQ(job, 21);
 }
+
+#if !defined(__SANITIZE_ADDRESS__)  // (AddressSanitizer needs terabytes of address space)
+// In a child process: 4096 fibers' stacks in 256 MiB more address space
+// than the process maps. 0 where Start refused them (Unavailable) and no
+// body ran.
+int StartUnderASmallAddressSpace() {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{256} << 20);
+  const rlimit as{limit, limit};
+  if (setrlimit(RLIMIT_AS, &as) != 0) return 2;
+  bool ran = false;
+  auto f = Fibers::Start(4096, 2, [&](size_t) { ran = true; });
+  const bool refused = !f.ok() && f.status().code() == Status::Code::kUnavailable &&
+                       f.status().message().rfind("could map only ", 0) == 0;
+  return refused && !ran ? 0 : 1;
+}
+
+// Stacks the address space cannot hold: Unavailable, and no body runs.
+TEST(Fibers, StacksThatCannotBeMappedAreUnavailable) {
+  EXPECT_EXIT(std::exit(StartUnderASmallAddressSpace()), ::testing::ExitedWithCode(0), "");
+}
+#endif
 
 TEST(Fibers, NoFibers) {
   auto fibers = Fibers::Start(0, 2, [](size_t) { ADD_FAILURE(); });

@@ -24,7 +24,6 @@ struct RankThreads::Shared {
   Hook hook;
   size_t n = 0;
   std::vector<std::unique_ptr<Comm>> comms;  // each moved into its rank's runner
-  std::unique_ptr<Fibers> fibers;
 
   // Under `mu`: the run asked for and each rank's answer.
   std::mutex mu;
@@ -39,6 +38,14 @@ struct RankThreads::Shared {
   std::span<const std::span<std::byte>> targets;
   std::vector<std::span<const std::byte>> outputs;  // the hook's: each rank's output of the step
   std::vector<std::string> transports;
+  // Last: its ranks use all of the above until they end (~Shared).
+  std::unique_ptr<Fibers> fibers;
+
+  // However it goes (a failed start, an exception), the ranks are told to
+  // stop and end before what they use goes.
+  ~Shared() {
+    if (fibers) StopAndJoin();
+  }
 
   // REQUIRES: `mu` held.
   void Answer() {
@@ -54,7 +61,7 @@ struct RankThreads::Shared {
       Result<RankReshard> r = RankReshard::Create(std::move(comms[k]), *program, options);
       status = r.status();
       if (r.ok()) runner.emplace(std::move(r).value());
-    } catch (const std::exception& e) {  // e.g. bad_alloc: never out of a thread
+    } catch (const std::exception& e) {  // e.g. bad_alloc: never out of a fiber
       status = Status::Internal(fmt::format("rank {}: {}", k, e.what()));
     }
     {
@@ -130,7 +137,7 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
                                                         Hook hook, const CommSettings& comms) {
   const size_t n = program.devices().size();
   if (n > static_cast<size_t>(kMaxThreads))
-    return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (one thread each); this plan has {}",
+    return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (a runner each); this plan has {}",
                                            kMaxThreads, n));
   auto shared = std::make_unique<Shared>();
   Shared& s = *shared;
@@ -146,7 +153,8 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   // here is before any rank reaches a collective.
   const int threads =
       comms.copiers > 0 ? comms.copiers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  RESHARD_ASSIGN_OR_RETURN(s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }, /*driven=*/true));
+  RESHARD_ASSIGN_OR_RETURN(
+      s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }, Fibers::FirstThread::kCallers));
   s.DriveUntilAnswered();
   // Creation agrees its errors across ranks: the first is every rank's.
   for (const Status& c : s.created)

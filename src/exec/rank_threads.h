@@ -2,7 +2,8 @@
 // running its part through the step runner (RankReshard over threads as
 // ranks, thread_comm.h): the in-process executor's Transport::kRanks. Each
 // rank is a fiber (fibers.h), the fibers run over a few threads (the
-// copiers' count): ranks hand over in user space where they wait, and never
+// copiers' count), the first of them the caller's, in each Start and Run:
+// ranks hand over without the kernel's scheduler where they wait, and never
 // more copy at once than there are threads.
 //
 // Started once for a program, the fibers, their comms and their runners
@@ -40,12 +41,16 @@ class RankThreads {
  public:
   // The hook every rank calls after each program step (the checker's): once
   // every rank's output of the step is in place, rank 0 calls `hook` with
-  // them all, and no rank goes on until it returns.
+  // them all, and no rank goes on until it returns. It runs in rank 0's
+  // fiber, on the thread that called Run (fibers.h): it may block that
+  // thread (the checker runs a thread pool), but must not wait on a rank
+  // nor run another RankThreads.
   using Hook = std::function<void(size_t step, std::span<const std::span<const std::byte>> outputs)>;
 
-  // The threads' comms (MakeThreadComms): how long a rank waits at a
-  // barrier before its group breaks, how many ranks copy at once, and
-  // whether box messages come first (false: the runner chooses as over MPI).
+  // The ranks' comms (MakeThreadComms): how long a rank waits at a barrier
+  // before its group breaks, how many ranks copy at once (and the threads
+  // the ranks run on; 0: the hardware's count), and whether box messages
+  // come first (false: the runner chooses as over MPI).
   struct CommSettings {
     double timeout_seconds = 600;
     int copiers = 0;

@@ -8,6 +8,7 @@
 #include "reshard/thread_comm.h"
 
 #include "exec/fibers.h"
+#include "exec/permits.h"
 #include "exec/reduce_kernel.h"
 #include "exec/thread_boxes.h"
 #include "reshard/executor.h"
@@ -72,42 +73,8 @@ struct Request {
 };
 
 // How many ranks may copy box messages at once (thread_comm.h), shared by
-// every group split from one MakeThreadComms. Not a std::counting_semaphore:
-// its acquire blocks the thread, where a rank run as a fiber must let its
-// thread's other ranks run (fibers.h), and the standard lets its
-// try_acquire fail while permits are left, where a rank that finds none
-// leaves the tasks to the ranks copying.
-class Copiers {
- public:
-  explicit Copiers(int permits) : free_(permits) {}
-
-  // False only where no permit is left.
-  bool TryAcquire() {
-    int free = free_.load();
-    while (free > 0)
-      if (free_.compare_exchange_weak(free, free - 1)) return true;
-    return false;
-  }
-
-  void Acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++waiting_;
-    Wait(lock, cv_, [&] { return TryAcquire(); });
-    --waiting_;
-  }
-
-  void Release() {
-    free_.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu_);  // (a rank in Acquire is past its test or waiting)
-    if (waiting_ > 0) NotifyAll(cv_);
-  }
-
- private:
-  std::atomic<int> free_;
-  std::mutex mu_;
-  int waiting_ = 0;  // under `mu_`
-  std::condition_variable cv_;
-};
+// every group split from one MakeThreadComms.
+using Copiers = Permits;
 
 // The state the comms of one group share, all under `mu` (but the copiers,
 // and a box exchange's task count, thread_boxes.h).
@@ -151,7 +118,7 @@ struct Group {
     // wakeup and its turn at the lock cost more than the wait (a 16 KiB
     // reshard over 8 ranks on 2 cores: 126 against 237 us a run). A long one
     // sleeps at once: yielding ranks would take turns with those at work.
-    // (Ranks as fibers hand over in user space: fibers.h.)
+    // (Ranks as fibers hand over without the kernel's scheduler: fibers.h.)
     if (short_wait && yields > 0 && !InFiber()) {
       lock.unlock();
       for (int k = 0; k < yields && generation.load(std::memory_order_acquire) == my_generation; ++k)
@@ -498,11 +465,19 @@ class ThreadComm final : public Comm {
       // left), and waits for one only where none of them copies: it would
       // only wake to find the work done.
       if (run->next.load() < tasks && (g.copiers->TryAcquire() || WaitForCopier(*run))) {
+        // (Given back however the copies end: an exception, say bad_alloc,
+        // is this collective's error, and the permit must not go with it.)
+        struct Copying {
+          BoxCollective& run;
+          Copiers& copiers;
+          ~Copying() {
+            --run.copying;
+            copiers.Release();
+          }
+        } copying{*run, *g.copiers};
         ++run->copying;
         for (int64_t k = run->next.fetch_add(1); k < tasks; k = run->next.fetch_add(1))
           schedule.RunTask(k, inputs, outputs);
-        --run->copying;
-        g.copiers->Release();
       }
       return run->copies->mismatch;
     });
@@ -690,7 +665,7 @@ class ThreadComm final : public Comm {
 
   std::shared_ptr<Group> group_;
   const int rank_;
-  int64_t next_request_ = 0;  // only this rank's thread starts requests
+  int64_t next_request_ = 0;  // only this rank (one thread or fiber) starts requests
   // Set by a collective's read where others may still be at work long (box
   // messages of 1 MiB or more): its second barrier then sleeps at once.
   bool long_read_ = false;

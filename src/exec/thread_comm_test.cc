@@ -1,5 +1,6 @@
-// Threads as ranks: every Comm call on real threads and on fibers over one
-// and two threads (fibers.h, as RankThreads runs them), the agreement
+// Threads as ranks: every Comm call on real threads, on fibers all on the
+// test's thread and on fibers over two threads (fibers.h, as RankThreads
+// runs them), the agreement
 // helpers of comm.h over it, and the timeout that turns a missing rank into
 // an error instead of a hang.
 #include "reshard/thread_comm.h"
@@ -21,7 +22,9 @@
 namespace reshard {
 namespace {
 
-// Where the ranks run: 0, a thread each; else fibers over that many threads.
+// Where the ranks run: 0, a thread each; 1, fibers all on the test's own
+// thread (driven, as RankThreads runs its first thread's); 2, fibers over
+// two threads of their own.
 int fiber_threads = 0;
 
 class ThreadComm : public ::testing::TestWithParam<int> {
@@ -30,17 +33,19 @@ class ThreadComm : public ::testing::TestWithParam<int> {
 };
 
 INSTANTIATE_TEST_SUITE_P(RanksOn, ThreadComm, ::testing::Values(0, 1, 2), [](const auto& info) {
-  return info.param == 0 ? std::string("Threads") : "FibersOver" + std::to_string(info.param);
+  return info.param == 0 ? std::string("Threads")
+         : info.param == 1 ? std::string("FibersOnTheCaller")
+                           : "FibersOver" + std::to_string(info.param);
 });
 
 // Runs `body` as rank k of `ranks` (on thread k, or fiber k) and joins them all.
 void RunRanks(int ranks, const std::function<void(Comm&)>& body, double timeout_seconds = 10, int copiers = 0) {
   std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(ranks, timeout_seconds, copiers);
   if (fiber_threads > 0) {
-    auto fibers =
-        Fibers::Start(static_cast<size_t>(ranks), fiber_threads, [&](size_t k) { body(*comms[k]); });
+    auto fibers = Fibers::Start(static_cast<size_t>(ranks), fiber_threads, [&](size_t k) { body(*comms[k]); },
+                                fiber_threads == 1 ? Fibers::FirstThread::kCallers : Fibers::FirstThread::kOwn);
     ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
-    return;  // joined as `fibers` goes
+    return;  // run to their end (driven ones here) and joined as `fibers` goes
   }
   std::vector<std::thread> threads;
   for (int k = 0; k < ranks; ++k) threads.emplace_back([&, k] { body(*comms[static_cast<size_t>(k)]); });

@@ -3,7 +3,7 @@ cli_test(run_canonical_json "^{\"backend\":\"in-process\",\"bytes_moved\":16384,
          ${R} run --shape 16,16,16 --from ${CANON_FROM} --to ${CANON_TO} --repeat 2 --threads 2 --json)
 cli_test(run_staged_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport staged --repeat 1)
-# Issue 16: every device a thread running the per-rank step runner MPI runs.
+# Issue 16: every device a rank (a fiber) running the per-rank step runner MPI runs.
 cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all, over alltoallw\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport ranks --repeat 1)
 cli_test(run_ranks_multi_step "\"verified\":true.*\"transport\":\"ranks\""
@@ -87,7 +87,7 @@ if(NOT RESHARD_SANITIZE)
   # said "fewer --threads may fit" with --threads 1, after starting 121 of 1024 threads, before fibers).
   add_test(NAME cli.run_ranks_threads_counted_up_front COMMAND sh -c "ulimit -v 1000000 && exec '${R}' run --shape 4096 --mesh x=1024 --from \"P('x')\" --to 'P()' --transport ranks --threads 1 --repeat 1")
   set_tests_properties(cli.run_ranks_threads_counted_up_front PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                       "^reshard: error: (running this needs about .* more than the limit of .*ulimit -v, less [0-9]+ B .[0-9.]+ GiB. of stacks|executing \\(threads as ranks map a stack per device\\))")
+                       "^reshard: error: (running this needs about .* more than the limit of .*ulimit -v, less [0-9]+ B .[0-9.]+ GiB. of stacks|executing \\(threads as ranks map a stack per device, and start --threads threads\\))")
 endif()
 # Issue 15: --max-memory counts everything run allocates, and a std::bad_alloc anywhere is exit 1, never an abort.
 # RESHARD_TEST_FAIL=RANK:POINT (test only, tools/cli/common.h) makes that process throw std::bad_alloc at POINT.

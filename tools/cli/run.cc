@@ -184,10 +184,11 @@ void RunRun(const RunOptions& o) {
   eo.transport = flags.transport;
   eo.rank_priced_chunks = flags.priced_chunks;
   std::unique_ptr<Executor> executor = MakeInProcessExecutor(eo);
-  // Threads the system cannot start are a request it cannot meet, not a bug.
-  // (Threads as ranks map a stack per device, whatever --threads says.)
-  const char* hint = flags.transport == Transport::kRanks ? "executing (threads as ranks map a stack per device)"
-                                                          : "executing (fewer --threads may fit)";
+  // Threads or stacks the system cannot give are a request it cannot meet,
+  // not a bug. (Threads as ranks map a stack per device besides --threads'.)
+  const char* hint = flags.transport == Transport::kRanks
+                         ? "executing (threads as ranks map a stack per device, and start --threads threads)"
+                         : "executing (fewer --threads may fit)";
   auto check = [hint](const Status& s) {
     if (s.code() == Status::Code::kUnavailable) ThrowIfError(s, hint, kExitUnmet);
     ThrowIfError(s, "executing", kExitInternal);
@@ -262,7 +263,7 @@ void RegisterRun(CLI::App& app) {
   };
   text("--repeat", o->repeat, fmt::format("timed runs after one warm-up, 1 to {}; the best counts (default: 5)", kMaxRepeat));
   text("--threads", o->threads,
-       fmt::format("in-process: copy threads (ranks: how many ranks copy at once), 1 to {} (default: the hardware's "
+       fmt::format("in-process: copy threads (ranks: the threads the ranks run on), 1 to {} (default: the hardware's "
                    "count)",
                    kMaxThreads));
   cmd->add_option("--backend", o->backend,
@@ -271,9 +272,9 @@ void RegisterRun(CLI::App& app) {
       ->check(CLI::IsMember({"in-process", "mpi"}))
       ->capture_default_str();
   text("--transport", o->transport,
-       fmt::format("in-process: ranks (every device a thread running the per-rank step runner MPI runs, threads as "
-                   "ranks, each message copied once where the step allows) or direct (one schedule of every "
-                   "device's copies over --threads threads, one copy per message, sender's buffer to receiver's) or "
+       fmt::format("in-process: ranks (every device a rank, a fiber over --threads threads, running the per-rank "
+                   "step runner MPI runs, each message copied once where the step allows) or direct (one schedule of "
+                   "every device's copies over --threads threads, one copy per message, sender's buffer to receiver's) or "
                    "staged (the same, packing into send buffers and unpacking from them: the path MPI and NCCL "
                    "take) or auto (the default: ranks up to {} devices, direct above)",
                    kMaxThreads))

@@ -65,7 +65,7 @@ struct MemoryEstimate {
 // From the layouts alone, before planning. `per_rank`: one MPI rank's share
 // (the busiest rank's buffers, twice for staging); otherwise every device in
 // this process, `threads` (0: the hardware's count) checking at once.
-// `transport`: in process, the transport run (kRanks: every device a thread running the per-rank
+// `transport`: in process, the transport run (kRanks: every device a rank running the per-rank
 // runner (--transport ranks), which stages as each MPI rank does.
 MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
                                       Transport transport = Transport::kStaged);
