@@ -30,8 +30,8 @@ else
          "block-cyclic 64MiB 2048,4096 $cyclic" "block-cyclic 128MiB 4096,4096 $cyclic"
          "block-cyclic 256MiB 8192,4096 $cyclic")
 fi
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$(mktemp) json=$(mktemp)
+trap 'rm -f "$out" "$json"' EXIT
 for ((r = 0; r < rounds; ++r)); do
   for c in "${cases[@]}"; do
     read -r name size shape dtype from to <<<"$c"
@@ -39,9 +39,13 @@ for ((r = 0; r < rounds; ++r)); do
       for transport in ${TRANSPORTS:-default}; do
         flag=() label=$bin
         [ "$transport" != default ] && flag=(--transport "$transport") label="$bin:$transport"
+        # Into a file, read once the run has ended: a reader started in a
+        # pipe beside it (python's start-up) took a core during the timed
+        # runs, and threads as ranks, whose ranks wait for each other at
+        # every barrier, lost up to half their speed to it.
         "$bin" run --shape "$shape" --dtype "$dtype" --from "$from" --to "$to" --threads "$threads" --repeat 5 \
-          "${flag[@]}" --json |
-          python3 -c "import json,sys; d=json.load(sys.stdin); assert d['verified'], 'wrong result'; print('$name', '$size', '$label', d['seconds'], d['gbps'], d['memcpy_gbps'], d['fraction_of_memcpy'])" >>"$out"
+          "${flag[@]}" --json >"$json"
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['verified'], 'wrong result'; print('$name', '$size', '$label', d['seconds'], d['gbps'], d['memcpy_gbps'], d['fraction_of_memcpy'])" "$json" >>"$out"
       done
     done
   done
