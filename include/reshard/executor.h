@@ -50,9 +50,9 @@
 namespace reshard {
 
 // How the in-process executor moves a message. kRanks runs the step runner
-// MPI runs (RankReshard, rank_reshard.h) with every device a rank of
-// threads as ranks (thread_comm.h), each rank a fiber and the fibers run
-// over ExecOptions::threads threads: transport choice, sub-groups, chunking
+// MPI runs (RankReshard, rank_reshard.h) with every device a rank of the
+// threads-as-ranks backend (thread_comm.h), each rank a fiber, the fibers
+// running over ExecOptions::threads threads: transport choice, sub-groups, chunking
 // and error agreement as under MPI, each message copied once from its
 // sender's input into its receiver's output (box messages over shared
 // memory) wherever the step allows, the ranks and their runners kept
@@ -65,7 +65,8 @@ namespace reshard {
 // copies it once, from the sender's input buffer straight into the
 // receiver's output buffer (DeviceProgram::direct). kAuto, the default:
 // kRanks up to kMaxThreads devices, kDirect above (AutoTransport), or the
-// other where the program lacks that one's copies. kStaged and kRanks run a
+// other where the program lacks that one's copies; through the API also
+// the pool where the ranks' stacks or threads cannot be had (Unavailable). kStaged and kRanks run a
 // program's staged copies, kDirect its direct ones: a program compiled
 // without them (CompileOptions::copies) is InvalidArgument.
 enum class Transport { kAuto, kStaged, kDirect, kRanks };

@@ -45,7 +45,7 @@
 // its sender waiting until the timeout below. Start* on a broken group
 // returns its Internal; a destroyed comm's unmatched sends and receives are
 // dropped, never touched again.
-// Split makes a new group of threads with its own barrier and channels.
+// Split makes a new group of ranks with its own barrier and channels.
 //
 // Never a hang: a rank that waits longer than `timeout_seconds` at a barrier
 // or for a message breaks its group, and every wait of that group, now or
@@ -55,7 +55,8 @@
 // messages, where every rank sees every message, it is that same error on
 // every rank (the other messages still arrive).
 //
-// Thread safety: each Comm belongs to one thread; the comms of one group
+// Thread safety: each Comm belongs to one rank (a thread, or a fiber, which
+// may move between threads), one call at a time; the comms of one group
 // share state under a lock.
 #ifndef RESHARD_THREAD_COMM_H_
 #define RESHARD_THREAD_COMM_H_

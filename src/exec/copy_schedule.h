@@ -54,7 +54,7 @@ class CopySchedule {
   // Runs every copy once over `pool`. REQUIRES: every copy's buffer indices
   // within the tables, and the buffers large enough for its ops.
   void Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
-  // The same work as tasks that threads of their own take in any order,
+  // The same work as tasks that ranks (threads or fibers) take in any order,
   // each once (Run: over a pool): threads as ranks copying one collective
   // together (thread_comm.h). Thread-safe; REQUIRES: 0 <= k < tasks(), and
   // Run's buffer tables.

@@ -230,6 +230,11 @@ void Fibers::Drive(const std::function<bool()>& done) {
 
 size_t Fibers::threads() const { return state_->schedulers.size(); }
 
+size_t Fibers::MappedBytes() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (kStackBytes + page - 1) / page * page + (kGuardBytes + page - 1) / page * page;
+}
+
 Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::function<void(size_t)> body,
                                               FirstThread first) {
   try {
@@ -237,12 +242,11 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
     State& s = *state;
     s.body = std::move(body);
     s.driven = first == FirstThread::kCallers;
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     s.fibers.resize(n);
-    const size_t guard = (Fibers::kGuardBytes + page - 1) / page * page;
+    const size_t guard = MappedBytes() - kStackBytes;
     for (size_t k = 0; k < n; ++k) {
       Fiber& f = s.fibers[k];
-      f.mapping_bytes = Fibers::kStackBytes + guard;
+      f.mapping_bytes = MappedBytes();
       void* m =
           mmap(nullptr, f.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (m == MAP_FAILED)

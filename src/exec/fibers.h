@@ -47,6 +47,9 @@ class Fibers {
   // formatting, under AddressSanitizer) use a few tens of KiB.
   static constexpr size_t kStackBytes = size_t{1} << 20;
   static constexpr size_t kGuardBytes = size_t{64} << 10;
+  // The address space one fiber maps: its stack and its guard, in whole
+  // pages (what an address-space limit must leave room for).
+  static size_t MappedBytes();
 
   // Where the first scheduler's fibers run: on a thread of their own, like
   // the others, or on the caller's, only while it is in Drive.

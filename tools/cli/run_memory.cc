@@ -258,7 +258,7 @@ MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t fibers)
                                   ? std::min<int64_t>(static_cast<int64_t>(stack.rlim_cur), 64 * kMiB)
                                   : 8 * kMiB;
   const int64_t stacks = 2 * int64_t{Concurrency(threads)} * stack_bytes +
-                         fibers * static_cast<int64_t>(Fibers::kStackBytes + static_cast<size_t>(sysconf(_SC_PAGE_SIZE)));
+                         fibers * static_cast<int64_t>(Fibers::MappedBytes());
   const int64_t left = std::max<int64_t>(
       0, static_cast<int64_t>(std::min<rlim_t>(as.rlim_cur, std::numeric_limits<int64_t>::max())) - mapped - stacks -
              64 * kMiB);

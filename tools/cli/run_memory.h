@@ -65,8 +65,9 @@ struct MemoryEstimate {
 // From the layouts alone, before planning. `per_rank`: one MPI rank's share
 // (the busiest rank's buffers, twice for staging); otherwise every device in
 // this process, `threads` (0: the hardware's count) checking at once.
-// `transport`: in process, the transport run (kRanks: every device a rank running the per-rank
-// runner (--transport ranks), which stages as each MPI rank does.
+// `transport`: in process, the transport run (kRanks, --transport ranks:
+// every device a rank running the per-rank runner, which stages as each MPI
+// rank does).
 MemoryEstimate EstimateBeforePlanning(const Layout& source, const Layout& target, bool per_rank, int threads,
                                       Transport transport = Transport::kStaged);
 // The same plus what the plan adds: intermediate buffers and the programs;
@@ -84,7 +85,7 @@ struct MemoryLimit {
 // MPI ranks sharing the machine's memory by default (1 in-process);
 // `threads`: the executor's threads (0: the hardware's count);
 // `fibers`: threads as ranks' one per device, each a stack more
-// (Fibers::kStackBytes and a guard page).
+// (Fibers::MappedBytes: its stack and guard).
 MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t fibers = 0);
 
 // Throws CliError(kExitUnmet) when `need` exceeds `limit`: "running this
