@@ -27,6 +27,7 @@
 #ifndef RESHARD_LAYOUT_H_
 #define RESHARD_LAYOUT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -215,7 +216,14 @@ class Layout {
     std::vector<int64_t> holder_begin;
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial
+    // What each device holds and of which part, hashed once (PlacementHash):
+    // N ranks of one process hash the same layouts, each O(devices).
+    mutable std::atomic<uint64_t> placement_hash{0};
+    mutable std::atomic<bool> placement_hashed{false};
   };
+  // The hash of the devices, what each holds and of which part (Hash's
+  // O(devices) half), computed once per Rep.
+  uint64_t PlacementHash() const;
   // The tile of devices()[i] (-1: none), in any of Rep's forms.
   int64_t TileAtIndex(size_t i) const;
   // Create's steps: the grid checked and stored (rep_out: the new layout's

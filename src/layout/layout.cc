@@ -543,19 +543,33 @@ bool operator==(const Layout& a, const Layout& b) {
   return true;
 }
 
+namespace {
+void MixInto(size_t& h, int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
+}  // namespace
+
+uint64_t Layout::PlacementHash() const {
+  // (Two ranks may race to compute it: both store the same value.)
+  if (rep_->placement_hashed.load(std::memory_order_acquire)) return rep_->placement_hash.load(std::memory_order_relaxed);
+  size_t h = 0;
+  for (int64_t p : rep_->device_part) MixInto(h, p);
+  for (int64_t dev : rep_->ids()) {
+    MixInto(h, dev);
+    for (const auto& ivs : Holding(*this, dev))
+      for (const Interval& iv : ivs) {
+        MixInto(h, iv.lo);
+        MixInto(h, iv.hi);
+      }
+  }
+  rep_->placement_hash.store(h, std::memory_order_relaxed);
+  rep_->placement_hashed.store(true, std::memory_order_release);
+  return h;
+}
+
 size_t Layout::Hash() const {
   size_t h = std::hash<int64_t>()(static_cast<int64_t>(dtype_));
-  auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  for (int64_t s : shape_) mix(s);
-  if (partial()) {
-    mix(static_cast<int64_t>(reduction_.op));
-    for (int64_t p : rep_->device_part) mix(p);
-  }
-  for (int64_t dev : rep_->ids()) {
-    mix(dev);
-    for (const auto& ivs : Holding(*this, dev))
-      for (const Interval& iv : ivs) { mix(iv.lo); mix(iv.hi); }
-  }
+  for (int64_t s : shape_) MixInto(h, s);
+  if (partial()) MixInto(h, static_cast<int64_t>(reduction_.op));
+  MixInto(h, static_cast<int64_t>(PlacementHash()));
   return h;
 }
 
