@@ -60,16 +60,21 @@ struct BoxCopies {
 };
 
 // One box exchange as its ranks run it together (thread_comm.cc): paired
-// once, then each run's tasks taken in turn by the ranks. `ranks`: the ids
-// of the ThreadBoxes it pairs, by rank. Under the Comm's lock but `next`,
-// and `copies` once `paired` has run.
+// once, then each run's tasks taken in turn by the ranks. `ids`: the ids
+// of the ThreadBoxes it pairs, by rank (a new one may take a freed one's
+// address, never its id). Set up by one rank while the others wait; then
+// read by all but `next` and `copying`, and `copies` once `paired` has run.
+class ThreadBoxes;
 struct BoxCollective {
-  std::vector<uint64_t> ranks;
+  std::vector<uint64_t> ids;
+  std::vector<const ThreadBoxes*> ranks;  // every rank's messages, as paired
   std::once_flag paired;
   std::unique_ptr<BoxCopies> copies;
-  std::atomic<int64_t> next{0};  // the next task of this run
-  std::atomic<int> copying{0};   // ranks taking its tasks now
-  int64_t epoch = -1;            // the collective whose run `next` counts
+  // This run's: every rank's input and output, and the next task.
+  std::vector<const std::byte*> inputs;
+  std::vector<std::byte*> outputs;
+  std::atomic<int64_t> next{0};
+  std::atomic<int> copying{0};  // ranks taking its tasks now
 };
 
 // The one wording of a message whose receiver expected another length (as

@@ -27,6 +27,7 @@
 #include <thread>
 #include <string>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
 
 namespace reshard {
@@ -176,8 +177,13 @@ struct Group {
   std::vector<Post> posts;
   std::vector<int64_t> reduced;  // the last AllReduce's result
   Status reduced_status = Status::Ok();
-  // The new groups of the Split under way, by the parent rank of each one's rank 0.
-  std::unordered_map<int, std::shared_ptr<Group>> split_groups;
+  // The Split under way: each rank's new group and rank in it (null where
+  // it joins none), made once by the last rank to arrive.
+  std::vector<std::pair<std::shared_ptr<Group>, int>> split_to;
+  // The box exchange under way, set up once by the last rank to arrive: its
+  // run, or why every rank fails it.
+  std::shared_ptr<BoxCollective> box_run;
+  Status box_status = Status::Ok();
   // channels[receiver][sender]: the sends and receives of that pair not yet
   // matched, oldest first; an entry exists once the pair has sent or
   // received (a group of N ranks holds no N x N queues).
@@ -197,10 +203,13 @@ class ThreadComm final : public Comm {
   ~ThreadComm() override {
     Group& g = *group_;
     std::lock_guard<std::mutex> lock(g.mu);
-    for (auto& from : g.channels) {
-      auto it = from.find(rank_);
-      if (it != from.end()) it->second.sends.clear();
-    }
+    // (A rank that never sent has no send pending into any peer: no pass
+    // over every rank's channels.)
+    if (next_request_ > 0)
+      for (auto& from : g.channels) {
+        auto it = from.find(rank_);
+        if (it != from.end()) it->second.sends.clear();
+      }
     g.channels[static_cast<size_t>(rank_)].clear();
     g.requests[static_cast<size_t>(rank_)].clear();
   }
@@ -260,25 +269,37 @@ class ThreadComm final : public Comm {
     return Collective(Post{}, "Barrier", [](const std::vector<Post>&) { return Status::Ok(); });
   }
 
+  // The last rank to arrive sorts every rank by (color, key, rank) once and
+  // makes the new groups; each rank then takes its own (a scan of every
+  // rank's post by each would cost N^2 over thousands of ranks).
   Result<std::unique_ptr<Comm>> Split(int color, int key) override {
+    Group& g = *group_;
     std::shared_ptr<Group> child;
     int child_rank = -1;
-    RESHARD_RETURN_IF_ERROR(Collective(Post{.color = color, .key = key}, "Split", [&](const std::vector<Post>& posts) {
-      if (color < 0) return Status::Ok();
-      std::vector<std::pair<int, int>> members;  // (key, parent rank)
-      for (int k = 0; k < size(); ++k)
-        if (posts[static_cast<size_t>(k)].color == color) members.emplace_back(posts[static_cast<size_t>(k)].key, k);
-      std::sort(members.begin(), members.end());
-      for (size_t i = 0; i < members.size(); ++i)
-        if (members[i].second == rank_) child_rank = static_cast<int>(i);
-      // Whichever member comes first makes the group; the others find it.
-      std::lock_guard<std::mutex> lock(group_->mu);
-      std::shared_ptr<Group>& made = group_->split_groups[members.front().second];
-      if (!made) made = std::make_shared<Group>(static_cast<int>(members.size()), group_->timeout_seconds,
-                                              group_->boxes_copy_once, group_->copiers_count, group_->copiers);
-      child = made;
-      return Status::Ok();
-    }));
+    const std::function<void()> assign = [&g] {
+      std::vector<std::tuple<int, int, int>> joining;  // (color, key, parent rank)
+      for (int k = 0; k < g.size; ++k) {
+        const Post& p = g.posts[static_cast<size_t>(k)];
+        if (p.color >= 0) joining.emplace_back(p.color, p.key, k);
+      }
+      std::sort(joining.begin(), joining.end());
+      g.split_to.assign(static_cast<size_t>(g.size), {nullptr, -1});
+      for (size_t i = 0; i < joining.size();) {
+        size_t j = i;
+        while (j < joining.size() && std::get<0>(joining[j]) == std::get<0>(joining[i])) ++j;
+        auto made = std::make_shared<Group>(static_cast<int>(j - i), g.timeout_seconds, g.boxes_copy_once,
+                                            g.copiers_count, g.copiers);
+        for (size_t m = i; m < j; ++m) g.split_to[static_cast<size_t>(std::get<2>(joining[m]))] = {made, static_cast<int>(m - i)};
+        i = j;
+      }
+    };
+    RESHARD_RETURN_IF_ERROR(Collective(
+        Post{.color = color, .key = key}, "Split",
+        [&](const std::vector<Post>&) {
+          std::tie(child, child_rank) = g.split_to[static_cast<size_t>(rank_)];
+          return Status::Ok();
+        },
+        &assign));
     if (!child) return std::unique_ptr<Comm>();
     return std::unique_ptr<Comm>(std::make_unique<ThreadComm>(std::move(child), child_rank));
   }
@@ -418,45 +439,53 @@ class ThreadComm final : public Comm {
   // barrier keeps every input unchanged and every output unwritten by
   // others until all are done. A message whose two ranks disagree on its
   // length is the same error on every rank; the others still arrive.
+  //
+  // The run's set-up is the last arriving rank's, once, under the lock: the
+  // check of every rank's messages, the run kept in rank 0's (or a new one
+  // where any rank prepared anew), every rank's buffers and the task count
+  // reset; a pass over every rank by each would cost N^2 a run over
+  // thousands of ranks.
   Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
     request = kNoRequest;
     const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
     Post post{.valid = mine != nullptr && mine->size() == size(), .data = in, .out = out, .boxes = mine};
-    return Collective(post, "Boxes", [&](const std::vector<Post>& posts) {
-      if (!post.valid)
-        return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", rank_));
-      for (int k = 0; k < size(); ++k)
-        if (!posts[static_cast<size_t>(k)].valid)
-          return Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", k));
-      std::vector<const ThreadBoxes*> ranks(posts.size());
-      std::vector<uint64_t> ids(posts.size());
-      std::vector<const std::byte*> inputs(posts.size());
-      std::vector<std::byte*> outputs(posts.size());
-      for (size_t k = 0; k < posts.size(); ++k) {
-        ranks[k] = posts[k].boxes;
-        ids[k] = ranks[k]->id();
-        inputs[k] = static_cast<const std::byte*>(posts[k].data);
-        outputs[k] = static_cast<std::byte*>(posts[k].out);
-      }
-      Group& g = *group_;
-      std::shared_ptr<BoxCollective> run;
-      {
-        // Every rank of this collective looks here between its barriers:
-        // the first resets the task count of the run (epoch: this
-        // collective's barrier generation, one value for all of them).
-        std::lock_guard<std::mutex> lock(g.mu);
-        std::shared_ptr<BoxCollective>& slot = ranks[0]->run();
-        if (slot == nullptr || slot->ranks != ids) {
-          slot = std::make_shared<BoxCollective>();
-          slot->ranks = ids;
+    Group& g = *group_;
+    const std::function<void()> set_up = [&g] {
+      g.box_run.reset();
+      g.box_status = Status::Ok();
+      const size_t n = static_cast<size_t>(g.size);
+      for (size_t k = 0; k < n; ++k)
+        if (!g.posts[k].valid) {
+          g.box_status = Status::Internal(fmt::format("Boxes: rank {} passed box messages another Comm prepared", k));
+          return;
         }
-        if (slot->epoch != g.generation) {
-          slot->epoch = g.generation;
-          slot->next = 0;
+      std::shared_ptr<BoxCollective>& slot = g.posts[0].boxes->run();
+      bool same = slot != nullptr && slot->ids.size() == n;
+      for (size_t k = 0; k < n && same; ++k) same = slot->ids[k] == g.posts[k].boxes->id();
+      if (!same) {
+        slot = std::make_shared<BoxCollective>();
+        slot->ids.resize(n);
+        slot->ranks.resize(n);
+        for (size_t k = 0; k < n; ++k) {
+          slot->ranks[k] = g.posts[k].boxes;
+          slot->ids[k] = g.posts[k].boxes->id();
         }
-        run = slot;
+        slot->inputs.resize(n);
+        slot->outputs.resize(n);
       }
-      std::call_once(run->paired, [&] { run->copies = ThreadBoxes::Pair(ranks, g.copiers_count); });
+      for (size_t k = 0; k < n; ++k) {
+        slot->inputs[k] = static_cast<const std::byte*>(g.posts[k].data);
+        slot->outputs[k] = static_cast<std::byte*>(g.posts[k].out);
+      }
+      slot->next = 0;
+      g.box_run = slot;
+    };
+    return Collective(post, "Boxes", [&](const std::vector<Post>&) {
+      if (!g.box_status.ok()) return g.box_status;
+      const std::shared_ptr<BoxCollective> run = g.box_run;
+      std::call_once(run->paired, [&] { run->copies = ThreadBoxes::Pair(run->ranks, g.copiers_count); });
+      const std::vector<const std::byte*>& inputs = run->inputs;
+      const std::vector<std::byte*>& outputs = run->outputs;
       const CopySchedule& schedule = run->copies->schedule;
       long_read_ = run->copies->program.bytes >= (int64_t{1} << 20);
       const int64_t tasks = schedule.tasks();
@@ -480,7 +509,7 @@ class ThreadComm final : public Comm {
           schedule.RunTask(k, inputs, outputs);
       }
       return run->copies->mismatch;
-    });
+    }, &set_up);
   }
 
   // A permit for a rank of `run` that got none at once, where no rank of it
@@ -568,11 +597,14 @@ class ThreadComm final : public Comm {
   // posts (without the lock; nobody changes a post until everyone has passed
   // the second barrier), wait again. A bad argument still goes through both
   // barriers, so it is an error on this rank and never a hang on the others.
-  Status Collective(const Post& mine, std::string_view what, const std::function<Status(const std::vector<Post>&)>& read) {
+  // `last`: run under the lock by the last rank to arrive, before any reads
+  // (set-up every rank shares, made once).
+  Status Collective(const Post& mine, std::string_view what, const std::function<Status(const std::vector<Post>&)>& read,
+                    const std::function<void()>* last = nullptr) {
     Group& g = *group_;
     std::unique_lock<std::mutex> lock(g.mu);
     g.posts[static_cast<size_t>(rank_)] = mine;
-    RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, what));
+    RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, what, /*short_wait=*/true, last));
     lock.unlock();
     // (An exception, e.g. bad_alloc pairing box messages, still goes
     // through the second barrier: an error here, never a hang there.)
@@ -585,8 +617,12 @@ class ThreadComm final : public Comm {
     lock.lock();
     const Status second = g.Arrive(lock, rank_, what, /*short_wait=*/!long_read_);
     long_read_ = false;
-    // Every rank has read by now; the last Split's groups are in their comms.
-    if (second.ok() && rank_ == 0) g.split_groups.clear();
+    // Every rank has read by now; the last Split's groups are in their comms,
+    // and the box run in rank 0's messages.
+    if (second.ok() && rank_ == 0) {
+      g.split_to.clear();
+      g.box_run.reset();
+    }
     return read_status.ok() ? second : read_status;
   }
 

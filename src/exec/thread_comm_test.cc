@@ -137,6 +137,43 @@ TEST_P(ThreadComm, CheckSameNamesTheOddRank) {
   });
 }
 
+// The agreement is one all-reduce of the least hash and the least
+// complement: hashes at the ends of the signed range, equal or not.
+TEST_P(ThreadComm, CheckSameAtTheEndsOfTheRange) {
+  RunRanks(3, [](Comm& comm) {
+    for (uint64_t h : {uint64_t{0}, ~uint64_t{0}, uint64_t{1} << 63, (uint64_t{1} << 63) - 1})
+      EXPECT_TRUE(CheckSame(comm, h, "plans").ok()) << h;
+    const Status st = CheckSame(comm, comm.rank() == 1 ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1, "plans");
+    EXPECT_NE(st.message().find("rank 1's plans differ from the others'"), std::string::npos) << st;
+    const Status top = CheckSame(comm, comm.rank() == 2 ? ~uint64_t{0} : 0, "plans");
+    EXPECT_NE(top.message().find("rank 2's plans differ from the others'"), std::string::npos) << top;
+  });
+}
+
+// Colors in descending rank order, keys tied in pairs: each new group ranks
+// its members by key, then by parent rank; a negative color joins none.
+TEST_P(ThreadComm, SplitOrdersTiedKeysByParentRank) {
+  RunRanks(12, [](Comm& comm) {
+    const int r = comm.rank();
+    const int color = r == 11 ? -1 : 2 - r % 3;
+    Result<std::unique_ptr<Comm>> sub = comm.Split(color, (11 - r) / 6);
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    if (color < 0) {
+      EXPECT_EQ(*sub, nullptr);
+      return;
+    }
+    ASSERT_NE(*sub, nullptr);
+    // Members of color c: ranks r with r % 3 == 2 - c (rank 11 left out);
+    // keys 1 for r < 6, 0 above: the upper half first, each half by rank.
+    std::vector<int> members;
+    for (int key : {0, 1})
+      for (int m = 0; m < 11; ++m)
+        if (2 - m % 3 == color && (11 - m) / 6 == key) members.push_back(m);
+    EXPECT_EQ((*sub)->size(), static_cast<int>(members.size()));
+    EXPECT_EQ(members[static_cast<size_t>((*sub)->rank())], r);
+  });
+}
+
 TEST_P(ThreadComm, SplitRanksByKeyThenParentRank) {
   RunRanks(8, [](Comm& comm) {
     Result<std::unique_ptr<Comm>> half = comm.Split(comm.rank() % 2, comm.rank() / 2);
