@@ -25,6 +25,7 @@
 #include "reshard/comm.h"
 #include "reshard/device_program.h"
 #include "reshard/host_buffer.h"
+#include "reshard/mesh.h"
 #include "reshard/rank_reshard.h"
 
 namespace reshard {
@@ -178,8 +179,8 @@ struct RankReshard::State {
   Status RunAlltoallv(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats, Comm& over);
   Status RunAlltoall(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   Status RunReduceScatter(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
-  // Every rank's mesh position (-1: not a device of the program's mesh).
-  std::vector<int64_t> PositionsOfRanks() const;
+  // Rank r's mesh position (-1: not a device of the program's mesh).
+  int64_t PositionOfRank(const MeshPositions& positions, int r) const;
   // Runs program steps [first, last], one all-reduce over `step`'s groups,
   // as one Comm::StartAllReduce where every rank's part allows (the same
   // choice on every rank); false where they run step by step.

@@ -241,16 +241,11 @@ Result<bool> RankReshard::State::AllBoxable(const StepRun& s) {
   return all == 1;
 }
 
-std::vector<int64_t> RankReshard::State::PositionsOfRanks() const {
-  const MeshPositions positions(*program->mesh());
-  std::vector<int64_t> position_of_rank(static_cast<size_t>(size), -1);
-  for (int64_t r = 0; r < size; ++r) {
-    const int64_t dev = rank_is_index ? (r < static_cast<int64_t>(program->devices().size())
-                                             ? program->devices()[static_cast<size_t>(r)] : -1)
-                                      : r;
-    if (dev >= 0) position_of_rank[static_cast<size_t>(r)] = positions.Of(dev);
-  }
-  return position_of_rank;
+int64_t RankReshard::State::PositionOfRank(const MeshPositions& positions, int r) const {
+  const int64_t dev = !rank_is_index ? r
+                      : r < static_cast<int64_t>(program->devices().size()) ? program->devices()[static_cast<size_t>(r)]
+                                                                             : -1;
+  return dev >= 0 ? positions.Of(dev) : -1;
 }
 
 Result<bool> RankReshard::State::UseAllReduce(StepRun& s, const StepProgram& step, size_t first, size_t last) {
@@ -259,8 +254,7 @@ Result<bool> RankReshard::State::UseAllReduce(StepRun& s, const StepProgram& ste
   const int64_t members = mesh.GroupSize(axes);
   const int64_t me = rank_is_index ? rank : program->IndexOf(rank);
   const int64_t device = me >= 0 ? program->devices()[static_cast<size_t>(me)] : -1;
-  const std::vector<int64_t> position_of_rank = PositionsOfRanks();
-  const int64_t pos = position_of_rank[static_cast<size_t>(rank)];
+  const int64_t pos = PositionOfRank(MeshPositions(mesh), rank);
   // Its buffers line up, fit the ring's buffer, and, where it holds data,
   // it is a member of a group (a device off the mesh would write nothing).
   const int64_t input = s.program->input_bytes;
@@ -285,17 +279,22 @@ Result<bool> RankReshard::State::UseAllReduce(StepRun& s, const StepProgram& ste
 Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   const Mesh& mesh = *program->mesh();
   const std::vector<int32_t>& axes = step.group_axes;
-  // Rank -> mesh position, for this rank and its peers.
-  const std::vector<int64_t> position_of_rank = PositionsOfRanks();
+  // The mesh positions of this rank and of each message's peer (its own
+  // peers only: a table of every rank's on every rank costs N^2 over
+  // thousands of ranks).
   auto color = [&](int64_t pos) { return mesh.GroupOf(pos, axes); };
   auto member = [&](int64_t pos) { return mesh.MemberIndex(pos, axes); };
-  const int64_t me = position_of_rank[static_cast<size_t>(rank)];
+  int64_t me = -1;
+  std::vector<int64_t> send_pos, recv_pos;
+  {
+    const MeshPositions positions(mesh);
+    me = PositionOfRank(positions, rank);
+    for (int peer : s.send_rank) send_pos.push_back(PositionOfRank(positions, peer));
+    for (int peer : s.recv_rank) recv_pos.push_back(PositionOfRank(positions, peer));
+  }
   bool inside = me >= 0 || (s.send_rank.empty() && s.recv_rank.empty());
-  for (const std::vector<int>* peers : {&s.send_rank, &s.recv_rank})
-    for (int peer : *peers) {
-      const int64_t pos = position_of_rank[static_cast<size_t>(peer)];
-      inside = inside && me >= 0 && pos >= 0 && color(pos) == color(me);
-    }
+  for (const std::vector<int64_t>* peers : {&send_pos, &recv_pos})
+    for (int64_t pos : *peers) inside = inside && me >= 0 && pos >= 0 && color(pos) == color(me);
   const DeviceProgram& p = *s.program;
   // An all-gather where every message is this rank's whole input, packed as
   // is, and goes to every other member: then what each member receives from
@@ -329,13 +328,13 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   if (s.group == nullptr) return Status::Ok();  // not in the mesh: nothing to do in this step
   s.group_size = s.group->size();
   const size_t g = static_cast<size_t>(s.group_size);
-  auto member_of = [&](int peer) { return static_cast<size_t>(member(position_of_rank[static_cast<size_t>(peer)])); };
+  auto member_of = [&](int64_t pos) { return static_cast<size_t>(member(pos)); };
   ZeroArrays(s, g);
   s.allgather = all[1] != 0;
   if (s.allgather) {
     // Every member's whole input, in member order; this rank's own slot too.
     s.recv_counts[static_cast<size_t>(my_key)] = p.input_bytes;
-    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
+    for (size_t m = 0; m < s.recv_rank.size(); ++m) s.recv_counts[member_of(recv_pos[m])] = p.recv_count[m];
     int64_t at = 0;
     for (size_t k = 0; k < g; ++k) {
       s.recv_displs[k] = at;
@@ -347,19 +346,19 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
     const int64_t chunk = options.priced_chunks ? std::max(step.chunk_bytes, largest) : even ? largest : 0;
     if (OneCallCarries(chunk, g)) s.chunk = chunk;
     for (size_t m = 0; m < s.recv_rank.size(); ++m)
-      s.recv_base.push_back(s.chunk > 0 ? static_cast<int64_t>(member_of(s.recv_rank[m])) * s.chunk
-                                        : s.recv_displs[member_of(s.recv_rank[m])]);
+      s.recv_base.push_back(s.chunk > 0 ? static_cast<int64_t>(member_of(recv_pos[m])) * s.chunk
+                                        : s.recv_displs[member_of(recv_pos[m])]);
     Grow(recv, s.chunk > 0 ? static_cast<int64_t>(g) * s.chunk : at);
     if (s.chunk > p.input_bytes) Grow(send, s.chunk);  // the input, padded
     return Status::Ok();
   }
   for (size_t m = 0; m < s.send_rank.size(); ++m) {
-    s.send_counts[member_of(s.send_rank[m])] = p.send_count[m];
-    s.send_displs[member_of(s.send_rank[m])] = p.send_offset[m];
+    s.send_counts[member_of(send_pos[m])] = p.send_count[m];
+    s.send_displs[member_of(send_pos[m])] = p.send_offset[m];
   }
   for (size_t m = 0; m < s.recv_rank.size(); ++m) {
-    s.recv_counts[member_of(s.recv_rank[m])] = p.recv_count[m];
-    s.recv_displs[member_of(s.recv_rank[m])] = p.recv_offset[m];
+    s.recv_counts[member_of(recv_pos[m])] = p.recv_count[m];
+    s.recv_displs[member_of(recv_pos[m])] = p.recv_offset[m];
   }
   // (A reducing step not run as the backend's reduce-scatter: combined
   // after an all-to-all-v over its group.)
@@ -376,9 +375,9 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   s.reduce_scatter = s.reduces();
   s.my_member = my_key;
   for (size_t m = 0; m < s.send_rank.size(); ++m)
-    s.send_base.push_back(static_cast<int64_t>(member_of(s.send_rank[m])) * chunk);
+    s.send_base.push_back(static_cast<int64_t>(member_of(send_pos[m])) * chunk);
   for (size_t m = 0; m < s.recv_rank.size(); ++m)
-    s.recv_base.push_back(static_cast<int64_t>(member_of(s.recv_rank[m])) * chunk);
+    s.recv_base.push_back(static_cast<int64_t>(member_of(recv_pos[m])) * chunk);
   for (size_t k = 0; k < g; ++k)
     if (s.send_counts[k] == 0 && static_cast<int>(k) != my_key) s.idle_base.push_back(static_cast<int64_t>(k) * chunk);
   Grow(send, static_cast<int64_t>(g) * chunk);
