@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cfenv>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -63,6 +65,45 @@ TEST(Fibers, BarrierRoundsOverFewerThreads) {
   RunRounds(64, 3, 20);
   RunRounds(5, 1, 50);
   RunRounds(2, 8, 50);  // more threads than fibers: one each
+}
+
+// Each fiber's floating-point control (its rounding mode: the x87 and SSE
+// control words) and its values in registers across a switch are its own:
+// two fibers of one thread, each in its own rounding mode, take turns at a
+// barrier many times and round alike each time.
+TEST(Fibers, EachKeepsItsRoundingModeAndValuesAcrossSwitches) {
+  constexpr int kRounds = 100;
+  const int modes[2] = {FE_UPWARD, FE_DOWNWARD};
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t arrived = 0;
+  std::atomic<int> wrong{0};
+  {
+    auto fibers = Fibers::Start(2, 1, [&](size_t k) {
+      ASSERT_EQ(std::fesetround(modes[k]), 0);
+      volatile double third = 1.0, three = 3.0;  // divided at run time, in the fiber's mode
+      const double up = third / three;
+      // Integers kept live across every switch (in callee-saved registers,
+      // where the compiler puts them: they must come back unchanged).
+      uint64_t a = 0x0123456789abcdefULL * (k + 1), b = ~a, c = a ^ 0x5555555555555555ULL;
+      for (int r = 1; r <= kRounds; ++r) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          if (++arrived == 2 * r) NotifyAll(cv);
+          Wait(lock, cv, [&] { return arrived >= 2 * r; });
+        }
+        if (std::fegetround() != modes[k] || third / three != up) ++wrong;
+        a = a * 3 + 1, b = b * 5 + 2, c = c * 7 + 3;
+      }
+      uint64_t a2 = 0x0123456789abcdefULL * (k + 1), b2 = ~a2, c2 = a2 ^ 0x5555555555555555ULL;
+      for (int r = 1; r <= kRounds; ++r) a2 = a2 * 3 + 1, b2 = b2 * 5 + 2, c2 = c2 * 7 + 3;
+      if (a != a2 || b != b2 || c != c2) ++wrong;
+      std::fesetround(FE_TONEAREST);
+    });
+    ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(std::fegetround(), FE_TONEAREST);  // the thread's own mode, untouched
 }
 
 TEST(Fibers, AWaitNobodyEndsEndsAtItsDeadline) {
