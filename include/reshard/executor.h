@@ -105,9 +105,24 @@ struct ExecStats {
 // --threads` refuses more.
 inline constexpr int kMaxThreads = 1024;
 
-// What kAuto runs for a plan of `devices` devices (a program with both
-// forms of copies): kRanks up to kMaxThreads devices, else kDirect.
-Transport AutoTransport(int64_t devices);
+// The most devices threads as ranks run (Transport::kRanks, asked for or
+// kAuto's): each rank's fiber stack is two mappings (the stack and its
+// guard), and Linux allows a process 65,530 by default.
+inline constexpr int64_t kMaxRankDevices = 16384;
+// The most messages kAuto gives threads as ranks: every rank expands its
+// own messages of every step, each with its copies and box runs (an
+// all-gather over 1024 devices, a million messages, held 370 MB more than
+// the pool's one program per group pattern; over 4096, 16.8 M, 5.4 GB).
+inline constexpr int64_t kMaxRankMessages = int64_t{1} << 21;
+
+// What kAuto runs for a plan over `devices` devices whose steps send
+// `messages` messages in all (a program with both forms of copies): kRanks
+// up to kMaxRankDevices devices and kMaxRankMessages messages, else kDirect.
+Transport AutoTransport(int64_t devices, int64_t messages);
+// The messages every step of `program` sends, all devices' (a step written
+// per group pattern: k - 1 from each device of a group of k), what
+// AutoTransport weighs.
+int64_t ProgramMessages(const PlanProgram& program);
 
 struct ExecOptions {
   // <= 0: the hardware's thread count; at most kMaxThreads. When the system

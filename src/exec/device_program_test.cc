@@ -400,6 +400,36 @@ TEST(InProcessExecutor, RepeatedRunsReuseSlicedPhasesExactly) {
 }
 
 // The canonical reshard: one step, 7 messages of 256 B per device, 256 B local, 32-byte runs.
+// kAuto's rule: the ranks up to kMaxRankDevices devices and kMaxRankMessages
+// messages, counted alike per message and per group pattern (the canonical
+// all-to-all: 8 devices, 7 messages each), and as the plan counts them for
+// an all-gather of a 2-D tiling (one group of 8 here: 56 again).
+TEST(InProcessExecutor, AutoWeighsDevicesAndMessages) {
+  EXPECT_EQ(AutoTransport(8, 56), Transport::kRanks);
+  EXPECT_EQ(AutoTransport(kMaxRankDevices, kMaxRankMessages), Transport::kRanks);
+  EXPECT_EQ(AutoTransport(kMaxRankDevices + 1, 0), Transport::kDirect);
+  EXPECT_EQ(AutoTransport(8, kMaxRankMessages + 1), Transport::kDirect);
+  Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
+  Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});
+  const CollectivePlan plan = PlanReshard(src, dst, PlannerOptions{}).value().plan;
+  CompileOptions per_message;
+  per_message.group_patterns = false;
+  EXPECT_EQ(ProgramMessages(PlanProgram::Compile(plan, per_message).value()), 56);
+  const PlanProgram grouped = PlanProgram::Compile(plan).value();
+  ASSERT_NE(grouped.steps()[0].group_copies, nullptr);
+  EXPECT_EQ(ProgramMessages(grouped), 56);
+  const Layout tiled = Parse("{devices=[4,2]<=[8]}", {16, 16});
+  const Layout replicated = Parse("{devices=[1,1,8]<=[8] last_tile_dim_replicate}", {16, 16});
+  PlannerOptions gathers;
+  gathers.strategy = Strategy::kCollectives;
+  const CollectivePlan two = PlanReshard(tiled, replicated, gathers).value().plan;
+  int64_t planned = 0;
+  for (const PlanStep& s : two.steps()) planned += s.sends.Sum();
+  EXPECT_EQ(planned, 56);
+  EXPECT_EQ(ProgramMessages(PlanProgram::Compile(two).value()), planned);
+  EXPECT_EQ(ProgramMessages(PlanProgram::Compile(two, per_message).value()), planned);
+}
+
 TEST(PlanProgram, Canonical) {
   Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
   Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});

@@ -232,7 +232,9 @@ class InProcessExecutor final : public Executor {
   // kAuto: AutoTransport's, or the other where the program lacks its copies.
   Transport Resolve(const PlanProgram& program) const {
     if (options_.transport != Transport::kAuto) return options_.transport;
-    const Transport t = AutoTransport(static_cast<int64_t>(program.devices().size()));
+    // (Priced chunks are the ranks' alone: their messages are not weighed.)
+    const Transport t = AutoTransport(static_cast<int64_t>(program.devices().size()),
+                                      options_.rank_priced_chunks ? 0 : ProgramMessages(program));
     if (t == Transport::kRanks && !program.has_staged_copies()) return Transport::kDirect;
     if (t == Transport::kDirect && !program.has_direct_copies()) return Transport::kStaged;
     return t;
@@ -484,7 +486,22 @@ class InProcessExecutor final : public Executor {
 
 }  // namespace
 
-Transport AutoTransport(int64_t devices) { return devices <= kMaxThreads ? Transport::kRanks : Transport::kDirect; }
+Transport AutoTransport(int64_t devices, int64_t messages) {
+  return devices <= kMaxRankDevices && messages <= kMaxRankMessages ? Transport::kRanks : Transport::kDirect;
+}
+
+int64_t ProgramMessages(const PlanProgram& program) {
+  int64_t messages = 0;
+  for (const StepProgram& s : program.steps()) {
+    if (s.group_copies != nullptr) {
+      const GroupCopies& gc = *s.group_copies;
+      messages += static_cast<int64_t>(gc.group.size()) * std::max<int64_t>(0, gc.group_size - 1);
+      continue;
+    }
+    for (const DeviceProgram& d : s.devices) messages += static_cast<int64_t>(d.send_peer.size());
+  }
+  return messages;
+}
 
 Status CheckBuffers(const PlanProgram& program, std::span<const std::span<const std::byte>> sources,
                     std::span<const std::span<std::byte>> targets) {

@@ -244,6 +244,7 @@ struct Scheduler {
   size_t live = 0;  // fibers not yet ended
   bool spins = false;  // before sleeping, where the threads are no more than the cores
   Clock::time_point earliest = Clock::time_point::max();  // of this round's waits
+  Clock::time_point now;  // as this round began (WaitClockNow)
   const void* stack_bottom = nullptr;  // ASan's view of the thread's stack
   size_t stack_size = 0;
   void* fake_stack = nullptr;
@@ -271,6 +272,7 @@ struct Scheduler {
     while (live > 0) {
       const uint64_t seen = w.progress.load();
       earliest = Clock::time_point::max();
+      now = Clock::now();
       for (Fiber* f : fibers) {
         if (f->done) continue;
         Resume(*f);
@@ -447,13 +449,19 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
     cv.wait(lock);  // (a wait_until of max overflows some libraries' clock conversions)
     return std::cv_status::no_timeout;
   }
-  if (Clock::now() >= deadline) return std::cv_status::timeout;
+  if (s->now >= deadline) return std::cv_status::timeout;
   s->earliest = std::min(s->earliest, deadline);
   Fiber& f = *s->current;
   lock.unlock();
   s->Suspend(f);
   lock.lock();
-  return Clock::now() >= deadline ? std::cv_status::timeout : std::cv_status::no_timeout;
+  // (Resumed in a later round, maybe on another thread: t_scheduler again.)
+  return WaitClockNow() >= deadline ? std::cv_status::timeout : std::cv_status::no_timeout;
+}
+
+[[gnu::noinline]] Clock::time_point WaitClockNow() {
+  const Scheduler* s = t_scheduler;
+  return s != nullptr && s->current != nullptr ? s->now : Clock::now();
 }
 
 void NotifyAll(std::condition_variable& cv) {

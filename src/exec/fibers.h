@@ -91,10 +91,17 @@ class Fibers {
 // True in a fiber's body.
 bool InFiber();
 
+// The time WaitUntil's deadlines are measured against: on a thread, now; in
+// a fiber, the time its thread read as this round of its fibers began (one
+// read a round, not one a wait: over 16,384 ranks the clock took a twelfth
+// of a run), earlier than now by at most the round's length.
+Fibers::Clock::time_point WaitClockNow();
+
 // cv.wait_until(lock, deadline) on a thread. In a fiber: releases `lock`,
 // lets the thread's other fibers run (or the thread sleep, where all wait),
 // takes `lock` again; it returns without a notification, as a spurious
-// wakeup does, so callers test their condition in a loop.
+// wakeup does, so callers test their condition in a loop. It times out once
+// WaitClockNow() has reached `deadline`.
 std::cv_status WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                          Fibers::Clock::time_point deadline);
 

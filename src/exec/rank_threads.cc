@@ -136,9 +136,10 @@ RankThreads::~RankThreads() {
 Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& program, const RankOptions& options,
                                                         Hook hook, const CommSettings& comms) {
   const size_t n = program.devices().size();
-  if (n > static_cast<size_t>(kMaxThreads))
-    return Status::Unavailable(fmt::format("threads as ranks run at most {} devices (a runner each); this plan has {}",
-                                           kMaxThreads, n));
+  if (n > static_cast<size_t>(kMaxRankDevices))
+    return Status::Unavailable(fmt::format(
+        "threads as ranks run at most {} devices (a fiber stack and a runner each); this plan has {}", kMaxRankDevices,
+        n));
   auto shared = std::make_unique<Shared>();
   Shared& s = *shared;
   s.program = &program;

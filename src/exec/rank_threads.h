@@ -14,8 +14,8 @@
 // runners. Creation is every rank's RankReshard::Create: its errors are
 // agreed across ranks and returned by Start.
 //
-// One fiber and one runner per device: at most kMaxThreads (executor.h)
-// devices; a stack or thread the system cannot give is Unavailable before
+// One fiber and one runner per device: at most kMaxRankDevices
+// (executor.h) devices; a stack or thread the system cannot give is Unavailable before
 // any rank reaches a collective. A Run that fails leaves the object unusable (the runners run
 // no more, rank_reshard.h): the caller starts a new one.
 //

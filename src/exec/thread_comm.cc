@@ -86,7 +86,8 @@ struct Group {
         channels(static_cast<size_t>(size)), requests(static_cast<size_t>(size)) {}
 
   Clock::time_point Deadline() const {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
+    return WaitClockNow() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
   }
 
   // Marks the group broken by `rank`'s wait for `what`. REQUIRES: `mu` held.
@@ -599,7 +600,11 @@ class ThreadComm final : public Comm {
   // barriers, so it is an error on this rank and never a hang on the others.
   // `last`: run under the lock by the last rank to arrive, before any reads
   // (set-up every rank shares, made once).
-  Status Collective(const Post& mine, std::string_view what, const std::function<Status(const std::vector<Post>&)>& read,
+  // (`read` a template parameter, not a std::function: a lambda capturing
+  // more than two references is a heap allocation as a std::function, at
+  // every collective of every rank.)
+  template <typename Read>
+  Status Collective(const Post& mine, std::string_view what, const Read& read,
                     const std::function<void()>* last = nullptr) {
     Group& g = *group_;
     std::unique_lock<std::mutex> lock(g.mu);

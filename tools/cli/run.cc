@@ -14,6 +14,7 @@
 #include "common.h"
 #include "reshard/device_program.h"
 #include "exec/exec_checker.h"
+#include "layout/checked_math.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/planner.h"
@@ -112,11 +113,12 @@ void RunRun(const RunOptions& o) {
   RunFlags flags = CheckRunFlags(o);
   LayoutPair pair = LoadPair(o.pair);
   const size_t devices = DevicesOfBoth(pair.source.layout, pair.target.layout).size();
-  // auto: the step runner (ranks) up to kMaxThreads devices, unless only the
+  // auto: the step runner (ranks) up to kMaxRankDevices devices and, once
+  // planned, kMaxRankMessages messages (AutoTransport), unless only the
   // direct transport's memory fits (threads as ranks stage both ways, as
   // MPI ranks do); checked before planning and again with the plan.
   const bool automatic = flags.transport == Transport::kAuto;
-  if (automatic) flags.transport = AutoTransport(static_cast<int64_t>(devices));
+  if (automatic) flags.transport = AutoTransport(static_cast<int64_t>(devices), 0);
   // Size limits first, from the layouts alone: nothing is planned or allocated
   // unless the buffers, the memcpy measurement and the checker fit; then
   // again with the plan (intermediate buffers and the programs) before it is
@@ -146,7 +148,7 @@ void RunRun(const RunOptions& o) {
       throw CliError(kExitBadInput,
                      fmt::format("--priced-chunks applies to the per-rank step runner's collectives (--transport "
                                  "ranks), which runs at most {} devices and within --max-memory; these layouts have {}",
-                                 kMaxThreads, devices));
+                                 kMaxRankDevices, devices));
   };
   const MemoryEstimate need_before = need_of(before);
   check_priced();
@@ -155,6 +157,14 @@ void RunRun(const RunOptions& o) {
   Result<PlanResult> planned = PlanReshard(pair.source.layout, pair.target.layout, options);
   if (!planned.ok())
     ThrowIfError(planned.status(), "", planned.status().code() == Status::Code::kNotSupported ? kExitUnmet : kExitBadInput);
+  // auto, the plan's messages known: the pool where the ranks would hold
+  // too many (AutoTransport); with --priced-chunks, which only the ranks
+  // run, the ranks still, within --max-memory.
+  if (automatic && !flags.priced_chunks && flags.transport == Transport::kRanks) {
+    int64_t messages = 0;
+    for (const PlanStep& s : planned->plan.steps()) messages = SaturatingAdd(messages, s.sends.Sum());
+    flags.transport = AutoTransport(static_cast<int64_t>(devices), messages);
+  }
   auto with_plan = [&](Transport t) {
     return EstimateWithPlan(planned->plan, /*per_rank=*/false, flags.threads, t, flags.priced_chunks);
   };
@@ -276,8 +286,8 @@ void RegisterRun(CLI::App& app) {
                    "step runner MPI runs, each message copied once where the step allows) or direct (one schedule of "
                    "every device's copies over --threads threads, one copy per message, sender's buffer to receiver's) or "
                    "staged (the same, packing into send buffers and unpacking from them: the path MPI and NCCL "
-                   "take) or auto (the default: ranks up to {} devices, direct above)",
-                   kMaxThreads))
+                   "take) or auto (the default: ranks up to {} devices and {} messages, direct above)",
+                   kMaxRankDevices, kMaxRankMessages))
       ->check(CLI::IsMember({"auto", "ranks", "direct", "staged"}));
   cmd->add_flag("--priced-chunks", o->priced_chunks,
                 "mpi or ranks: run planned all-gathers and all-to-alls over mesh groups as equal-chunk collectives, "
