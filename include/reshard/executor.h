@@ -3,8 +3,9 @@
 // devices, the embedded default and what every test runs) implements it.
 // Per-rank backends implement Comm (comm.h) instead, under the one step
 // runner (rank_reshard.h): MPI (mpi.h), and threads as ranks, which this
-// executor runs by default (Transport::kRanks, or kAuto up to kMaxThreads
-// devices): a face over the runner MPI runs.
+// executor runs by default (Transport::kRanks, or kAuto up to
+// kMaxRankDevices devices and kMaxRankMessages messages): a face over the
+// runner MPI runs.
 //
 // Buffers are the layouts' exact local buffers, row-major, indexed like
 // PlanProgram::devices(): sources[i] holds device i's part of the source
@@ -56,16 +57,19 @@ namespace reshard {
 // and error agreement as under MPI, each message copied once from its
 // sender's input into its receiver's output (box messages over shared
 // memory) wherever the step allows, the ranks and their runners kept
-// between runs of one program. Every rank holds a runner (its own tables
-// of every peer), so plans over more than kMaxThreads devices are
-// Unavailable. The two others run every device's copies of a step as one
+// between runs of one program. Every rank holds a runner and a fiber
+// stack, so plans over more than kMaxRankDevices devices are Unavailable;
+// each rank costs a run 1 to 3 us more than the pool on this machine
+// (docs/benchmarks.md, "Threads as ranks at scale"). The two others run
+// every device's copies of a step as one
 // schedule over a pool of ExecOptions::threads threads, with no runner per
 // device: kStaged packs each message into its sender's send
 // buffer and unpacks it from there (the path MPI and NCCL take); kDirect
 // copies it once, from the sender's input buffer straight into the
 // receiver's output buffer (DeviceProgram::direct). kAuto, the default:
-// kRanks up to kMaxThreads devices, kDirect above (AutoTransport), or the
-// other where the program lacks that one's copies; through the API also
+// kRanks up to kMaxRankDevices devices and kMaxRankMessages messages,
+// kDirect above (AutoTransport), or the other where the program lacks that
+// one's copies; through the API also
 // the pool where the ranks' stacks or threads cannot be had (Unavailable). kStaged and kRanks run a
 // program's staged copies, kDirect its direct ones: a program compiled
 // without them (CompileOptions::copies) is InvalidArgument.

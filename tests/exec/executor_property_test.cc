@@ -10,6 +10,7 @@
 
 #include "testing/random_named.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <numeric>
@@ -156,6 +157,54 @@ TEST(ExecutorProperty, RandomNamedPairsEveryStep) {
   EXPECT_GT(seen[StepOp::kAllGather], 50);
   EXPECT_GT(seen[StepOp::kCollectivePermute], 10);
   EXPECT_GT(seen[StepOp::kSlice], 50);
+}
+
+// A random sharding of a 2-D array over `mesh`: each mesh axis sharding
+// dim 0, dim 1 or neither, in a random order.
+Layout RandomSharding(std::mt19937_64& rng, const Mesh& mesh, const std::vector<int64_t>& shape) {
+  std::vector<NamedSharding::Dim> dims(2);
+  std::vector<int64_t> axes(mesh.axes().size());
+  std::iota(axes.begin(), axes.end(), 0);
+  std::shuffle(axes.begin(), axes.end(), rng);
+  for (int64_t a : axes)
+    if (const uint64_t d = rng() % 3; d < 2) dims[d].axes.push_back(AxisRef{.axis = a});
+  return NamedSharding::Create(mesh, dims).value().ToLayout(shape, DType::kF32).value();
+}
+
+// Threads as ranks, the default in process up to kMaxRankDevices devices,
+// over thousands of ranks: random shardings of uneven arrays over meshes of
+// 2048 and 4096 devices, planned and run exactly through the step runner,
+// each step's bytes the plan's; kAuto takes the ranks unless the program's
+// messages are too many (AutoTransport).
+TEST(ExecutorProperty, ThreadsAsRanksOverThousandsOfDevices) {
+  std::mt19937_64 rng(20261206);
+  const Mesh meshes[] = {Mesh::Create({{"a", 16}, {"b", 16}, {"c", 8}}).value(),
+                         Mesh::Create({{"a", 8}, {"b", 32}, {"c", 16}}).value()};
+  int ranks = 0;
+  for (int iter = 0; iter < 8; ++iter) {
+    const Mesh& mesh = meshes[iter % 2];
+    const std::vector<int64_t> shape = {64 + static_cast<int64_t>(rng() % 80), 96 + static_cast<int64_t>(rng() % 80)};
+    const Layout src = RandomSharding(rng, mesh, shape), dst = RandomSharding(rng, mesh, shape);
+    PlannerOptions o;
+    o.meshes = {mesh};
+    Result<PlanResult> planned = PlanReshard(src, dst, o);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    const PlanProgram p = PlanProgram::Compile(planned->plan).value();
+    const std::string what = "iter " + std::to_string(iter) + " over " + mesh.ToString();
+    const Transport automatic = AutoTransport(static_cast<int64_t>(p.devices().size()), ProgramMessages(p));
+    for (Transport transport : {Transport::kRanks, Transport::kAuto}) {
+      Result<CheckReport> r = RunChecked(p, 2, transport);
+      ASSERT_TRUE(r.ok()) << what << ": " << r.status();
+      EXPECT_TRUE(r->ok()) << what << ": " << r->first_problem;
+      EXPECT_EQ(r->stats.transport, transport == Transport::kAuto ? automatic : Transport::kRanks) << what;
+      testing::ExpectPlannedTraffic(planned->plan, p.devices(), r->stats.steps, what, false);
+      int64_t target = 0;  // every copy of every element
+      for (int64_t d : p.target().devices()) target += p.target().LocalBytes(d);
+      EXPECT_EQ(r->elements_checked * p.element_bytes(), target) << what;
+    }
+    ranks += automatic == Transport::kRanks;
+  }
+  EXPECT_GE(ranks, 4);  // most of them run as ranks by default
 }
 
 // A program compiled with one form of the copies (CompileOptions::copies)
