@@ -1,6 +1,7 @@
-// Threads as ranks (thread_comm.h): the comms of one group share a Group (a
-// lock, a generation-counting barrier, per-rank post slots, per-pair channels
-// of unmatched sends and receives, per-rank requests); collectives are post,
+// Threads as ranks (thread_comm.h): the comms of one group share a Group
+// (thread_group.h: a lock, a generation-counting barrier, per-rank post
+// slots, per-pair channels of unmatched sends and receives, per-rank
+// requests); collectives are post,
 // barrier, copy from the senders, barrier (box messages: every rank's copies
 // as one schedule the ranks run together, thread_boxes.h); a point-to-point
 // message is copied once, straight from the sender's buffer, when a send
@@ -11,6 +12,7 @@
 #include "exec/permits.h"
 #include "exec/reduce_kernel.h"
 #include "exec/thread_boxes.h"
+#include "exec/thread_group.h"
 #include "reshard/executor.h"
 
 #include <fmt/format.h>
@@ -33,166 +35,12 @@
 namespace reshard {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// What one rank hands the others for the collective under way; which fields
-// mean something depends on the call.
-struct Post {
-  bool valid = true;  // false: this rank's arguments were bad; readers skip it
-  const void* data = nullptr;
-  void* out = nullptr;  // box messages: the receiver's output
-  int64_t count = 0;  // values or bytes of `data`
-  const int64_t* send_counts = nullptr;
-  const int64_t* send_displs = nullptr;
-  int color = -1, key = 0;
-  int dtype = -1, op = -1;  // a reduce-scatter's or all-reduce's element type and op
-  const ThreadBoxes* boxes = nullptr;  // box messages: the sender's runs
-};
-
-// A point-to-point send or receive not yet matched: the caller's buffer
-// (never copied before the match) and the request it completes.
-template <typename Byte>
-struct Pending {
-  Byte* data;
-  int64_t bytes;
-  int64_t request;
-};
-
-// The unmatched sends and receives of one (receiver, sender) pair. Each
-// Start* matches what it can at once, so at most one side is non-empty.
-struct Channel {
-  std::deque<Pending<const std::byte>> sends;
-  std::deque<Pending<std::byte>> receives;
-};
-
-// One point-to-point request's state.
-struct Request {
-  int peer;
-  bool send;
-  bool complete = false;
-  Status status = Status::Ok();  // of a complete request
-};
-
-// How many ranks may copy box messages at once (thread_comm.h), shared by
-// every group split from one MakeThreadComms.
-using Copiers = Permits;
-
-// The state the comms of one group share, all under `mu` (but the copiers,
-// and a box exchange's task count, thread_boxes.h).
-struct Group {
-  Group(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count, std::shared_ptr<Copiers> copiers)
-      : size(size), timeout_seconds(timeout_seconds), boxes_copy_once(boxes_copy_once), copiers_count(copiers_count),
-        copiers(std::move(copiers)), posts(static_cast<size_t>(size)),
-        channels(static_cast<size_t>(size)), requests(static_cast<size_t>(size)) {}
-
-  Clock::time_point Deadline() const {
-    return WaitClockNow() +
-           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
-  }
-
-  // Marks the group broken by `rank`'s wait for `what`. REQUIRES: `mu` held.
-  Status Break(int rank, std::string_view what) {
-    if (!broken) {
-      broken = true;
-      broken_message = fmt::format("rank {} waited {} s for {}", rank, timeout_seconds, what);
-      NotifyAll(cv);
-    }
-    return Status::Internal(broken_message);
-  }
-
-  // The barrier: returns once every rank has arrived, or Internal when the
-  // group is or becomes broken. `short_wait`: the others are expected soon.
-  // REQUIRES: `lock` holds `mu`.
-  // `last`: run by the last rank to arrive, before any rank leaves.
-  Status Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait = true,
-                const std::function<void()>* last = nullptr) {
-    if (broken) return Status::Internal(broken_message);
-    const int64_t my_generation = generation;
-    if (++arrived == size) {
-      if (last != nullptr) (*last)();
-      arrived = 0;
-      ++generation;
-      NotifyAll(cv);
-      return Status::Ok();
-    }
-    // A short wait yields to the ranks still to come, unlocked, before
-    // sleeping, where the ranks are few for the cores: a sleeping rank's
-    // wakeup and its turn at the lock cost more than the wait (a 16 KiB
-    // reshard over 8 ranks on 2 cores: 126 against 237 us a run). A long one
-    // sleeps at once: yielding ranks would take turns with those at work.
-    // (Ranks as fibers hand over without the kernel's scheduler: fibers.h.)
-    if (short_wait && yields > 0 && !InFiber()) {
-      lock.unlock();
-      for (int k = 0; k < yields && generation.load(std::memory_order_acquire) == my_generation; ++k)
-        std::this_thread::yield();
-      lock.lock();
-    }
-    const Clock::time_point deadline = Deadline();
-    while (generation == my_generation) {
-      if (broken) return Status::Internal(broken_message);
-      if (WaitUntil(lock, cv, deadline) == std::cv_status::timeout && generation == my_generation)
-        return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived, size, what));
-    }
-    return Status::Ok();
-  }
-
-  // AllReduce's: every rank's posted values (Post::data, count, op) reduced
-  // into `reduced`, or why not. REQUIRES: `mu` held, every rank arrived.
-  void ReduceAll() {
-    const Post& first = posts[0];
-    reduced_status = Status::Ok();
-    const int64_t* values = static_cast<const int64_t*>(first.data);
-    reduced.assign(values, values + first.count);
-    for (int k = 1; k < size; ++k) {
-      const Post& p = posts[static_cast<size_t>(k)];
-      if (p.count != first.count || p.op != first.op) {
-        reduced_status = Status::Internal(fmt::format("AllReduce: rank 0 passed {} values (op {}), rank {} {} (op {})",
-                                                      first.count, first.op, k, p.count, p.op));
-        return;
-      }
-      const int64_t* theirs = static_cast<const int64_t*>(p.data);
-      for (size_t i = 0; i < reduced.size(); ++i) {
-        switch (static_cast<Comm::ReduceOp>(first.op)) {
-          case Comm::ReduceOp::kMin: reduced[i] = std::min(reduced[i], theirs[i]); break;
-          case Comm::ReduceOp::kMax: reduced[i] = std::max(reduced[i], theirs[i]); break;
-          case Comm::ReduceOp::kSum: reduced[i] += theirs[i]; break;
-        }
-      }
-    }
-  }
-
-  const int size;
-  const double timeout_seconds;
-  const bool boxes_copy_once;
-  const int copiers_count;
-  const std::shared_ptr<Copiers> copiers;
-  std::mutex mu;
-  std::condition_variable cv;
-  int arrived = 0;
-  std::atomic<int64_t> generation{0};  // written under `mu`; read unlocked while yielding
-  // Yields before sleeping at a barrier: 32 where at most 4 ranks share a
-  // hardware thread, else none.
-  const int yields = size <= 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) ? 32 : 0;
-  bool broken = false;
-  std::string broken_message;
-  std::vector<Post> posts;
-  std::vector<int64_t> reduced;  // the last AllReduce's result
-  Status reduced_status = Status::Ok();
-  // The Split under way: each rank's new group and rank in it (null where
-  // it joins none), made once by the last rank to arrive.
-  std::vector<std::pair<std::shared_ptr<Group>, int>> split_to;
-  // The box exchange under way, set up once by the last rank to arrive: its
-  // run, or why every rank fails it.
-  std::shared_ptr<BoxCollective> box_run;
-  Status box_status = Status::Ok();
-  // channels[receiver][sender]: the sends and receives of that pair not yet
-  // matched, oldest first; an entry exists once the pair has sent or
-  // received (a group of N ranks holds no N x N queues).
-  std::vector<std::map<int, Channel>> channels;
-  // requests[rank]: that rank's point-to-point requests started and not yet
-  // waited for; the peer completes them as it matches.
-  std::vector<std::unordered_map<int64_t, Request>> requests;
-};
+using thread_group::Channel;
+using thread_group::Clock;
+using thread_group::Group;
+using thread_group::Pending;
+using thread_group::Post;
+using thread_group::Request;
 
 class ThreadComm final : public Comm {
  public:
@@ -499,7 +347,7 @@ class ThreadComm final : public Comm {
         // is this collective's error, and the permit must not go with it.)
         struct Copying {
           BoxCollective& run;
-          Copiers& copiers;
+          Permits& copiers;
           ~Copying() {
             --run.copying;
             copiers.Release();
@@ -719,7 +567,7 @@ std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_sec
   if (copiers <= 0) copiers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   copiers = std::min(copiers, kMaxThreads);
   auto group = std::make_shared<Group>(ranks, timeout_seconds, boxes_copy_once, copiers,
-                                       std::make_shared<Copiers>(copiers));
+                                       std::make_shared<Permits>(copiers));
   std::vector<std::unique_ptr<Comm>> comms;
   for (int k = 0; k < ranks; ++k) comms.push_back(std::make_unique<ThreadComm>(group, k));
   return comms;
