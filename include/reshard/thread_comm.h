@@ -61,7 +61,9 @@
 #ifndef RESHARD_THREAD_COMM_H_
 #define RESHARD_THREAD_COMM_H_
 
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "reshard/comm.h"
@@ -77,6 +79,15 @@ namespace reshard {
 // REQUIRES: ranks >= 1.
 std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds = 60, int copiers = 0,
                                                    bool boxes_copy_once = true);
+
+// A function that breaks every group of `comm`'s MakeThreadComms (its
+// first group and every group split from it, or from one split from it):
+// every rank waiting in any of them, and every later call into one, then
+// fails with Internal(message), at once rather than at its timeout. For
+// whoever runs the ranks, when one fails alone (an error not agreed, an
+// exception) while the others may wait for it. Thread-safe; it may outlive
+// the comms. A no-op for a comm of another backend.
+std::function<void(std::string_view)> ThreadCommsBreaker(Comm& comm);
 
 }  // namespace reshard
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +25,10 @@ struct RankThreads::Shared {
   Hook hook;
   size_t n = 0;
   std::vector<std::unique_ptr<Comm>> comms;  // each moved into its rank's runner
+  // Breaks every group of the comms (ThreadCommsBreaker): a rank that fails
+  // alone, its error not agreed (an exception, a failed call), ends the
+  // others' waits for it at once, not at their timeout.
+  std::function<void(std::string_view)> breaker;
 
   // Under `mu`: the run asked for and each rank's answer.
   std::mutex mu;
@@ -32,8 +37,10 @@ struct RankThreads::Shared {
   bool stop = false;
   uint64_t job = 0;     // runs asked for so far
   size_t answered = 0;  // ranks done with creation, or with the run under way
-  std::vector<Status> created;
   std::vector<std::optional<Result<RankRunStats>>> results;
+  // The first error any rank met, in the creation or the run under way:
+  // what every rank agreed on, or the one that broke the others' waits.
+  Status first_failure = Status::Ok();
   std::span<const std::span<const std::byte>> sources;
   std::span<const std::span<std::byte>> targets;
   std::vector<std::span<const std::byte>> outputs;  // the hook's: each rank's output of the step
@@ -52,6 +59,18 @@ struct RankThreads::Shared {
     if (++answered == n) NotifyAll(cv);
   }
 
+  // Rank k failed with `status`: kept if it is the first, then every other
+  // rank's waits end (with an error naming it) instead of at their timeout.
+  // Harmless where every rank failed alike (an agreed error). REQUIRES:
+  // `mu` not held.
+  void Failed(size_t k, const Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_failure.ok()) first_failure = status;
+    }
+    breaker(fmt::format("rank {} failed: {}", k, status.message()));
+  }
+
   // Rank k's whole life (a fiber's): create its runner, then run each job
   // asked for until stopped.
   void Rank(size_t k) {
@@ -64,9 +83,9 @@ struct RankThreads::Shared {
     } catch (const std::exception& e) {  // e.g. bad_alloc: never out of a fiber
       status = Status::Internal(fmt::format("rank {}: {}", k, e.what()));
     }
+    if (!status.ok()) Failed(k, status);
     {
       std::lock_guard<std::mutex> lock(mu);
-      created[k] = status;
       if (k == 0 && runner) transports = runner->step_transports();  // the same on every rank
       Answer();
     }
@@ -102,6 +121,7 @@ struct RankThreads::Shared {
       } catch (const std::exception& e) {
         result.emplace(Status::Internal(fmt::format("rank {}: {}", k, e.what())));
       }
+      if (!result->ok()) Failed(k, result->status());
       std::lock_guard<std::mutex> lock(mu);
       results[k] = std::move(result);
       Answer();
@@ -147,7 +167,7 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   s.hook = std::move(hook);
   s.n = n;
   s.comms = MakeThreadComms(static_cast<int>(n), comms.timeout_seconds, comms.copiers, comms.boxes_copy_once);
-  s.created.assign(n, Status::Ok());
+  s.breaker = ThreadCommsBreaker(*s.comms[0]);
   s.results.resize(n);
   s.outputs.resize(n);
   // No rank runs unless every thread and stack could be had: a failure
@@ -157,13 +177,13 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   RESHARD_ASSIGN_OR_RETURN(
       s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }, Fibers::FirstThread::kCallers));
   s.DriveUntilAnswered();
-  // Creation agrees its errors across ranks: the first is every rank's.
-  for (const Status& c : s.created)
-    if (!c.ok()) {
-      const Status error = c;
-      s.StopAndJoin();
-      return error;
-    }
+  // Creation agrees its errors across ranks; a rank that failed alone
+  // broke the others' waits: the first error is the cause.
+  if (!s.first_failure.ok()) {
+    const Status error = s.first_failure;
+    s.StopAndJoin();
+    return error;
+  }
   return std::unique_ptr<RankThreads>(new RankThreads(std::move(shared)));
 }
 
@@ -183,13 +203,13 @@ Result<std::vector<RankRunStats>> RankThreads::Run(std::span<const std::span<con
   s.DriveUntilAnswered();
   std::vector<RankRunStats> stats;
   stats.reserve(s.n);
-  for (size_t k = 0; k < s.n; ++k) {
-    if (!s.results[k]->ok()) {  // the same on every rank: rank 0's
-      s.broken = true;
-      return s.results[k]->status();
-    }
-    stats.push_back(std::move(s.results[k]->value()));
+  // An agreed error is every rank's; one rank's alone broke the others'
+  // waits: either way the first is the cause.
+  if (!s.first_failure.ok()) {
+    s.broken = true;
+    return s.first_failure;
   }
+  for (size_t k = 0; k < s.n; ++k) stats.push_back(std::move(s.results[k]->value()));
   return stats;
 }
 

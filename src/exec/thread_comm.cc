@@ -64,6 +64,7 @@ class ThreadComm final : public Comm {
   }
 
   std::string_view name() const override { return "threads"; }
+  const std::shared_ptr<thread_group::Family>& family() const { return group_->family; }
   bool boxes_copy_once() const override { return group_->boxes_copy_once; }
   int rank() const override { return rank_; }
   int size() const override { return group_->size; }
@@ -136,8 +137,8 @@ class ThreadComm final : public Comm {
       for (size_t i = 0; i < joining.size();) {
         size_t j = i;
         while (j < joining.size() && std::get<0>(joining[j]) == std::get<0>(joining[i])) ++j;
-        auto made = std::make_shared<Group>(static_cast<int>(j - i), g.timeout_seconds, g.boxes_copy_once,
-                                            g.copiers_count, g.copiers);
+        std::shared_ptr<Group> made =
+            g.family->Make(static_cast<int>(j - i), g.timeout_seconds, g.boxes_copy_once, g.copiers_count, g.copiers);
         for (size_t m = i; m < j; ++m) g.split_to[static_cast<size_t>(std::get<2>(joining[m]))] = {made, static_cast<int>(m - i)};
         i = j;
       }
@@ -566,11 +567,17 @@ std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_sec
                                                    bool boxes_copy_once) {
   if (copiers <= 0) copiers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   copiers = std::min(copiers, kMaxThreads);
-  auto group = std::make_shared<Group>(ranks, timeout_seconds, boxes_copy_once, copiers,
-                                       std::make_shared<Permits>(copiers));
+  std::shared_ptr<Group> group = std::make_shared<thread_group::Family>()->Make(
+      ranks, timeout_seconds, boxes_copy_once, copiers, std::make_shared<Permits>(copiers));
   std::vector<std::unique_ptr<Comm>> comms;
   for (int k = 0; k < ranks; ++k) comms.push_back(std::make_unique<ThreadComm>(group, k));
   return comms;
+}
+
+std::function<void(std::string_view)> ThreadCommsBreaker(Comm& comm) {
+  auto* threads = dynamic_cast<ThreadComm*>(&comm);
+  if (threads == nullptr) return [](std::string_view) {};
+  return [family = threads->family()](std::string_view message) { family->BreakAll(std::string(message)); };
 }
 
 }  // namespace reshard

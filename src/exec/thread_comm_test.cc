@@ -146,6 +146,28 @@ TEST_P(ThreadComm, SplitOrdersTiedKeysByParentRank) {
   });
 }
 
+// One rank's breaker ends the waits for it at once, long before their
+// timeout, in the first group and in a group split from it (rank 1 waits for
+// rank 3 in their half, ranks 0 and 2 in the whole), and every later call
+// into any group of the family fails alike (the other half's too).
+TEST_P(ThreadComm, ABreakerEndsEveryGroupsWaitsAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks(
+      4,
+      [](Comm& comm) {
+        Result<std::unique_ptr<Comm>> half = comm.Split(comm.rank() % 2, comm.rank());
+        ASSERT_TRUE(half.ok()) << half.status();
+        if (comm.rank() == 3) ThreadCommsBreaker(comm)("rank 3 failed: out of paper");
+        const Status waited = comm.rank() == 0 || comm.rank() == 2 ? comm.Barrier() : (*half)->Barrier();
+        EXPECT_EQ(waited.code(), Status::Code::kInternal) << waited;
+        EXPECT_NE(waited.message().find("out of paper"), std::string::npos) << waited;
+        const Status later = comm.rank() == 0 || comm.rank() == 2 ? (*half)->Barrier() : comm.Barrier();
+        EXPECT_NE(later.message().find("out of paper"), std::string::npos) << later;
+      },
+      /*timeout_seconds=*/600);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
 TEST_P(ThreadComm, SplitRanksByKeyThenParentRank) {
   RunRanks(8, [](Comm& comm) {
     Result<std::unique_ptr<Comm>> half = comm.Split(comm.rank() % 2, comm.rank() / 2);

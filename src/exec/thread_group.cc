@@ -13,12 +13,42 @@
 namespace reshard {
 namespace thread_group {
 
-Status Group::Break(int rank, std::string_view what) {
-  if (!broken) {
-    broken = true;
-    broken_message = fmt::format("rank {} waited {} s for {}", rank, timeout_seconds, what);
-    NotifyAll(cv);
+std::shared_ptr<Group> Family::Make(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count,
+                                    std::shared_ptr<Permits> copiers) {
+  // (The family outlives its groups: each holds it.)
+  auto group = std::make_shared<Group>(size, timeout_seconds, boxes_copy_once, copiers_count, std::move(copiers),
+                                       shared_from_this());
+  std::lock_guard<std::mutex> lock(mu);
+  if (groups.size() >= 2 * pruned_size + 64) {
+    std::erase_if(groups, [](const std::weak_ptr<Group>& g) { return g.expired(); });
+    pruned_size = groups.size();
   }
+  groups.push_back(group);
+  return group;
+}
+
+void Family::BreakAll(const std::string& message) {
+  std::vector<std::shared_ptr<Group>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::weak_ptr<Group>& g : groups)
+      if (std::shared_ptr<Group> alive = g.lock()) live.push_back(std::move(alive));
+  }
+  for (const std::shared_ptr<Group>& g : live) {
+    std::lock_guard<std::mutex> lock(g->mu);
+    g->BreakWith(message);
+  }
+}
+
+void Group::BreakWith(std::string message) {
+  if (broken) return;
+  broken = true;
+  broken_message = std::move(message);
+  NotifyAll(cv);
+}
+
+Status Group::Break(int rank, std::string_view what) {
+  BreakWith(fmt::format("rank {} waited {} s for {}", rank, timeout_seconds, what));
   return Status::Internal(broken_message);
 }
 

@@ -72,12 +72,30 @@ struct Request {
   Status status = Status::Ok();  // of a complete request
 };
 
+struct Group;
+
+// Every group of one MakeThreadComms: the first, and every group split from
+// it or from one split from it, so that one rank's failure can end every
+// wait of every group at once (BreakAll).
+struct Family : std::enable_shared_from_this<Family> {
+  // Makes a group of this family. REQUIRES: the family held by a shared_ptr.
+  std::shared_ptr<Group> Make(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count,
+                              std::shared_ptr<Permits> copiers);
+  // Breaks every group of the family still alive with `message`.
+  void BreakAll(const std::string& message);
+
+  std::mutex mu;
+  std::vector<std::weak_ptr<Group>> groups;  // ended ones pruned as the list doubles
+  size_t pruned_size = 0;
+};
+
 // The state the comms of one group share, all under `mu` (but the copiers,
 // and a box exchange's task count, thread_boxes.h).
 struct Group {
-  Group(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count, std::shared_ptr<Permits> copiers)
+  Group(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count, std::shared_ptr<Permits> copiers,
+        std::shared_ptr<Family> family)
       : size(size), timeout_seconds(timeout_seconds), boxes_copy_once(boxes_copy_once), copiers_count(copiers_count),
-        copiers(std::move(copiers)), posts(static_cast<size_t>(size)),
+        copiers(std::move(copiers)), family(std::move(family)), posts(static_cast<size_t>(size)),
         channels(static_cast<size_t>(size)), requests(static_cast<size_t>(size)) {}
 
   Clock::time_point Deadline() const {
@@ -87,6 +105,9 @@ struct Group {
 
   // Marks the group broken by `rank`'s wait for `what`. REQUIRES: `mu` held.
   Status Break(int rank, std::string_view what);
+  // Marks the group broken with `message` (unless it is already), waking
+  // every wait in it. REQUIRES: `mu` held.
+  void BreakWith(std::string message);
 
   // The barrier: returns once every rank has arrived, or Internal when the
   // group is or becomes broken. `short_wait`: the others are expected soon.
@@ -106,6 +127,7 @@ struct Group {
   // How many ranks may copy box messages at once (thread_comm.h), shared by
   // every group split from one MakeThreadComms.
   const std::shared_ptr<Permits> copiers;
+  const std::shared_ptr<Family> family;
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
