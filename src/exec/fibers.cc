@@ -19,7 +19,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__linux__)
+// (RESHARD_FIBERS_FORCE_UCONTEXT: the ucontext switch here too, for its tests.)
+#if defined(__x86_64__) && defined(__linux__) && !defined(RESHARD_FIBERS_FORCE_UCONTEXT)
 #define RESHARD_FIBERS_X86_64 1
 #endif
 
