@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "reshard/box.h"
@@ -216,14 +217,17 @@ class Layout {
     std::vector<int64_t> holder_begin;
     std::vector<int64_t> holders;
     std::vector<int64_t> device_part;  // parallel to devices; empty unless partial
-    // What each device holds and of which part, hashed once (PlacementHash):
-    // N ranks of one process hash the same layouts, each O(devices).
-    mutable std::atomic<uint64_t> placement_hash{0};
+    // What each device holds, and each device's part, hashed once each
+    // (PlacementHash): N ranks of one process hash the same layouts, each
+    // O(devices). The parts apart: a layout without its reduction shares
+    // its partial original's Rep (WithoutReduction) and must hash as one
+    // made without parts.
+    mutable std::atomic<uint64_t> placement_hash{0}, parts_hash{0};
     mutable std::atomic<bool> placement_hashed{false};
   };
-  // The hash of the devices, what each holds and of which part (Hash's
-  // O(devices) half), computed once per Rep.
-  uint64_t PlacementHash() const;
+  // The hashes of the devices and what each holds, and of each device's
+  // part (Hash's O(devices) halves), computed once per Rep.
+  std::pair<uint64_t, uint64_t> PlacementHash() const;
   // The tile of devices()[i] (-1: none), in any of Rep's forms.
   int64_t TileAtIndex(size_t i) const;
   // Create's steps: the grid checked and stored (rep_out: the new layout's

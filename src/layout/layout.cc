@@ -547,11 +547,13 @@ namespace {
 void MixInto(size_t& h, int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
 }  // namespace
 
-uint64_t Layout::PlacementHash() const {
-  // (Two ranks may race to compute it: both store the same value.)
-  if (rep_->placement_hashed.load(std::memory_order_acquire)) return rep_->placement_hash.load(std::memory_order_relaxed);
+std::pair<uint64_t, uint64_t> Layout::PlacementHash() const {
+  // (Two ranks may race to compute them: both store the same values.)
+  if (rep_->placement_hashed.load(std::memory_order_acquire))
+    return {rep_->placement_hash.load(std::memory_order_relaxed), rep_->parts_hash.load(std::memory_order_relaxed)};
+  size_t parts = 0;
+  for (int64_t p : rep_->device_part) MixInto(parts, p);
   size_t h = 0;
-  for (int64_t p : rep_->device_part) MixInto(h, p);
   for (int64_t dev : rep_->ids()) {
     MixInto(h, dev);
     for (const auto& ivs : Holding(*this, dev))
@@ -561,15 +563,20 @@ uint64_t Layout::PlacementHash() const {
       }
   }
   rep_->placement_hash.store(h, std::memory_order_relaxed);
+  rep_->parts_hash.store(parts, std::memory_order_relaxed);
   rep_->placement_hashed.store(true, std::memory_order_release);
-  return h;
+  return {h, parts};
 }
 
 size_t Layout::Hash() const {
   size_t h = std::hash<int64_t>()(static_cast<int64_t>(dtype_));
   for (int64_t s : shape_) MixInto(h, s);
-  if (partial()) MixInto(h, static_cast<int64_t>(reduction_.op));
-  MixInto(h, static_cast<int64_t>(PlacementHash()));
+  const auto [placement, parts] = PlacementHash();
+  if (partial()) {
+    MixInto(h, static_cast<int64_t>(reduction_.op));
+    MixInto(h, static_cast<int64_t>(parts));
+  }
+  MixInto(h, static_cast<int64_t>(placement));
   return h;
 }
 

@@ -270,6 +270,12 @@ TEST(Layout, PendingReductionPartsAreCheckedAndRenumbered) {
   EXPECT_EQ(a->Hash(), b->Hash());
   EXPECT_FALSE(*a == *make({{0, 0, 0}, {1, 0, 1}, {2, 1, 0}, {3, 1, 1}}, {ReduceOp::kMax, 2}));
   EXPECT_FALSE(*a == a->WithoutReduction());
+  // Without its reduction it is the layout made without parts, == and Hash
+  // alike (it shares the partial one's representation, parts and all).
+  const Layout plain = make({{0, 0, 0}, {1, 0, 0}, {2, 1, 0}, {3, 1, 0}}, Reduction{}).value();
+  EXPECT_TRUE(a->WithoutReduction() == plain);
+  (void)a->Hash();  // the shared representation's hashes computed first
+  EXPECT_EQ(a->WithoutReduction().Hash(), plain.Hash());
   // Replicas: two devices in one part of a tile.
   Result<Layout> replicas = Layout::Create({4}, DType::kF32, {DimGrid::Ceil(4, 1)}, {{0, 0, 0}, {1, 0, 0}, {2, 0, 1}}, sum2);
   ASSERT_TRUE(replicas.ok());
