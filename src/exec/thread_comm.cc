@@ -81,6 +81,7 @@ class ThreadComm final : public Comm {
         Post{.data = values.data(), .count = static_cast<int64_t>(values.size()), .op = static_cast<int>(op)};
     const std::function<void()> reduce = [&g] { g.ReduceAll(); };
     RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, "AllReduce", /*short_wait=*/true, &reduce));
+    if (!g.last_status.ok()) return g.last_status;
     if (!g.reduced_status.ok()) return g.reduced_status;
     std::copy(g.reduced.begin(), g.reduced.end(), values.begin());
     return Status::Ok();
@@ -462,9 +463,10 @@ class ThreadComm final : public Comm {
     lock.unlock();
     // (An exception, e.g. bad_alloc pairing box messages, still goes
     // through the second barrier: an error here, never a hang there.)
-    Status read_status = Status::Ok();
+    // (What the last rank set up for all, where it failed, is every rank's error.)
+    Status read_status = g.last_status;
     try {
-      read_status = read(g.posts);
+      if (read_status.ok()) read_status = read(g.posts);
     } catch (const std::exception& e) {
       read_status = Status::Internal(fmt::format("rank {} at {}: {}", rank_, what, e.what()));
     }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 #include <thread>
 
 #include "exec/fibers.h"
@@ -57,7 +58,14 @@ Status Group::Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_v
   if (broken) return Status::Internal(broken_message);
   const int64_t my_generation = generation;
   if (++arrived == size) {
-    if (last != nullptr) (*last)();
+    last_status = Status::Ok();
+    if (last != nullptr) {
+      try {
+        (*last)();
+      } catch (const std::exception& e) {
+        last_status = Status::Internal(fmt::format("rank {} setting up {} for every rank: {}", rank, what, e.what()));
+      }
+    }
     arrived = 0;
     ++generation;
     NotifyAll(cv);

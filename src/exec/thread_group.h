@@ -112,7 +112,9 @@ struct Group {
   // The barrier: returns once every rank has arrived, or Internal when the
   // group is or becomes broken. `short_wait`: the others are expected soon.
   // REQUIRES: `lock` holds `mu`.
-  // `last`: run by the last rank to arrive, before any rank leaves.
+  // `last`: run by the last rank to arrive, before any rank leaves; an
+  // exception out of it (bad_alloc setting up a Split, say) is kept in
+  // `last_status`, every rank's to return, and the barrier still opens.
   Status Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait = true,
                 const std::function<void()>* last = nullptr);
 
@@ -140,6 +142,7 @@ struct Group {
   std::vector<Post> posts;
   std::vector<int64_t> reduced;  // the last AllReduce's result
   Status reduced_status = Status::Ok();
+  Status last_status = Status::Ok();  // the last barrier's `last`'s (Arrive)
   // The Split under way: each rank's new group and rank in it (null where
   // it joins none), made once by the last rank to arrive.
   std::vector<std::pair<std::shared_ptr<Group>, int>> split_to;
