@@ -56,6 +56,7 @@
 #include "reshard/collective_plan.h"
 #include "reshard/copy_program.h"
 #include "reshard/exchange.h"
+#include "reshard/mesh.h"
 #include "reshard/status.h"
 #include "reshard/step_lowering.h"
 
@@ -388,6 +389,11 @@ class PlanProgram {
   // The plan mesh of a program compiled from a plan over one (the mesh the
   // steps' group_axes index).
   const std::optional<Mesh>& mesh() const { return mesh_; }
+  // The plan mesh's device -> position lookup (null without a mesh), built
+  // once at compile and shared by copies: the ranks of one process each
+  // look up their peers' positions in it (a table per rank would cost
+  // O(devices) each on a mesh of listed device ids).
+  const MeshPositions* mesh_positions() const { return mesh_positions_.get(); }
   // Layout after step i is layouts()[i + 1]; layouts()[0] is the source.
   const std::vector<Layout>& layouts() const { return layouts_; }
   int64_t IndexOf(int64_t device) const;  // -1 when absent
@@ -446,6 +452,7 @@ class PlanProgram {
   std::vector<Layout> layouts_;
   std::vector<StepProgram> steps_;
   std::optional<Mesh> mesh_;
+  std::shared_ptr<const MeshPositions> mesh_positions_;
   BufferFormat source_format_, target_format_;
   int64_t only_device_ = -1;  // CompileOptions::only_device
   CopyForms copies_ = CopyForms::kBoth;

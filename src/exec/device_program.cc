@@ -222,6 +222,7 @@ Result<PlanProgram> PlanProgram::Build(std::vector<Layout> layouts, const Compil
   p.devices_.erase(std::unique(p.devices_.begin(), p.devices_.end()), p.devices_.end());
   p.layouts_ = std::move(layouts);
   if (plan != nullptr) p.mesh_ = plan->mesh();
+  if (p.mesh_) p.mesh_positions_ = std::make_shared<const MeshPositions>(*p.mesh_);
   const int64_t eb = p.layouts_.front().element_bytes();
   const size_t n = p.devices_.size();
   if (n > static_cast<size_t>(INT32_MAX)) return Status::InvalidArgument("a program over 2^31 devices or more");

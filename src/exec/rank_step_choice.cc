@@ -254,7 +254,7 @@ Result<bool> RankReshard::State::UseAllReduce(StepRun& s, const StepProgram& ste
   const int64_t members = mesh.GroupSize(axes);
   const int64_t me = rank_is_index ? rank : program->IndexOf(rank);
   const int64_t device = me >= 0 ? program->devices()[static_cast<size_t>(me)] : -1;
-  const int64_t pos = PositionOfRank(MeshPositions(mesh), rank);
+  const int64_t pos = PositionOfRank(*program->mesh_positions(), rank);
   // Its buffers line up, fit the ring's buffer, and, where it holds data,
   // it is a member of a group (a device off the mesh would write nothing).
   const int64_t input = s.program->input_bytes;
@@ -286,12 +286,10 @@ Status RankReshard::State::UseGroups(StepRun& s, const StepProgram& step) {
   auto member = [&](int64_t pos) { return mesh.MemberIndex(pos, axes); };
   int64_t me = -1;
   std::vector<int64_t> send_pos, recv_pos;
-  {
-    const MeshPositions positions(mesh);
-    me = PositionOfRank(positions, rank);
-    for (int peer : s.send_rank) send_pos.push_back(PositionOfRank(positions, peer));
-    for (int peer : s.recv_rank) recv_pos.push_back(PositionOfRank(positions, peer));
-  }
+  const MeshPositions& positions = *program->mesh_positions();
+  me = PositionOfRank(positions, rank);
+  for (int peer : s.send_rank) send_pos.push_back(PositionOfRank(positions, peer));
+  for (int peer : s.recv_rank) recv_pos.push_back(PositionOfRank(positions, peer));
   bool inside = me >= 0 || (s.send_rank.empty() && s.recv_rank.empty());
   for (const std::vector<int64_t>* peers : {&send_pos, &recv_pos})
     for (int64_t pos : *peers) inside = inside && me >= 0 && pos >= 0 && color(pos) == color(me);
