@@ -29,6 +29,7 @@
 #include <thread>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <tuple>
 #include <utility>
 
@@ -52,13 +53,13 @@ class ThreadComm final : public Comm {
   ~ThreadComm() override {
     Group& g = *group_;
     std::lock_guard<std::mutex> lock(g.mu);
-    // (A rank that never sent has no send pending into any peer: no pass
-    // over every rank's channels.)
-    if (next_request_ > 0)
-      for (auto& from : g.channels) {
-        auto it = from.find(rank_);
-        if (it != from.end()) it->second.sends.clear();
-      }
+    // (Only the peers it sent to hold its sends: no pass over every rank's
+    // channels.)
+    for (int peer : sent_to_) {
+      auto& into = g.channels[static_cast<size_t>(peer)];
+      auto it = into.find(rank_);
+      if (it != into.end()) it->second.sends.clear();
+    }
     g.channels[static_cast<size_t>(rank_)].clear();
     g.requests[static_cast<size_t>(rank_)].clear();
   }
@@ -383,6 +384,7 @@ class ThreadComm final : public Comm {
     request = next_request_++;
     g.requests[static_cast<size_t>(rank_)].emplace(request, Request{.peer = peer, .send = true});
     Channel& c = g.channels[static_cast<size_t>(peer)][rank_];
+    sent_to_.insert(peer);
     c.sends.push_back(Pending<const std::byte>{.data = data, .bytes = bytes, .request = request});
     Match(peer, rank_, c);
     return Status::Ok();
@@ -558,6 +560,7 @@ class ThreadComm final : public Comm {
   std::shared_ptr<Group> group_;
   const int rank_;
   int64_t next_request_ = 0;  // only this rank (one thread or fiber) starts requests
+  std::unordered_set<int> sent_to_;  // the peers this rank has sent to
   // Set by a collective's read where others may still be at work long (box
   // messages of 1 MiB or more): its second barrier then sleeps at once.
   bool long_read_ = false;

@@ -20,6 +20,10 @@ std::shared_ptr<Group> Family::Make(int size, double timeout_seconds, bool boxes
   auto group = std::make_shared<Group>(size, timeout_seconds, boxes_copy_once, copiers_count, std::move(copiers),
                                        shared_from_this());
   std::lock_guard<std::mutex> lock(mu);
+  if (broken) {  // (no other thread has it yet: its own lock is not needed)
+    group->broken = true;
+    group->broken_message = broken_message;
+  }
   if (groups.size() >= 2 * pruned_size + 64) {
     std::erase_if(groups, [](const std::weak_ptr<Group>& g) { return g.expired(); });
     pruned_size = groups.size();
@@ -32,6 +36,9 @@ void Family::BreakAll(const std::string& message) {
   std::vector<std::shared_ptr<Group>> live;
   {
     std::lock_guard<std::mutex> lock(mu);
+    if (broken) return;  // (every rank of an agreed error breaks: once is enough)
+    broken = true;
+    broken_message = message;
     for (const std::weak_ptr<Group>& g : groups)
       if (std::shared_ptr<Group> alive = g.lock()) live.push_back(std::move(alive));
   }

@@ -81,12 +81,15 @@ struct Family : std::enable_shared_from_this<Family> {
   // Makes a group of this family. REQUIRES: the family held by a shared_ptr.
   std::shared_ptr<Group> Make(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count,
                               std::shared_ptr<Permits> copiers);
-  // Breaks every group of the family still alive with `message`.
+  // Breaks every group of the family still alive with `message`, and every
+  // group made after; only the first call does anything.
   void BreakAll(const std::string& message);
 
   std::mutex mu;
   std::vector<std::weak_ptr<Group>> groups;  // ended ones pruned as the list doubles
   size_t pruned_size = 0;
+  bool broken = false;
+  std::string broken_message;
 };
 
 // The state the comms of one group share, all under `mu` (but the copiers,
