@@ -21,8 +21,9 @@
 // (CopySchedule, as the in-process executor runs a phase: slices of every
 // copy, each target row written whole), which the ranks run together, each
 // taking the next task until none is left. The pairing and its schedule are
-// made by the first rank to arrive at the first run of a set of prepared
-// messages and kept for the later runs. At most `copiers` ranks copy at once
+// made once, by the first rank through the first run of a set of prepared
+// messages (the last rank to arrive having set up that run for all), and
+// kept for the later runs. At most `copiers` ranks copy at once
 // (a rank with no permit leaves the tasks to those copying): eight ranks
 // copying on two cores would evict each other's rows from the caches.
 // Ranks may run on threads or as fibers (as the in-process executor runs
@@ -82,11 +83,12 @@ std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_sec
 
 // A function that breaks every group of `comm`'s MakeThreadComms (its
 // first group and every group split from it, or from one split from it):
-// every rank waiting in any of them, and every later call into one, then
-// fails with Internal(message), at once rather than at its timeout. For
-// whoever runs the ranks, when one fails alone (an error not agreed, an
-// exception) while the others may wait for it. Thread-safe; it may outlive
-// the comms. A no-op for a comm of another backend.
+// every rank waiting in any of them, and every later collective, send or
+// receive started in one, then fails with Internal(message), at once
+// rather than at its timeout. For whoever runs the ranks, when one fails
+// alone (an error not agreed, an exception) while the others may wait for
+// it. Only its first call breaks; thread-safe; it may outlive the comms. A
+// no-op for a comm of another backend.
 std::function<void(std::string_view)> ThreadCommsBreaker(Comm& comm);
 
 }  // namespace reshard
