@@ -32,13 +32,17 @@ for ((r = 0; r < rounds; ++r)); do
       for transport in ${TRANSPORTS:-ranks direct}; do
         # Into files, read once the run has ended (a reader started beside
         # it would take a core during the timed runs).
+        err=$(mktemp)
         if /usr/bin/time -f "%e %M" -o "$timing" "$bin" run --shape "$shape" --dtype f32 --mesh "$mesh" --from "$from" \
-             --to "$to" --threads "$threads" --repeat "$repeat" --transport "$transport" --json >"$json" 2>/dev/null; then
+             --to "$to" --threads "$threads" --repeat "$repeat" --transport "$transport" --json >"$json" 2>"$err"; then
           python3 -c "import json,sys; d=json.load(open(sys.argv[1])); w,m=open(sys.argv[2]).read().split()[-2:]; assert d['verified'], 'wrong result'; print('$name', '$devices', '$bin:$transport', d['seconds'], w, int(m) * 1024)" \
             "$json" "$timing" >>"$out"
-        else
+        elif grep -q "run at most" "$err"; then  # the build's device limit for the ranks
           echo "$name $devices $bin:$transport refused - -" >>"$out"
+        else
+          echo "$bin run failed:" >&2; cat "$err" >&2; exit 1
         fi
+        rm -f "$err"
       done
     done
   done

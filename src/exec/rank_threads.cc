@@ -156,6 +156,7 @@ RankThreads::~RankThreads() {
 Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& program, const RankOptions& options,
                                                         Hook hook, const CommSettings& comms) {
   const size_t n = program.devices().size();
+  if (n == 0) return Status::InvalidArgument("threads as ranks need a program with devices");
   if (n > static_cast<size_t>(kMaxRankDevices))
     return Status::Unavailable(fmt::format(
         "threads as ranks run at most {} devices (a fiber stack and a runner each); this plan has {}", kMaxRankDevices,

@@ -67,8 +67,10 @@ class RankThreads {
   RankThreads& operator=(const RankThreads&) = delete;
 
   // Every rank executes once, rank k with sources[k] and targets[k]; the
-  // ranks' figures, indexed like the program's devices, or the error every
-  // rank agreed on.
+  // ranks' figures, indexed like the program's devices, or the first error
+  // a rank met: the one every rank agreed on, or, where one rank failed
+  // alone (the others' waits then end at once: ThreadCommsBreaker), its
+  // own; of two that failed alone at once, either.
   Result<std::vector<RankRunStats>> Run(std::span<const std::span<const std::byte>> sources,
                                         std::span<const std::span<std::byte>> targets);
 

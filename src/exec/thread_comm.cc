@@ -1,19 +1,11 @@
 // Threads as ranks (thread_comm.h): the comms of one group share a Group
 // (thread_group.h: a lock, a generation-counting barrier, per-rank post
 // slots, per-pair channels of unmatched sends and receives, per-rank
-// requests); collectives are post,
-// barrier, copy from the senders, barrier (box messages: every rank's copies
-// as one schedule the ranks run together, thread_boxes.h); a point-to-point
-// message is copied once, straight from the sender's buffer, when a send
-// meets its receive.
+// requests); collectives are post, barrier, copy from the senders, barrier
+// (box messages: every rank's copies as one schedule the ranks run
+// together, thread_boxes.h); a point-to-point message is copied once,
+// straight from the sender's buffer, when a send meets its receive.
 #include "reshard/thread_comm.h"
-
-#include "exec/fibers.h"
-#include "exec/permits.h"
-#include "exec/reduce_kernel.h"
-#include "exec/thread_boxes.h"
-#include "exec/thread_group.h"
-#include "reshard/executor.h"
 
 #include <fmt/format.h>
 
@@ -26,12 +18,19 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
-#include <tuple>
 #include <utility>
+
+#include "exec/fibers.h"
+#include "exec/permits.h"
+#include "exec/reduce_kernel.h"
+#include "exec/thread_boxes.h"
+#include "exec/thread_group.h"
+#include "reshard/executor.h"
 
 namespace reshard {
 namespace {

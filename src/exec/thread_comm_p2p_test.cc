@@ -1,6 +1,6 @@
 // Threads as ranks, point to point: unbuffered sends matched in order from
 // either side, requests and their waits, size mismatches, and the timeouts
-// that turn a missing rank or message into an error instead of a hang; on
+// that turn a missing message or receiver into an error instead of a hang; on
 // threads and on fibers (thread_comm_testing.h).
 #include "reshard/thread_comm.h"
 
@@ -205,24 +205,6 @@ TEST_P(ThreadCommPointToPoint, MessageSizeMismatchIsInternal) {
     EXPECT_EQ(st, Status::Internal("rank 1 expected 4 bytes from rank 0, which sent 8"));
     EXPECT_EQ(request, kNoRequest);
   });
-}
-
-TEST_P(ThreadCommPointToPoint, ARankMissingFromABarrierIsAnErrorNotAHang) {
-  const auto start = std::chrono::steady_clock::now();
-  RunRanks(
-      2,
-      [](Comm& comm) {
-        if (comm.rank() == 1) return;  // never comes
-        const Status st = comm.Barrier();
-        EXPECT_EQ(st.code(), Status::Code::kInternal);
-        EXPECT_EQ(st, Status::Internal("rank 0 waited 0.2 s for 1 of the 2 ranks at Barrier"));
-        // Broken for good: the next wait fails at once.
-        const auto again = std::chrono::steady_clock::now();
-        EXPECT_EQ(comm.Barrier(), st);
-        EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::milliseconds(100));
-      },
-      0.2);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
 }
 
 TEST_P(ThreadCommPointToPoint, AMessageNeverSentIsAnErrorNotAHang) {

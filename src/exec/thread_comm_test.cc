@@ -1,8 +1,8 @@
 // Threads as ranks: every collective Comm call on real threads, on fibers
 // all on the test's thread and on fibers over two threads (fibers.h, as
 // RankThreads runs them; thread_comm_testing.h), and the agreement helpers
-// of comm.h over it. Point-to-point messages and the timeouts that turn a
-// missing rank into an error: thread_comm_p2p_test.cc.
+// of comm.h over it, and the timeout that turns a rank missing from a
+// collective into an error. Point to point: thread_comm_p2p_test.cc.
 #include "reshard/thread_comm.h"
 
 #include <gtest/gtest.h>
@@ -536,6 +536,26 @@ TEST_P(ThreadComm, AllReduceOfEqualBuffers) {
                                      comm.rank() ? ReduceOp::kMax : ReduceOp::kSum, request)
                      .ok());
   });
+}
+
+// The timeout that turns a rank missing from a collective into an error,
+// not a hang.
+TEST_P(ThreadComm, ARankMissingFromABarrierIsAnErrorNotAHang) {
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks(
+      2,
+      [](Comm& comm) {
+        if (comm.rank() == 1) return;  // never comes
+        const Status st = comm.Barrier();
+        EXPECT_EQ(st.code(), Status::Code::kInternal);
+        EXPECT_EQ(st, Status::Internal("rank 0 waited 0.2 s for 1 of the 2 ranks at Barrier"));
+        // Broken for good: the next wait fails at once.
+        const auto again = std::chrono::steady_clock::now();
+        EXPECT_EQ(comm.Barrier(), st);
+        EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::milliseconds(100));
+      },
+      0.2);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
 }
 
 }  // namespace
