@@ -57,5 +57,22 @@ TEST(RankThreads, ARankFailingAloneEndsTheRunAtOnce) {
   EXPECT_FALSE((*ranks)->Run(sources, targets).ok());
 }
 
+// An error every rank meets alike at creation is agreed, and Start returns
+// it as every rank has it (naming no rank), at once.
+TEST(RankThreads, ACreationErrorEveryRankMeetsIsStartsError) {
+  const std::vector<int64_t> shape = {16, 16, 16};
+  const Layout src = ParseLayout("{devices=[2,1,4]<=[4,2]T(1,0)}", shape, DType::kF32, std::nullopt).value().layout;
+  const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
+  const PlanProgram p = PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
+  RankOptions options;
+  options.max_message_bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<RankThreads>> ranks =
+      RankThreads::Start(p, options, nullptr, RankThreads::CommSettings{.timeout_seconds = 600, .copiers = 2});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status(), Status::InvalidArgument("max_message_bytes is 0; it must be at least 1")) << ranks.status();
+}
+
 }  // namespace
 }  // namespace reshard
