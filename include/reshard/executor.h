@@ -59,7 +59,7 @@ namespace reshard {
 // memory) wherever the step allows, the ranks and their runners kept
 // between runs of one program. Every rank holds a runner and a fiber
 // stack, so plans over more than kMaxRankDevices devices are Unavailable;
-// each rank costs a run 1 to 3 us more than the pool on this machine
+// each rank costs a run 1 to 2 us more than the pool on this machine
 // (docs/benchmarks.md, "Threads as ranks at scale"). The two others run
 // every device's copies of a step as one
 // schedule over a pool of ExecOptions::threads threads, with no runner per
