@@ -174,6 +174,27 @@ TEST(ThreadBoxes, PairedRunsFoldBackIntoOneBox) {
   EXPECT_EQ(direct->program.bytes, 96);
 }
 
+// Planes of 4 KiB or more stay copies of their own: a [3,64,64] box (planes
+// of 64 rows of 64 bytes) pairs into 3 copies of one dim, which the copy
+// schedule interleaves with the other boxes writing the same target rows.
+TEST(ThreadBoxes, PlanesOfAPageOrMoreAreNotFolded) {
+  const int64_t extent[] = {3, 64, 64}, tight[] = {4096, 64, 1}, wide[] = {20480, 128, 1};
+  const auto [sender, receiver] = OneBox(extent, tight, 0, wide);
+  const std::unique_ptr<BoxCopies> direct = PairOf(sender, receiver);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_EQ(direct->program.ops.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const CopyOp& op = direct->program.ops[k];
+    EXPECT_EQ(op.src_offset, static_cast<int64_t>(k) * 4096);
+    EXPECT_EQ(op.dst_offset, static_cast<int64_t>(k) * 20480);
+    EXPECT_EQ(op.run_bytes, 64);
+    ASSERT_EQ(op.num_dims, 1);
+    EXPECT_EQ(direct->program.dims[static_cast<size_t>(op.first_dim)],
+              (CopyDim{.count = 64, .src_stride = 64, .dst_stride = 128}));
+  }
+  EXPECT_EQ(direct->program.bytes, 3 * 4096);
+}
+
 TEST(ThreadBoxes, RandomMessagesArriveWhereTheReceiverPlacesThem) {
   // Random messages: the sender's input cut into random runs placed in the
   // message in a random order, the receiver's output likewise, and runs
