@@ -230,11 +230,17 @@ class InProcessExecutor final : public Executor {
 
  private:
   // kAuto: AutoTransport's, or the other where the program lacks its copies.
-  Transport Resolve(const PlanProgram& program) const {
+  // The program's messages are counted once per program (its id), not at
+  // every run: O(steps x devices).
+  Transport Resolve(const PlanProgram& program) {
     if (options_.transport != Transport::kAuto) return options_.transport;
+    if (program.id() == 0 || messages_program_id_ != program.id()) {
+      messages_ = ProgramMessages(program);
+      messages_program_id_ = program.id();
+    }
     // (Priced chunks are the ranks' alone: their messages are not weighed.)
-    const Transport t = AutoTransport(static_cast<int64_t>(program.devices().size()),
-                                      options_.rank_priced_chunks ? 0 : ProgramMessages(program));
+    const Transport t =
+        AutoTransport(static_cast<int64_t>(program.devices().size()), options_.rank_priced_chunks ? 0 : messages_);
     if (t == Transport::kRanks && !program.has_staged_copies()) return Transport::kDirect;
     if (t == Transport::kDirect && !program.has_direct_copies()) return Transport::kStaged;
     return t;
@@ -482,6 +488,8 @@ class InProcessExecutor final : public Executor {
   std::unique_ptr<RankThreads> ranks_;
   const PlanProgram* ranks_program_ = nullptr;
   uint64_t ranks_program_id_ = 0;
+  uint64_t messages_program_id_ = 0;  // whose messages `messages_` counts (0: none; ids start at 1)
+  int64_t messages_ = 0;
 };
 
 }  // namespace
