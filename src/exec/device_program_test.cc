@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <optional>
+#include <random>
 
 #include "exec/copy_kernel.h"
 #include "exec/exec_checker.h"
@@ -187,6 +188,62 @@ TEST(CopyKernel, UniformBoxesEqualWhole) {
         }
       }
     }
+  }
+}
+
+// Random groups: copies of random lengths, run lengths and dims (none,
+// one or two), so that copies run out at different turns and the others
+// go on without them, at random source and destination places (each its
+// own stretch of the output): every split into parts equals each copy run
+// whole.
+TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
+  std::mt19937_64 rng(29);
+  auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 300; ++trial) {
+    CopyProgram p;
+    const int64_t n = draw(1, 9);
+    int64_t out = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t run = draw(1, 80), dims = draw(0, 2), rows = draw(1, 12), inner = draw(1, 4);
+      const int64_t src_at = draw(0, 300);
+      if (dims == 0) {
+        const std::vector<int64_t> e = {run}, one = {1};
+        p.AddBox(e, src_at, one, out, one, 1);
+        out += run + draw(0, 7);
+      } else if (dims == 1) {
+        const std::vector<int64_t> e = {rows, run}, ss = {run + draw(0, 50), 1}, ds = {run + draw(0, 9), 1};
+        p.AddBox(e, src_at, ss, out, ds, 1);
+        out += rows * ds[0];
+      } else {
+        const int64_t ss1 = run + draw(1, 20), ds1 = run + draw(0, 5);
+        const std::vector<int64_t> e = {rows, inner, run}, ss = {inner * ss1 + draw(1, 30), ss1, 1},
+                                   ds = {inner * ds1, ds1, 1};
+        p.AddBox(e, src_at, ss, out, ds, 1);
+        out += rows * inner * ds1;
+      }
+    }
+    int64_t in = 0;
+    for (const CopyOp& op : p.ops) {
+      int64_t last = op.src_offset + op.run_bytes;
+      for (int32_t d = 0; d < op.num_dims; ++d) {
+        const CopyDim& dim = p.dims[static_cast<size_t>(op.first_dim + d)];
+        last += (dim.count - 1) * dim.src_stride;
+      }
+      in = std::max(in, last);
+    }
+    std::vector<std::byte> src(static_cast<size_t>(in));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 29 + trial);
+    std::vector<std::byte> want(static_cast<size_t>(out));
+    std::vector<CopyRange> copies;
+    for (const CopyOp& op : p.ops) {
+      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+    }
+    const int64_t parts = draw(1, 5);
+    std::vector<std::byte> got(static_cast<size_t>(out));
+    for (CopyRange& c : copies) c.dst = got.data();
+    for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, 0);
+    ASSERT_EQ(got, want) << "trial " << trial << ", " << n << " copies, " << parts << " parts";
   }
 }
 
