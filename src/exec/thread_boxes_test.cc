@@ -4,6 +4,8 @@
 // thread_comm_test.cc).
 #include "exec/thread_boxes.h"
 
+#include "exec/copy_kernel.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -193,6 +195,48 @@ TEST(ThreadBoxes, PlanesOfAPageOrMoreAreNotFolded) {
               (CopyDim{.count = 64, .src_stride = 64, .dst_stride = 128}));
   }
   EXPECT_EQ(direct->program.bytes, 3 * 4096);
+}
+
+TEST(ThreadBoxes, ShortLocalBoxesAreRefoldedInDestinationOrder) {
+  // A rank's local copies: four 8-row boxes of 64 B, side by side in rows
+  // of 256 B of its input and of 512 B of its output (each box 512 B, under
+  // a page), and one box of 16 rows of 512 B (8 KiB). The short ones fold,
+  // row after row of the output, into one copy of 8 rows of 256 B; the
+  // long one stays as it is.
+  DeviceProgram p;
+  p.pack_begin = {0};
+  p.unpack_begin = {0};
+  const int64_t narrow[] = {8, 64}, wide[] = {16, 512};
+  const int64_t in_rows[] = {256, 1}, out_rows[] = {512, 1}, in_wide[] = {512, 1}, out_wide[] = {1024, 1};
+  for (int64_t b = 0; b < 4; ++b) p.local.AddBox(narrow, b * 64, in_rows, b * 64, out_rows, 1);
+  p.local.AddBox(wide, 2048, in_wide, 4096, out_wide, 1);
+  ASSERT_EQ(p.local.ops.size(), 5u);
+  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const ThreadBoxes* ranks[] = {mine->get()};
+  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  ASSERT_EQ(paired->program.ops.size(), 2u);
+  const CopyOp& wide_op = paired->program.ops[0];
+  EXPECT_EQ(wide_op.src_offset, 2048);
+  EXPECT_EQ(wide_op.dst_offset, 4096);
+  EXPECT_EQ(wide_op.run_bytes, 512);
+  const CopyOp& folded = paired->program.ops[1];
+  EXPECT_EQ(folded.src_offset, 0);
+  EXPECT_EQ(folded.dst_offset, 0);
+  EXPECT_EQ(folded.run_bytes, 256);
+  ASSERT_EQ(folded.num_dims, 1);
+  EXPECT_EQ(paired->program.dims[static_cast<size_t>(folded.first_dim)],
+            (CopyDim{.count = 8, .src_stride = 256, .dst_stride = 512}));
+  EXPECT_EQ(paired->program.bytes, p.local.bytes);
+  // And the schedule writes what the copies as given write.
+  const int64_t in_bytes = 2048 + 16 * 512, out_bytes = 4096 + 16 * 1024;
+  const std::vector<std::byte> in = Bytes(in_bytes, 3);
+  std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee}), got = want;
+  for (const CopyOp& op : p.local.ops) RunCopy(p.local, op, in.data(), want.data(), 0, CopyUnits(p.local, op));
+  const std::byte* inputs[] = {in.data()};
+  std::byte* outputs[] = {got.data()};
+  for (int64_t k = 0; k < paired->schedule.tasks(); ++k) paired->schedule.RunTask(k, inputs, outputs);
+  EXPECT_EQ(got, want);
 }
 
 TEST(ThreadBoxes, RandomMessagesArriveWhereTheReceiverPlacesThem) {
