@@ -91,9 +91,9 @@ inline void StreamRun(std::byte* t, const std::byte* s, size_t run) {
 // many copies (`together_bytes`) well beyond the last-level cache.
 bool Streams(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes) {
 #if defined(__SSE2__)
-  constexpr int64_t kStreamBytes = int64_t{512} << 10, kStreamTogetherBytes = int64_t{8} << 20;
+  constexpr int64_t kStreamBytes = int64_t{512} << 10;
   if (op.num_dims == 0 || op.run_bytes % 16 != 0 || op.run_bytes > 4096) return false;
-  if (p.OpBytes(op) < kStreamBytes && together_bytes < kStreamTogetherBytes) return false;
+  if (p.OpBytes(op) < kStreamBytes && together_bytes < kStreamPassBytes) return false;
   if (reinterpret_cast<uintptr_t>(dst) % 16 != 0) return false;
   for (int32_t d = 0; d < op.num_dims; ++d)
     if (p.dims[static_cast<size_t>(op.first_dim + d)].dst_stride % 16 != 0) return false;

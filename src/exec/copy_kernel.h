@@ -13,6 +13,11 @@
 
 namespace reshard {
 
+// A pass of copies of this many bytes or more (RunCopy's `together_bytes`)
+// is well beyond the last-level cache: its short strided copies use
+// streaming stores.
+inline constexpr int64_t kStreamPassBytes = int64_t{8} << 20;
+
 // Units a copy splits into: rows of its dims, or bytes of its run when it has none.
 int64_t CopyUnits(const CopyProgram& p, const CopyOp& op);
 // Bytes one unit holds.

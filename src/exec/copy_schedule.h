@@ -66,7 +66,11 @@ class CopySchedule {
   // copy); in groups by destination, each group's parts tasks of their own;
   // or in slices of groups (slice k: the k-th part of every group, each
   // interleaved, a task of its own).
-  enum class Mode { kSlices, kGroups, kSlicedGroups };
+  // Or in groups by source (copies reading the same source rows, sorted by
+  // the first byte they read, each group's parts tasks of their own): short
+  // runs of whole cache lines in a pass beyond the caches, whose streamed
+  // stores may land in any order (StreamsLinesBySource, copy_schedule.cc).
+  enum class Mode { kSlices, kGroups, kSlicedGroups, kSourceGroups };
   Mode mode() const { return mode_; }
 
  private:
@@ -85,8 +89,10 @@ class CopySchedule {
   size_t Spans(bool dst) const;
   int64_t StridedTasks() const;  // the tasks before the contiguous copies' chunks
   bool FillsRowsTogether(size_t dst_spans) const;
-  // whole: one task per group (kSlicedGroups), not parts of kSliceBytes.
-  void Group(bool whole);
+  bool StreamsLinesBySource() const;
+  // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
+  // by_source: groups by the source rows copies read (kSourceGroups).
+  void Group(bool whole, bool by_source);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
   int64_t strided_bytes_ = 0, slices_ = 0;

@@ -80,12 +80,15 @@ TEST(CopySchedule, SharedSourceRowsRunInSlicesSharedDestinationRowsInGroups) {
 // The canonical case in small: four senders' buffers of rows of eight
 // 64-byte runs, two for each of four receivers, whose rows are four runs,
 // one from each sender. The copies share source rows (slices) and are short
-// two-dim rows that share destination rows: slices of destination groups.
-TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
-  constexpr int64_t kR = 64, kRun = 16;  // rows; u32 elements a run
+// two-dim rows that share destination rows: slices of destination groups;
+// and, once they are a pass of 8 MiB (4096 rows), runs of whole lines
+// grouped by source. Each schedule runs into buffers at other addresses on
+// 1 to 3 threads; every run lands where its copy puts it.
+void CanonicalInSmall(int64_t rows, CopySchedule::Mode mode) {
+  constexpr int64_t kRun = 16;  // u32 elements a run
   CopyProgram p;
   std::vector<ScheduledCopy> copies;
-  const std::vector<int64_t> extent = {kR, 2, kRun}, src_strides = {8 * kRun, kRun, 1},
+  const std::vector<int64_t> extent = {rows, 2, kRun}, src_strides = {8 * kRun, kRun, 1},
                              dst_strides = {8 * kRun, 4 * kRun, 1};
   for (int64_t t = 0; t < 4; ++t)
     for (int64_t from = 0; from < 4; ++from)
@@ -98,21 +101,21 @@ TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
   for (const int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
-    EXPECT_EQ(s.mode(), CopySchedule::Mode::kSlicedGroups);
+    EXPECT_EQ(s.mode(), mode) << rows << " rows";
     for (uint32_t base : {3u, 500u}) {
       std::vector<std::vector<uint32_t>> src, dst;
       std::vector<const std::byte*> srcs;
       std::vector<std::byte*> dsts;
       for (uint32_t k = 0; k < 4; ++k) {
-        src.emplace_back(kR * 8 * kRun);
-        for (size_t i = 0; i < src.back().size(); ++i) src.back()[i] = base + k * 1000000 + static_cast<uint32_t>(i);
-        dst.emplace_back(kR * 8 * kRun, 0u);
+        src.emplace_back(static_cast<size_t>(rows * 8 * kRun));
+        for (size_t i = 0; i < src.back().size(); ++i) src.back()[i] = base + k * 100000000 + static_cast<uint32_t>(i);
+        dst.emplace_back(static_cast<size_t>(rows * 8 * kRun), 0u);
         srcs.push_back(reinterpret_cast<const std::byte*>(src.back().data()));
         dsts.push_back(reinterpret_cast<std::byte*>(dst.back().data()));
       }
       s.Run(pool, srcs, dsts);
       for (int64_t t = 0; t < 4; ++t)
-        for (int64_t r = 0; r < kR; ++r)
+        for (int64_t r = 0; r < rows; ++r)
           for (int64_t j = 0; j < 2; ++j)
             for (int64_t from = 0; from < 4; ++from)
               for (int64_t e = 0; e < kRun; ++e)
@@ -120,6 +123,81 @@ TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
                           src[static_cast<size_t>(from)][static_cast<size_t>((r * 8 + 2 * t + j) * kRun + e)])
                     << threads << " threads, receiver " << t << ", row " << r << ", j " << j << ", sender " << from;
     }
+  }
+}
+
+TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
+  CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups);
+}
+
+TEST(CopySchedule, ShortRowsSharingBothUnder128MiBRunInSlicesOfGroups) {
+  CanonicalInSmall(4096, CopySchedule::Mode::kSlicedGroups);  // a pass of 8 MiB
+}
+
+// Rows to columns at 64-byte runs: each of `senders` sources has rows of 8
+// runs of `run` u32, run k going to receiver k, whose rows are that run
+// alone at a stride of `stride` u32; `rows` rows.
+struct StripsToReceivers {
+  CopyProgram p;
+  std::vector<ScheduledCopy> copies;
+  StripsToReceivers(int64_t senders, int64_t rows, int64_t run, int64_t stride) {
+    const std::vector<int64_t> extent = {rows, run}, src_strides = {8 * run, 1}, dst_strides = {stride, 1};
+    for (int64_t from = 0; from < senders; ++from)
+      for (int64_t t = 0; t < 8; ++t) p.AddBox(extent, t * run * kElem, src_strides, 0, dst_strides, kElem);
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const int32_t from = static_cast<int32_t>(k / 8), t = static_cast<int32_t>(k % 8);
+      copies.push_back({&p, &p.ops[k], from, from * 8 + t, 0, CopyUnits(p, p.ops[k])});
+    }
+  }
+};
+
+// Runs of whole lines at strides of whole lines, a pass of 8 MiB or more
+// that shares source rows (and not destination rows) runs in groups by
+// source; every run lands where its copy puts it, on 1 to 3 threads.
+TEST(CopySchedule, WholeLinesBeyondTheCachesRunInGroupsBySource) {
+  constexpr int64_t kSenders = 2, kR = 8192, kRun = 16;  // 2 x 4 MiB
+  const StripsToReceivers strips(kSenders, kR, kRun, kRun);
+  for (const int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const CopySchedule s = CopySchedule::Build(strips.copies, {}, pool.size());
+    EXPECT_EQ(s.mode(), CopySchedule::Mode::kSourceGroups);
+    std::vector<std::vector<uint32_t>> src, dst;
+    std::vector<const std::byte*> srcs;
+    std::vector<std::byte*> dsts;
+    for (uint32_t k = 0; k < kSenders; ++k) {
+      src.emplace_back(static_cast<size_t>(kR * 8 * kRun));
+      for (size_t i = 0; i < src.back().size(); ++i) src.back()[i] = k * 100000000 + static_cast<uint32_t>(i) + 1;
+      srcs.push_back(reinterpret_cast<const std::byte*>(src.back().data()));
+    }
+    for (int64_t k = 0; k < 8 * kSenders; ++k) {
+      dst.emplace_back(static_cast<size_t>(kR * kRun), 0u);
+      dsts.push_back(reinterpret_cast<std::byte*>(dst.back().data()));
+    }
+    s.Run(pool, srcs, dsts);
+    for (int64_t from = 0; from < kSenders; ++from)
+      for (int64_t t = 0; t < 8; ++t)
+        for (int64_t r = 0; r < kR; ++r)
+          for (int64_t e = 0; e < kRun; ++e)
+            ASSERT_EQ(dst[static_cast<size_t>(from * 8 + t)][static_cast<size_t>(r * kRun + e)],
+                      src[static_cast<size_t>(from)][static_cast<size_t>((r * 8 + t) * kRun + e)])
+                << threads << " threads, sender " << from << ", receiver " << t << ", row " << r;
+  }
+}
+
+// Only runs of whole lines, at strides of whole lines, in a pass of 8 MiB
+// or more, group by source: 64-byte runs at 64-byte strides do; 48-byte
+// runs, 64-byte runs at an 80-byte stride, or a pass under 8 MiB keep
+// their mode.
+TEST(CopySchedule, OnlyWholeLinesBeyondTheCachesGroupBySource) {
+  struct Variant {
+    int64_t rows, run, stride;  // u32 elements
+    bool by_source;
+  };
+  for (const Variant v : {Variant{8192, 16, 16, true}, Variant{8192, 12, 12, false}, Variant{8192, 16, 20, false},
+                          Variant{4096, 16, 16, false}}) {
+    const StripsToReceivers strips(2, v.rows, v.run, v.stride);
+    const CopySchedule s = CopySchedule::Build(strips.copies, {}, 2);
+    EXPECT_EQ(s.mode() == CopySchedule::Mode::kSourceGroups, v.by_source) << v.rows << " " << v.run << " " << v.stride;
   }
 }
 
