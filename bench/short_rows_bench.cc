@@ -3,8 +3,9 @@
 // eight targets [a][8][64] f32 (P(None, ('x','y'), None)), 64-byte runs
 // written with streaming stores, on two threads, each order of the copies
 // timed against memcpy of the same bytes (docs/benchmarks.md, "Short rows:
-// two-dim copies"). Prints the median of 15 runs per order.
-//   build/bench/short_rows_bench
+// two-dim copies", and "Small blocks"). Prints the median of 15 runs per
+// order. A: dim 0 of the array (default 4096, 64 MiB; 16384: 256 MiB).
+//   build/bench/short_rows_bench [A]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,8 +20,8 @@
 
 namespace {
 
-constexpr int kA = 4096;                                              // dim 0 of the array
-constexpr size_t kShard = size_t{kA} / 2 * 64 * 16 * sizeof(float);  // bytes a device holds
+int kA = 4096;        // dim 0 of the array
+size_t kShard = 0;    // bytes a device holds: kA / 2 * 64 * 16 floats
 
 // One 64-byte run, streamed where SSE2 is there.
 void CopyRun(char* t, const char* s) {
@@ -45,7 +46,13 @@ char* To(const std::vector<char*>& dst, int s, int t, int a, int j) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) kA = std::atoi(argv[1]);
+  if (kA < 2 || kA % 2 != 0 || kA > (1 << 20)) {
+    std::fprintf(stderr, "A must be even, 2 to 2^20: %s\n", argv[1]);
+    return 1;
+  }
+  kShard = size_t(kA) / 2 * 64 * 16 * sizeof(float);
   std::vector<char*> src(8), dst(8);
   for (int i = 0; i < 8; ++i) {
     src[static_cast<size_t>(i)] = static_cast<char*>(std::aligned_alloc(4096, kShard));
@@ -82,6 +89,12 @@ int main() {
            for (int j = 0; j < 8; ++j)
              for (int sx = 0; sx < 4; ++sx) CopyRun(To(dst, 2 * sx + sy, t, a, j), From(src, 2 * sx + sy, t, a, j));
          }
+       }},
+      {"each source row whole, to its eight receivers in turn", 8,
+       [&](int s) {
+         for (int a = 0; a < kA / 2; ++a)
+           for (int t = 0; t < 8; ++t)
+             for (int j = 0; j < 8; ++j) CopyRun(To(dst, s, t, a, j), From(src, s, t, a, j));
        }},
   };
   for (const Order& o : orders) {
