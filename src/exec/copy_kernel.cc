@@ -203,7 +203,58 @@ void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::
   if (CopyUnfenced(p, op, src, dst, lo, hi, together_bytes)) Fence();
 }
 
-void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes) {
+namespace {
+
+// RunInterleaved's planes by source (copy_kernel.h): true if it ran them,
+// false (nothing done) where the copies are not such planes.
+bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes) {
+  if (copies.empty()) return false;
+  const CopyRange& c0 = copies[0];
+  const CopyOp& op0 = *c0.op;
+  if (op0.num_dims != 2) return false;
+  const CopyDim* d0 = c0.program->dims.data() + op0.first_dim;
+  if (d0[1].src_stride != op0.run_bytes) return false;
+  for (const CopyRange& c : copies) {
+    const CopyOp& op = *c.op;
+    if (op.num_dims != 2 || op.run_bytes != op0.run_bytes || c.lo != 0 || c.hi != CopyUnits(*c.program, op)) return false;
+    const CopyDim* d = c.program->dims.data() + op.first_dim;
+    if (!(d[0] == d0[0]) || !(d[1] == d0[1])) return false;
+  }
+  const RowCopy kind = RowCopyFor(*c0.program, op0, c0.dst + op0.dst_offset, together_bytes);
+  for (const CopyRange& c : copies)
+    if (RowCopyFor(*c.program, *c.op, c.dst + c.op->dst_offset, together_bytes) != kind) return false;
+  const int64_t outer = d0[0].count, inner = d0[1].count;
+  const int64_t o_lo = outer * part / parts, o_hi = outer * (part + 1) / parts;
+  const size_t run = static_cast<size_t>(op0.run_bytes);
+  const int64_t ss = d0[0].src_stride, ds = d0[0].dst_stride, inner_ds = d0[1].dst_stride;
+  auto planes = [&](auto copy) {
+    for (int64_t o = o_lo; o < o_hi; ++o)
+      for (const CopyRange& c : copies) {
+        const std::byte* f = c.src + c.op->src_offset + o * ss;
+        std::byte* t = c.dst + c.op->dst_offset + o * ds;
+        for (int64_t i = 0; i < inner; ++i) copy(t + i * inner_ds, f + i * static_cast<int64_t>(run));
+      }
+  };
+  switch (kind) {
+    case RowCopy::kStream:
+      planes([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kStream>(t, f, run); });
+      Fence();
+      return true;
+    case RowCopy::kBlocks:
+      planes([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
+      return true;
+    case RowCopy::kMemcpy:
+      planes([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
+                    bool by_source) {
+  if (by_source && RunSourcePlanes(copies, part, parts, together_bytes)) return;
   // Rows of each copy per turn. A copy of one strided dim (a box's rows)
   // takes one row per turn where its rows are short: the copies of a group
   // are sorted by destination, so the group then writes each destination

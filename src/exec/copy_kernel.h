@@ -52,8 +52,16 @@ struct CopyRange {
 // first, row 0 of the second, row 1 of the first, and so on. For the
 // fastest order, sort the copies by the first byte they write.
 // `together_bytes` as for RunCopy.
+// `by_source`: the copies are sorted by the first byte they read instead
+// (CopySchedule's groups by source). Where they are then whole copies of
+// two dims alike whose inner rows lie end to end in the source (a plane
+// read as one stretch: the canonical case's 512 bytes of a sender's row for
+// each receiver), a turn is a whole plane of each copy, so the group reads
+// its source rows in order; part k then is outer indices [o * k / parts,
+// o * (k + 1) / parts) of every copy (o: their outer count).
 // REQUIRES: 0 <= part < parts; every range as RunCopy requires.
-void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes);
+void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
+                    bool by_source = false);
 
 }  // namespace reshard
 

@@ -43,16 +43,10 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
   const size_t dst_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/true);
   const bool slice = !s.strided_.empty() && strided_units >= s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
                      s.Spans(/*dst=*/false) <= dst_spans;
-  const bool sliced_groups = slice && s.FillsRowsTogether(dst_spans);
-  // Slices of destination groups still beat groups by source on a pass
-  // under 128 MiB (the canonical case at 64 MiB: 4.5 ms against 5.1; at
-  // 128 MiB 10.5 against 10.1, at 256 MiB 21.4 against 19.9), where a
-  // slice of every source stays in the last-level cache.
-  constexpr int64_t kSlicedGroupsBelowBytes = int64_t{128} << 20;
-  if (s.StreamsLinesBySource() && !(sliced_groups && s.strided_bytes_ < kSlicedGroupsBelowBytes))
+  if (s.StreamsLinesBySource())
     s.mode_ = Mode::kSourceGroups;
   else
-    s.mode_ = !slice ? Mode::kGroups : sliced_groups ? Mode::kSlicedGroups : Mode::kSlices;
+    s.mode_ = !slice ? Mode::kGroups : s.FillsRowsTogether(dst_spans) ? Mode::kSlicedGroups : Mode::kSlices;
   if (s.mode_ != Mode::kSlices)
     s.Group(/*whole=*/s.mode_ == Mode::kSlicedGroups, /*by_source=*/s.mode_ == Mode::kSourceGroups);
   // Contiguous copies: a large one cut into chunks, consecutive small ones
@@ -131,8 +125,15 @@ bool CopySchedule::FillsRowsTogether(size_t dst_spans) const {
 // streams its stores), that share source rows (groups of two or more on
 // average). Then streaming stores complete each line they write, in any
 // order, and what bounds the pass is the reads: grouped by source, each
-// source row is read once, in order (the canonical case's pattern at
-// 256 MiB, measured alone: 1.3 of memcpy by source, 0.5 by destination).
+// source row is read once, in order (RunInterleaved's planes by source).
+// The canonical case's pattern alone (bench/short_rows_bench.cc), 2
+// threads: at 64 MiB 2.9 ms by source against 4.8 for memcpy of the same
+// bytes and 6.5 filling each target row whole; at 256 MiB 14.6 against
+// 17.7 and 33.0. In `reshard run` it took the canonical case from slices of
+// destination groups (RunInterleaved's turns, a row of each sender's copy
+// in turn) at 4.1 ms to 2.9 at 64 MiB and 18.5 to 12.1 at 256 MiB, and 8x8
+// f64 blocks at 128 MiB from 14.8 to 5.9 ms (docs/benchmarks.md, "Small
+// blocks and short lines by source").
 bool CopySchedule::StreamsLinesBySource() const {
   if (strided_.empty() || strided_bytes_ < kStreamPassBytes) return false;
   for (const ScheduledCopy& c : strided_) {
@@ -228,7 +229,7 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
       const ScheduledCopy& c = strided_[i];
       ranges.push_back({c.program, c.op, src_of(c), dst_of(c), 0, c.units});
     }
-    RunInterleaved(ranges, part, parts, strided_bytes_);
+    RunInterleaved(ranges, part, parts, strided_bytes_, /*by_source=*/mode_ == Mode::kSourceGroups);
   };
   if (k < first) {
     switch (mode_) {

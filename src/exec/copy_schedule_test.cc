@@ -81,9 +81,10 @@ TEST(CopySchedule, SharedSourceRowsRunInSlicesSharedDestinationRowsInGroups) {
 // 64-byte runs, two for each of four receivers, whose rows are four runs,
 // one from each sender. The copies share source rows (slices) and are short
 // two-dim rows that share destination rows: slices of destination groups;
-// and, once they are a pass of 8 MiB (4096 rows), runs of whole lines
-// grouped by source. Each schedule runs into buffers at other addresses on
-// 1 to 3 threads; every run lands where its copy puts it.
+// once they are a pass of 8 MiB (4096 rows), runs of whole lines grouped by
+// source, each copy's planes (two runs end to end in the source) a turn.
+// Each schedule runs into buffers at other addresses on 1 to 3 threads;
+// every run lands where its copy puts it.
 void CanonicalInSmall(int64_t rows, CopySchedule::Mode mode) {
   constexpr int64_t kRun = 16;  // u32 elements a run
   CopyProgram p;
@@ -130,8 +131,8 @@ TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
   CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups);
 }
 
-TEST(CopySchedule, ShortRowsSharingBothUnder128MiBRunInSlicesOfGroups) {
-  CanonicalInSmall(4096, CopySchedule::Mode::kSlicedGroups);  // a pass of 8 MiB
+TEST(CopySchedule, ShortLinesSharingBothBeyondTheCachesRunInGroupsBySource) {
+  CanonicalInSmall(4096, CopySchedule::Mode::kSourceGroups);  // a pass of 8 MiB
 }
 
 // Rows to columns at 64-byte runs: each of `senders` sources has rows of 8

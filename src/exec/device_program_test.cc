@@ -247,6 +247,53 @@ TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
   }
 }
 
+// By source: copies of two dims alike whose inner rows lie end to end in
+// the source run a plane of each a turn, parts split over the outer index;
+// a group where one copy differs (another outer count, or a range that is
+// not the whole copy) takes the general turns. Every variant, any number
+// of parts, streamed or not, equals each copy run whole.
+TEST(CopyKernel, SourcePlanesEqualWhole) {
+  enum class Variant { kAlike, kOtherOuter, kPartOfOne };
+  for (Variant v : {Variant::kAlike, Variant::kOtherOuter, Variant::kPartOfOne}) {
+    for (int64_t run : {64, 48}) {  // bytes: streamed (or 32-byte blocks), memcpy
+      CopyProgram p;
+      const int64_t copies_n = 4, outer = 9, inner = 3;
+      // Sender rows of copies_n planes of `inner` runs; receiver rows of
+      // `inner` lines, each line a run from every copy.
+      const int64_t src_row = copies_n * inner * run, dst_line = copies_n * run;
+      for (int64_t c = 0; c < copies_n; ++c) {
+        const int64_t o = v == Variant::kOtherOuter && c == 1 ? outer - 2 : outer;
+        const std::vector<int64_t> e = {o, inner, run}, ss = {src_row, run, 1}, ds = {inner * dst_line, dst_line, 1};
+        p.AddBox(e, c * inner * run, ss, c * run, ds, 1);
+        ASSERT_EQ(p.ops.back().num_dims, 2);
+      }
+      std::vector<std::byte> src(static_cast<size_t>(outer * src_row));
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 3);
+      const size_t out = static_cast<size_t>(outer * inner * dst_line);
+      std::vector<std::byte> want(out);
+      std::vector<CopyRange> copies;
+      for (const CopyOp& op : p.ops) {
+        RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+        copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+      }
+      if (v == Variant::kPartOfOne) {  // copy 2's first row apart, before the group
+        copies[2].lo = 1;
+      }
+      for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
+        for (int64_t parts : {1, 2, 4, 9, 11}) {
+          std::vector<std::byte> got(out + 64);
+          std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+          for (CopyRange& c : copies) c.dst = at;
+          if (v == Variant::kPartOfOne) RunCopy(p, *copies[2].op, src.data(), at, 0, 1);
+          for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together, /*by_source=*/true);
+          EXPECT_EQ(std::memcmp(at, want.data(), want.size()), 0)
+              << static_cast<int>(v) << " " << run << " " << together << " " << parts;
+        }
+      }
+    }
+  }
+}
+
 // What an executor keeps of a program is keyed on its id: a copy (new
 // arrays) gets a new id, a move carries it with the arrays, and a program
 // compiled where a destroyed one lived never takes the old one's.
