@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "exec/copy_kernel.h"
@@ -182,6 +183,61 @@ TEST(CopySchedule, WholeLinesBeyondTheCachesRunInGroupsBySource) {
             ASSERT_EQ(dst[static_cast<size_t>(from * 8 + t)][static_cast<size_t>(r * kRun + e)],
                       src[static_cast<size_t>(from)][static_cast<size_t>((r * 8 + t) * kRun + e)])
                 << threads << " threads, sender " << from << ", receiver " << t << ", row " << r;
+  }
+}
+
+// Random passes of whole lines beyond the caches: 1 to 3 senders, each
+// row of each holding a block for each of 2 to 5 receivers (1 to 4 runs of
+// 64 to 512 bytes, end to end or apart), each receiver's lines a run from
+// every sender; they run in groups by source, and on 1 to 3 threads every
+// receiver's buffer equals each copy run alone.
+TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
+  std::mt19937_64 rng(41);
+  auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 12; ++trial) {
+    const int64_t senders = draw(1, 3), receivers = draw(2, 5), run = 64 * draw(1, 8), inner = draw(1, 4);
+    const int64_t src_inner = run + (draw(0, 1) == 0 ? 0 : 64 * draw(1, 2));
+    const int64_t block = inner * src_inner, src_row = receivers * block + 64 * draw(0, 1);
+    // (Apart from one sender's runs end to end: AddBox would merge them.)
+    const int64_t dst_inner = senders * run + 64 * draw(senders == 1 ? 1 : 0, 1), dst_outer = inner * dst_inner;
+    const int64_t outer = (int64_t{8} << 20) / (senders * receivers * inner * run) + 1 + draw(0, 50);
+    CopyProgram p;
+    for (int64_t from = 0; from < senders; ++from)
+      for (int64_t t = 0; t < receivers; ++t) {
+        const std::vector<int64_t> e = {outer, inner, run}, ss = {src_row, src_inner, 1}, ds = {dst_outer, dst_inner, 1};
+        p.AddBox(e, t * block, ss, from * run, ds, 1);
+      }
+    std::vector<ScheduledCopy> copies;
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const int32_t from = static_cast<int32_t>(k) / static_cast<int32_t>(receivers);
+      const int32_t t = static_cast<int32_t>(k) % static_cast<int32_t>(receivers);
+      copies.push_back({&p, &p.ops[k], from, t, 0, CopyUnits(p, p.ops[k])});
+    }
+    std::vector<std::vector<std::byte>> src(static_cast<size_t>(senders)), want(static_cast<size_t>(receivers));
+    for (auto& b : src) {
+      b.resize(static_cast<size_t>(outer * src_row));
+      for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>((i * 131 + static_cast<size_t>(trial)) >> 3);
+    }
+    for (auto& b : want) b.assign(static_cast<size_t>(outer * dst_outer), std::byte{0});
+    for (const ScheduledCopy& c : copies)
+      RunCopy(p, *c.op, src[static_cast<size_t>(c.src)].data(), want[static_cast<size_t>(c.dst)].data(), 0, c.units);
+    const int threads = static_cast<int>(draw(1, 3));
+    ThreadPool pool(threads);
+    const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+    EXPECT_EQ(s.mode(), CopySchedule::Mode::kSourceGroups) << "trial " << trial;
+    std::vector<std::vector<std::byte>> got(want.size());
+    std::vector<const std::byte*> srcs;
+    std::vector<std::byte*> dsts;
+    for (auto& b : src) srcs.push_back(b.data());
+    for (size_t k = 0; k < got.size(); ++k) {
+      got[k].assign(want[k].size(), std::byte{0});
+      dsts.push_back(got[k].data());
+    }
+    s.Run(pool, srcs, dsts);
+    for (size_t k = 0; k < got.size(); ++k)
+      ASSERT_TRUE(got[k] == want[k]) << "trial " << trial << ", receiver " << k << ": " << senders << " senders, "
+                                     << receivers << " receivers, runs of " << run << " B, " << inner << " a plane "
+                                     << src_inner << " B apart, " << threads << " threads";
   }
 }
 
