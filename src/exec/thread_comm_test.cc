@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <string>
 #include <thread>
@@ -312,6 +313,59 @@ TEST_P(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnEveryRank) {
       }
     });
   }
+}
+
+// The pairing of a box exchange is kept with rank 0's prepared messages,
+// keyed by every rank's: when another rank prepares its messages anew (its
+// old ones destroyed, so the new ones may take their address) and rank 0
+// keeps its own, the next run pairs again, and rank 2's bytes land where
+// its new messages put them.
+TEST_P(ThreadComm, BoxMessagesPreparedAnewOnAnotherRankArePairedAgain) {
+  RunRanks(3, [](Comm& comm) {
+    const int64_t one[] = {1}, four[] = {4};
+    // Rank 0 sends input bytes 0..3 to ranks 1 and 2; rank 1 writes them at
+    // 0, rank 2 at `at`.
+    std::deque<DeviceProgram> programs;  // each outlives its prepared messages
+    auto prepare = [&](int64_t at) {
+      DeviceProgram& p = programs.emplace_back();
+      std::vector<int> to, from;
+      if (comm.rank() == 0) {
+        p.pack.AddBox(four, 0, one, 0, one, 1);
+        p.pack.AddBox(four, 0, one, 4, one, 1);
+        p.send_count = {4, 4};
+        p.send_offset = {0, 4};
+        p.pack_begin = {0, 1, 2};
+        p.unpack_begin = {0};
+        to = {1, 2};
+      } else {
+        p.unpack.AddBox(four, 0, one, comm.rank() == 1 ? 0 : at, one, 1);
+        p.recv_count = {4};
+        p.recv_offset = {0};
+        p.unpack_begin = {0, 1};
+        p.pack_begin = {0};
+        from = {0};
+      }
+      Result<std::unique_ptr<BoxExchange>> boxes = comm.PrepareBoxes(p, to, from);
+      EXPECT_TRUE(boxes.ok()) << boxes.status();
+      return boxes.ok() ? std::move(*boxes) : nullptr;
+    };
+    const std::vector<std::byte> in = Bytes(4, comm.rank());
+    const std::vector<std::byte> sent = Bytes(4, 0);
+    std::unique_ptr<BoxExchange> boxes = prepare(1);
+    ASSERT_NE(boxes, nullptr);
+    for (const int64_t at : {1, 1, 5, 3}) {
+      if (comm.rank() == 2 && boxes != nullptr && at != 1) {
+        boxes.reset();  // freed first: the new ones may take its address
+        boxes = prepare(at);
+      }
+      ASSERT_NE(boxes, nullptr);
+      std::vector<std::byte> out(10, std::byte{0xee}), want(10, std::byte{0xee});
+      int64_t request = 7;
+      ASSERT_TRUE(comm.StartBoxes(*boxes, in.data(), out.data(), request).ok());
+      if (comm.rank() != 0) std::copy(sent.begin(), sent.end(), want.begin() + (comm.rank() == 1 ? 0 : at));
+      EXPECT_EQ(out, want) << "rank " << comm.rank() << ", rank 2 writing at " << at;
+    }
+  });
 }
 
 // Groups split from one set of comms share its copy permits: with one
