@@ -206,45 +206,54 @@ void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::
 namespace {
 
 // RunInterleaved's planes by source (copy_kernel.h): true if it ran them,
-// false (nothing done) where the copies are not such planes.
+// false (nothing done) where the copies are not such planes. A copy of one
+// dim is planes of one run. Copies may differ in their runs, counts and
+// strides (an uneven shard's copies have fewer rows), not in how a run is
+// copied; turn j copies plane j of each copy's part that has one.
 bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes) {
+  struct Planes {
+    const std::byte* src;
+    std::byte* dst;
+    int64_t src_stride, dst_stride, inner, inner_dst_stride, run, first, count;
+  };
+  thread_local std::vector<Planes> all;
+  all.clear();
   if (copies.empty()) return false;
   const CopyRange& c0 = copies[0];
-  const CopyOp& op0 = *c0.op;
-  if (op0.num_dims != 2) return false;
-  const CopyDim* d0 = c0.program->dims.data() + op0.first_dim;
-  if (d0[1].src_stride != op0.run_bytes) return false;
+  const RowCopy kind = RowCopyFor(*c0.program, *c0.op, c0.dst + c0.op->dst_offset, together_bytes);
+  int64_t longest = 0;
   for (const CopyRange& c : copies) {
     const CopyOp& op = *c.op;
-    if (op.num_dims != 2 || op.run_bytes != op0.run_bytes || c.lo != 0 || c.hi != CopyUnits(*c.program, op)) return false;
+    if (op.num_dims < 1 || op.num_dims > 2 || c.lo != 0 || c.hi != CopyUnits(*c.program, op)) return false;
     const CopyDim* d = c.program->dims.data() + op.first_dim;
-    if (!(d[0] == d0[0]) || !(d[1] == d0[1])) return false;
+    if (op.num_dims == 2 && d[1].src_stride != op.run_bytes) return false;
+    if (RowCopyFor(*c.program, op, c.dst + op.dst_offset, together_bytes) != kind) return false;
+    const int64_t outer = d[0].count, first = outer * part / parts, count = outer * (part + 1) / parts - first;
+    all.push_back({c.src + op.src_offset, c.dst + op.dst_offset, d[0].src_stride, d[0].dst_stride,
+                   op.num_dims == 2 ? d[1].count : 1, op.num_dims == 2 ? d[1].dst_stride : 0, op.run_bytes, first, count});
+    longest = std::max(longest, count);
   }
-  const RowCopy kind = RowCopyFor(*c0.program, op0, c0.dst + op0.dst_offset, together_bytes);
-  for (const CopyRange& c : copies)
-    if (RowCopyFor(*c.program, *c.op, c.dst + c.op->dst_offset, together_bytes) != kind) return false;
-  const int64_t outer = d0[0].count, inner = d0[1].count;
-  const int64_t o_lo = outer * part / parts, o_hi = outer * (part + 1) / parts;
-  const size_t run = static_cast<size_t>(op0.run_bytes);
-  const int64_t ss = d0[0].src_stride, ds = d0[0].dst_stride, inner_ds = d0[1].dst_stride;
-  auto planes = [&](auto copy) {
-    for (int64_t o = o_lo; o < o_hi; ++o)
-      for (const CopyRange& c : copies) {
-        const std::byte* f = c.src + c.op->src_offset + o * ss;
-        std::byte* t = c.dst + c.op->dst_offset + o * ds;
-        for (int64_t i = 0; i < inner; ++i) copy(t + i * inner_ds, f + i * static_cast<int64_t>(run));
+  auto turns = [&](auto copy) {
+    for (int64_t j = 0; j < longest; ++j)
+      for (const Planes& p : all) {
+        if (j >= p.count) continue;
+        const int64_t o = p.first + j;
+        const std::byte* f = p.src + o * p.src_stride;
+        std::byte* t = p.dst + o * p.dst_stride;
+        const size_t run = static_cast<size_t>(p.run);
+        for (int64_t i = 0; i < p.inner; ++i) copy(t + i * p.inner_dst_stride, f + i * p.run, run);
       }
   };
   switch (kind) {
     case RowCopy::kStream:
-      planes([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kStream>(t, f, run); });
+      turns([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kStream>(t, f, run); });
       Fence();
       return true;
     case RowCopy::kBlocks:
-      planes([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
+      turns([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
       return true;
     case RowCopy::kMemcpy:
-      planes([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
+      turns([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
       return true;
   }
   return false;

@@ -53,12 +53,14 @@ struct CopyRange {
 // fastest order, sort the copies by the first byte they write.
 // `together_bytes` as for RunCopy.
 // `by_source`: the copies are sorted by the first byte they read instead
-// (CopySchedule's groups by source). Where they are then whole copies of
-// two dims alike whose inner rows lie end to end in the source (a plane
-// read as one stretch: the canonical case's 512 bytes of a sender's row for
-// each receiver), a turn is a whole plane of each copy, so the group reads
-// its source rows in order; part k then is outer indices [o * k / parts,
-// o * (k + 1) / parts) of every copy (o: their outer count).
+// (CopySchedule's groups by source). Where they are then whole copies,
+// each of one dim or of two whose inner rows lie end to end in the source
+// (a plane read as one stretch: the canonical case's 512 bytes of a
+// sender's row for each receiver; a copy of one dim is planes of one row),
+// all copied alike (RunCopy's choice of streaming stores), a turn is a
+// plane of each copy, so the group reads its source rows in order; part k
+// then is outer indices [o * k / parts, o * (k + 1) / parts) of each copy
+// (o: its outer count). Copies may differ in run, counts and strides.
 // REQUIRES: 0 <= part < parts; every range as RunCopy requires.
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
                     bool by_source = false);

@@ -188,8 +188,8 @@ TEST(CopySchedule, WholeLinesBeyondTheCachesRunInGroupsBySource) {
 
 // Random passes of whole lines beyond the caches: 1 to 3 senders, each
 // row of each holding a block for each of 2 to 5 receivers (1 to 4 runs of
-// 64 to 512 bytes, end to end or apart), each receiver's lines a run from
-// every sender; they run in groups by source, and on 1 to 3 threads every
+// 64 to 512 bytes, end to end or apart; a receiver's count of its own, as
+// uneven shards have), each receiver's lines a run from every sender; they run in groups by source, and on 1 to 3 threads every
 // receiver's buffer equals each copy run alone.
 TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
   std::mt19937_64 rng(41);
@@ -200,11 +200,15 @@ TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
     const int64_t block = inner * src_inner, src_row = receivers * block + 64 * draw(0, 1);
     // (Apart from one sender's runs end to end: AddBox would merge them.)
     const int64_t dst_inner = senders * run + 64 * draw(senders == 1 ? 1 : 0, 1), dst_outer = inner * dst_inner;
-    const int64_t outer = (int64_t{8} << 20) / (senders * receivers * inner * run) + 1 + draw(0, 50);
     CopyProgram p;
+    std::vector<int64_t> inner_of(static_cast<size_t>(receivers));
+    int64_t lines = 0;  // of a sender's row
+    for (int64_t& n : inner_of) lines += n = draw(1, inner);
+    const int64_t outer = (int64_t{8} << 20) / (senders * lines * run) + 1 + draw(0, 50);
     for (int64_t from = 0; from < senders; ++from)
       for (int64_t t = 0; t < receivers; ++t) {
-        const std::vector<int64_t> e = {outer, inner, run}, ss = {src_row, src_inner, 1}, ds = {dst_outer, dst_inner, 1};
+        const int64_t n = inner_of[static_cast<size_t>(t)];
+        const std::vector<int64_t> e = {outer, n, run}, ss = {src_row, src_inner, 1}, ds = {dst_outer, dst_inner, 1};
         p.AddBox(e, t * block, ss, from * run, ds, 1);
       }
     std::vector<ScheduledCopy> copies;

@@ -247,24 +247,38 @@ TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
   }
 }
 
-// By source: copies of two dims alike whose inner rows lie end to end in
-// the source run a plane of each a turn, parts split over the outer index;
-// a group where one copy differs (another outer count, or a range that is
-// not the whole copy) takes the general turns. Every variant, any number
-// of parts, streamed or not, equals each copy run whole.
+// By source: whole copies of one dim, or of two whose inner rows lie end
+// to end in the source, run a plane of each a turn, parts split over each
+// copy's outer index, also where one copy has another outer count, inner
+// count or run, or is of one dim; a group where one copy is not whole, or
+// one's inner rows lie apart in the source, takes the general turns.
+// Every variant, any number of parts, streamed or not, equals each copy
+// run whole.
 TEST(CopyKernel, SourcePlanesEqualWhole) {
-  enum class Variant { kAlike, kOtherOuter, kPartOfOne };
-  for (Variant v : {Variant::kAlike, Variant::kOtherOuter, Variant::kPartOfOne}) {
+  enum class Variant { kAlike, kOtherOuter, kOtherInner, kOtherRun, kOneDim, kPartOfOne, kInnerApart };
+  for (Variant v : {Variant::kAlike, Variant::kOtherOuter, Variant::kOtherInner, Variant::kOtherRun, Variant::kOneDim,
+                    Variant::kPartOfOne, Variant::kInnerApart}) {
     for (int64_t run : {64, 48}) {  // bytes: streamed (or 32-byte blocks), memcpy
       CopyProgram p;
       const int64_t copies_n = 4, outer = 9, inner = 3;
-      // Sender rows of copies_n planes of `inner` runs; receiver rows of
-      // `inner` lines, each line a run from every copy.
-      const int64_t src_row = copies_n * inner * run, dst_line = copies_n * run;
+      // Sender rows of copies_n blocks of `inner` runs (of up to 2 * run
+      // bytes, a run apart where kInnerApart); receiver rows of `inner`
+      // lines, each line a slot of 2 * run bytes from every copy.
+      const int64_t block = 2 * inner * 2 * run, src_row = copies_n * block, dst_line = copies_n * 2 * run;
       for (int64_t c = 0; c < copies_n; ++c) {
-        const int64_t o = v == Variant::kOtherOuter && c == 1 ? outer - 2 : outer;
-        const std::vector<int64_t> e = {o, inner, run}, ss = {src_row, run, 1}, ds = {inner * dst_line, dst_line, 1};
-        p.AddBox(e, c * inner * run, ss, c * run, ds, 1);
+        const bool odd = c == 1;
+        const int64_t o = v == Variant::kOtherOuter && odd ? outer - 2 : outer;
+        const int64_t n = v == Variant::kOtherInner && odd ? inner - 1 : inner;
+        const int64_t r = v == Variant::kOtherRun && odd ? 2 * run : run;
+        const int64_t apart = v == Variant::kInnerApart && odd ? 2 * r : r;
+        if (v == Variant::kOneDim && odd) {
+          const std::vector<int64_t> e = {o, r}, ss = {src_row, 1}, ds = {inner * dst_line, 1};
+          p.AddBox(e, c * block, ss, c * 2 * run, ds, 1);
+          ASSERT_EQ(p.ops.back().num_dims, 1);
+          continue;
+        }
+        const std::vector<int64_t> e = {o, n, r}, ss = {src_row, apart, 1}, ds = {inner * dst_line, dst_line, 1};
+        p.AddBox(e, c * block, ss, c * 2 * run, ds, 1);
         ASSERT_EQ(p.ops.back().num_dims, 2);
       }
       std::vector<std::byte> src(static_cast<size_t>(outer * src_row));
@@ -276,9 +290,7 @@ TEST(CopyKernel, SourcePlanesEqualWhole) {
         RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
         copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
       }
-      if (v == Variant::kPartOfOne) {  // copy 2's first row apart, before the group
-        copies[2].lo = 1;
-      }
+      if (v == Variant::kPartOfOne) copies[2].lo = 1;  // its first row copied apart, before the group
       for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
         for (int64_t parts : {1, 2, 4, 9, 11}) {
           std::vector<std::byte> got(out + 64);
