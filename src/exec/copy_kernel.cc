@@ -1,6 +1,7 @@
 #include "exec/copy_kernel.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 #if defined(__SSE2__)
@@ -344,15 +345,16 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     cur.kind = RowCopyFor(*c.program, op, cur.dst, together_bytes);
   }
   // The common case of a block-cyclic group: boxes of one shape and strides
-  // (rows of one length, one row a turn, as many rows each). Then a turn is
-  // one row of every box, with the copy chosen once for the group.
-  if (!copies.empty() && cursor[0].rows_per_turn == 1) {
+  // (rows of one length, as many rows each, so as many a turn). Then a turn
+  // is a row of every box (rows under 64 B: as many as make 64 B), with the
+  // copy chosen once for the group.
+  if (!copies.empty() && cursor[0].rows_per_turn >= 1) {
     const Cursor& c0 = cursor[0];
-    const int64_t first = next[0], last = end[0];
+    const int64_t first = next[0], last = end[0], per_turn = c0.rows_per_turn;
     bool same = true;
     for (size_t k = 1; k < copies.size() && same; ++k) {
       const Cursor& c = cursor[k];
-      same = c.rows_per_turn == 1 && c.run == c0.run && c.kind == c0.kind && c.src_stride == c0.src_stride &&
+      same = c.rows_per_turn == per_turn && c.run == c0.run && c.kind == c0.kind && c.src_stride == c0.src_stride &&
              c.dst_stride == c0.dst_stride && c.inner == c0.inner && c.outer_src_stride == c0.outer_src_stride &&
              c.outer_dst_stride == c0.outer_dst_stride && next[k] == first && end[k] == last;
     }
@@ -360,23 +362,33 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       const bool prefetch = c0.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(c0.run), c0.src_stride) > 0;
       auto turns = [&](auto copy) {
         if (c0.inner == kOneDim) {
-          for (int64_t r = first; r < last; ++r)
-            for (size_t k = 0; k < copies.size(); ++k) {
-              const std::byte* f = cursor[k].src + r * c0.src_stride;
-              if (prefetch && r + 1 < last) PrefetchRun(f + c0.src_stride, c0.run);
-              copy(cursor[k].dst + r * c0.dst_stride, f);
-            }
+          for (int64_t r = first; r < last; r += per_turn) {
+            const int64_t hi = std::min(last, r + per_turn);
+            for (size_t k = 0; k < copies.size(); ++k)
+              for (int64_t row = r; row < hi; ++row) {
+                const std::byte* f = cursor[k].src + row * c0.src_stride;
+                if (prefetch && row + 1 < last) PrefetchRun(f + c0.src_stride, c0.run);
+                copy(cursor[k].dst + row * c0.dst_stride, f);
+              }
+          }
           return;
         }
-        // Two dims: row r = o * inner + i, stepped without a division per row.
+        // Two dims: row r = o * inner + i, stepped without a division per
+        // row; a turn's rows' offsets, the same for every copy, once.
+        std::array<int64_t, kShortTurnBytes> so, dof;  // per_turn <= 64: rows are 1 byte or more
         int64_t o = c0.o, i = c0.i;  // (next[0] == first)
-        for (int64_t r = first; r < last; ++r) {
-          const int64_t so = c0.SrcOffset(o, i), dof = c0.DstOffset(o, i);
-          if (++i == c0.inner) i = 0, ++o;
-          const int64_t next_so = c0.SrcOffset(o, i);  // row r + 1's
+        for (int64_t r = first; r < last; r += per_turn) {
+          const int64_t n = std::min(per_turn, last - r);
+          for (int64_t j = 0; j < n; ++j) {
+            so[static_cast<size_t>(j)] = c0.SrcOffset(o, i);
+            dof[static_cast<size_t>(j)] = c0.DstOffset(o, i);
+            if (++i == c0.inner) i = 0, ++o;
+          }
+          const int64_t next_so = c0.SrcOffset(o, i);  // the next turn's first row's
           for (size_t k = 0; k < copies.size(); ++k) {
-            if (prefetch && r + 1 < last) PrefetchRun(cursor[k].src + next_so, c0.run);
-            copy(cursor[k].dst + dof, cursor[k].src + so);
+            if (prefetch && r + n < last) PrefetchRun(cursor[k].src + next_so, c0.run);
+            for (int64_t j = 0; j < n; ++j)
+              copy(cursor[k].dst + dof[static_cast<size_t>(j)], cursor[k].src + so[static_cast<size_t>(j)]);
           }
         }
       };

@@ -86,8 +86,8 @@ TEST(CopySchedule, SharedSourceRowsRunInSlicesSharedDestinationRowsInGroups) {
 // source, each copy's planes (two runs end to end in the source) a turn.
 // Each schedule runs into buffers at other addresses on 1 to 3 threads;
 // every run lands where its copy puts it.
-void CanonicalInSmall(int64_t rows, CopySchedule::Mode mode) {
-  constexpr int64_t kRun = 16;  // u32 elements a run
+void CanonicalInSmall(int64_t rows, CopySchedule::Mode mode, int64_t run_elements = 16) {
+  const int64_t kRun = run_elements;  // u32 elements a run
   CopyProgram p;
   std::vector<ScheduledCopy> copies;
   const std::vector<int64_t> extent = {rows, 2, kRun}, src_strides = {8 * kRun, kRun, 1},
@@ -130,6 +130,8 @@ void CanonicalInSmall(int64_t rows, CopySchedule::Mode mode) {
 
 TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
   CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups);
+  CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups, 8);  // 32-byte runs, two a turn
+  CanonicalInSmall(4096, CopySchedule::Mode::kSlicedGroups, 4);  // 16-byte runs: not whole lines
 }
 
 TEST(CopySchedule, ShortLinesSharingBothBeyondTheCachesRunInGroupsBySource) {
