@@ -217,8 +217,8 @@ bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t pa
     std::byte* dst;
     int64_t src_stride, dst_stride, inner, inner_dst_stride, run, first, count;
   };
-  thread_local std::vector<Planes> all;
-  all.clear();
+  thread_local std::vector<Planes> planes;
+  planes.clear();
   if (copies.empty()) return false;
   const CopyRange& c0 = copies[0];
   const RowCopy kind = RowCopyFor(*c0.program, *c0.op, c0.dst + c0.op->dst_offset, together_bytes);
@@ -230,13 +230,14 @@ bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t pa
     if (op.num_dims == 2 && d[1].src_stride != op.run_bytes) return false;
     if (RowCopyFor(*c.program, op, c.dst + op.dst_offset, together_bytes) != kind) return false;
     const int64_t outer = d[0].count, first = outer * part / parts, count = outer * (part + 1) / parts - first;
-    all.push_back({c.src + op.src_offset, c.dst + op.dst_offset, d[0].src_stride, d[0].dst_stride,
-                   op.num_dims == 2 ? d[1].count : 1, op.num_dims == 2 ? d[1].dst_stride : 0, op.run_bytes, first, count});
+    planes.push_back({c.src + op.src_offset, c.dst + op.dst_offset, d[0].src_stride, d[0].dst_stride,
+                      op.num_dims == 2 ? d[1].count : 1, op.num_dims == 2 ? d[1].dst_stride : 0, op.run_bytes, first,
+                      count});
     longest = std::max(longest, count);
   }
   auto turns = [&](auto copy) {
     for (int64_t j = 0; j < longest; ++j)
-      for (const Planes& p : all) {
+      for (const Planes& p : planes) {
         if (j >= p.count) continue;
         const int64_t o = p.first + j;
         const std::byte* f = p.src + o * p.src_stride;
@@ -267,7 +268,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   if (by_source && RunSourcePlanes(copies, part, parts, together_bytes)) return;
   // Rows of each copy per turn. A copy of one strided dim (a box's rows)
   // takes one row per turn where its rows are short: the copies of a group
-  // are sorted by destination, so the group then writes each destination
+  // are sorted by destination (but by_source), so the group then writes each destination
   // row whole, in address order, before the next, and reads each source row
   // in order; several rows of one copy per turn would write as many
   // interleaved streams (128-byte rows of 16x16 f64 boxes: one row a turn
@@ -367,7 +368,8 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
             for (size_t k = 0; k < copies.size(); ++k)
               for (int64_t row = r; row < hi; ++row) {
                 const std::byte* f = cursor[k].src + row * c0.src_stride;
-                if (prefetch && row + 1 < last) PrefetchRun(f + c0.src_stride, c0.run);
+                // The row after the turn's last (the turn's own come at once).
+                if (prefetch && row + 1 == hi && hi < last) PrefetchRun(f + c0.src_stride, c0.run);
                 copy(cursor[k].dst + row * c0.dst_stride, f);
               }
           }

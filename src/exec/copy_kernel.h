@@ -61,7 +61,10 @@ struct CopyRange {
 // plane of each copy, so the group reads its source rows in order; part k
 // then is outer indices [o * k / parts, o * (k + 1) / parts) of each copy
 // (o: its outer count). Copies may differ in run, counts and strides.
-// REQUIRES: 0 <= part < parts; every range as RunCopy requires.
+// REQUIRES: 0 <= part < parts; every range as RunCopy requires; with
+// `by_source`, every part of one set of copies called with the same
+// copies, buffers and together_bytes (they decide between planes and
+// rows, which split into parts differently).
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
                     bool by_source = false);
 

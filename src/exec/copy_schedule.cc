@@ -133,19 +133,22 @@ bool CopySchedule::FillsRowsTogether(size_t dst_spans) const {
 // The canonical case's pattern alone (bench/short_rows_bench.cc), 2
 // threads: at 64 MiB 2.9 ms by source against 4.8 for memcpy of the same
 // bytes and 6.5 filling each target row whole; at 256 MiB 14.6 against
-// 17.7 and 33.0. In `reshard run` it took the canonical case from slices of
-// destination groups (RunInterleaved's turns, a row of each sender's copy
-// in turn) at 4.1 ms to 2.9 at 64 MiB and 18.5 to 12.1 at 256 MiB, and 8x8
-// f64 blocks at 128 MiB from 14.8 to 5.9 ms (docs/benchmarks.md, "Small
-// blocks and short lines by source").
+// 17.7 and 33.0. In `reshard run` the canonical case went from 4.3 to 2.8
+// ms at 64 MiB and from 20.3 to 11.2 at 256 MiB, 8x8 f64 blocks at 128 MiB
+// from 25.8 to 6.5 (docs/benchmarks.md, "Small blocks and short lines by
+// source", with the refolded local boxes). Only copies that run as planes
+// (one dim, or two whose inner rows lie end to end in the source) qualify:
+// others would take RunInterleaved's general turns, a row at a time.
 bool CopySchedule::StreamsLinesBySource() const {
   if (strided_.empty() || strided_bytes_ < kStreamPassBytes) return false;
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
     if (op.num_dims > 2 || op.run_bytes < 64 || op.run_bytes > 512 || op.run_bytes % 64 != 0 || op.dst_offset % 64 != 0)
       return false;
+    const CopyDim* dims = c.program->dims.data() + op.first_dim;
     for (int32_t d = 0; d < op.num_dims; ++d)
-      if (c.program->dims[static_cast<size_t>(op.first_dim + d)].dst_stride % 64 != 0) return false;
+      if (dims[d].dst_stride % 64 != 0) return false;
+    if (op.num_dims == 2 && dims[1].src_stride != op.run_bytes) return false;
   }
   return 2 * Spans(/*dst=*/false) <= strided_.size();
 }
@@ -156,7 +159,9 @@ bool CopySchedule::StreamsLinesBySource() const {
 // a block-cyclic exchange, the boxes that fill the same rows of a target,
 // from every sender), and a group runs interleaved (RunInterleaved), in
 // parts of about kSliceBytes, so each part fills a block of the target's
-// rows in address order. A group of more than kMaxGroup copies would cost
+// rows in address order (by source: reads a block of the source's rows in
+// order; no more parts than its copies' fewest planes, which RunInterleaved
+// splits). A group of more than kMaxGroup copies would cost
 // each part a pass over all of them: it runs as consecutive copies of about
 // kSliceBytes instead.
 void CopySchedule::Group(bool whole, bool by_source) {
@@ -175,7 +180,16 @@ void CopySchedule::Group(bool whole, bool by_source) {
   for (uint32_t k : order) sorted.push_back(strided_[k]);
   strided_.swap(sorted);
   auto add = [&](size_t begin, size_t end, int64_t bytes) {
-    const int64_t parts = whole ? 1 : std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
+    int64_t parts = whole ? 1 : std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
+    // By source, a group's parts split each copy's planes (its outer index:
+    // RunInterleaved): no more parts than the fewest planes, or some would
+    // have none.
+    if (by_source)
+      for (size_t k = begin; k < end; ++k) {
+        const CopyOp& op = *strided_[k].op;
+        if (op.num_dims > 0)
+          parts = std::min(parts, strided_[k].program->dims[static_cast<size_t>(op.first_dim)].count);
+      }
     for (int64_t k = 0; k < parts; ++k) tasks_.push_back({begin, end, k, parts});
   };
   for (size_t begin = 0; begin < strided_.size();) {
@@ -206,10 +220,13 @@ void CopySchedule::Group(bool whole, bool by_source) {
 int64_t CopySchedule::StridedTasks() const {
   const int64_t groups = static_cast<int64_t>(tasks_.size());
   switch (mode_) {
-    case Mode::kSlices: return slices_;
-    case Mode::kSlicedGroups: return slices_ * groups;
+    case Mode::kSlices:
+      return slices_;
+    case Mode::kSlicedGroups:
+      return slices_ * groups;
     case Mode::kGroups:
-    case Mode::kSourceGroups: return groups;
+    case Mode::kSourceGroups:
+      return groups;
   }
   return groups;
 }

@@ -47,7 +47,9 @@ class CopySchedule {
   // until all its copies are done (docs/benchmarks.md, "Execution"), and
   // where they are also short rows that share destination rows, in slices
   // of their destination groups (slice k: part k of every group, each
-  // interleaved); contiguous copies run in chunks of about 256 KiB.
+  // interleaved); short runs of whole cache lines in a pass of
+  // kStreamPassBytes or more, that share source rows, in groups by source
+  // (Mode::kSourceGroups); contiguous copies run in chunks of about 256 KiB.
   // `strided`: the copies with dims; `contiguous`: those without.
   static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 

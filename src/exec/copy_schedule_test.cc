@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -130,8 +131,8 @@ void CanonicalInSmall(int64_t rows, CopySchedule::Mode mode, int64_t run_element
 
 TEST(CopySchedule, ShortRowsSharingBothRunInSlicesOfGroups) {
   CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups);
-  CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups, 8);  // 32-byte runs, two a turn
-  CanonicalInSmall(4096, CopySchedule::Mode::kSlicedGroups, 4);  // 16-byte runs: not whole lines
+  CanonicalInSmall(64, CopySchedule::Mode::kSlicedGroups, 8);    // 32-byte runs, two a turn
+  CanonicalInSmall(4096, CopySchedule::Mode::kSlicedGroups, 4);  // 16-byte runs, four a turn (a 2 MiB pass)
 }
 
 TEST(CopySchedule, ShortLinesSharingBothBeyondTheCachesRunInGroupsBySource) {
@@ -191,12 +192,15 @@ TEST(CopySchedule, WholeLinesBeyondTheCachesRunInGroupsBySource) {
 // Random passes of whole lines beyond the caches: 1 to 3 senders, each
 // row of each holding a block for each of 2 to 5 receivers (1 to 4 runs of
 // 64 to 512 bytes, end to end or apart; a receiver's count of its own, as
-// uneven shards have), each receiver's lines a run from every sender; they run in groups by source, and on 1 to 3 threads every
+// uneven shards have), each receiver's lines a run from every sender; they
+// run in groups by source where every copy's runs are planes (end to end in
+// the source, or one a row), and, grouped or not, on 1 to 3 threads every
 // receiver's buffer equals each copy run alone.
 TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
   std::mt19937_64 rng(41);
   auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-  for (int trial = 0; trial < 12; ++trial) {
+  int by_source = 0;
+  for (int trial = 0; trial < 16; ++trial) {
     const int64_t senders = draw(1, 3), receivers = draw(2, 5), run = 64 * draw(1, 8), inner = draw(1, 4);
     const int64_t src_inner = run + (draw(0, 1) == 0 ? 0 : 64 * draw(1, 2));
     const int64_t block = inner * src_inner, src_row = receivers * block + 64 * draw(0, 1);
@@ -230,7 +234,10 @@ TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
     const int threads = static_cast<int>(draw(1, 3));
     ThreadPool pool(threads);
     const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
-    EXPECT_EQ(s.mode(), CopySchedule::Mode::kSourceGroups) << "trial " << trial;
+    const bool planes =
+        src_inner == run || std::all_of(inner_of.begin(), inner_of.end(), [](int64_t n) { return n == 1; });
+    EXPECT_EQ(s.mode() == CopySchedule::Mode::kSourceGroups, planes) << "trial " << trial;
+    by_source += planes ? 1 : 0;
     std::vector<std::vector<std::byte>> got(want.size());
     std::vector<const std::byte*> srcs;
     std::vector<std::byte*> dsts;
@@ -245,6 +252,8 @@ TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
                                      << receivers << " receivers, runs of " << run << " B, " << inner << " a plane "
                                      << src_inner << " B apart, " << threads << " threads";
   }
+  EXPECT_GE(by_source, 4);
+  EXPECT_LE(by_source, 12);
 }
 
 // Only runs of whole lines, at strides of whole lines, in a pass of 8 MiB
@@ -256,7 +265,7 @@ TEST(CopySchedule, OnlyWholeLinesBeyondTheCachesGroupBySource) {
     int64_t rows, run, stride;  // u32 elements
     bool by_source;
   };
-  for (const Variant v : {Variant{8192, 16, 16, true}, Variant{8192, 12, 12, false}, Variant{8192, 16, 20, false},
+  for (const Variant v : {Variant{8192, 16, 16, true}, Variant{16384, 12, 12, false}, Variant{8192, 16, 20, false},
                           Variant{4096, 16, 16, false}}) {
     const StripsToReceivers strips(2, v.rows, v.run, v.stride);
     const CopySchedule s = CopySchedule::Build(strips.copies, {}, 2);

@@ -139,7 +139,7 @@ TEST(CopyKernel, TwoDimShortRowsInterleavedEqualWhole) {
 // of 128 bytes (streamed or in 32-byte blocks) and of 80 (memcpy).
 TEST(CopyKernel, UniformBoxesEqualWhole) {
   enum class Variant { kUniform, kFewerRows, kOtherStride, kMixed, kTwoDims };
-  for (int64_t cols : {32, 20}) {  // f32: 128-byte and 80-byte rows
+  for (int64_t cols : {32, 20, 4, 3}) {  // f32: 128-, 80-, 16- and 12-byte rows (the last two several a turn)
     for (Variant v : {Variant::kUniform, Variant::kFewerRows, Variant::kOtherStride, Variant::kMixed, Variant::kTwoDims}) {
       CopyProgram p;
       const int64_t boxes = 5, rows = 7, width = cols * boxes + 3;

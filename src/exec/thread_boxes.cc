@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include "exec/copy_kernel.h"
-#include "exec/row_walk.h"
-
 #include <algorithm>
 #include <atomic>
 #include <string_view>
 #include <utility>
+
+#include "exec/copy_kernel.h"
+#include "exec/row_walk.h"
 
 namespace reshard {
 namespace {
@@ -305,8 +305,8 @@ class BoxFolder {
 // local ones left as 8-row boxes split each destination group into copies
 // of two shapes, which the schedule interleaves row against column (the
 // 8x8 to 64x64 pair at 128 MiB: 24 ms a run, 15 refolded, as `direct`'s
-// 14). The runs are listed while they fold, 24 bytes each: the bound on
-// their length keeps the list under 3/4 of the bytes they copy. Other
+// 14). The runs are listed, sorted, then folded, 24 bytes each: the bound
+// on their length keeps the list at most 3/4 of the bytes they copy. Other
 // copies stay as they are.
 void AddLocalCopies(const CopyProgram& local, int32_t rank, CopyProgram& program, std::vector<int32_t>& tags) {
   constexpr int64_t kRefoldRunBytes = 32;
@@ -318,8 +318,8 @@ void AddLocalCopies(const CopyProgram& local, int32_t rank, CopyProgram& program
   int64_t kept = 0;  // ops [kept, k) are appended as they are
   for (int64_t k = 0; k <= ops; ++k) {
     const CopyOp* op = k < ops ? &local.ops[static_cast<size_t>(k)] : nullptr;
-    const bool refold = op != nullptr && op->num_dims > 0 && op->run_bytes >= kRefoldRunBytes &&
-                        local.OpBytes(*op) < kFoldPlaneBytes;
+    const bool refold =
+        op != nullptr && op->num_dims > 0 && op->run_bytes >= kRefoldRunBytes && local.OpBytes(*op) < kFoldPlaneBytes;
     if (op != nullptr && !refold) continue;
     program.Append(local, kept, k);
     kept = k + 1;

@@ -4,8 +4,6 @@
 // thread_comm_test.cc).
 #include "exec/thread_boxes.h"
 
-#include "exec/copy_kernel.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec/copy_kernel.h"
 
 namespace reshard {
 namespace {
