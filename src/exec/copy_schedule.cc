@@ -133,9 +133,9 @@ bool CopySchedule::FillsRowsTogether(size_t dst_spans) const {
 // The canonical case's pattern alone (bench/short_rows_bench.cc), 2
 // threads: at 64 MiB 2.9 ms by source against 4.8 for memcpy of the same
 // bytes and 6.5 filling each target row whole; at 256 MiB 14.6 against
-// 17.7 and 33.0. In `reshard run` the canonical case went from 4.3 to 2.8
-// ms at 64 MiB and from 20.3 to 11.2 at 256 MiB, 8x8 f64 blocks at 128 MiB
-// from 25.8 to 6.5 (docs/benchmarks.md, "Small blocks and short lines by
+// 17.7 and 33.0. In `reshard run` the canonical case went from 5.0 to 2.9
+// ms at 64 MiB and from 21.5 to 12.3 at 256 MiB, 8x8 f64 blocks at 128 MiB
+// from 30.0 to 6.6 (docs/benchmarks.md, "Small blocks and short lines by
 // source", with the refolded local boxes). Copies of two dims whose inner
 // rows lie apart in the source take RunInterleaved's general turns, a row
 // of each a turn, in source order; that was still the faster (f32[256,256,
