@@ -28,7 +28,8 @@
 //                   MPI_Ialltoallw; threads as ranks, copies straight from
 //                   the senders' inputs) and every message's copies are its bytes
 //                   in order, or its boxes interleave in staged order with
-//                   runs of 64 bytes or more on average (block-cyclic
+//                   runs of 64 bytes or more on average (16 where box
+//                   messages copy once: threads) (block-cyclic
 //                   layouts: the backend lists the runs); other steps run
 //                   the all-to-all-v;
 //   kAuto           a structured step over its groups (below); else box

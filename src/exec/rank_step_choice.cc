@@ -11,6 +11,8 @@
 namespace reshard {
 namespace {
 
+constexpr int64_t kBoxRunBytes = 64, kCopyOnceBoxRunBytes = 16;
+
 // Whether one message (ops [begin, end) of `p`, `bytes` long) can be a box
 // message: its copies list its bytes in order (one box, or boxes one after
 // another), or, where its boxes interleave in the staged buffer (block-cyclic
@@ -19,11 +21,16 @@ namespace {
 // more inside MPI) and a message of element-sized runs would cost more to
 // describe than to pack. Over MPI on this 2-core machine, box messages beat
 // packing at every run size measured, 64-byte runs (8x8 f64 blocks) up:
-// docs/benchmarks.md, "Against COSTA".
-bool BoxableMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t bytes, bool staged_is_dst) {
-  constexpr int64_t kBoxRunBytes = 64;
+// docs/benchmarks.md, "Against COSTA". Where box messages copy each byte
+// once (threads: Comm::boxes_copy_once), runs of kCopyOnceBoxRunBytes do:
+// their list (24 bytes a run) is no more than the 2 bytes a byte that
+// staging holds, and the staged path copies every byte three times (8x8
+// blocks at 64 MiB: f32 20.0 ms a run staged, 9.3 as box messages; bf16
+// 10.1 and 4.8; docs/benchmarks.md, "Small blocks and short lines by source").
+bool BoxableMessage(const CopyProgram& p, int32_t begin, int32_t end, int64_t bytes, bool staged_is_dst,
+                    int64_t box_run_bytes) {
   if (StagedInOrder(p, begin, end, staged_is_dst)) return true;
-  return bytes >= kBoxRunBytes * RunCount(p, begin, end);
+  return bytes >= box_run_bytes * RunCount(p, begin, end);
 }
 
 // The output spans (offset, bytes) ops [begin, end) of `p` write, sorted,
@@ -231,11 +238,12 @@ Status RankReshard::State::Prepare() {
 
 Result<bool> RankReshard::State::AllBoxable(const StepRun& s) {
   const DeviceProgram& p = *s.program;
+  const int64_t run_bytes = comm->boxes_copy_once() ? kCopyOnceBoxRunBytes : kBoxRunBytes;
   bool boxable = true;
   for (size_t m = 0; m < s.send_rank.size() && boxable; ++m)
-    boxable = BoxableMessage(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_count[m], true);
+    boxable = BoxableMessage(p.pack, p.pack_begin[m], p.pack_begin[m + 1], p.send_count[m], true, run_bytes);
   for (size_t m = 0; m < s.recv_rank.size() && boxable; ++m)
-    boxable = BoxableMessage(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_count[m], false);
+    boxable = BoxableMessage(p.unpack, p.unpack_begin[m], p.unpack_begin[m + 1], p.recv_count[m], false, run_bytes);
   int64_t all = boxable ? 1 : 0;
   RESHARD_RETURN_IF_ERROR(comm->AllReduce(std::span<int64_t>(&all, 1), Comm::ReduceOp::kMin));
   return all == 1;

@@ -6,6 +6,11 @@ cli_test(run_staged_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 
 # Issue 16: every device a rank (a fiber) running the per-rank step runner MPI runs.
 cli_test(run_ranks_jax "^verified: 16384 B .*\\(14336 B .* as messages\\) on 8 devices, 1 step \\(all-to-all, over alltoallw\\)"
          ${R} run --shape 16,16,16 --mesh x=4,y=2 --from "P('y', None, 'x')" --to "P(None, ('x','y'), None)" --transport ranks --repeat 1)
+# Threads as ranks take box messages for block-cyclic runs of 16 bytes and
+# more on average (bf16 8x8 blocks), where MPI's datatypes stop at 64.
+cli_test(run_ranks_short_block_runs_are_boxes "\"verified\":true.*\"transports\":\\[\"alltoallw\"\\]"
+         ${R} run --shape 256,256 --dtype bf16 --from "blockcyclic(block=[8,8], grid=[2,4])"
+         --to "blockcyclic(block=[64,64], grid=[4,2])" --transport ranks --repeat 1 --json)
 cli_test(run_ranks_multi_step "\"verified\":true.*\"transport\":\"ranks\""
          ${R} run --shape 10,12 --mesh x=2,y=3 --from "P('x', 'y')" --to "P('y', 'x')" --for jax-cpu --transport ranks --repeat 1 --json)
 cli_test(run_multi_step "\"verified\":true"
