@@ -268,7 +268,8 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   if (by_source && RunSourcePlanes(copies, part, parts, together_bytes)) return;
   // Rows of each copy per turn. A copy of one strided dim (a box's rows)
   // takes one row per turn where its rows are short: the copies of a group
-  // are sorted by destination (but by_source), so the group then writes each destination
+  // are sorted by destination (by source where by_source: then it reads
+  // each source row in order), so the group then writes each destination
   // row whole, in address order, before the next, and reads each source row
   // in order; several rows of one copy per turn would write as many
   // interleaved streams (128-byte rows of 16x16 f64 boxes: one row a turn

@@ -41,9 +41,10 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
   }
   s.slices_ = std::max<int64_t>(threads, (s.strided_bytes_ + kSliceBytes - 1) / kSliceBytes);
   const size_t dst_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/true);
+  const size_t src_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/false);  // (each a sort: once)
   const bool slice = !s.strided_.empty() && strided_units >= s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
-                     s.Spans(/*dst=*/false) <= dst_spans;
-  if (s.StreamsLinesBySource())
+                     src_spans <= dst_spans;
+  if (s.StreamsLinesBySource(src_spans))
     s.mode_ = Mode::kSourceGroups;
   else
     s.mode_ = !slice ? Mode::kGroups : s.FillsRowsTogether(dst_spans) ? Mode::kSlicedGroups : Mode::kSlices;
@@ -141,7 +142,7 @@ bool CopySchedule::FillsRowsTogether(size_t dst_spans) const {
 // of each a turn, in source order; that was still the faster (f32[256,256,
 // 128] P('y','x',None) to P(None,None,('x','y')): 4.2 ms a run on the ranks
 // and 2.0 on `direct`, against 10.7 and 6.7 in the other modes).
-bool CopySchedule::StreamsLinesBySource() const {
+bool CopySchedule::StreamsLinesBySource(size_t src_spans) const {
   if (strided_.empty() || strided_bytes_ < kStreamPassBytes) return false;
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
@@ -151,7 +152,7 @@ bool CopySchedule::StreamsLinesBySource() const {
     for (int32_t d = 0; d < op.num_dims; ++d)
       if (dims[d].dst_stride % 64 != 0) return false;
   }
-  return 2 * Spans(/*dst=*/false) <= strided_.size();
+  return 2 * src_spans <= strided_.size();
 }
 
 // Splits the strided copies into tasks by destination (by source:
@@ -170,9 +171,10 @@ void CopySchedule::Group(bool whole, bool by_source) {
   std::vector<uint32_t> order(strided_.size());
   std::iota(order.begin(), order.end(), uint32_t{0});
   auto span = [by_source](const ScheduledCopy& c) { return by_source ? SourceSpan(c) : DestinationSpan(c); };
-  auto first_byte = [&](const ScheduledCopy& c) {
-    const Span s = span(c);
-    return std::pair(s.buffer, s.begin);
+  // (The first byte only: a span's end walks the copy's dims, and the sort
+  // asks for the key of each copy many times.)
+  auto first_byte = [by_source](const ScheduledCopy& c) {
+    return by_source ? std::pair(c.src, c.src_delta + c.op->src_offset) : std::pair(c.dst, c.op->dst_offset);
   };
   std::sort(order.begin(), order.end(),
             [&](uint32_t a, uint32_t b) { return first_byte(strided_[a]) < first_byte(strided_[b]); });

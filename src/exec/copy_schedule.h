@@ -91,7 +91,8 @@ class CopySchedule {
   size_t Spans(bool dst) const;
   int64_t StridedTasks() const;  // the tasks before the contiguous copies' chunks
   bool FillsRowsTogether(size_t dst_spans) const;
-  bool StreamsLinesBySource() const;
+  // `src_spans`: Spans(/*dst=*/false).
+  bool StreamsLinesBySource(size_t src_spans) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
   // by_source: groups by the source rows copies read (kSourceGroups).
   void Group(bool whole, bool by_source);
