@@ -238,6 +238,53 @@ TEST(ThreadBoxes, ShortLocalBoxesAreRefoldedInDestinationOrder) {
   EXPECT_EQ(got, want);
 }
 
+TEST(ThreadBoxes, LocalBoxesOfPageLongPlanesAreSplitIntoPlanes) {
+  // A rank's local copies: a 4-D box of 2 x 3 planes, each 16 rows of 256 B
+  // (4 KiB, as long as BoxFolder leaves a message's planes), and a 3-D box
+  // of 16 planes of 2 rows (512 B planes, 8 KiB in all). The first becomes
+  // six copies of one plane each, in row-major order of its outer dims, as
+  // a message's pieces would; the second stays as it is.
+  DeviceProgram p;
+  p.pack_begin = {0};
+  p.unpack_begin = {0};
+  const int64_t long_planes[] = {2, 3, 16, 256}, short_planes[] = {16, 2, 256};
+  const int64_t long_in[] = {65536, 16384, 512, 1}, long_out[] = {40000, 12000, 300, 1};
+  const int64_t short_in[] = {1536, 512, 1}, short_out[] = {600, 300, 1};
+  p.local.AddBox(long_planes, 0, long_in, 0, long_out, 1);
+  p.local.AddBox(short_planes, 131072, short_in, 100000, short_out, 1);
+  ASSERT_EQ(p.local.ops.size(), 2u);
+  ASSERT_EQ(p.local.ops[0].num_dims, 3);
+  ASSERT_EQ(p.local.ops[1].num_dims, 2);
+  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const ThreadBoxes* ranks[] = {mine->get()};
+  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  const CopyProgram& got_ops = paired->program;
+  ASSERT_EQ(got_ops.ops.size(), 7u);
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t q = 0; q < 3; ++q) {
+      const CopyOp& plane = got_ops.ops[static_cast<size_t>(o * 3 + q)];
+      EXPECT_EQ(plane.src_offset, o * 65536 + q * 16384);
+      EXPECT_EQ(plane.dst_offset, o * 40000 + q * 12000);
+      EXPECT_EQ(plane.run_bytes, 256);
+      ASSERT_EQ(plane.num_dims, 1);
+      EXPECT_EQ(got_ops.dims[static_cast<size_t>(plane.first_dim)],
+                (CopyDim{.count = 16, .src_stride = 512, .dst_stride = 300}));
+    }
+  EXPECT_EQ(got_ops.ops[6].src_offset, 131072);
+  EXPECT_EQ(got_ops.ops[6].num_dims, 2);
+  EXPECT_EQ(got_ops.bytes, p.local.bytes);
+  // And the schedule writes what the copies as given write.
+  const int64_t in_bytes = 131072 + 16 * 1536, out_bytes = 100000 + 16 * 600;
+  const std::vector<std::byte> in = Bytes(in_bytes, 5);
+  std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee}), got = want;
+  for (const CopyOp& op : p.local.ops) RunCopy(p.local, op, in.data(), want.data(), 0, CopyUnits(p.local, op));
+  const std::byte* inputs[] = {in.data()};
+  std::byte* outputs[] = {got.data()};
+  for (int64_t k = 0; k < paired->schedule.tasks(); ++k) paired->schedule.RunTask(k, inputs, outputs);
+  EXPECT_EQ(got, want);
+}
+
 TEST(ThreadBoxes, RandomMessagesArriveWhereTheReceiverPlacesThem) {
   // Random messages: the sender's input cut into random runs placed in the
   // message in a random order, the receiver's output likewise, and runs
