@@ -196,6 +196,77 @@ TEST(ThreadBoxes, PlanesOfAPageOrMoreAreNotFolded) {
   EXPECT_EQ(direct->program.bytes, 3 * 4096);
 }
 
+TEST(ThreadBoxes, RowsEndingInAPieceOfAnotherLengthFoldApart) {
+  // Eight rows, each a 32-byte piece (an uneven array's last column) then
+  // eight of 64 bytes, 128 apart: rows of 1 KiB in the input, 2 KiB in the
+  // output, sent in row order. The short pieces fold into one column, the
+  // others into one box of eight planes, where the short piece of each row
+  // used to end the long ones' planes.
+  std::vector<ByteRun> in, out;
+  int64_t staged = 0;
+  for (int64_t r = 0; r < 8; ++r) {
+    in.push_back({r * 1024, staged, 32});
+    out.push_back({r * 2048, staged, 32});
+    staged += 32;
+    for (int64_t j = 0; j < 8; ++j, staged += 64) {
+      in.push_back({r * 1024 + 64 + j * 128, staged, 64});
+      out.push_back({r * 2048 + 64 + j * 128, staged, 64});
+    }
+  }
+  const DeviceProgram sender = OneMessage(true, in), receiver = OneMessage(false, out);
+  const std::unique_ptr<BoxCopies> paired = PairOf(sender, receiver);
+  ASSERT_NE(paired, nullptr);
+  ASSERT_EQ(paired->program.ops.size(), 2u);
+  const bool column_first = paired->program.ops[0].run_bytes == 32;
+  const CopyOp& column = paired->program.ops[column_first ? 0 : 1];
+  const CopyOp& planes = paired->program.ops[column_first ? 1 : 0];
+  EXPECT_EQ(column.src_offset, 0);
+  EXPECT_EQ(column.dst_offset, 0);
+  EXPECT_EQ(column.run_bytes, 32);
+  ASSERT_EQ(column.num_dims, 1);
+  EXPECT_EQ(paired->program.dims[static_cast<size_t>(column.first_dim)],
+            (CopyDim{.count = 8, .src_stride = 1024, .dst_stride = 2048}));
+  EXPECT_EQ(planes.src_offset, 64);
+  EXPECT_EQ(planes.dst_offset, 64);
+  EXPECT_EQ(planes.run_bytes, 64);
+  ASSERT_EQ(planes.num_dims, 2);
+  EXPECT_EQ(paired->program.dims[static_cast<size_t>(planes.first_dim)],
+            (CopyDim{.count = 8, .src_stride = 1024, .dst_stride = 2048}));
+  EXPECT_EQ(paired->program.dims[static_cast<size_t>(planes.first_dim) + 1],
+            (CopyDim{.count = 8, .src_stride = 128, .dst_stride = 128}));
+  EXPECT_EQ(paired->program.bytes, staged);
+  const std::vector<std::byte> got = Deliver(sender, receiver, 8 * 1024, 8 * 2048);
+  const std::vector<std::byte> src = Bytes(8 * 1024, 0);
+  std::vector<std::byte> want(8 * 2048, std::byte{0xee});
+  for (size_t k = 0; k < in.size(); ++k)
+    std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
+  EXPECT_EQ(got, want);
+}
+
+// Rows whose pieces lie a page or more apart stay copies of their own:
+// folded into planes they made boxes whose spans reached far beyond their
+// bytes, which chain every copy they overlap into one group of the copy
+// schedule.
+TEST(ThreadBoxes, RowsSpanningAPageAreNotFoldedIntoPlanes) {
+  // Four rows of two 64-byte pieces 8 KiB apart, the rows 64 bytes apart.
+  std::vector<ByteRun> runs;
+  int64_t staged = 0;
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t j = 0; j < 2; ++j, staged += 64) runs.push_back({r * 64 + j * 8192, staged, 64});
+  const DeviceProgram sender = OneMessage(true, runs), receiver = OneMessage(false, runs);
+  const std::unique_ptr<BoxCopies> paired = PairOf(sender, receiver);
+  ASSERT_NE(paired, nullptr);
+  ASSERT_EQ(paired->program.ops.size(), 4u);
+  for (size_t r = 0; r < 4; ++r) {
+    const CopyOp& op = paired->program.ops[r];
+    EXPECT_EQ(op.src_offset, static_cast<int64_t>(r) * 64);
+    EXPECT_EQ(op.run_bytes, 64);
+    ASSERT_EQ(op.num_dims, 1);
+    EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim)],
+              (CopyDim{.count = 2, .src_stride = 8192, .dst_stride = 8192}));
+  }
+}
+
 TEST(ThreadBoxes, ShortLocalBoxesAreRefoldedInDestinationOrder) {
   // A rank's local copies: four 8-row boxes of 64 B, side by side in rows
   // of 256 B of its input and of 512 B of its output (each box 512 B, under
