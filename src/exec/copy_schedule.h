@@ -50,6 +50,9 @@ class CopySchedule {
   // interleaved); short runs of whole cache lines in a pass of
   // kStreamPassBytes or more, that share source rows, in groups by source
   // (Mode::kSourceGroups); contiguous copies run in chunks of about 256 KiB.
+  // Where every strided copy's runs are under a cache line, destination
+  // groups whose copies read the same source spans run as one group (a
+  // source line then feeds several targets in one turn).
   // `strided`: the copies with dims; `contiguous`: those without.
   static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
@@ -96,6 +99,12 @@ class CopySchedule {
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
   // by_source: groups by the source rows copies read (kSourceGroups).
   void Group(bool whole, bool by_source);
+  // A range [begin, end) of strided_.
+  struct Chain {
+    size_t begin, end;
+  };
+  bool ReadsLinesInParts() const;
+  void JoinBySource(std::vector<Chain>& chains, size_t max_copies);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
   int64_t strided_bytes_ = 0, slices_ = 0;

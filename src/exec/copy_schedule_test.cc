@@ -272,6 +272,81 @@ TEST(CopySchedule, OnlyWholeLinesBeyondTheCachesGroupBySource) {
 }
 
 // Contiguous copies (no dims) run in chunks, a large one cut, small ones together.
+// A transposition of runs under a line: `senders` sources and `receivers`
+// targets of `rows` rows; source s's row holds receivers * `blocks` runs of
+// `run` bytes, run j * receivers + d going to target d, where it is run
+// j * senders + s of the row (block-cyclic columns: a source line feeds
+// several targets, a target line takes runs of several sources). One copy
+// per pair: [rows][blocks] runs.
+struct SubLineTransposition {
+  CopyProgram p;
+  std::vector<ScheduledCopy> copies;
+  int64_t src_row, dst_row;
+  SubLineTransposition(int64_t senders, int64_t receivers, int64_t rows, int64_t blocks, int64_t run)
+      : src_row(receivers * blocks * run), dst_row(senders * blocks * run) {
+    const std::vector<int64_t> extent = {rows, blocks, run}, src_strides = {src_row, receivers * run, 1},
+                               dst_strides = {dst_row, senders * run, 1};
+    for (int64_t from = 0; from < senders; ++from)
+      for (int64_t to = 0; to < receivers; ++to) p.AddBox(extent, to * run, src_strides, from * run, dst_strides, 1);
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const int32_t from = static_cast<int32_t>(static_cast<int64_t>(k) / receivers),
+                    to = static_cast<int32_t>(static_cast<int64_t>(k) % receivers);
+      copies.push_back({&p, &p.ops[k], from, to, 0, CopyUnits(p, p.ops[k])});
+    }
+  }
+};
+
+// Where runs under a line of two targets' groups read the same source
+// lines, the groups run as one: a turn writes both targets' rows and reads
+// each source line whole. Runs of whole lines stay a group per target.
+TEST(CopySchedule, GroupsOfRunsUnderALineReadingTheSameLinesRunAsOne) {
+  ThreadPool pool(1);
+  const SubLineTransposition sub(4, 2, 64, 2, 32);
+  const CopySchedule joined = CopySchedule::Build(sub.copies, {}, pool.size());
+  EXPECT_EQ(joined.mode(), CopySchedule::Mode::kGroups);
+  EXPECT_EQ(joined.tasks(), 1);
+  const SubLineTransposition whole(4, 2, 64, 2, 64);
+  const CopySchedule apart = CopySchedule::Build(whole.copies, {}, pool.size());
+  EXPECT_EQ(apart.mode(), CopySchedule::Mode::kGroups);
+  EXPECT_EQ(apart.tasks(), 2);
+}
+
+// Random transpositions of runs under a line (1 to 63 bytes), 1 to 3
+// threads: every target equals each copy run alone.
+TEST(CopySchedule, RandomRunsUnderALineEqualEachCopy) {
+  std::mt19937_64 rng(43);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t senders = pick(1, 5), receivers = pick(1, 4), rows = pick(1, 300), blocks = pick(1, 6),
+                  run = pick(1, 63);
+    const SubLineTransposition sub(senders, receivers, rows, blocks, run);
+    std::vector<ScheduledCopy> copies = sub.copies;
+    std::shuffle(copies.begin(), copies.end(), rng);
+    const int threads = static_cast<int>(pick(1, 3));
+    ThreadPool pool(threads);
+    const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+    std::vector<std::vector<std::byte>> src, want, got;
+    std::vector<const std::byte*> srcs;
+    std::vector<std::byte*> dsts;
+    for (int64_t k = 0; k < senders; ++k) {
+      src.emplace_back(static_cast<size_t>(rows * sub.src_row));
+      for (std::byte& b : src.back()) b = static_cast<std::byte>(rng());
+      srcs.push_back(src.back().data());
+    }
+    for (int64_t k = 0; k < receivers; ++k) {
+      want.emplace_back(static_cast<size_t>(rows * sub.dst_row), std::byte{0xee});
+      got.push_back(want.back());
+    }
+    for (auto& g : got) dsts.push_back(g.data());
+    for (const ScheduledCopy& c : copies)
+      RunCopy(*c.program, *c.op, srcs[static_cast<size_t>(c.src)], want[static_cast<size_t>(c.dst)].data(), 0, c.units);
+    s.Run(pool, srcs, dsts);
+    ASSERT_EQ(got, want) << "trial " << trial << ": " << senders << " senders, " << receivers << " receivers, " << rows
+                         << " rows, " << blocks << " blocks, runs of " << run << " bytes, mode "
+                         << static_cast<int>(s.mode());
+  }
+}
+
 TEST(CopySchedule, ContiguousCopiesRunWhole) {
   CopyProgram p;
   const std::vector<int64_t> whole = {kRows, kCols}, strides = {kCols, 1};

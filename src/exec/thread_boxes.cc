@@ -376,8 +376,11 @@ void AppendPlanes(const CopyProgram& from, const CopyOp& op, CopyProgram& progra
 // local ones left as 8-row boxes split each destination group into copies
 // of two shapes, which the schedule interleaves row against column (the
 // 8x8 to 64x64 pair at 128 MiB: 24 ms a run, 15 refolded, as `direct`'s
-// 14). The runs are listed, sorted, then folded, 24 bytes each: the bound
-// on their length keeps the list at most 3/4 of the bytes they copy.
+// 14; bf16 8x8 blocks into 64x64, 32 MiB, whose 16-byte runs stayed
+// blocks: 4.6 ms, 2.0 refolded, their groups then joined by source,
+// CopySchedule). The runs are listed, sorted, then folded, 24 bytes each:
+// the bound on their length keeps the list at most 1.5 times the bytes
+// they copy, one rank's local copies at a time.
 // Boxes of more than one plane whose planes (rows of rows) are
 // kFoldPlaneBytes or longer are split into their planes, a copy each, as
 // BoxFolder leaves such planes of a message: a local box spanning the
@@ -387,7 +390,7 @@ void AppendPlanes(const CopyProgram& from, const CopyOp& op, CopyProgram& progra
 // ms a run against `direct`'s 1.3). The planes are at most a
 // kFoldPlaneBytes-th of the bytes. Other copies stay as they are.
 void AddLocalCopies(const CopyProgram& local, int32_t rank, CopyProgram& program, std::vector<int32_t>& tags) {
-  constexpr int64_t kRefoldRunBytes = 32;
+  constexpr int64_t kRefoldRunBytes = 16;
   struct Piece {
     int64_t from, to, bytes;
   };
