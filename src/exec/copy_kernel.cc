@@ -145,6 +145,27 @@ RowCopy RowCopyFor(const CopyProgram& p, const CopyOp& op, const std::byte* dst,
   return RowCopy::kMemcpy;
 }
 
+// Calls loop(copy), `copy(t, f, run)` copying `run` bytes from f to t as
+// `kind` copies a row, inlined into the loop (the kind a template argument
+// of each instance: no dispatch per row); true where it streamed (the
+// caller fences). The loops copying rows of one kind dispatch here; the
+// general turns, whose copies may differ in kind, switch per row.
+template <typename Loop>
+bool WithRowCopy(RowCopy kind, Loop&& loop) {
+  switch (kind) {
+    case RowCopy::kStream:
+      loop([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kStream>(t, f, run); });
+      return true;
+    case RowCopy::kBlocks:
+      loop([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
+      return false;
+    case RowCopy::kMemcpy:
+      loop([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
+      return false;
+  }
+  return false;
+}
+
 // RunCopy, leaving the fence after streaming stores to the caller: true when
 // it streamed.
 bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
@@ -160,33 +181,38 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
   const RowCopy kind = RowCopyFor(p, op, dst, together_bytes);
   const size_t run = static_cast<size_t>(op.run_bytes);
   const int ahead = PrefetchAhead(op.run_bytes, dims[nd - 1].src_stride);
-  if (kind == RowCopy::kStream) {
+  if (kind != RowCopy::kStream) switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
+      case 1:
+        FixedRows<1>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 2:
+        FixedRows<2>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 4:
+        FixedRows<4>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 8:
+        FixedRows<8>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 12:
+        FixedRows<12>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 16:
+        FixedRows<16>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 32:
+        FixedRows<32>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      case 64:
+        FixedRows<64>(dims, nd, src, dst, lo, hi, ahead);
+        return false;
+      default:
+        break;
+    }
+  return WithRowCopy(kind, [&](auto copy) {
     Rows(
-        dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kStream>(t, s, run); },
-        ahead, run);
-    return true;
-  }
-  switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
-    case 1: FixedRows<1>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 2: FixedRows<2>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 4: FixedRows<4>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 8: FixedRows<8>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 12: FixedRows<12>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 16: FixedRows<16>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 32: FixedRows<32>(dims, nd, src, dst, lo, hi, ahead); return false;
-    case 64: FixedRows<64>(dims, nd, src, dst, lo, hi, ahead); return false;
-    default: break;
-  }
-  if (kind == RowCopy::kBlocks) {
-    Rows(
-        dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kBlocks>(t, s, run); },
-        ahead, run);
-    return false;
-  }
-  Rows(
-      dims, nd, src, dst, lo, hi, [run](std::byte* t, const std::byte* s) { CopyRowAs<RowCopy::kMemcpy>(t, s, run); },
-      ahead, run);
-  return false;
+        dims, nd, src, dst, lo, hi, [&](std::byte* t, const std::byte* s) { copy(t, s, run); }, ahead, run);
+  });
 }
 
 // Orders streaming stores before whatever the caller does next (another
@@ -246,19 +272,8 @@ bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t pa
         for (int64_t i = 0; i < p.inner; ++i) copy(t + i * p.inner_dst_stride, f + i * p.run, run);
       }
   };
-  switch (kind) {
-    case RowCopy::kStream:
-      turns([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kStream>(t, f, run); });
-      Fence();
-      return true;
-    case RowCopy::kBlocks:
-      turns([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
-      return true;
-    case RowCopy::kMemcpy:
-      turns([](std::byte* t, const std::byte* f, size_t run) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
-      return true;
-  }
-  return false;
+  if (WithRowCopy(kind, turns)) Fence();
+  return true;
 }
 
 }  // namespace
@@ -371,7 +386,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
                 const std::byte* f = cursor[k].src + row * c0.src_stride;
                 // The row after the turn's last (the turn's own come at once).
                 if (prefetch && row + 1 == hi && hi < last) PrefetchRun(f + c0.src_stride, c0.run);
-                copy(cursor[k].dst + row * c0.dst_stride, f);
+                copy(cursor[k].dst + row * c0.dst_stride, f, c0.run);
               }
           }
           return;
@@ -391,23 +406,12 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
           for (size_t k = 0; k < copies.size(); ++k) {
             if (prefetch && r + n < last) PrefetchRun(cursor[k].src + next_so, c0.run);
             for (int64_t j = 0; j < n; ++j)
-              copy(cursor[k].dst + dof[static_cast<size_t>(j)], cursor[k].src + so[static_cast<size_t>(j)]);
+              copy(cursor[k].dst + dof[static_cast<size_t>(j)], cursor[k].src + so[static_cast<size_t>(j)], c0.run);
           }
         }
       };
-      const size_t run = c0.run;
-      switch (c0.kind) {
-        case RowCopy::kStream:
-          turns([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kStream>(t, f, run); });
-          Fence();
-          return;
-        case RowCopy::kBlocks:
-          turns([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kBlocks>(t, f, run); });
-          return;
-        case RowCopy::kMemcpy:
-          turns([run](std::byte* t, const std::byte* f) { CopyRowAs<RowCopy::kMemcpy>(t, f, run); });
-          return;
-      }
+      if (WithRowCopy(c0.kind, turns)) Fence();
+      return;
     }
   }
   // The copies with rows left, in their order: copies of a group can differ
