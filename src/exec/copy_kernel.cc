@@ -181,38 +181,23 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
   const RowCopy kind = RowCopyFor(p, op, dst, together_bytes);
   const size_t run = static_cast<size_t>(op.run_bytes);
   const int ahead = PrefetchAhead(op.run_bytes, dims[nd - 1].src_stride);
-  if (kind != RowCopy::kStream) switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
-      case 1:
-        FixedRows<1>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 2:
-        FixedRows<2>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 4:
-        FixedRows<4>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 8:
-        FixedRows<8>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 12:
-        FixedRows<12>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 16:
-        FixedRows<16>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 32:
-        FixedRows<32>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      case 64:
-        FixedRows<64>(dims, nd, src, dst, lo, hi, ahead);
-        return false;
-      default:
-        break;
-    }
-  return WithRowCopy(kind, [&](auto copy) {
+  auto rows = [&](auto copy) {
     Rows(
         dims, nd, src, dst, lo, hi, [&](std::byte* t, const std::byte* s) { copy(t, s, run); }, ahead, run);
-  });
+  };
+  if (kind == RowCopy::kStream) return WithRowCopy(kind, rows);
+  switch (op.run_bytes) {  // small runs: fixed-size copies the compiler inlines
+    case 1: FixedRows<1>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 2: FixedRows<2>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 4: FixedRows<4>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 8: FixedRows<8>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 12: FixedRows<12>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 16: FixedRows<16>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 32: FixedRows<32>(dims, nd, src, dst, lo, hi, ahead); return false;
+    case 64: FixedRows<64>(dims, nd, src, dst, lo, hi, ahead); return false;
+    default: break;
+  }
+  return WithRowCopy(kind, rows);
 }
 
 // Orders streaming stores before whatever the caller does next (another

@@ -124,6 +124,19 @@ std::unique_ptr<BoxCopies> PairOf(const DeviceProgram& sender, const DeviceProgr
   return paired;
 }
 
+// One rank's paired copies, its schedule run task by task from an input of
+// `in_bytes` into an output of `out_bytes`, write what its local copies
+// `local`, run one by one, write.
+void ExpectWritesAsLocalCopies(const CopyProgram& local, const BoxCopies& paired, int64_t in_bytes, int64_t out_bytes) {
+  const std::vector<std::byte> in = Bytes(in_bytes, 3);
+  std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee}), got = want;
+  for (const CopyOp& op : local.ops) RunCopy(local, op, in.data(), want.data(), 0, CopyUnits(local, op));
+  const std::byte* inputs[] = {in.data()};
+  std::byte* outputs[] = {got.data()};
+  for (int64_t k = 0; k < paired.schedule.tasks(); ++k) paired.schedule.RunTask(k, inputs, outputs);
+  EXPECT_EQ(got, want);
+}
+
 TEST(ThreadBoxes, RunsListedOutOfStagedOrderAreWalkedInIt) {
   // The message: input bytes 8..11, then 0..3 (listed the other way); the
   // receiver writes its first 2 bytes at 10 and the other 6 at 0.
@@ -299,14 +312,7 @@ TEST(ThreadBoxes, ShortLocalBoxesAreRefoldedInDestinationOrder) {
             (CopyDim{.count = 8, .src_stride = 256, .dst_stride = 512}));
   EXPECT_EQ(paired->program.bytes, p.local.bytes);
   // And the schedule writes what the copies as given write.
-  const int64_t in_bytes = 2048 + 16 * 512, out_bytes = 4096 + 16 * 1024;
-  const std::vector<std::byte> in = Bytes(in_bytes, 3);
-  std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee}), got = want;
-  for (const CopyOp& op : p.local.ops) RunCopy(p.local, op, in.data(), want.data(), 0, CopyUnits(p.local, op));
-  const std::byte* inputs[] = {in.data()};
-  std::byte* outputs[] = {got.data()};
-  for (int64_t k = 0; k < paired->schedule.tasks(); ++k) paired->schedule.RunTask(k, inputs, outputs);
-  EXPECT_EQ(got, want);
+  ExpectWritesAsLocalCopies(p.local, *paired, 2048 + 16 * 512, 4096 + 16 * 1024);
 }
 
 TEST(ThreadBoxes, LocalBoxesOfPageLongPlanesAreSplitIntoPlanes) {
@@ -346,14 +352,7 @@ TEST(ThreadBoxes, LocalBoxesOfPageLongPlanesAreSplitIntoPlanes) {
   EXPECT_EQ(got_ops.ops[6].num_dims, 2);
   EXPECT_EQ(got_ops.bytes, p.local.bytes);
   // And the schedule writes what the copies as given write.
-  const int64_t in_bytes = 131072 + 16 * 1536, out_bytes = 100000 + 16 * 600;
-  const std::vector<std::byte> in = Bytes(in_bytes, 5);
-  std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee}), got = want;
-  for (const CopyOp& op : p.local.ops) RunCopy(p.local, op, in.data(), want.data(), 0, CopyUnits(p.local, op));
-  const std::byte* inputs[] = {in.data()};
-  std::byte* outputs[] = {got.data()};
-  for (int64_t k = 0; k < paired->schedule.tasks(); ++k) paired->schedule.RunTask(k, inputs, outputs);
-  EXPECT_EQ(got, want);
+  ExpectWritesAsLocalCopies(p.local, *paired, 131072 + 16 * 1536, 100000 + 16 * 600);
 }
 
 TEST(ThreadBoxes, RandomMessagesArriveWhereTheReceiverPlacesThem) {
