@@ -1,5 +1,6 @@
 // HostBuffer: an uninitialized byte buffer for executors' local buffers.
-// Buffers of 2 MiB or more are 2 MiB-aligned and asked to be backed by
+// Every buffer starts on a 64-byte line; buffers of 2 MiB or more are
+// 2 MiB-aligned and asked to be backed by
 // transparent huge pages (madvise; the kernel may decline). Strided copies
 // over large buffers touch a new 4 KiB page every few runs, so with small
 // pages they wait on TLB misses. Callers may pass any memory to an

@@ -9,6 +9,7 @@
 namespace reshard {
 namespace {
 constexpr int64_t kHugePage = int64_t{2} << 20;
+constexpr int64_t kLine = 64;
 }  // namespace
 
 HostBuffer::HostBuffer(int64_t bytes) : size_(bytes) {
@@ -17,7 +18,12 @@ HostBuffer::HostBuffer(int64_t bytes) : size_(bytes) {
     return;
   }
   if (bytes < kHugePage) {
-    data_ = static_cast<std::byte*>(std::malloc(static_cast<size_t>(bytes)));
+    // Whole cache lines: malloc's 16 bytes put a buffer's lines 16 bytes
+    // off, and streaming stores of line-long runs then wrote each line in
+    // two halves (the canonical case at 8 MiB over 8 devices, 1 MiB a
+    // buffer: 1.5 ms a run, 0.3 at 64 bytes).
+    const int64_t rounded = (bytes + kLine - 1) / kLine * kLine;
+    data_ = static_cast<std::byte*>(std::aligned_alloc(static_cast<size_t>(kLine), static_cast<size_t>(rounded)));
   } else {
     const int64_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;  // aligned_alloc wants a multiple
     data_ = static_cast<std::byte*>(std::aligned_alloc(static_cast<size_t>(kHugePage), static_cast<size_t>(rounded)));
