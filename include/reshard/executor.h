@@ -146,6 +146,14 @@ struct ExecOptions {
   // over their groups before box messages. Off: box messages first, the
   // fastest in one process. The MPI suites' choices, run in process.
   bool rank_choose_as_mpi = false;
+  // Under Transport::kRanks: the ranks' fibers run on one thread per this
+  // many bytes of the program's targets, at least one and at most
+  // `threads`. Waking a second thread costs a small reshard more than that
+  // thread copies: the canonical case at 16 KiB took 10 us a run on one
+  // thread and 20 on two, at 512 KiB 31 and 40, at 1 MiB 61 and 35-70. 0:
+  // `threads` always (the checker's runs, RunChecked, so that every test
+  // runs its ranks on all the threads it asks for).
+  int64_t rank_bytes_per_thread = int64_t{512} << 10;
   // A step whose copies are written per group pattern (GroupCopies,
   // device_program.h), direct or staged, runs from a per-copy schedule (40
   // bytes a copy; large copies split over threads, small ones batched) up

@@ -330,6 +330,7 @@ Result<CheckReport> RunChecked(const PlanProgram& program, int threads, Transpor
   o.rank_max_message_bytes = ranks.max_message_bytes;
   o.rank_priced_chunks = ranks.priced_chunks;
   o.rank_choose_as_mpi = ranks.choose_as_mpi;
+  o.rank_bytes_per_thread = 0;  // every thread asked for, however small the program
   o.max_scheduled_group_copies = ranks.max_scheduled_group_copies;
   o.after_step = [&](size_t step, std::span<const std::span<const std::byte>> outputs) {
     const Layout& l = program.layouts()[step + 1];

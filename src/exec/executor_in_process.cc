@@ -12,6 +12,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "exec/copy_kernel.h"
@@ -246,6 +247,17 @@ class InProcessExecutor final : public Executor {
     return t;
   }
 
+  // The threads the ranks run on (ExecOptions::rank_bytes_per_thread): the
+  // same for every run of a program, whose targets are one size.
+  int RankCopiers(std::span<const std::span<std::byte>> targets) const {
+    const int all =
+        options_.threads > 0 ? options_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (options_.rank_bytes_per_thread <= 0) return all;
+    int64_t bytes = 0;
+    for (const std::span<std::byte>& t : targets) bytes += static_cast<int64_t>(t.size());
+    return static_cast<int>(std::clamp<int64_t>(bytes / options_.rank_bytes_per_thread, 1, all));
+  }
+
   // Transport::kRanks: the ranks of the program last run, kept (threads,
   // runners, staging, box messages) so that the next run of the same
   // program, at the same place, only runs them, as MPI's persistent
@@ -262,7 +274,7 @@ class InProcessExecutor final : public Executor {
       // A rank waits at a barrier while rank 0 runs the caller's hook over
       // every device's output (the checker): the timeout only guards against a hang.
       const RankThreads::CommSettings comms{
-          .timeout_seconds = 600, .copiers = options_.threads, .boxes_copy_once = !options_.rank_choose_as_mpi};
+          .timeout_seconds = 600, .copiers = RankCopiers(targets), .boxes_copy_once = !options_.rank_choose_as_mpi};
       RESHARD_ASSIGN_OR_RETURN(ranks_, RankThreads::Start(program, ro, options_.after_step, comms));
       ranks_program_ = &program;
       ranks_program_id_ = program.id();
