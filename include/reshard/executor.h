@@ -131,8 +131,9 @@ int64_t ProgramMessages(const PlanProgram& program);
 struct ExecOptions {
   // <= 0: the hardware's thread count; at most kMaxThreads. When the system
   // cannot start them all, Run returns Unavailable (and runs nothing).
-  // Under kRanks: the threads the ranks' fibers run on (the caller's among
-  // them), so also how many ranks copy at once.
+  // Under kRanks: the most threads the ranks' fibers run on (the caller's
+  // among them; rank_bytes_per_thread takes fewer for small programs), so
+  // also how many ranks copy at once.
   int threads = 0;
   Transport transport = Transport::kAuto;
   // Under Transport::kRanks (given, or kAuto's choice): the runner's

@@ -237,8 +237,8 @@ bool CopySchedule::ReadsLinesInParts() const {
 
 // Joins destination groups (`chains`, ranges of strided_ in destination
 // order) whose copies read overlapping source spans into one group each,
-// the joined groups' copies in destination order, where no joined group
-// would have more than `max_copies` copies (else leaves them as they are).
+// the joined groups' copies in destination order; groups that would join
+// into more than `max_copies` copies stay apart.
 // Runs under a line: in f32 8x8 blocks into 64x64, each target's group
 // reads every other line of a sender's rows and the other target's group
 // the lines between, at another time; joined, a turn writes both targets'
@@ -281,12 +281,14 @@ void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies) {
   }
   if (!joined) return;
   std::vector<size_t> copies(chains.size(), 0);
-  for (size_t g = 0; g < chains.size(); ++g)
-    if ((copies[find(static_cast<uint32_t>(g))] += chains[g].end - chains[g].begin) > max_copies) return;
-  // Each joined group's chains in their order, the groups in the order of their first chains.
+  for (size_t g = 0; g < chains.size(); ++g) copies[find(static_cast<uint32_t>(g))] += chains[g].end - chains[g].begin;
+  // Each joined group's chains in their order, the groups in the order of
+  // their first chains; a chain of a group too large, a group of its own.
   std::vector<std::vector<uint32_t>> members(chains.size());
-  for (size_t g = 0; g < chains.size(); ++g)
-    members[find(static_cast<uint32_t>(g))].push_back(static_cast<uint32_t>(g));
+  for (size_t g = 0; g < chains.size(); ++g) {
+    const uint32_t r = find(static_cast<uint32_t>(g));
+    members[copies[r] > max_copies ? g : r].push_back(static_cast<uint32_t>(g));
+  }
   std::vector<ScheduledCopy> joined_copies;
   joined_copies.reserve(n);
   std::vector<Chain> groups;

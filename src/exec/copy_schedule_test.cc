@@ -271,7 +271,6 @@ TEST(CopySchedule, OnlyWholeLinesBeyondTheCachesGroupBySource) {
   }
 }
 
-// Contiguous copies (no dims) run in chunks, a large one cut, small ones together.
 // A transposition of runs under a line: `senders` sources and `receivers`
 // targets of `rows` rows; source s's row holds receivers * `blocks` runs of
 // `run` bytes, run j * receivers + d going to target d, where it is run
@@ -347,6 +346,7 @@ TEST(CopySchedule, RandomRunsUnderALineEqualEachCopy) {
   }
 }
 
+// Contiguous copies (no dims) run in chunks, a large one cut, small ones together.
 TEST(CopySchedule, ContiguousCopiesRunWhole) {
   CopyProgram p;
   const std::vector<int64_t> whole = {kRows, kCols}, strides = {kCols, 1};

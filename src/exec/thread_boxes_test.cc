@@ -315,6 +315,27 @@ TEST(ThreadBoxes, ShortLocalBoxesAreRefoldedInDestinationOrder) {
   ExpectWritesAsLocalCopies(p.local, *paired, 2048 + 16 * 512, 4096 + 16 * 1024);
 }
 
+// The same of runs of 16 bytes (bf16 8x8 blocks): four 8-row boxes of 16 B
+// side by side in rows of 64 B and of 128 B fold into 8 rows of 64 B.
+TEST(ThreadBoxes, LocalBoxesOf16ByteRunsAreRefolded) {
+  DeviceProgram p;
+  p.pack_begin = {0};
+  p.unpack_begin = {0};
+  const int64_t narrow[] = {8, 16}, in_rows[] = {64, 1}, out_rows[] = {128, 1};
+  for (int64_t b = 0; b < 4; ++b) p.local.AddBox(narrow, b * 16, in_rows, b * 16, out_rows, 1);
+  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const ThreadBoxes* ranks[] = {mine->get()};
+  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  ASSERT_EQ(paired->program.ops.size(), 1u);
+  const CopyOp& folded = paired->program.ops[0];
+  EXPECT_EQ(folded.run_bytes, 64);
+  ASSERT_EQ(folded.num_dims, 1);
+  EXPECT_EQ(paired->program.dims[static_cast<size_t>(folded.first_dim)],
+            (CopyDim{.count = 8, .src_stride = 64, .dst_stride = 128}));
+  ExpectWritesAsLocalCopies(p.local, *paired, 8 * 64, 8 * 128);
+}
+
 TEST(ThreadBoxes, LocalBoxesOfPageLongPlanesAreSplitIntoPlanes) {
   // A rank's local copies: a 4-D box of 2 x 3 planes, each 16 rows of 256 B
   // (4 KiB, as long as BoxFolder leaves a message's planes), and a 3-D box
