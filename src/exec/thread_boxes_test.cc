@@ -124,6 +124,15 @@ std::unique_ptr<BoxCopies> PairOf(const DeviceProgram& sender, const DeviceProgr
   return paired;
 }
 
+// The copies of one rank with no messages (its local copies alone), paired.
+std::unique_ptr<BoxCopies> PairAlone(const DeviceProgram& p) {
+  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
+  EXPECT_TRUE(mine.ok()) << mine.status();
+  if (!mine.ok()) return nullptr;
+  const ThreadBoxes* ranks[] = {mine->get()};
+  return ThreadBoxes::Pair(ranks, 1);
+}
+
 // One rank's paired copies, its schedule run task by task from an input of
 // `in_bytes` into an output of `out_bytes`, write what its local copies
 // `local`, run one by one, write.
@@ -294,10 +303,8 @@ TEST(ThreadBoxes, ShortLocalBoxesAreRefoldedInDestinationOrder) {
   for (int64_t b = 0; b < 4; ++b) p.local.AddBox(narrow, b * 64, in_rows, b * 64, out_rows, 1);
   p.local.AddBox(wide, 2048, in_wide, 4096, out_wide, 1);
   ASSERT_EQ(p.local.ops.size(), 5u);
-  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
-  ASSERT_TRUE(mine.ok()) << mine.status();
-  const ThreadBoxes* ranks[] = {mine->get()};
-  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  const std::unique_ptr<BoxCopies> paired = PairAlone(p);
+  ASSERT_NE(paired, nullptr);
   ASSERT_EQ(paired->program.ops.size(), 2u);
   const CopyOp& wide_op = paired->program.ops[0];
   EXPECT_EQ(wide_op.src_offset, 2048);
@@ -323,10 +330,8 @@ TEST(ThreadBoxes, LocalBoxesOf16ByteRunsAreRefolded) {
   p.unpack_begin = {0};
   const int64_t narrow[] = {8, 16}, in_rows[] = {64, 1}, out_rows[] = {128, 1};
   for (int64_t b = 0; b < 4; ++b) p.local.AddBox(narrow, b * 16, in_rows, b * 16, out_rows, 1);
-  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
-  ASSERT_TRUE(mine.ok()) << mine.status();
-  const ThreadBoxes* ranks[] = {mine->get()};
-  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  const std::unique_ptr<BoxCopies> paired = PairAlone(p);
+  ASSERT_NE(paired, nullptr);
   ASSERT_EQ(paired->program.ops.size(), 1u);
   const CopyOp& folded = paired->program.ops[0];
   EXPECT_EQ(folded.run_bytes, 64);
@@ -353,10 +358,8 @@ TEST(ThreadBoxes, LocalBoxesOfPageLongPlanesAreSplitIntoPlanes) {
   ASSERT_EQ(p.local.ops.size(), 2u);
   ASSERT_EQ(p.local.ops[0].num_dims, 3);
   ASSERT_EQ(p.local.ops[1].num_dims, 2);
-  Result<std::unique_ptr<ThreadBoxes>> mine = ThreadBoxes::Prepare(p, {}, {}, 1);
-  ASSERT_TRUE(mine.ok()) << mine.status();
-  const ThreadBoxes* ranks[] = {mine->get()};
-  const std::unique_ptr<BoxCopies> paired = ThreadBoxes::Pair(ranks, 1);
+  const std::unique_ptr<BoxCopies> paired = PairAlone(p);
+  ASSERT_NE(paired, nullptr);
   const CopyProgram& got_ops = paired->program;
   ASSERT_EQ(got_ops.ops.size(), 7u);
   for (int64_t o = 0; o < 2; ++o)
