@@ -28,6 +28,13 @@ Span SourceSpan(const ScheduledCopy& c) {
 }
 Span DestinationSpan(const ScheduledCopy& c) { return {c.dst, c.op->dst_offset, c.program->DstEnd(*c.op)}; }
 
+// The buffer and first byte a copy reads (`by_source`) or writes: the key
+// copies sort by before their spans chain. (The first byte only: a span's
+// end walks the copy's dims, and a sort asks for each copy's key many times.)
+std::pair<int32_t, int64_t> FirstByte(const ScheduledCopy& c, bool by_source) {
+  return by_source ? std::pair(c.src, c.src_delta + c.op->src_offset) : std::pair(c.dst, c.op->dst_offset);
+}
+
 }  // namespace
 
 CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads) {
@@ -171,13 +178,9 @@ void CopySchedule::Group(bool whole, bool by_source) {
   std::vector<uint32_t> order(strided_.size());
   std::iota(order.begin(), order.end(), uint32_t{0});
   auto span = [by_source](const ScheduledCopy& c) { return by_source ? SourceSpan(c) : DestinationSpan(c); };
-  // (The first byte only: a span's end walks the copy's dims, and the sort
-  // asks for the key of each copy many times.)
-  auto first_byte = [by_source](const ScheduledCopy& c) {
-    return by_source ? std::pair(c.src, c.src_delta + c.op->src_offset) : std::pair(c.dst, c.op->dst_offset);
-  };
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return first_byte(strided_[a]) < first_byte(strided_[b]); });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return FirstByte(strided_[a], by_source) < FirstByte(strided_[b], by_source);
+  });
   std::vector<ScheduledCopy> sorted;
   sorted.reserve(strided_.size());
   for (uint32_t k : order) sorted.push_back(strided_[k]);
@@ -260,10 +263,9 @@ void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies) {
   };
   std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), uint32_t{0});
-  auto first_read = [&](uint32_t k) {
-    return std::pair(strided_[k].src, strided_[k].src_delta + strided_[k].op->src_offset);
-  };
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return first_read(a) < first_read(b); });
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return FirstByte(strided_[a], /*by_source=*/true) < FirstByte(strided_[b], /*by_source=*/true);
+  });
   bool joined = false;
   int32_t buffer = -1;
   int64_t reach = 0;
