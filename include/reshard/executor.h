@@ -4,7 +4,7 @@
 // Per-rank backends implement Comm (comm.h) instead, under the one step
 // runner (rank_reshard.h): MPI (mpi.h), and threads as ranks, which this
 // executor runs by default (Transport::kRanks, or kAuto up to
-// kMaxRankDevices devices and kMaxRankMessages messages): a face over the
+// kAutoRankDevices devices and kMaxRankMessages messages): a face over the
 // runner MPI runs.
 //
 // Buffers are the layouts' exact local buffers, row-major, indexed like
@@ -58,8 +58,8 @@ namespace reshard {
 // sender's input into its receiver's output (box messages over shared
 // memory) wherever the step allows, the ranks and their runners kept
 // between runs of one program. Every rank holds a runner and a fiber
-// stack, so plans over more than kMaxRankDevices devices are Unavailable;
-// each rank costs a run 1 to 2 us more than the pool on this machine
+// stack, so plans over more than MaxRankDevices() devices are Unavailable;
+// each rank costs a run 1 to 3 us more than the pool on this machine
 // (docs/benchmarks.md, "Threads as ranks at scale"). The two others run
 // every device's copies of a step as one
 // schedule over a pool of ExecOptions::threads threads, with no runner per
@@ -67,7 +67,7 @@ namespace reshard {
 // buffer and unpacks it from there (the path MPI and NCCL take); kDirect
 // copies it once, from the sender's input buffer straight into the
 // receiver's output buffer (DeviceProgram::direct). kAuto, the default:
-// kRanks up to kMaxRankDevices devices and kMaxRankMessages messages,
+// kRanks up to kAutoRankDevices devices and kMaxRankMessages messages,
 // kDirect above (AutoTransport), or the other where the program lacks that
 // one's copies; through the API also
 // the pool where the ranks' stacks or threads cannot be had (Unavailable). kStaged and kRanks run a
@@ -109,10 +109,17 @@ struct ExecStats {
 // --threads` refuses more.
 inline constexpr int kMaxThreads = 1024;
 
-// The most devices threads as ranks run (Transport::kRanks, asked for or
-// kAuto's): each rank's fiber stack is two mappings (the stack and its
-// guard), and Linux allows a process 65,530 by default.
-inline constexpr int64_t kMaxRankDevices = 16384;
+// The most devices threads as ranks run (Transport::kRanks): 16,384 where
+// each rank's fiber stack takes two of the process's mappings (the stack
+// and its guard, below Linux 6.13; Linux allows a process 65,530 by
+// default), else 2^20, where all stacks are one mapping (a MiB of address
+// space each; a rank holds about 6 KiB of memory: RankThreads::kRankBytes).
+int64_t MaxRankDevices();
+// The most devices kAuto gives threads as ranks: each rank costs a run 1 to
+// 3 us more than the pool, whose time grows with the bytes moved, not the
+// devices (a transpose over 16,384 devices took 3.4x the pool's time, over
+// 262,144 22x; docs/benchmarks.md, "Threads as ranks at scale").
+inline constexpr int64_t kAutoRankDevices = 16384;
 // The most messages kAuto gives threads as ranks: every rank expands its
 // own messages of every step, each with its copies and box runs (an
 // all-gather over 1024 devices, a million messages, held 382 MB more than
@@ -121,7 +128,8 @@ inline constexpr int64_t kMaxRankMessages = int64_t{1} << 21;
 
 // What kAuto runs for a plan over `devices` devices whose steps send
 // `messages` messages in all (a program with both forms of copies): kRanks
-// up to kMaxRankDevices devices and kMaxRankMessages messages, else kDirect.
+// up to kAutoRankDevices devices (and MaxRankDevices()) and
+// kMaxRankMessages messages, else kDirect.
 Transport AutoTransport(int64_t devices, int64_t messages);
 // The messages every step of `program` sends, all devices' (a step written
 // per group pattern: k - 1 from each device of a group of k), what

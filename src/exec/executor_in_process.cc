@@ -17,6 +17,7 @@
 
 #include "exec/copy_kernel.h"
 #include "exec/copy_schedule.h"
+#include "exec/fibers.h"
 #include "exec/rank_threads.h"
 #include "exec/reduce_kernel.h"
 #include "exec/thread_pool.h"
@@ -506,8 +507,11 @@ class InProcessExecutor final : public Executor {
 
 }  // namespace
 
+int64_t MaxRankDevices() { return Fibers::GuardsTakeMappings() ? 16384 : int64_t{1} << 20; }
+
 Transport AutoTransport(int64_t devices, int64_t messages) {
-  return devices <= kMaxRankDevices && messages <= kMaxRankMessages ? Transport::kRanks : Transport::kDirect;
+  return devices <= std::min(kAutoRankDevices, MaxRankDevices()) && messages <= kMaxRankMessages ? Transport::kRanks
+                                                                                                 : Transport::kDirect;
 }
 
 int64_t ProgramMessages(const PlanProgram& program) {

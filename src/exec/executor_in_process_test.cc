@@ -204,14 +204,15 @@ TEST(InProcessExecutor, RepeatedRunsReuseSlicedPhasesExactly) {
   }
 }
 
-// kAuto's rule: the ranks up to kMaxRankDevices devices and kMaxRankMessages
+// kAuto's rule: the ranks up to kAutoRankDevices devices and kMaxRankMessages
 // messages, counted alike per message and per group pattern (the canonical
 // all-to-all: 8 devices, 7 messages each), and as the plan counts them for
 // an all-gather of a 2-D tiling (one group of 8 here: 56 again).
 TEST(InProcessExecutor, AutoWeighsDevicesAndMessages) {
   EXPECT_EQ(AutoTransport(8, 56), Transport::kRanks);
-  EXPECT_EQ(AutoTransport(kMaxRankDevices, kMaxRankMessages), Transport::kRanks);
-  EXPECT_EQ(AutoTransport(kMaxRankDevices + 1, 0), Transport::kDirect);
+  ASSERT_GE(MaxRankDevices(), kAutoRankDevices);
+  EXPECT_EQ(AutoTransport(kAutoRankDevices, kMaxRankMessages), Transport::kRanks);
+  EXPECT_EQ(AutoTransport(kAutoRankDevices + 1, 0), Transport::kDirect);
   EXPECT_EQ(AutoTransport(8, kMaxRankMessages + 1), Transport::kDirect);
   Layout src = Parse("{devices=[2,1,4]<=[4,2]T(1,0)}", {16, 16, 16});
   Layout dst = Parse("{devices=[1,8,1]<=[8]}", {16, 16, 16});

@@ -119,6 +119,13 @@ reshard_fiber_entry:
 
 namespace reshard {
 namespace {
+// Linux 6.13's guard regions: pages that fault on any access, installed in
+// a mapping without splitting it (uapi value; older headers lack it).
+#ifdef MADV_GUARD_INSTALL
+constexpr int kMadvGuardInstall = MADV_GUARD_INSTALL;
+#else
+constexpr int kMadvGuardInstall = 102;
+#endif
 
 using Clock = Fibers::Clock;
 
@@ -244,9 +251,7 @@ void UnpoisonStack(void* stack, size_t bytes) {
 
 struct Fiber {
   Context context;
-  std::byte* mapping = nullptr;
-  size_t mapping_bytes = 0;
-  std::byte* stack = nullptr;  // above the guard page
+  std::byte* stack = nullptr;  // above its guard
   size_t stack_bytes = 0;
   size_t index = 0;
   const std::function<void(size_t)>* body = nullptr;
@@ -339,6 +344,10 @@ void FiberMain() {
 struct Fibers::State {
   std::function<void(size_t)> body;
   std::vector<Fiber> fibers;
+  // Every fiber's guard and stack, fiber k's at k * MappedBytes(): one
+  // mapping, where the kernel guards without splitting it.
+  std::byte* stacks = nullptr;
+  size_t stacks_bytes = 0;
   std::vector<Scheduler> schedulers;
   std::vector<std::thread> threads;
   bool driven = false;  // the first scheduler's fibers run in Drive
@@ -348,8 +357,7 @@ struct Fibers::State {
   bool open = false, abandon = false;
 
   ~State() {
-    for (Fiber& f : fibers)
-      if (f.mapping != nullptr) munmap(f.mapping, f.mapping_bytes);
+    if (stacks != nullptr) munmap(stacks, stacks_bytes);
   }
 
   void Thread(size_t t) {
@@ -394,6 +402,19 @@ void Fibers::Drive(const std::function<bool()>& done) {
 
 size_t Fibers::threads() const { return state_->schedulers.size(); }
 
+bool Fibers::GuardsTakeMappings() {
+  // Probed once: a page guarded in a mapping of two.
+  static const bool take = [] {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* m = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return true;
+    const bool regions = madvise(m, page, kMadvGuardInstall) == 0;
+    munmap(m, 2 * page);
+    return !regions;
+  }();
+  return take;
+}
+
 size_t Fibers::MappedBytes() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (kStackBytes + page - 1) / page * page + (kGuardBytes + page - 1) / page * page;
@@ -407,18 +428,24 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
     s.body = std::move(body);
     s.driven = first == FirstThread::kCallers;
     s.fibers.resize(n);
-    const size_t guard = MappedBytes() - kStackBytes;
+    const size_t each = MappedBytes(), guard = each - kStackBytes;
+    if (n > 0) {
+      void* m = mmap(nullptr, n * each, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED)
+        return Status::Unavailable(
+            fmt::format("could not map the {} fiber stacks the ranks need ({} bytes)", n, n * each));
+      s.stacks = static_cast<std::byte*>(m);
+      s.stacks_bytes = n * each;
+    }
+    const bool regions = !GuardsTakeMappings();
     for (size_t k = 0; k < n; ++k) {
       Fiber& f = s.fibers[k];
-      f.mapping_bytes = MappedBytes();
-      void* m =
-          mmap(nullptr, f.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (m == MAP_FAILED)
-        return Status::Unavailable(fmt::format("could map only {} of the {} fiber stacks the ranks need", k, n));
-      f.mapping = static_cast<std::byte*>(m);
-      if (mprotect(f.mapping, guard, PROT_NONE) != 0)
-        return Status::Unavailable(fmt::format("could not guard fiber stack {} of {}", k, n));
-      f.stack = f.mapping + guard;
+      std::byte* mapping = s.stacks + k * each;
+      if (regions ? madvise(mapping, guard, kMadvGuardInstall) != 0 : mprotect(mapping, guard, PROT_NONE) != 0)
+        return Status::Unavailable(fmt::format(
+            "could not guard fiber stack {} of {}{}", k, n,
+            regions ? "" : " (each guard splits the stacks' mapping: the process may hold too many mappings)"));
+      f.stack = mapping + guard;
       UnpoisonStack(f.stack, kStackBytes);
       f.stack_bytes = Fibers::kStackBytes;
       f.index = k;
@@ -473,7 +500,7 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
   Fiber& f = *s->current;
   lock.unlock();
   s->Suspend(f);
-  lock.lock();
+  LockSpinning(lock);
   // (Resumed in a later round, maybe on another thread: t_scheduler again.)
   return WaitClockNow() >= deadline ? std::cv_status::timeout : std::cv_status::no_timeout;
 }
@@ -481,6 +508,23 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
 [[gnu::noinline]] Clock::time_point WaitClockNow() {
   const Scheduler* s = t_scheduler;
   return s != nullptr && s->current != nullptr ? s->now : Clock::now();
+}
+
+void LockSpinning(std::unique_lock<std::mutex>& lock) {
+  constexpr int kTries = 128;
+  for (int k = 0; k < kTries; ++k) {
+    if (lock.try_lock()) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  lock.lock();
+}
+
+std::unique_lock<std::mutex> LockSpinning(std::mutex& mu) {
+  std::unique_lock<std::mutex> lock(mu, std::defer_lock);
+  LockSpinning(lock);
+  return lock;
 }
 
 void NotifyAll(std::condition_variable& cv) {

@@ -41,7 +41,7 @@ class Fibers {
   using Clock = std::chrono::steady_clock;
 
   // Each fiber's stack, mapped on demand (only the pages it touches are
-  // ever memory), with a guard region below it, so an overflow faults
+  // ever memory; all fibers' in one mapping), with a guard region below it, so an overflow faults
   // instead of writing into the stack mapped below (one frame may reach
   // past a single page). The step runner's deepest paths (error
   // formatting, under AddressSanitizer) use a few tens of KiB.
@@ -50,6 +50,11 @@ class Fibers {
   // The address space one fiber maps: its stack and its guard, in whole
   // pages (what an address-space limit must leave room for).
   static size_t MappedBytes();
+  // Whether each fiber's guard splits the stacks' mapping (PROT_NONE), so
+  // that n fibers hold 2n of the process's mappings (Linux allows 65,530 by
+  // default), or is a guard region inside it (Linux 6.13 and later), so
+  // that all fibers' stacks are one mapping.
+  static bool GuardsTakeMappings();
 
   // Where the first scheduler's fibers run: on a thread of their own, like
   // the others, or on the caller's, only while it is in Drive.
@@ -110,6 +115,15 @@ template <typename Done>
 void Wait(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Done done) {
   while (!done()) WaitUntil(lock, cv, Fibers::Clock::time_point::max());
 }
+
+// Locks `lock`'s mutex (REQUIRES: not held), first trying a while before
+// blocking where another thread holds it: for mutexes many fibers take, each
+// for a few instructions (no fiber holds one across a wait). A fiber blocked
+// on a mutex sleeps its whole thread, every other fiber of it with it, and
+// that thread's sleep and wakeup cost microseconds in the kernel: blocking
+// there took a quarter of a transpose's run over 262,144 ranks on two threads.
+void LockSpinning(std::unique_lock<std::mutex>& lock);
+std::unique_lock<std::mutex> LockSpinning(std::mutex& mu);
 
 // cv.notify_all(), and wakes every thread whose fibers all wait.
 void NotifyAll(std::condition_variable& cv);

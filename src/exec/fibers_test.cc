@@ -3,16 +3,17 @@
 #include "exec/fibers.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cfenv>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -245,7 +246,7 @@ int StartUnderASmallAddressSpace() {
   bool ran = false;
   auto f = Fibers::Start(4096, 2, [&](size_t) { ran = true; });
   const bool refused = !f.ok() && f.status().code() == Status::Code::kUnavailable &&
-                       f.status().message().rfind("could map only ", 0) == 0;
+                       f.status().message().rfind("could not map the 4096 fiber stacks", 0) == 0;
   return refused && !ran ? 0 : 1;
 }
 
@@ -254,6 +255,53 @@ TEST(Fibers, StacksThatCannotBeMappedAreUnavailable) {
   EXPECT_EXIT(std::exit(StartUnderASmallAddressSpace()), ::testing::ExitedWithCode(0), "");
 }
 #endif
+
+// The process's mappings (lines of /proc/self/maps).
+size_t Mappings() {
+  std::ifstream maps("/proc/self/maps");
+  size_t lines = 0;
+  for (std::string line; std::getline(maps, line);) ++lines;
+  return lines;
+}
+
+// Where the kernel guards a stack inside its mapping (guard regions), all
+// stacks are one mapping: more fibers start and run than a process may
+// hold mappings (65,530 by default), which two a fiber would exceed.
+TEST(Fibers, StacksAreOneMappingWhereGuardsAreRegions) {
+  if (Fibers::GuardsTakeMappings()) GTEST_SKIP() << "this kernel guards a stack with a mapping of its own";
+  constexpr size_t kCount = 40000;
+  std::atomic<size_t> ran{0};
+  const size_t before = Mappings();
+  {
+    auto fibers = Fibers::Start(kCount, 2, [&](size_t) { ran.fetch_add(1); });
+    ASSERT_TRUE(fibers.ok()) << fibers.status().ToString();
+    EXPECT_LT(Mappings(), before + 64);  // (the fibers' mapping, a thread's stack and heap)
+  }
+  EXPECT_EQ(ran.load(), kCount);
+}
+
+// Frames of a page each, `depth` deep, each written at its lowest byte, so
+// none steps over a guard.
+[[gnu::noinline]] int Deep(int depth) {
+  volatile char frame[4096];
+  frame[0] = static_cast<char>(depth);
+  if (depth == 0) return frame[0];
+  return Deep(depth - 1) + frame[0];
+}
+
+// A fiber that overflows its stack by a few pages faults on its guard
+// (those pages), before it could write into the stack below (fiber 0's).
+TEST(Fibers, AStackOverflowFaults) {
+  static_assert(Fibers::kGuardBytes >= 8 * 4096);
+  const int depth = static_cast<int>(Fibers::kStackBytes / 4096) + 4;
+  EXPECT_DEATH(
+      {
+        auto fibers = Fibers::Start(2, 1, [&](size_t k) {
+          if (k == 1) std::printf("%d\n", Deep(depth));
+        });
+      },
+      "");
+}
 
 TEST(Fibers, NoFibers) {
   auto fibers = Fibers::Start(0, 2, [](size_t) { ADD_FAILURE(); });

@@ -51,7 +51,7 @@ class ThreadComm final : public Comm {
   // or writes a buffer of a comm that is gone (after a failed wait).
   ~ThreadComm() override {
     Group& g = *group_;
-    std::lock_guard<std::mutex> lock(g.mu);
+    auto lock = LockSpinning(g.mu);
     // (Only the peers it sent to hold its sends: no pass over every rank's
     // channels.)
     for (int peer : sent_to_) {
@@ -76,7 +76,7 @@ class ThreadComm final : public Comm {
   // runner agrees on errors this way at every run.
   Status AllReduce(std::span<int64_t> values, ReduceOp op) override {
     Group& g = *group_;
-    std::unique_lock<std::mutex> lock(g.mu);
+    auto lock = LockSpinning(g.mu);
     g.posts[static_cast<size_t>(rank_)] =
         Post{.data = values.data(), .count = static_cast<int64_t>(values.size()), .op = static_cast<int>(op)};
     const std::function<void()> reduce = [&g] { g.ReduceAll(); };
@@ -378,7 +378,7 @@ class ThreadComm final : public Comm {
     request = kNoRequest;
     RESHARD_RETURN_IF_ERROR(CheckPeer("StartSend", peer, bytes));
     Group& g = *group_;
-    std::lock_guard<std::mutex> lock(g.mu);
+    auto lock = LockSpinning(g.mu);
     if (g.broken) return Status::Internal(g.broken_message);
     request = next_request_++;
     g.requests[static_cast<size_t>(rank_)].emplace(request, Request{.peer = peer, .send = true});
@@ -393,7 +393,7 @@ class ThreadComm final : public Comm {
     request = kNoRequest;
     RESHARD_RETURN_IF_ERROR(CheckPeer("StartRecv", peer, bytes));
     Group& g = *group_;
-    std::lock_guard<std::mutex> lock(g.mu);
+    auto lock = LockSpinning(g.mu);
     if (g.broken) return Status::Internal(g.broken_message);
     request = next_request_++;
     g.requests[static_cast<size_t>(rank_)].emplace(request, Request{.peer = peer, .send = false});
@@ -405,7 +405,7 @@ class ThreadComm final : public Comm {
 
   Status WaitSome(std::span<int64_t> requests, bool block, std::vector<int>& done) override {
     const size_t done_before = done.size();
-    std::unique_lock<std::mutex> lock(group_->mu);
+    auto lock = LockSpinning(group_->mu);
     Clock::time_point deadline = group_->Deadline();
     while (true) {
       MatchMine();
@@ -419,7 +419,7 @@ class ThreadComm final : public Comm {
 
   Status WaitAll(std::span<int64_t> requests) override {
     std::vector<int> done;
-    std::unique_lock<std::mutex> lock(group_->mu);
+    auto lock = LockSpinning(group_->mu);
     Clock::time_point deadline = group_->Deadline();
     while (true) {
       MatchMine();
@@ -458,7 +458,7 @@ class ThreadComm final : public Comm {
   Status Collective(const Post& mine, std::string_view what, const Read& read,
                     const std::function<void()>* last = nullptr) {
     Group& g = *group_;
-    std::unique_lock<std::mutex> lock(g.mu);
+    auto lock = LockSpinning(g.mu);
     g.posts[static_cast<size_t>(rank_)] = mine;
     RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, what, /*short_wait=*/true, last));
     lock.unlock();
@@ -471,7 +471,7 @@ class ThreadComm final : public Comm {
     } catch (const std::exception& e) {
       read_status = Status::Internal(fmt::format("rank {} at {}: {}", rank_, what, e.what()));
     }
-    lock.lock();
+    LockSpinning(lock);
     const Status second = g.Arrive(lock, rank_, what, /*short_wait=*/!long_read_);
     long_read_ = false;
     // Every rank has read by now; the last Split's groups are in their comms,

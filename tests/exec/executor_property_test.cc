@@ -171,7 +171,7 @@ Layout RandomSharding(std::mt19937_64& rng, const Mesh& mesh, const std::vector<
   return NamedSharding::Create(mesh, dims).value().ToLayout(shape, DType::kF32).value();
 }
 
-// Threads as ranks, the default in process up to kMaxRankDevices devices,
+// Threads as ranks, the default in process up to kAutoRankDevices devices,
 // over thousands of ranks: random shardings of uneven arrays over meshes of
 // 2048 and 4096 devices, planned and run exactly through the step runner,
 // each step's bytes the plan's; kAuto takes the ranks unless the program's

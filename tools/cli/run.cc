@@ -12,9 +12,10 @@
 #include <string>
 
 #include "common.h"
-#include "reshard/device_program.h"
 #include "exec/exec_checker.h"
+#include "exec/fibers.h"
 #include "layout/checked_math.h"
+#include "reshard/device_program.h"
 #include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/planner.h"
@@ -113,12 +114,24 @@ void RunRun(const RunOptions& o) {
   RunFlags flags = CheckRunFlags(o);
   LayoutPair pair = LoadPair(o.pair);
   const size_t devices = DevicesOfBoth(pair.source.layout, pair.target.layout).size();
-  // auto: the step runner (ranks) up to kMaxRankDevices devices and, once
+  // auto: the step runner (ranks) up to kAutoRankDevices devices and, once
   // planned, kMaxRankMessages messages (AutoTransport), unless only the
   // direct transport's memory fits (threads as ranks stage both ways, as
-  // MPI ranks do); checked before planning and again with the plan.
+  // MPI ranks do); checked before planning and again with the plan. With
+  // --priced-chunks, which only the ranks run, the ranks up to
+  // MaxRankDevices().
   const bool automatic = flags.transport == Transport::kAuto;
-  if (automatic) flags.transport = AutoTransport(static_cast<int64_t>(devices), 0);
+  if (flags.transport == Transport::kRanks && static_cast<int64_t>(devices) > MaxRankDevices())
+    throw CliError(
+        kExitUnmet,
+        fmt::format("threads as ranks run at most {} devices here (a fiber stack and a runner each{}); "
+                    "these layouts have {}",
+                    MaxRankDevices(), Fibers::GuardsTakeMappings() ? ", each stack's guard a mapping of its own" : "",
+                    devices));
+  if (automatic)
+    flags.transport = flags.priced_chunks && static_cast<int64_t>(devices) <= MaxRankDevices()
+                          ? Transport::kRanks
+                          : AutoTransport(static_cast<int64_t>(devices), 0);
   // Size limits first, from the layouts alone: nothing is planned or allocated
   // unless the buffers, the memcpy measurement and the checker fit; then
   // again with the plan (intermediate buffers and the programs) before it is
@@ -148,7 +161,7 @@ void RunRun(const RunOptions& o) {
       throw CliError(kExitBadInput,
                      fmt::format("--priced-chunks applies to the per-rank step runner's collectives (--transport "
                                  "ranks), which runs at most {} devices and within --max-memory; these layouts have {}",
-                                 kMaxRankDevices, devices));
+                                 MaxRankDevices(), devices));
   };
   const MemoryEstimate need_before = need_of(before);
   check_priced();
@@ -282,12 +295,14 @@ void RegisterRun(CLI::App& app) {
       ->check(CLI::IsMember({"in-process", "mpi"}))
       ->capture_default_str();
   text("--transport", o->transport,
-       fmt::format("in-process: ranks (every device a rank, a fiber over --threads threads, running the per-rank "
-                   "step runner MPI runs, each message copied once where the step allows) or direct (one schedule of "
-                   "every device's copies over --threads threads, one copy per message, sender's buffer to receiver's) or "
-                   "staged (the same, packing into send buffers and unpacking from them: the path MPI and NCCL "
-                   "take) or auto (the default: ranks up to {} devices and {} messages, direct above)",
-                   kMaxRankDevices, kMaxRankMessages))
+       fmt::format(
+           "in-process: ranks (every device a rank, a fiber over --threads threads, running the per-rank "
+           "step runner MPI runs, each message copied once where the step allows) or direct (one schedule of "
+           "every device's copies over --threads threads, one copy per message, sender's buffer to receiver's) or "
+           "staged (the same, packing into send buffers and unpacking from them: the path MPI and NCCL "
+           "take) or auto (the default: ranks up to {} devices and {} messages, direct above; ranks "
+           "run at most {} devices here)",
+           kAutoRankDevices, kMaxRankMessages, MaxRankDevices()))
       ->check(CLI::IsMember({"auto", "ranks", "direct", "staged"}));
   cmd->add_flag("--priced-chunks", o->priced_chunks,
                 "mpi or ranks: run planned all-gathers and all-to-alls over mesh groups as equal-chunk collectives, "

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "exec/fibers.h"
+#include "exec/rank_threads.h"
 #include "layout/checked_math.h"
 #include "reshard/device_program.h"
 
@@ -125,6 +126,9 @@ MemoryEstimate Estimate(const Layout& source, const Layout& target, bool per_ran
   else
     Add(e, per_rank ? 2 * (src + dst) : 2 * src + dst, "source, target and staging buffers");
   if (per_rank) Add(e, RunListBytes(source, target), "MPI datatypes' run lists");
+  if (as_ranks && !per_rank)
+    Add(e, SaturatingMul(static_cast<int64_t>(DevicesOfBoth(source, target).size()), RankThreads::kRankBytes),
+        "the ranks' runners and stacks");
   Add(e, 2 * std::min(moved, kMemcpyBufferBytes), "the memcpy measurement");
   Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : Concurrency(threads)), "the checker");
   return e;
