@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Threads as ranks (the step runner, every device a rank) against the pool
-# (`--transport direct`) from 8 to 16384 devices: per case, build and
+# (`--transport direct`) from 8 to 262144 devices: per case, build and
 # transport, the medians over interleaved rounds of a run's time (the best of
 # its --repeat runs, what `reshard run` reports), of the whole command's wall
 # time (start-up: planning, compiling, starting the ranks, checking) and of
@@ -10,7 +10,8 @@
 #   TRANSPORTS="ranks" bench/ranks_at_scale.sh ...   (default: "ranks direct")
 # Cases (docs/benchmarks.md, "Threads as ranks at scale"):
 #   canonical 16 KiB: f32[16,16,16], P('y',None,'x') -> P(None,('x','y'),None) on x=4,y=2
-#   transpose: f32, P('x','y') -> P('y','x') on a square mesh of 1024, 4096, 16384 devices
+#   transpose: f32, P('x','y') -> P('y','x') on a square mesh of 1024 to 262144 devices
+#   (above 16384 only where the kernel guards fiber stacks inside one mapping)
 #   all-gather: f32[65536], P('x') -> P(None) on x=1024 (a million messages)
 set -euo pipefail
 rounds=${1:-3} threads=${2:-2}
@@ -22,6 +23,8 @@ cases=("canonical-16KiB 8 200 16,16,16 x=4,y=2 P('y',None,'x') P(None,('x','y'),
        "transpose-4MiB 1024 50 1024,1024 x=32,y=32 P('x','y') P('y','x')"
        "transpose-64MiB 4096 10 4096,4096 x=64,y=64 P('x','y') P('y','x')"
        "transpose-128MiB 16384 10 8192,4096 x=128,y=128 P('x','y') P('y','x')"
+       "transpose-1GiB 65536 3 16384,16384 x=256,y=256 P('x','y') P('y','x')"
+       "transpose-64MiB 262144 3 4096,4096 x=512,y=512 P('x','y') P('y','x')"
        "all-gather-256KiB 1024 3 65536 x=1024 P('x') P(None)")
 out=$(mktemp) json=$(mktemp) timing=$(mktemp)
 trap 'rm -f "$out" "$json" "$timing"' EXIT
