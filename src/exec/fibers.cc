@@ -496,11 +496,17 @@ Result<std::unique_ptr<Fibers>> Fibers::Start(size_t n, int threads, std::functi
     return std::cv_status::no_timeout;
   }
   if (s->now >= deadline) return std::cv_status::timeout;
-  s->earliest = std::min(s->earliest, deadline);
-  Fiber& f = *s->current;
   lock.unlock();
-  s->Suspend(f);
+  const std::cv_status waited = PauseUntil(deadline);
   LockSpinning(lock);
+  return waited;
+}
+
+[[gnu::noinline]] std::cv_status PauseUntil(Clock::time_point deadline) {
+  Scheduler* s = t_scheduler;
+  if (s->now >= deadline) return std::cv_status::timeout;
+  s->earliest = std::min(s->earliest, deadline);
+  s->Suspend(*s->current);
   // (Resumed in a later round, maybe on another thread: t_scheduler again.)
   return WaitClockNow() >= deadline ? std::cv_status::timeout : std::cv_status::no_timeout;
 }

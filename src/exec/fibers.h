@@ -110,6 +110,14 @@ Fibers::Clock::time_point WaitClockNow();
 std::cv_status WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                          Fibers::Clock::time_point deadline);
 
+// In a fiber, WaitUntil holding no lock: lets the thread's other fibers
+// run (or the thread sleep, where all wait) and returns, without a
+// notification, as WaitUntil does; times out as it does. For a wait whose
+// condition is read without a lock (an atomic that whoever changes it
+// notifies with NotifyAll): a fiber resumed only to see that nothing moved
+// need not take the lock. REQUIRES: InFiber().
+std::cv_status PauseUntil(Fibers::Clock::time_point deadline);
+
 // Waits until `done()`, with no deadline. REQUIRES: `lock` held.
 template <typename Done>
 void Wait(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Done done) {

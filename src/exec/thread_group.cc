@@ -61,7 +61,7 @@ Status Group::Break(int rank, std::string_view what) {
 }
 
 Status Group::Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait,
-                     const std::function<void()>* last) {
+                     const std::function<void()>* last, bool relock) {
   if (broken) return Status::Internal(broken_message);
   const int64_t my_generation = generation;
   if (++arrived == size) {
@@ -91,6 +91,20 @@ Status Group::Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_v
     lock.lock();
   }
   const Clock::time_point deadline = Deadline();
+  if (!relock && InFiber()) {
+    while (true) {
+      lock.unlock();
+      PauseUntil(deadline);
+      // (Acquire: what every rank posted, and the last rank set up, before
+      // the generation moved.)
+      if (generation.load(std::memory_order_acquire) != my_generation) return Status::Ok();
+      LockSpinning(lock);
+      if (generation != my_generation) return Status::Ok();
+      if (broken) return Status::Internal(broken_message);
+      if (WaitClockNow() >= deadline)
+        return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived, size, what));
+    }
+  }
   while (generation == my_generation) {
     if (broken) return Status::Internal(broken_message);
     if (WaitUntil(lock, cv, deadline) == std::cv_status::timeout && generation == my_generation)

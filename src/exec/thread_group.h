@@ -121,8 +121,14 @@ struct Group {
   // `last`: run by the last rank to arrive, before any rank leaves; an
   // exception out of it (bad_alloc setting up a Split, say) is kept in
   // `last_status`, every rank's to return, and the barrier still opens.
+  // `relock` false: it may return with `lock` released: a rank in a fiber
+  // then waits unlocked, reading `generation`, and takes the lock again
+  // only where the generation has not moved (to see a break or its
+  // deadline). Every rank takes the group's one lock, so each time taken
+  // is contended by the other threads' ranks (a barrier's every rank took
+  // it twice, once to arrive and once to leave).
   Status Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait = true,
-                const std::function<void()>* last = nullptr);
+                const std::function<void()>* last = nullptr, bool relock = true);
 
   // AllReduce's: every rank's posted values (Post::data, count, op) reduced
   // into `reduced`, or why not. REQUIRES: `mu` held, every rank arrived.
