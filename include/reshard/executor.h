@@ -108,6 +108,9 @@ struct ExecStats {
 // `threads` arguments): larger counts are taken as this one. `reshard run
 // --threads` refuses more.
 inline constexpr int kMaxThreads = 1024;
+// The threads such a count stands for: the hardware's thread count where it
+// is <= 0 (at least 1), at most kMaxThreads.
+int ResolveThreads(int threads);
 
 // The most devices threads as ranks run (Transport::kRanks): 16,384 where
 // each rank's fiber stack takes two of the process's mappings (the stack

@@ -251,8 +251,7 @@ class InProcessExecutor final : public Executor {
   // The threads the ranks run on (ExecOptions::rank_bytes_per_thread): the
   // same for every run of a program, whose targets are one size.
   int RankCopiers(std::span<const std::span<std::byte>> targets) const {
-    const int all =
-        options_.threads > 0 ? options_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int all = ResolveThreads(options_.threads);
     if (options_.rank_bytes_per_thread <= 0) return all;
     int64_t bytes = 0;
     for (const std::span<std::byte>& t : targets) bytes += static_cast<int64_t>(t.size());
@@ -506,6 +505,11 @@ class InProcessExecutor final : public Executor {
 };
 
 }  // namespace
+
+int ResolveThreads(int threads) {
+  return std::min(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                  kMaxThreads);
+}
 
 int64_t MaxRankDevices() { return Fibers::GuardsTakeMappings() ? 16384 : int64_t{1} << 20; }
 

@@ -1,10 +1,9 @@
 // The in-process executor: grouped and sliced phases exact and their
 // schedules kept per program, threads as ranks kept between runs, and
 // kAuto's choice of transport.
-#include "reshard/executor.h"
-
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "exec/exec_checker.h"
 #include "reshard/device_program.h"
+#include "reshard/executor.h"
 #include "reshard/host_buffer.h"
 #include "reshard/notation.h"
 #include "reshard/planner.h"
@@ -202,6 +202,15 @@ TEST(InProcessExecutor, RepeatedRunsReuseSlicedPhasesExactly) {
       EXPECT_EQ(c.checked, shape[0] * shape[1]);
     }
   }
+}
+
+// A thread count: the hardware's for 0 or less, at most kMaxThreads.
+TEST(InProcessExecutor, ThreadCountsResolveOnce) {
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(ResolveThreads(0), std::min(hardware, kMaxThreads));
+  EXPECT_EQ(ResolveThreads(-3), ResolveThreads(0));
+  EXPECT_EQ(ResolveThreads(3), 3);
+  EXPECT_EQ(ResolveThreads(kMaxThreads + 1), kMaxThreads);
 }
 
 // kAuto's rule: the ranks up to kAutoRankDevices devices and kMaxRankMessages

@@ -173,8 +173,7 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   s.outputs.resize(n);
   // No rank runs unless every thread and stack could be had: a failure
   // here is before any rank reaches a collective.
-  const int threads =
-      comms.copiers > 0 ? comms.copiers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = ResolveThreads(comms.copiers);
   RESHARD_ASSIGN_OR_RETURN(
       s.fibers, Fibers::Start(n, threads, [&s](size_t k) { s.Rank(k); }, Fibers::FirstThread::kCallers));
   s.DriveUntilAnswered();

@@ -572,8 +572,7 @@ class ThreadComm final : public Comm {
 
 std::vector<std::unique_ptr<Comm>> MakeThreadComms(int ranks, double timeout_seconds, int copiers,
                                                    bool boxes_copy_once) {
-  if (copiers <= 0) copiers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  copiers = std::min(copiers, kMaxThreads);
+  copiers = ResolveThreads(copiers);
   std::shared_ptr<Group> group = std::make_shared<thread_group::Family>()->Make(
       ranks, timeout_seconds, boxes_copy_once, copiers, std::make_shared<Permits>(copiers));
   std::vector<std::unique_ptr<Comm>> comms;

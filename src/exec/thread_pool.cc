@@ -8,8 +8,7 @@
 namespace reshard {
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::min(threads, kMaxThreads);
+  threads = ResolveThreads(threads);
   try {
     workers_.reserve(static_cast<size_t>(threads - 1));
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { Work(); });

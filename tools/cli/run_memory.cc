@@ -31,10 +31,6 @@ int64_t CheckerBytes(const Layout& l) {
   return 16 * cells;
 }
 
-int Concurrency(int threads) {
-  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 void Add(MemoryEstimate& e, int64_t bytes, const char* part) {
   if (bytes <= 0) return;
   e.bytes += bytes;
@@ -130,7 +126,7 @@ MemoryEstimate Estimate(const Layout& source, const Layout& target, bool per_ran
     Add(e, SaturatingMul(static_cast<int64_t>(DevicesOfBoth(source, target).size()), RankThreads::kRankBytes),
         "the ranks' runners and stacks");
   Add(e, 2 * std::min(moved, kMemcpyBufferBytes), "the memcpy measurement");
-  Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : Concurrency(threads)), "the checker");
+  Add(e, (CheckerBytes(source) + CheckerBytes(target)) * (per_rank ? 1 : ResolveThreads(threads)), "the checker");
   return e;
 }
 
@@ -261,8 +257,8 @@ MemoryLimit RunMemoryLimit(int64_t flag, int ranks, int threads, int64_t fibers)
   const int64_t stack_bytes = getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY
                                   ? std::min<int64_t>(static_cast<int64_t>(stack.rlim_cur), 64 * kMiB)
                                   : 8 * kMiB;
-  const int64_t stacks = 2 * int64_t{Concurrency(threads)} * stack_bytes +
-                         fibers * static_cast<int64_t>(Fibers::MappedBytes());
+  const int64_t stacks =
+      2 * int64_t{ResolveThreads(threads)} * stack_bytes + fibers * static_cast<int64_t>(Fibers::MappedBytes());
   const int64_t left = std::max<int64_t>(
       0, static_cast<int64_t>(std::min<rlim_t>(as.rlim_cur, std::numeric_limits<int64_t>::max())) - mapped - stacks -
              64 * kMiB);
