@@ -76,14 +76,12 @@ class ThreadComm final : public Comm {
   // runner agrees on errors this way at every run.
   Status AllReduce(std::span<int64_t> values, ReduceOp op) override {
     Group& g = *group_;
-    auto lock = LockSpinning(g.mu);
     g.posts[static_cast<size_t>(rank_)] =
         Post{.data = values.data(), .count = static_cast<int64_t>(values.size()), .op = static_cast<int>(op)};
     const std::function<void()> reduce = [&g] { g.ReduceAll(); };
-    RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, "AllReduce", /*short_wait=*/true, &reduce, /*relock=*/false));
+    RESHARD_RETURN_IF_ERROR(g.Arrive(rank_, "AllReduce", /*short_wait=*/true, &reduce));
     // (Read unlocked: the next AllReduce's last rank writes `reduced` only
     // once every rank, this one too, has arrived there.)
-    if (lock.owns_lock()) lock.unlock();
     if (!g.last_status.ok()) return g.last_status;
     if (!g.reduced_status.ok()) return g.reduced_status;
     std::copy(g.reduced.begin(), g.reduced.end(), values.begin());
@@ -461,10 +459,8 @@ class ThreadComm final : public Comm {
   Status Collective(const Post& mine, std::string_view what, const Read& read,
                     const std::function<void()>* last = nullptr) {
     Group& g = *group_;
-    auto lock = LockSpinning(g.mu);
-    g.posts[static_cast<size_t>(rank_)] = mine;
-    RESHARD_RETURN_IF_ERROR(g.Arrive(lock, rank_, what, /*short_wait=*/true, last, /*relock=*/false));
-    if (lock.owns_lock()) lock.unlock();
+    g.posts[static_cast<size_t>(rank_)] = mine;  // (each rank its own; read once all have arrived)
+    RESHARD_RETURN_IF_ERROR(g.Arrive(rank_, what, /*short_wait=*/true, last));
     // (An exception, e.g. bad_alloc pairing box messages, still goes
     // through the second barrier: an error here, never a hang there.)
     // (What the last rank set up for all, where it failed, is every rank's error.)
@@ -474,12 +470,12 @@ class ThreadComm final : public Comm {
     } catch (const std::exception& e) {
       read_status = Status::Internal(fmt::format("rank {} at {}: {}", rank_, what, e.what()));
     }
-    LockSpinning(lock);
-    const Status second = g.Arrive(lock, rank_, what, /*short_wait=*/!long_read_, nullptr, /*relock=*/rank_ == 0);
+    const Status second = g.Arrive(rank_, what, /*short_wait=*/!long_read_);
     long_read_ = false;
     // Every rank has read by now; the last Split's groups are in their comms,
     // and the box run in rank 0's messages.
     if (second.ok() && rank_ == 0) {
+      auto lock = LockSpinning(g.mu);
       g.split_to.clear();
       g.box_run.reset();
     }

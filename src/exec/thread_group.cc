@@ -60,11 +60,17 @@ Status Group::Break(int rank, std::string_view what) {
   return Status::Internal(broken_message);
 }
 
-Status Group::Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait,
-                     const std::function<void()>* last, bool relock) {
-  if (broken) return Status::Internal(broken_message);
-  const int64_t my_generation = generation;
-  if (++arrived == size) {
+Status Group::Arrive(int rank, std::string_view what, bool short_wait, const std::function<void()>* last) {
+  // (Read before arriving: the generation moves only once this rank has.)
+  const int64_t my_generation = generation.load(std::memory_order_acquire);
+  if (broken) {
+    std::lock_guard<std::mutex> lock(mu);
+    return Status::Internal(broken_message);
+  }
+  // (Acquire and release: the last rank reads what every rank posted.)
+  if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size) {
+    // (Under the lock: a thread's wait tests the generation under it.)
+    auto lock = LockSpinning(mu);
     last_status = Status::Ok();
     if (last != nullptr) {
       try {
@@ -73,42 +79,44 @@ Status Group::Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_v
         last_status = Status::Internal(fmt::format("rank {} setting up {} for every rank: {}", rank, what, e.what()));
       }
     }
-    arrived = 0;
-    ++generation;
+    // (Before the generation moves: no rank arrives at the next barrier
+    // until it has.)
+    arrived.store(0, std::memory_order_relaxed);
+    generation.fetch_add(1, std::memory_order_release);
     NotifyAll(cv);
     return Status::Ok();
   }
-  // A short wait yields to the ranks still to come, unlocked, before
-  // sleeping, where the ranks are few for the cores: a sleeping rank's
-  // wakeup and its turn at the lock cost more than the wait (a 16 KiB
-  // reshard over 8 ranks on 2 cores: 126 against 237 us a run). A long one
-  // sleeps at once: yielding ranks would take turns with those at work.
-  // (Ranks as fibers hand over without the kernel's scheduler: fibers.h.)
-  if (short_wait && yields > 0 && !InFiber()) {
-    lock.unlock();
+  const Clock::time_point deadline = Deadline();
+  if (InFiber()) {
+    // (Acquire: what every rank posted, and the last one set up, before the
+    // generation moved.)
+    while (generation.load(std::memory_order_acquire) == my_generation) {
+      if (broken) {
+        std::lock_guard<std::mutex> lock(mu);
+        return Status::Internal(broken_message);
+      }
+      if (PauseUntil(deadline) == std::cv_status::timeout) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (generation != my_generation) break;
+        return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived.load(), size, what));
+      }
+    }
+    return Status::Ok();
+  }
+  // A short wait yields to the ranks still to come before sleeping, where
+  // the ranks are few for the cores: a sleeping rank's wakeup and its turn
+  // at the lock cost more than the wait (a 16 KiB reshard over 8 ranks on 2
+  // cores: 126 against 237 us a run). A long one sleeps at once: yielding
+  // ranks would take turns with those at work.
+  if (short_wait && yields > 0) {
     for (int k = 0; k < yields && generation.load(std::memory_order_acquire) == my_generation; ++k)
       std::this_thread::yield();
-    lock.lock();
   }
-  const Clock::time_point deadline = Deadline();
-  if (!relock && InFiber()) {
-    while (true) {
-      lock.unlock();
-      PauseUntil(deadline);
-      // (Acquire: what every rank posted, and the last rank set up, before
-      // the generation moved.)
-      if (generation.load(std::memory_order_acquire) != my_generation) return Status::Ok();
-      LockSpinning(lock);
-      if (generation != my_generation) return Status::Ok();
-      if (broken) return Status::Internal(broken_message);
-      if (WaitClockNow() >= deadline)
-        return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived, size, what));
-    }
-  }
+  std::unique_lock<std::mutex> lock(mu);
   while (generation == my_generation) {
     if (broken) return Status::Internal(broken_message);
     if (WaitUntil(lock, cv, deadline) == std::cv_status::timeout && generation == my_generation)
-      return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived, size, what));
+      return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived.load(), size, what));
   }
   return Status::Ok();
 }

@@ -117,18 +117,19 @@ struct Group {
 
   // The barrier: returns once every rank has arrived, or Internal when the
   // group is or becomes broken. `short_wait`: the others are expected soon.
-  // REQUIRES: `lock` holds `mu`.
-  // `last`: run by the last rank to arrive, before any rank leaves; an
-  // exception out of it (bad_alloc setting up a Split, say) is kept in
-  // `last_status`, every rank's to return, and the barrier still opens.
-  // `relock` false: it may return with `lock` released: a rank in a fiber
-  // then waits unlocked, reading `generation`, and takes the lock again
-  // only where the generation has not moved (to see a break or its
-  // deadline). Every rank takes the group's one lock, so each time taken
-  // is contended by the other threads' ranks (a barrier's every rank took
-  // it twice, once to arrive and once to leave).
-  Status Arrive(std::unique_lock<std::mutex>& lock, int rank, std::string_view what, bool short_wait = true,
-                const std::function<void()>* last = nullptr, bool relock = true);
+  // Called and returning without `mu`: a rank arrives by counting itself
+  // (`arrived`, atomic), and in a fiber waits reading `generation`, taking
+  // the lock only where the generation has not moved (to see a break or
+  // its deadline); only the last rank takes it. What a rank wrote before it
+  // arrived (its post) every rank may read once the barrier opens. Every
+  // rank of every thread takes the group's one lock, so each taking was
+  // contended by the other threads' ranks (a barrier took it twice a rank,
+  // once to arrive and once to leave).
+  // `last`: run by the last rank to arrive, under `mu`, before any rank
+  // leaves; an exception out of it (bad_alloc setting up a Split, say) is
+  // kept in `last_status`, every rank's to return, and the barrier still
+  // opens.
+  Status Arrive(int rank, std::string_view what, bool short_wait = true, const std::function<void()>* last = nullptr);
 
   // AllReduce's: every rank's posted values (Post::data, count, op) reduced
   // into `reduced`, or why not. REQUIRES: `mu` held, every rank arrived.
@@ -144,12 +145,12 @@ struct Group {
   const std::shared_ptr<Family> family;
   std::mutex mu;
   std::condition_variable cv;
-  int arrived = 0;
-  std::atomic<int64_t> generation{0};  // written under `mu`; read unlocked while yielding
+  std::atomic<int> arrived{0};         // at the barrier under way; reset by its last rank
+  std::atomic<int64_t> generation{0};  // moved under `mu`, by a barrier's last rank; read unlocked
   // Yields before sleeping at a barrier: 32 where at most 4 ranks share a
   // hardware thread, else none.
   const int yields = size <= 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) ? 32 : 0;
-  bool broken = false;
+  std::atomic<bool> broken{false};  // set under `mu`, with the message
   std::string broken_message;
   std::vector<Post> posts;
   std::vector<int64_t> reduced;  // the last AllReduce's result
