@@ -59,7 +59,7 @@ namespace reshard {
 // memory) wherever the step allows, the ranks and their runners kept
 // between runs of one program. Every rank holds a runner and a fiber
 // stack, so plans over more than MaxRankDevices() devices are Unavailable;
-// each rank costs a run 1 to 3 us more than the pool on this machine
+// each rank costs a run 0.5 to 3 us more than the pool on this machine
 // (docs/benchmarks.md, "Threads as ranks at scale"). The two others run
 // every device's copies of a step as one
 // schedule over a pool of ExecOptions::threads threads, with no runner per
@@ -118,10 +118,11 @@ int ResolveThreads(int threads);
 // default), else 2^20, where all stacks are one mapping (a MiB of address
 // space each; a rank holds about 6 KiB of memory: RankThreads::kRankBytes).
 int64_t MaxRankDevices();
-// The most devices kAuto gives threads as ranks: each rank costs a run 1 to
-// 3 us more than the pool, whose time grows with the bytes moved, not the
-// devices (a transpose over 16,384 devices took 3.4x the pool's time, over
-// 262,144 22x; docs/benchmarks.md, "Threads as ranks at scale").
+// The most devices kAuto gives threads as ranks: each rank costs a run 0.5
+// to 3 us more than the pool, whose time grows with the bytes moved, not
+// the devices (a transpose over 16,384 devices took 3.7x the pool's time,
+// over 262,144 22x; docs/benchmarks.md, "Threads as ranks past 16,384
+// devices").
 inline constexpr int64_t kAutoRankDevices = 16384;
 // The most messages kAuto gives threads as ranks: every rank expands its
 // own messages of every step, each with its copies and box runs (an
