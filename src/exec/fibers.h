@@ -10,9 +10,10 @@
 // than there are threads, and a thread whose fibers all wait sleeps until
 // something changes or the earliest of their waits times out.
 //
-// Waiting: code that may run in a fiber waits with WaitUntil (below), never
-// by blocking its thread on something another fiber of that thread must
-// do; whoever changes what such a wait tests notifies with NotifyAll. The
+// Waiting: code that may run in a fiber waits with WaitUntil (below), or
+// PauseUntil for a condition read without a lock, never by blocking its
+// thread on something another fiber of that thread must do; whoever
+// changes what such a wait tests notifies with NotifyAll. The
 // same code runs unchanged on plain threads: there WaitUntil is the
 // condition variable's wait_until and NotifyAll its notify_all.
 //

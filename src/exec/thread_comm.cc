@@ -71,9 +71,9 @@ class ThreadComm final : public Comm {
 
   // One barrier, not a collective's two: the last rank to arrive reduces
   // every rank's posted values (no rank leaves the barrier before it has),
-  // and each rank copies the result on its way out, under the lock (the next
-  // all-reduce cannot complete before this rank has arrived at it). The
-  // runner agrees on errors this way at every run.
+  // and each rank copies the result on its way out, unlocked (the next
+  // all-reduce's last rank, the one to write it again, cannot arrive before
+  // this rank has). The runner agrees on errors this way at every run.
   Status AllReduce(std::span<int64_t> values, ReduceOp op) override {
     Group& g = *group_;
     g.posts[static_cast<size_t>(rank_)] =

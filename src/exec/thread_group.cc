@@ -69,8 +69,11 @@ Status Group::Arrive(int rank, std::string_view what, bool short_wait, const std
   }
   // (Acquire and release: the last rank reads what every rank posted.)
   if (arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size) {
-    // (Under the lock: a thread's wait tests the generation under it.)
+    // (Under the lock: a thread's wait tests the generation under it, and a
+    // break and the barrier's opening are ordered by it: a barrier that a
+    // rank has failed, seeing the group broken, never opens.)
     auto lock = LockSpinning(mu);
+    if (broken) return Status::Internal(broken_message);
     last_status = Status::Ok();
     if (last != nullptr) {
       try {
@@ -91,8 +94,9 @@ Status Group::Arrive(int rank, std::string_view what, bool short_wait, const std
     // (Acquire: what every rank posted, and the last one set up, before the
     // generation moved.)
     while (generation.load(std::memory_order_acquire) == my_generation) {
-      if (broken) {
+      if (broken) {  // (decided under the lock: the barrier may have opened first)
         std::lock_guard<std::mutex> lock(mu);
+        if (generation != my_generation) break;
         return Status::Internal(broken_message);
       }
       if (PauseUntil(deadline) == std::cv_status::timeout) {

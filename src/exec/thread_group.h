@@ -1,9 +1,11 @@
 // The state the comms of one threads-as-ranks group share (thread_comm.h,
 // thread_comm.cc): the posts of the collective under way and its barrier,
 // the channels of unmatched point-to-point messages and every rank's
-// requests, the Split and box exchange under way, under one lock (what the
-// last rank to arrive sets up for all is read unlocked between a
-// collective's two barriers, when no rank writes it).
+// requests, the Split and box exchange under way. The channels and
+// requests are under one lock; a rank writes its own post unlocked before
+// it arrives, and what the last rank to arrive sets up for all (an
+// all-reduce's result, a barrier's status) is read unlocked once the
+// barrier opens, until the next barrier, whose last rank alone writes it.
 #ifndef RESHARD_SRC_EXEC_THREAD_GROUP_H_
 #define RESHARD_SRC_EXEC_THREAD_GROUP_H_
 
@@ -95,8 +97,9 @@ struct Family : std::enable_shared_from_this<Family> {
 };
 
 // The state the comms of one group share, under `mu` (but the copiers, a
-// box exchange's task count, thread_boxes.h, and what the last rank to
-// arrive set up for all, read between a collective's barriers).
+// box exchange's task count, thread_boxes.h, the posts, each written by its
+// rank before it arrives, and what the last rank to arrive set up for all,
+// read once the barrier opens: Arrive).
 struct Group {
   Group(int size, double timeout_seconds, bool boxes_copy_once, int copiers_count, std::shared_ptr<Permits> copiers,
         std::shared_ptr<Family> family)
