@@ -118,6 +118,9 @@ int ResolveThreads(int threads);
 // default), else 2^20, where all stacks are one mapping (a MiB of address
 // space each; a rank holds about 6 KiB of memory: RankThreads::kRankBytes).
 int64_t MaxRankDevices();
+// Unavailable, naming the limit and why, where `devices` is more than
+// MaxRankDevices(); else Ok.
+Status CheckRankDevices(int64_t devices);
 // The most devices kAuto gives threads as ranks: each rank costs a run 0.5
 // to 3 us more than the pool, whose time grows with the bytes moved, not
 // the devices (a transpose over 16,384 devices took 3.7x the pool's time,

@@ -513,6 +513,13 @@ int ResolveThreads(int threads) {
 
 int64_t MaxRankDevices() { return Fibers::GuardsTakeMappings() ? 16384 : int64_t{1} << 20; }
 
+Status CheckRankDevices(int64_t devices) {
+  if (devices <= MaxRankDevices()) return Status::Ok();
+  return Status::Unavailable(fmt::format(
+      "threads as ranks run at most {} devices here (a fiber stack and a runner each{}); these layouts have {}",
+      MaxRankDevices(), Fibers::GuardsTakeMappings() ? ", each stack's guard a mapping of its own" : "", devices));
+}
+
 Transport AutoTransport(int64_t devices, int64_t messages) {
   return devices <= std::min(kAutoRankDevices, MaxRankDevices()) && messages <= kMaxRankMessages ? Transport::kRanks
                                                                                                  : Transport::kDirect;

@@ -157,10 +157,7 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
                                                         Hook hook, const CommSettings& comms) {
   const size_t n = program.devices().size();
   if (n == 0) return Status::InvalidArgument("threads as ranks need a program with devices");
-  if (n > static_cast<size_t>(MaxRankDevices()))
-    return Status::Unavailable(fmt::format(
-        "threads as ranks run at most {} devices (a fiber stack and a runner each{}); this plan has {}",
-        MaxRankDevices(), Fibers::GuardsTakeMappings() ? ", the stack's guard a mapping of its own" : "", n));
+  RESHARD_RETURN_IF_ERROR(CheckRankDevices(static_cast<int64_t>(n)));
   auto shared = std::make_unique<Shared>();
   Shared& s = *shared;
   s.program = &program;

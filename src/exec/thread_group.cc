@@ -94,12 +94,9 @@ Status Group::Arrive(int rank, std::string_view what, bool short_wait, const std
     // (Acquire: what every rank posted, and the last one set up, before the
     // generation moved.)
     while (generation.load(std::memory_order_acquire) == my_generation) {
-      if (broken) {  // (decided under the lock: the barrier may have opened first)
-        std::lock_guard<std::mutex> lock(mu);
-        if (generation != my_generation) break;
-        return Status::Internal(broken_message);
-      }
-      if (PauseUntil(deadline) == std::cv_status::timeout) {
+      if (broken || PauseUntil(deadline) == std::cv_status::timeout) {
+        // (Decided under the lock: the barrier may have opened first. A
+        // group already broken keeps its message: Break.)
         std::lock_guard<std::mutex> lock(mu);
         if (generation != my_generation) break;
         return Break(rank, fmt::format("{} of the {} ranks at {}", size - arrived.load(), size, what));

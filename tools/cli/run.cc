@@ -13,7 +13,6 @@
 
 #include "common.h"
 #include "exec/exec_checker.h"
-#include "exec/fibers.h"
 #include "layout/checked_math.h"
 #include "reshard/device_program.h"
 #include "reshard/executor.h"
@@ -121,13 +120,8 @@ void RunRun(const RunOptions& o) {
   // --priced-chunks, which only the ranks run, the ranks up to
   // MaxRankDevices().
   const bool automatic = flags.transport == Transport::kAuto;
-  if (flags.transport == Transport::kRanks && static_cast<int64_t>(devices) > MaxRankDevices())
-    throw CliError(
-        kExitUnmet,
-        fmt::format("threads as ranks run at most {} devices here (a fiber stack and a runner each{}); "
-                    "these layouts have {}",
-                    MaxRankDevices(), Fibers::GuardsTakeMappings() ? ", each stack's guard a mapping of its own" : "",
-                    devices));
+  if (flags.transport == Transport::kRanks)
+    ThrowIfError(CheckRankDevices(static_cast<int64_t>(devices)), "", kExitUnmet);
   if (automatic)
     flags.transport = flags.priced_chunks && static_cast<int64_t>(devices) <= MaxRankDevices()
                           ? Transport::kRanks
