@@ -160,7 +160,16 @@ class Comm {
   virtual bool boxes_copy_once() const { return false; }
   virtual Result<std::unique_ptr<BoxExchange>> PrepareBoxes(const DeviceProgram& program, std::span<const int> send_rank,
                                                             std::span<const int> recv_rank);
-  virtual Status StartBoxes(const BoxExchange& boxes, const std::byte* in, std::byte* out, int64_t& request);
+  // When a box exchange is over for this rank (its request complete).
+  // kEveryCopy: once every rank's copies are done, so that this rank's
+  // output is whole and its input free. kOwnCopies: once this rank has done
+  // its share, where the caller joins every rank before it reads an output
+  // or reuses an input (RankOptions::joined_by_caller): threads then skip a
+  // barrier. Every rank passes the same. Backends whose exchange completes
+  // as a whole (MPI) treat both alike.
+  enum class BoxesEnd { kEveryCopy, kOwnCopies };
+  virtual Status StartBoxes(const BoxExchange& boxes, const std::byte* in, std::byte* out, BoxesEnd end,
+                            int64_t& request);
 };
 
 // Every rank learns whether any rank failed, and all return the status of the

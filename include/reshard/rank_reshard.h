@@ -134,6 +134,18 @@ struct RankOptions {
   // equal-chunk one either way), which move no padding and, over MPI on
   // this machine, run faster (docs/execution.md, "Transports").
   bool priced_chunks = false;
+  // Set by a caller that runs every rank itself (threads as ranks:
+  // RankThreads): it starts every rank's Execute together and waits until
+  // all have returned before it reads any output or reuses any buffer (its
+  // after_step hook, likewise, waits for every rank before it reads one),
+  // and a rank's error ends the others' waits (ThreadCommsBreaker). Then
+  // Execute does not agree on the buffer sizes: a wrong one is
+  // InvalidArgument on its own rank, whose error ends the others' run, not
+  // an error every rank returns before anything moved. And a run's last box
+  // exchange ends for a rank once it has made its share of
+  // the copies (Comm::BoxesEnd::kOwnCopies): two waits a run fewer, each
+  // over thousands of ranks a switch to every rank's cold stack.
+  bool joined_by_caller = false;
 };
 
 // This rank's figures for one Execute.

@@ -20,7 +20,10 @@
 // receiver's output; with every rank's local copies they form one schedule
 // (CopySchedule, as the in-process executor runs a phase: slices of every
 // copy, each target row written whole), which the ranks run together, each
-// taking the next task until none is left. The pairing and its schedule are
+// taking the next task until none is left (a box exchange that ends at a
+// rank's own copies, Comm::BoxesEnd::kOwnCopies, returns then, without the
+// second barrier: the caller joins every rank before reading an output).
+// The pairing and its schedule are
 // made once, by the first rank through the first run of a set of prepared
 // messages (the last rank to arrive having set up that run for all), and
 // kept for the later runs. At most `copiers` ranks copy at once

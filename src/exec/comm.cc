@@ -37,7 +37,7 @@ Result<std::unique_ptr<BoxExchange>> Comm::PrepareBoxes(const DeviceProgram&, st
   return Status::NotSupported(fmt::format("the {} backend has no in-place box messages", name()));
 }
 
-Status Comm::StartBoxes(const BoxExchange&, const std::byte*, std::byte*, int64_t&) {
+Status Comm::StartBoxes(const BoxExchange&, const std::byte*, std::byte*, BoxesEnd, int64_t&) {
   return Status::NotSupported(fmt::format("the {} backend has no in-place box messages", name()));
 }
 

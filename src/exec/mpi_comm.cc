@@ -363,7 +363,7 @@ class MpiComm : public Comm {
     }
     return std::unique_ptr<BoxExchange>(std::move(boxes));
   }
-  Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
+  Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, BoxesEnd, int64_t& request) override {
     const auto& b = static_cast<const MpiBoxes&>(x);
     Pending& p = Take(request);
     return Started(MPI_Ialltoallw(in, b.send_counts.data(), b.displs.data(), b.send_types.data(), out,

@@ -230,7 +230,7 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
     sizes = Status::InvalidArgument(
         fmt::format("its target buffer holds {} bytes; its part of the target layout needs {}", target.size(), st.target_bytes));
   st.clean_error = true;
-  RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, sizes));
+  RESHARD_RETURN_IF_ERROR(st.options.joined_by_caller ? sizes : AgreeStatus(*st.comm, sizes));
   st.clean_error = false;
   const auto start = std::chrono::steady_clock::now();
   RankRunStats stats;
@@ -239,6 +239,15 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
   // Where program step i writes (an all-reduce run in one call: where its
   // last program step does).
   auto out_of = [&](size_t i) { return i + 1 == st.steps.size() ? target.data() : st.between[i % 2].data(); };
+  // Whether program step i's box exchange may end for this rank once it has
+  // made its share of the copies: the run's last step, where the caller
+  // joins every rank (and its hook waits for every rank) before it reads an
+  // output. (Not an earlier step: the next one's packing reads its input
+  // before any barrier.)
+  auto boxes_end = [&](size_t i) {
+    return st.options.joined_by_caller && i + 1 == st.steps.size() ? Comm::BoxesEnd::kOwnCopies
+                                                                   : Comm::BoxesEnd::kEveryCopy;
+  };
   for (size_t i = 0; i < st.steps.size(); ++i) {
     const StepRun& s = st.steps[i];
     std::byte* out = out_of(i);
@@ -255,8 +264,8 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
       RESHARD_RETURN_IF_ERROR(st.RunAllReduce(s, in, out, stats));
       stats.bytes_moved += s.program->input_bytes;
     } else if (!s.fused) {
-      RESHARD_RETURN_IF_ERROR(s.p2p     ? st.RunPointToPoint(s, in, out, stats)
-                              : s.boxes ? st.RunBoxes(s, in, out, stats)
+      RESHARD_RETURN_IF_ERROR(s.p2p       ? st.RunPointToPoint(s, in, out, stats)
+                              : s.boxes   ? st.RunBoxes(s, in, out, boxes_end(i), stats)
                               : s.grouped ? st.RunGrouped(s, in, out, stats)
                                           : st.RunAlltoallv(s, in, out, stats, *st.comm));
       stats.bytes_moved += s.program->unpack.bytes + s.program->local.bytes;

@@ -199,7 +199,8 @@ struct RankReshard::State {
     }
     for (int64_t at : s.idle_base) std::memset(send.data() + at, 0, static_cast<size_t>(s.chunk));
   }
-  Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
+  // `end`: kOwnCopies only for a run's last step, where the caller joins (RankOptions::joined_by_caller).
+  Status RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, Comm::BoxesEnd end, RankRunStats& stats);
   Status RunPointToPoint(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats);
   // A reducing step's local and received copies, in part order, once every message is in `recv`.
   void Reduce(const StepRun& s, const std::byte* in, std::byte* out) {

@@ -180,11 +180,12 @@ Status RankReshard::State::RunAlltoallv(const StepRun& s, const std::byte* in, s
   return Status::Ok();
 }
 
-Status RankReshard::State::RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, RankRunStats& stats) {
+Status RankReshard::State::RunBoxes(const StepRun& s, const std::byte* in, std::byte* out, Comm::BoxesEnd end,
+                                    RankRunStats& stats) {
   int64_t request = kNoRequest;
   // The backend reads the input and writes the output in place; the local
   // copies touch other bytes of the output meanwhile.
-  RESHARD_RETURN_IF_ERROR(comm->StartBoxes(*s.boxes, in, out, request));
+  RESHARD_RETURN_IF_ERROR(comm->StartBoxes(*s.boxes, in, out, end, request));
   if (!s.boxes->copies_local()) RunAll(s.program->local, in, out);
   RESHARD_RETURN_IF_ERROR(comm->Wait(request));
   stats.step_bytes_sent.back() += s.boxes->bytes_sent();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -30,21 +31,27 @@ struct RankThreads::Shared {
   // others' waits for it at once, not at their timeout.
   std::function<void(std::string_view)> breaker;
 
-  // Under `mu`: the run asked for and each rank's answer.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool broken = false;
-  bool stop = false;
-  uint64_t job = 0;     // runs asked for so far
-  size_t answered = 0;  // ranks done with creation, or with the run under way
+  // The run asked for and each rank's answer, without a lock: over
+  // thousands of ranks, each taking one mutex to read its job and again to
+  // answer made the ranks' threads queue on it. The caller writes the
+  // buffers and clears the results, then counts the job (release); a rank
+  // reads them once it sees the count move (acquire), writes its own result
+  // and counts its answer; the caller reads the results once all have.
+  std::condition_variable cv;  // notified (NotifyAll) at a new job, a stop and the last answer
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> job{0};     // runs asked for so far
+  std::atomic<size_t> answered{0};  // ranks done with creation, or with the run under way
   std::vector<std::optional<Result<RankRunStats>>> results;
-  // The first error any rank met, in the creation or the run under way:
-  // what every rank agreed on, or the one that broke the others' waits.
-  Status first_failure = Status::Ok();
   std::span<const std::span<const std::byte>> sources;
   std::span<const std::span<std::byte>> targets;
+  bool broken = false;  // the caller's alone
+  // Under `mu`: the first error any rank met, in the creation or the run
+  // under way: what every rank agreed on, or the one that broke the others'
+  // waits.
+  std::mutex mu;
+  Status first_failure = Status::Ok();
   std::vector<std::span<const std::byte>> outputs;  // the hook's: each rank's output of the step
-  std::vector<std::string> transports;
+  std::vector<std::string> transports;              // rank 0's, written before it answers its creation
   // Last: its ranks use all of the above until they end (~Shared).
   std::unique_ptr<Fibers> fibers;
 
@@ -54,9 +61,9 @@ struct RankThreads::Shared {
     if (fibers) StopAndJoin();
   }
 
-  // REQUIRES: `mu` held.
+  // After this rank's result is written.
   void Answer() {
-    if (++answered == n) NotifyAll(cv);
+    if (answered.fetch_add(1, std::memory_order_acq_rel) + 1 == n) NotifyAll(cv);
   }
 
   // Rank k failed with `status`: kept if it is the first, then every other
@@ -84,11 +91,8 @@ struct RankThreads::Shared {
       status = Status::Internal(fmt::format("rank {}: {}", k, e.what()));
     }
     if (!status.ok()) Failed(k, status);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (k == 0 && runner) transports = runner->step_transports();  // the same on every rank
-      Answer();
-    }
+    if (k == 0 && runner) transports = runner->step_transports();  // the same on every rank
+    Answer();
     RankReshard::AfterStep after_step;
     if (hook && runner) {
       // Every rank's output is in place before the hook reads them all, and
@@ -102,16 +106,13 @@ struct RankThreads::Shared {
     }
     uint64_t seen = 0;
     for (;;) {
-      std::span<const std::byte> source;
-      std::span<std::byte> target;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        Wait(lock, cv, [&] { return stop || job != seen; });
-        if (stop) return;
-        seen = job;
-        source = sources[k];
-        target = targets[k];
-      }
+      // (Woken by NotifyAll: a fiber's pause ends at any notification.)
+      while (!stop.load(std::memory_order_acquire) && job.load(std::memory_order_acquire) == seen)
+        PauseUntil(Fibers::Clock::time_point::max());
+      if (stop.load(std::memory_order_acquire)) return;
+      seen = job.load(std::memory_order_relaxed);
+      const std::span<const std::byte> source = sources[k];
+      const std::span<std::byte> target = targets[k];
       std::optional<Result<RankRunStats>> result;
       try {
         if (runner)
@@ -122,7 +123,6 @@ struct RankThreads::Shared {
         result.emplace(Status::Internal(fmt::format("rank {}: {}", k, e.what())));
       }
       if (!result->ok()) Failed(k, result->status());
-      std::lock_guard<std::mutex> lock(mu);
       results[k] = std::move(result);
       Answer();
     }
@@ -131,18 +131,12 @@ struct RankThreads::Shared {
   // The caller works as the first of the ranks' threads until every rank
   // has answered (Fibers::Drive).
   void DriveUntilAnswered() {
-    fibers->Drive([this] {
-      std::lock_guard<std::mutex> lock(mu);
-      return answered == n;
-    });
+    fibers->Drive([this] { return answered.load(std::memory_order_acquire) == n; });
   }
 
   void StopAndJoin() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-      NotifyAll(cv);
-    }
+    stop.store(true, std::memory_order_release);
+    NotifyAll(cv);
     fibers.reset();
   }
 };
@@ -162,6 +156,7 @@ Result<std::unique_ptr<RankThreads>> RankThreads::Start(const PlanProgram& progr
   Shared& s = *shared;
   s.program = &program;
   s.options = options;
+  s.options.joined_by_caller = true;  // Run joins every rank; so does the hook's barrier
   s.hook = std::move(hook);
   s.n = n;
   s.comms = MakeThreadComms(static_cast<int>(n), comms.timeout_seconds, comms.copiers, comms.boxes_copy_once);
@@ -188,15 +183,12 @@ Result<std::vector<RankRunStats>> RankThreads::Run(std::span<const std::span<con
                                                    std::span<const std::span<std::byte>> targets) {
   Shared& s = *shared_;
   if (s.broken) return Status::Internal("an earlier run of these ranks failed");
-  {
-    std::unique_lock<std::mutex> lock(s.mu);
-    s.sources = sources;
-    s.targets = targets;
-    for (auto& r : s.results) r.reset();
-    s.answered = 0;
-    ++s.job;
-    NotifyAll(s.cv);
-  }
+  s.sources = sources;
+  s.targets = targets;
+  for (auto& r : s.results) r.reset();
+  s.answered.store(0, std::memory_order_relaxed);
+  s.job.fetch_add(1, std::memory_order_release);
+  NotifyAll(s.cv);
   s.DriveUntilAnswered();
   std::vector<RankRunStats> stats;
   stats.reserve(s.n);

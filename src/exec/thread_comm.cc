@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -297,9 +298,12 @@ class ThreadComm final : public Comm {
   // where any rank prepared anew), every rank's buffers and the task count
   // reset; a pass over every rank by each would cost N^2 a run over
   // thousands of ranks.
-  Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, int64_t& request) override {
+  Status StartBoxes(const BoxExchange& x, const std::byte* in, std::byte* out, BoxesEnd end,
+                    int64_t& request) override {
     request = kNoRequest;
-    const auto* mine = dynamic_cast<const ThreadBoxes*>(&x);
+    // (ThreadBoxes is final: its exact type is the test a dynamic_cast makes,
+    // at a fraction of its cost, paid by every rank at every run.)
+    const auto* mine = typeid(x) == typeid(ThreadBoxes) ? static_cast<const ThreadBoxes*>(&x) : nullptr;
     Post post{.valid = mine != nullptr && mine->size() == size(), .data = in, .out = out, .boxes = mine};
     Group& g = *group_;
     const std::function<void()> set_up = [&g] {
@@ -332,36 +336,42 @@ class ThreadComm final : public Comm {
       slot->next = 0;
       g.box_run = slot;
     };
-    return Collective(post, "Boxes", [&](const std::vector<Post>&) {
-      if (!g.box_status.ok()) return g.box_status;
-      const std::shared_ptr<BoxCollective> run = g.box_run;
-      std::call_once(run->paired, [&] { run->copies = ThreadBoxes::Pair(run->ranks, g.copiers_count); });
-      const std::vector<const std::byte*>& inputs = run->inputs;
-      const std::vector<std::byte*>& outputs = run->outputs;
-      const CopySchedule& schedule = run->copies->schedule;
-      long_read_ = run->copies->program.bytes >= (int64_t{1} << 20);
-      const int64_t tasks = schedule.tasks();
-      // A rank that gets no copier's permit at once leaves the tasks to the
-      // ranks of this exchange that did (each takes tasks until none is
-      // left), and waits for one only where none of them copies: it would
-      // only wake to find the work done.
-      if (run->next.load() < tasks && (g.copiers->TryAcquire() || WaitForCopier(*run))) {
-        // (Given back however the copies end: an exception, say bad_alloc,
-        // is this collective's error, and the permit must not go with it.)
-        struct Copying {
-          BoxCollective& run;
-          Permits& copiers;
-          ~Copying() {
-            --run.copying;
-            copiers.Release();
+    return Collective(
+        post, "Boxes",
+        [&](const std::vector<Post>&) {
+          if (!g.box_status.ok()) return g.box_status;
+          // (Not a copy of the shared_ptr: every rank's count of it would bounce
+          // one cache line between the threads. The group holds it until the
+          // next set-up, after every rank has read.)
+          BoxCollective* const run = g.box_run.get();
+          std::call_once(run->paired, [&] { run->copies = ThreadBoxes::Pair(run->ranks, g.copiers_count); });
+          const std::vector<const std::byte*>& inputs = run->inputs;
+          const std::vector<std::byte*>& outputs = run->outputs;
+          const CopySchedule& schedule = run->copies->schedule;
+          long_read_ = run->copies->program.bytes >= (int64_t{1} << 20);
+          const int64_t tasks = schedule.tasks();
+          // A rank that gets no copier's permit at once leaves the tasks to the
+          // ranks of this exchange that did (each takes tasks until none is
+          // left), and waits for one only where none of them copies: it would
+          // only wake to find the work done.
+          if (run->next.load() < tasks && (g.copiers->TryAcquire() || WaitForCopier(*run))) {
+            // (Given back however the copies end: an exception, say bad_alloc,
+            // is this collective's error, and the permit must not go with it.)
+            struct Copying {
+              BoxCollective& run;
+              Permits& copiers;
+              ~Copying() {
+                --run.copying;
+                copiers.Release();
+              }
+            } copying{*run, *g.copiers};
+            ++run->copying;
+            for (int64_t k = run->next.fetch_add(1); k < tasks; k = run->next.fetch_add(1))
+              schedule.RunTask(k, inputs, outputs);
           }
-        } copying{*run, *g.copiers};
-        ++run->copying;
-        for (int64_t k = run->next.fetch_add(1); k < tasks; k = run->next.fetch_add(1))
-          schedule.RunTask(k, inputs, outputs);
-      }
-      return run->copies->mismatch;
-    }, &set_up);
+          return run->copies->mismatch;
+        },
+        &set_up, /*second_barrier=*/end == BoxesEnd::kEveryCopy);
   }
 
   // A permit for a rank of `run` that got none at once, where no rank of it
@@ -419,6 +429,10 @@ class ThreadComm final : public Comm {
   }
 
   Status WaitAll(std::span<int64_t> requests) override {
+    // Nothing to wait for (a collective's request: complete at once) takes
+    // no lock: every rank of a run waits so after each collective, and over
+    // thousands of ranks the group's lock was a queue.
+    if (std::all_of(requests.begin(), requests.end(), [](int64_t r) { return r == kNoRequest; })) return Status::Ok();
     std::vector<int> done;
     auto lock = LockSpinning(group_->mu);
     Clock::time_point deadline = group_->Deadline();
@@ -451,13 +465,15 @@ class ThreadComm final : public Comm {
   // the second barrier), wait again. A bad argument still goes through both
   // barriers, so it is an error on this rank and never a hang on the others.
   // `last`: run under the lock by the last rank to arrive, before any reads
-  // (set-up every rank shares, made once).
+  // (set-up every rank shares, made once). Without the second barrier
+  // (BoxesEnd::kOwnCopies, every rank alike) the caller's join of every
+  // rank is the second barrier: no rank posts again before it.
   // (`read` a template parameter, not a std::function: a lambda capturing
   // more than two references is a heap allocation as a std::function, at
   // every collective of every rank.)
   template <typename Read>
   Status Collective(const Post& mine, std::string_view what, const Read& read,
-                    const std::function<void()>* last = nullptr) {
+                    const std::function<void()>* last = nullptr, bool second_barrier = true) {
     Group& g = *group_;
     g.posts[static_cast<size_t>(rank_)] = mine;  // (each rank its own; read once all have arrived)
     RESHARD_RETURN_IF_ERROR(g.Arrive(rank_, what, /*short_wait=*/true, last));
@@ -469,6 +485,10 @@ class ThreadComm final : public Comm {
       if (read_status.ok()) read_status = read(g.posts);
     } catch (const std::exception& e) {
       read_status = Status::Internal(fmt::format("rank {} at {}: {}", rank_, what, e.what()));
+    }
+    if (!second_barrier) {
+      long_read_ = false;
+      return read_status;
     }
     const Status second = g.Arrive(rank_, what, /*short_wait=*/!long_read_);
     long_read_ = false;

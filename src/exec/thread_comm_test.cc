@@ -297,7 +297,7 @@ TEST_P(ThreadComm, BoxMessagesRunAndASizeMismatchIsInternalOnEveryRank) {
       const std::vector<std::byte> in = Bytes(8, comm.rank());
       std::vector<std::byte> out(10, std::byte{0xee});
       int64_t request = 7;
-      const Status st = comm.StartBoxes(**boxes, in.data(), out.data(), request);
+      const Status st = comm.StartBoxes(**boxes, in.data(), out.data(), Comm::BoxesEnd::kEveryCopy, request);
       EXPECT_EQ(request, kNoRequest);
       if (received == 8) {
         EXPECT_TRUE(st.ok()) << st;
@@ -361,7 +361,7 @@ TEST_P(ThreadComm, BoxMessagesPreparedAnewOnAnotherRankArePairedAgain) {
       ASSERT_NE(boxes, nullptr);
       std::vector<std::byte> out(10, std::byte{0xee}), want(10, std::byte{0xee});
       int64_t request = 7;
-      ASSERT_TRUE(comm.StartBoxes(*boxes, in.data(), out.data(), request).ok());
+      ASSERT_TRUE(comm.StartBoxes(*boxes, in.data(), out.data(), Comm::BoxesEnd::kEveryCopy, request).ok());
       if (comm.rank() != 0) std::copy(sent.begin(), sent.end(), want.begin() + (comm.rank() == 1 ? 0 : at));
       EXPECT_EQ(out, want) << "rank " << comm.rank() << ", rank 2 writing at " << at;
     }
@@ -402,10 +402,60 @@ TEST_P(ThreadComm, GroupsTakeTurnsAtOneCopyPermit) {
           const std::vector<std::byte> in = Bytes(4096, 100 * comm.rank() + round);
           std::vector<std::byte> out(4096);
           int64_t request = kNoRequest;
-          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), request).ok());
+          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), Comm::BoxesEnd::kEveryCopy, request).ok());
           if (!sender) {
             ASSERT_EQ(out, Bytes(4096, 100 * (comm.rank() - 3) + round)) << comm.rank() << " round " << round;
           }
+        }
+      },
+      10, /*copiers=*/1);
+}
+
+// A box exchange that ends at a rank's own copies (BoxesEnd::kOwnCopies)
+// skips its second barrier: once every rank has returned (here a barrier
+// stands for the caller's join), every output is whole, and the next
+// exchange, over the same buffers rewritten, pairs and copies as before.
+// With one copy permit among three pairs, most ranks leave the copying to
+// another and return at once.
+TEST_P(ThreadComm, BoxMessagesEndingAtOwnCopiesAreWholeOnceEveryRankHasReturned) {
+  RunRanks(
+      6,
+      [](Comm& comm) {
+        Result<std::unique_ptr<Comm>> pair = comm.Split(comm.rank() % 3, comm.rank());
+        ASSERT_TRUE(pair.ok()) << pair.status();
+        Comm& p = **pair;
+        const bool sender = p.rank() == 0;
+        DeviceProgram program;
+        const int64_t one[] = {1}, extent[] = {8192};
+        if (sender) {
+          program.pack.AddBox(extent, 0, one, 0, one, 1);
+          program.send_count = {8192};
+          program.send_offset = {0};
+          program.pack_begin = {0, 1};
+          program.unpack_begin = {0};
+        } else {
+          program.unpack.AddBox(extent, 0, one, 0, one, 1);
+          program.recv_count = {8192};
+          program.recv_offset = {0};
+          program.unpack_begin = {0, 1};
+          program.pack_begin = {0};
+        }
+        const std::vector<int> to = sender ? std::vector<int>{1} : std::vector<int>{};
+        const std::vector<int> from = sender ? std::vector<int>{} : std::vector<int>{0};
+        Result<std::unique_ptr<BoxExchange>> boxes = p.PrepareBoxes(program, to, from);
+        ASSERT_TRUE(boxes.ok()) << boxes.status();
+        std::vector<std::byte> in(8192), out(8192);
+        for (int round = 0; round < 50; ++round) {
+          in = Bytes(8192, 100 * comm.rank() + round);
+          int64_t request = 7;
+          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), Comm::BoxesEnd::kOwnCopies, request).ok());
+          EXPECT_EQ(request, kNoRequest);
+          ASSERT_TRUE(p.Wait(request).ok());
+          ASSERT_TRUE(comm.Barrier().ok());  // every rank has returned: the caller's join
+          if (!sender) {
+            ASSERT_EQ(out, Bytes(8192, 100 * (comm.rank() - 3) + round)) << comm.rank() << " round " << round;
+          }
+          ASSERT_TRUE(comm.Barrier().ok());  // every output read before the next round rewrites an input
         }
       },
       10, /*copiers=*/1);
