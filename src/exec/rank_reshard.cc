@@ -230,7 +230,11 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
     sizes = Status::InvalidArgument(
         fmt::format("its target buffer holds {} bytes; its part of the target layout needs {}", target.size(), st.target_bytes));
   st.clean_error = true;
-  RESHARD_RETURN_IF_ERROR(st.options.joined_by_caller ? sizes : AgreeStatus(*st.comm, sizes));
+  // (Not agreed where the caller joins: named by its rank, as an agreed
+  // error from one rank is.)
+  if (st.options.joined_by_caller && !sizes.ok())
+    return Status::InvalidArgument(fmt::format("rank {}: {}", st.rank, sizes.message()));
+  if (!st.options.joined_by_caller) RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, sizes));
   st.clean_error = false;
   const auto start = std::chrono::steady_clock::now();
   RankRunStats stats;

@@ -57,6 +57,39 @@ TEST(RankThreads, ARankFailingAloneEndsTheRunAtOnce) {
   EXPECT_FALSE((*ranks)->Run(sources, targets).ok());
 }
 
+// A wrong buffer size on one rank is not agreed across the ranks (the
+// caller joins them: RankOptions::joined_by_caller): it is that rank's
+// InvalidArgument, naming it, and the others' waits for it end at once.
+TEST(RankThreads, AWrongBufferSizeOnOneRankEndsTheRunAtOnce) {
+  const std::vector<int64_t> shape = {16, 16, 16};
+  const Layout src = ParseLayout("{devices=[2,1,4]<=[4,2]T(1,0)}", shape, DType::kF32, std::nullopt).value().layout;
+  const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
+  const PlanProgram p = PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
+  Result<std::unique_ptr<RankThreads>> ranks =
+      RankThreads::Start(p, RankOptions{}, nullptr, RankThreads::CommSettings{.timeout_seconds = 600, .copiers = 2});
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  std::vector<HostBuffer> in, out;
+  std::vector<std::span<const std::byte>> sources;
+  std::vector<std::span<std::byte>> targets;
+  for (int64_t d : p.devices()) {
+    in.emplace_back(p.source().LocalBytes(d));
+    out.emplace_back(p.target().LocalBytes(d));
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    sources.push_back(in[i].span());
+    targets.push_back(out[i].span());
+  }
+  targets[3] = targets[3].first(targets[3].size() - 4);
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<RankRunStats>> run = (*ranks)->Run(sources, targets);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status(), Status::InvalidArgument("rank 3: its target buffer holds 2044 bytes; its part of the target "
+                                                  "layout needs 2048"))
+      << run.status();
+  EXPECT_TRUE((*ranks)->broken());
+}
+
 // An error every rank meets alike at creation is agreed, and Start returns
 // it as every rank has it (naming no rank), at once.
 TEST(RankThreads, ACreationErrorEveryRankMeetsIsStartsError) {
