@@ -84,6 +84,7 @@ Status RankReshard::State::Begin(std::unique_ptr<Comm> c, const RankOptions& o, 
   hash = Mix(hash, static_cast<uint64_t>(o.transport));
   hash = Mix(hash, static_cast<uint64_t>(o.max_message_bytes));
   hash = Mix(hash, o.priced_chunks ? 2 : 1);
+  hash = Mix(hash, o.joined_by_caller ? 2 : 1);
   hash = Mix(hash, o.planner.has_value() ? PlannerOptionsHash(*o.planner) : 1);
   // Leading dimensions may differ by rank, orders may not: messages are
   // staged in the source buffers' order (device_program.h).
@@ -92,6 +93,11 @@ Status RankReshard::State::Begin(std::unique_ptr<Comm> c, const RankOptions& o, 
   Status local = Status::Ok();
   if (o.max_message_bytes < 1)
     local = Status::InvalidArgument(fmt::format("max_message_bytes is {}; it must be at least 1", o.max_message_bytes));
+  // (Over a backend of separate processes no caller joins the ranks, and
+  // an unagreed error would leave the others waiting.)
+  else if (o.joined_by_caller && comm->name() != "threads")
+    local = Status::InvalidArgument(fmt::format(
+        "joined_by_caller is for threads as ranks, whose caller joins them; this comm is {}", comm->name()));
   return AgreeStatus(*comm, local);
 }
 

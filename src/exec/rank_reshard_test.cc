@@ -229,6 +229,25 @@ class Limited : public Forwarding {
   int64_t limit_;
 };
 
+// Only threads' ranks are joined by their caller (RankOptions::
+// joined_by_caller): over any other backend the option is refused on every
+// rank, before anything moves.
+TEST(RankReshard, JoinedByCallerIsForThreadsAlone) {
+  const Layout source = Canonical("P('y', None, 'x')"), target = Canonical("P(None, ('x', 'y'), None)");
+  RankOptions joined;
+  joined.joined_by_caller = true;
+  for (const Status& s : OnRanks(8, [&](int, std::unique_ptr<Comm> c) {
+         return RankReshard::Create(std::make_unique<Limited>(std::move(c), int64_t{1} << 30), source, target, joined)
+             .status();
+       }))
+    EXPECT_EQ(s, Status::InvalidArgument(
+                     "joined_by_caller is for threads as ranks, whose caller joins them; this comm is limited"));
+  for (const Status& s : OnRanks(8, [&](int, std::unique_ptr<Comm> c) {
+         return RankReshard::Create(std::move(c), source, target, joined).status();
+       }))
+    EXPECT_TRUE(s.ok()) << s;
+}
+
 // Runs `source` -> `target` planned under `o` on 8 threads as ranks, every
 // rank's source tagged (laid out in o.source_format's order, 2-D), every
 // target element checked: each rank's stats and rank 0's transports.
