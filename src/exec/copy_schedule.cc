@@ -185,6 +185,7 @@ void CopySchedule::Group(bool whole, bool by_source) {
   sorted.reserve(strided_.size());
   for (uint32_t k : order) sorted.push_back(strided_[k]);
   strided_.swap(sorted);
+  int64_t batch_bytes = 0;  // of the batch task last started
   auto add = [&](size_t begin, size_t end, int64_t bytes) {
     int64_t parts = whole ? 1 : std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
     // By source, a group's parts split each copy's planes (its outer index:
@@ -196,6 +197,23 @@ void CopySchedule::Group(bool whole, bool by_source) {
         if (op.num_dims > 0)
           parts = std::min(parts, strided_[k].program->dims[static_cast<size_t>(op.first_dim)].count);
       }
+    // A group of one part under kChunkBytes joins the task before it where
+    // that is such a batch still under kChunkBytes: each run whole in turn.
+    // (Rows too long to fold into planes leave a group per source or target
+    // row: 46,080 tasks of 2.9 KiB in f32 32x32 blocks on 1x8 into 16x16 on
+    // 2x4, 5760^2, each a shared count taken and a group set up.)
+    if (!whole && parts == 1 && bytes < kChunkBytes) {
+      if (!tasks_.empty() && tasks_.back().parts == 0 && tasks_.back().end == begin &&
+          batch_bytes + bytes <= kChunkBytes) {
+        tasks_.back().end = end;
+        batch_bytes += bytes;
+      } else {
+        tasks_.push_back({begin, end, static_cast<int64_t>(batched_.size()), 0});
+        batch_bytes = bytes;
+      }
+      batched_.push_back(begin);
+      return;
+    }
     for (int64_t k = 0; k < parts; ++k) tasks_.push_back({begin, end, k, parts});
   };
   std::vector<Chain> chains;
@@ -320,6 +338,12 @@ int64_t CopySchedule::StridedTasks() const {
   return groups;
 }
 
+int64_t CopySchedule::groups() const {
+  int64_t n = static_cast<int64_t>(batched_.size());
+  for (const Task& t : tasks_) n += t.parts > 0 && t.part == 0;
+  return n;
+}
+
 int64_t CopySchedule::tasks() const { return StridedTasks() + static_cast<int64_t>(chunks_.size()); }
 
 void CopySchedule::Run(ThreadPool& pool, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const {
@@ -360,7 +384,13 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
       case Mode::kGroups:
       case Mode::kSourceGroups: {
         const Task& t = tasks_[static_cast<size_t>(k)];
-        interleave(t.begin, t.end, t.part, t.parts);
+        if (t.parts > 0) {
+          interleave(t.begin, t.end, t.part, t.parts);
+          return;
+        }
+        // A batch: its groups begin at batched_[t.part], ... until t.end.
+        for (size_t g = static_cast<size_t>(t.part); g < batched_.size() && batched_[g] < t.end; ++g)
+          interleave(batched_[g], g + 1 < batched_.size() && batched_[g + 1] < t.end ? batched_[g + 1] : t.end, 0, 1);
         return;
       }
     }

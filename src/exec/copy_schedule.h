@@ -64,6 +64,9 @@ class CopySchedule {
   // together (thread_comm.h). Thread-safe; REQUIRES: 0 <= k < tasks(), and
   // Run's buffer tables.
   int64_t tasks() const;
+  // The groups the strided copies run in (not kSlices): each group of a
+  // batch task counts, as does each group cut into parts once.
+  int64_t groups() const;
   void RunTask(int64_t k, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
 
   size_t size() const { return strided_.size() + contiguous_.size(); }
@@ -80,7 +83,9 @@ class CopySchedule {
 
  private:
   // Part `part` of `parts` of strided_[begin, end), run interleaved (in
-  // kSlicedGroups, a whole group: part 0 of 1, run in slices).
+  // kSlicedGroups, a whole group: part 0 of 1, run in slices). parts == 0:
+  // a batch of small groups, each run whole in turn, the first beginning
+  // at batched_[part], the next ones at the entries after it below `end`.
   struct Task {
     size_t begin, end;
     int64_t part, parts;
@@ -110,6 +115,7 @@ class CopySchedule {
   int64_t strided_bytes_ = 0, slices_ = 0;
   Mode mode_ = Mode::kGroups;
   std::vector<Task> tasks_;
+  std::vector<size_t> batched_;  // where each group of a batch task begins, in order
   std::vector<ChunkTask> chunks_;
 };
 

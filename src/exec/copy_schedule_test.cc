@@ -303,11 +303,36 @@ TEST(CopySchedule, GroupsOfRunsUnderALineReadingTheSameLinesRunAsOne) {
   const SubLineTransposition sub(4, 2, 64, 2, 32);
   const CopySchedule joined = CopySchedule::Build(sub.copies, {}, pool.size());
   EXPECT_EQ(joined.mode(), CopySchedule::Mode::kGroups);
-  EXPECT_EQ(joined.tasks(), 1);
+  EXPECT_EQ(joined.groups(), 1);
   const SubLineTransposition whole(4, 2, 64, 2, 64);
   const CopySchedule apart = CopySchedule::Build(whole.copies, {}, pool.size());
   EXPECT_EQ(apart.mode(), CopySchedule::Mode::kGroups);
-  EXPECT_EQ(apart.tasks(), 2);
+  EXPECT_EQ(apart.groups(), 2);
+}
+
+// Groups too small to cut into parts run in batches of about 256 KiB,
+// each group whole in turn: 4,096 copies of two 256-byte runs 512 bytes
+// apart, each in a row of its own (too short to slice: a group each) take 8
+// tasks, not 4,096, and write what each copy alone writes.
+TEST(CopySchedule, SmallGroupsRunInBatches) {
+  constexpr int64_t kCopies = 4096, kRun = 256;
+  CopyProgram p;
+  const std::vector<int64_t> extent = {2, kRun}, strides = {2 * kRun, 1};
+  for (int64_t k = 0; k < kCopies; ++k) p.AddBox(extent, k * 4 * kRun, strides, k * 4 * kRun, strides, 1);
+  std::vector<ScheduledCopy> copies;
+  for (const CopyOp& op : p.ops) copies.push_back({&p, &op, 0, 0, 0, CopyUnits(p, op)});
+  ThreadPool pool(2);
+  const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+  EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups);
+  EXPECT_EQ(s.groups(), kCopies);
+  EXPECT_EQ(s.tasks(), kCopies * 2 * kRun / (int64_t{256} << 10));
+  std::vector<std::byte> in(static_cast<size_t>(kCopies * 4 * kRun)), out(in.size()), want(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::byte>((i * 7 + i / 251) & 0xff);
+  const std::byte* srcs[] = {in.data()};
+  std::byte* dsts[] = {out.data()};
+  s.Run(pool, srcs, dsts);
+  for (const CopyOp& op : p.ops) RunCopy(p, op, in.data(), want.data(), 0, CopyUnits(p, op));
+  EXPECT_EQ(out, want);
 }
 
 // Random transpositions of runs under a line (1 to 63 bytes), 1 to 3

@@ -141,6 +141,16 @@ Result<std::unique_ptr<ThreadBoxes>> ThreadBoxes::Prepare(const DeviceProgram& p
       Message& message = list.emplace_back(Message{.peer = ranks[m]});
       RESHARD_RETURN_IF_ERROR(
           AddMessage(copies, begin[m], begin[m + 1], offset[m], count[m], sending, message, boxes->runs_));
+      if (!sending && m + 1 < p.direct_begin.size()) {
+        int64_t covered = 0;
+        for (int32_t k = p.direct_begin[m]; k < p.direct_begin[m + 1]; ++k)
+          covered += p.direct.OpBytes(p.direct.ops[static_cast<size_t>(k)]);
+        if (covered == count[m]) {
+          message.direct = &p.direct;
+          message.direct_begin = p.direct_begin[m];
+          message.direct_end = p.direct_begin[m + 1];
+        }
+      }
       (sending ? boxes->sent_ : boxes->received_) += count[m];
     }
     std::sort(list.begin(), list.end(), [](const Message& a, const Message& b) { return a.peer < b.peer; });
@@ -448,22 +458,58 @@ std::unique_ptr<BoxCopies> ThreadBoxes::Pair(std::span<const ThreadBoxes* const>
       }
   CopyProgram& program = pair->program;
   std::vector<int32_t> sender, receiver;  // each op's ranks
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const ThreadBoxes& mine = *ranks[r];
-    const int32_t rank = static_cast<int32_t>(r);
-    for (const Message& expected : mine.from_) {
-      const ThreadBoxes& boxes = *ranks[static_cast<size_t>(expected.peer)];
-      const Message* sent = boxes.To(rank);
-      if (sent == nullptr || expected.bytes == 0) continue;
-      BoxFolder folder(program, sender, expected.peer);
-      ForEachPiece(boxes, *sent, mine, expected,
-                   [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(from, to, bytes); });
-      folder.Finish();
+  // Every message's copies: paired and folded, or its direct copies.
+  // Returns how many ops the messages took (the local copies not counted).
+  auto build = [&](bool direct) {
+    program = CopyProgram{};
+    sender.clear();
+    receiver.clear();
+    size_t message_ops = 0;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const ThreadBoxes& mine = *ranks[r];
+      const int32_t rank = static_cast<int32_t>(r);
+      for (const Message& expected : mine.from_) {
+        const ThreadBoxes& boxes = *ranks[static_cast<size_t>(expected.peer)];
+        const Message* sent = boxes.To(rank);
+        if (sent == nullptr || expected.bytes == 0) continue;
+        const size_t before = program.ops.size();
+        if (direct) {
+          program.Append(*expected.direct, expected.direct_begin, expected.direct_end);
+          sender.resize(program.ops.size(), expected.peer);
+        } else {
+          BoxFolder folder(program, sender, expected.peer);
+          ForEachPiece(boxes, *sent, mine, expected,
+                       [&](int64_t from, int64_t to, int64_t bytes) { folder.Add(from, to, bytes); });
+          folder.Finish();
+        }
+        message_ops += program.ops.size() - before;
+      }
+      // (The local copies refold and split to match the folded messages'
+      // shapes; beside the direct copies, as the pool runs them.)
+      if (direct)
+        program.Append(*mine.local_, 0, static_cast<int64_t>(mine.local_->ops.size()));
+      else
+        AddLocalCopies(*mine.local_, rank, program, sender);
+      sender.resize(program.ops.size(), rank);
+      receiver.resize(program.ops.size(), rank);
     }
-    AddLocalCopies(*mine.local_, rank, program, sender);
-    sender.resize(program.ops.size(), rank);
-    receiver.resize(program.ops.size(), rank);
-  }
+    return message_ops;
+  };
+  const size_t folded_ops = build(/*direct=*/false);
+  // The direct copies, where every message has them (not where the sizes
+  // disagree: the mismatch is the pairing's to report) and they are fewer.
+  size_t direct_ops = 0;
+  bool direct = pair->mismatch.ok();
+  for (size_t r = 0; r < ranks.size() && direct; ++r)
+    for (const Message& expected : ranks[r]->from_) {
+      if (expected.bytes == 0) continue;
+      if (expected.direct == nullptr) {
+        direct = false;
+        break;
+      }
+      direct_ops += static_cast<size_t>(expected.direct_end - expected.direct_begin);
+    }
+  if (direct && direct_ops < folded_ops) build(/*direct=*/true);
   std::vector<ScheduledCopy> strided, contiguous;
   for (size_t k = 0; k < program.ops.size(); ++k) {
     const CopyOp& op = program.ops[k];

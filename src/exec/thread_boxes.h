@@ -44,7 +44,11 @@ struct BoxRun {
 // One box exchange of every rank of a Comm as copies straight from each
 // sender's input into its receiver's output: each message's two walks
 // paired, the pieces folded back into boxes (a run repeated at fixed
-// strides, up to two dims), the ranks' local copies among them, and how
+// strides, up to two dims), or, where every received message's direct
+// copies were compiled and they are fewer ops than the folded boxes, those
+// (the boxes the layouts' blocks intersect in: pairing walks a message in
+// its staged order, which can cut a column of rows into many short
+// pieces), the ranks' local copies among them, and how
 // they all run (CopySchedule, as the in-process executor runs a phase:
 // each target row written whole, in address order, or slices of every
 // copy) decided once, then taken by the ranks' threads task by task.
@@ -89,6 +93,11 @@ class ThreadBoxes final : public BoxExchange {
     int32_t begin = 0, end = 0;
     int64_t runs_begin = 0, runs_end = 0;  // else: [runs_begin, runs_end) of `runs`
     int64_t bytes = 0;
+    // A received message whose program holds its direct copies
+    // (CompileOptions::copies): ops [direct_begin, direct_end) of `direct`
+    // copy it from its sender's input into this output. Else null.
+    const CopyProgram* direct = nullptr;
+    int32_t direct_begin = 0, direct_end = 0;
   };
 
   // Program `p`'s messages for a Comm of `size` ranks: message m sent to

@@ -14,6 +14,10 @@
 #include <vector>
 
 #include "exec/copy_kernel.h"
+#include "exec/exec_checker.h"
+#include "reshard/exchange.h"
+#include "reshard/host_buffer.h"
+#include "reshard/notation.h"
 
 namespace reshard {
 namespace {
@@ -425,6 +429,71 @@ TEST(ThreadBoxes, RandomMessagesArriveWhereTheReceiverPlacesThem) {
       for (int64_t i = 0; i < r.bytes; ++i)
         want[static_cast<size_t>(r.buffer + i)] = message[static_cast<size_t>(r.staged + i)];
     ASSERT_EQ(out, want) << "trial " << trial;
+  }
+}
+
+// Every rank's box messages of a compiled program's one step, paired.
+std::unique_ptr<BoxCopies> PairProgram(const PlanProgram& program) {
+  const StepProgram& step = program.steps()[0];
+  const int n = static_cast<int>(step.devices.size());
+  std::vector<std::unique_ptr<ThreadBoxes>> prepared;
+  std::vector<const ThreadBoxes*> ranks;
+  for (const DeviceProgram& dp : step.devices) {
+    const std::vector<int> to(dp.send_peer.begin(), dp.send_peer.end()), from(dp.recv_peer.begin(), dp.recv_peer.end());
+    Result<std::unique_ptr<ThreadBoxes>> boxes = ThreadBoxes::Prepare(dp, to, from, n);
+    EXPECT_TRUE(boxes.ok()) << boxes.status();
+    if (!boxes.ok()) return nullptr;
+    ranks.push_back(boxes->get());
+    prepared.push_back(std::move(*boxes));
+  }
+  return ThreadBoxes::Pair(ranks, 2);  // (keeps no pointer to the prepared messages)
+}
+
+// Where the program holds its direct copies and they are fewer ops than the
+// folded pieces, they are the messages' copies. 25x25 f64 blocks on 4x2
+// into 2x2 on 1x8 (the 3584^2 pair of docs/benchmarks.md scaled down): the
+// staged order walks each message row by row across blocks whose columns
+// do not line up, and folds into many short boxes; the direct copies are
+// one column of rows per pair of blocks. Both move every element where the
+// target places it.
+TEST(ThreadBoxes, FewerDirectCopiesAreTakenOverFoldedPieces) {
+  const std::vector<int64_t> shape = {448, 448};
+  const Layout src =
+      ParseLayout("blockcyclic(block=[25,25],grid=[4,2])", shape, DType::kF64, std::nullopt).value().layout;
+  const Layout dst =
+      ParseLayout("blockcyclic(block=[2,2],grid=[1,8])", shape, DType::kF64, std::nullopt).value().layout;
+  const Exchange ex = Exchange::Create(src, dst).value();
+  CompileOptions staged;
+  staged.copies = CopyForms::kStaged;
+  const PlanProgram both = PlanProgram::Compile(ex).value();  // (both forms)
+  const PlanProgram staged_only = PlanProgram::Compile(ex, staged).value();
+  size_t direct_ops = 0, local_ops = 0;
+  for (const DeviceProgram& dp : both.steps()[0].devices) {
+    direct_ops += dp.direct.ops.size();
+    local_ops += dp.local.ops.size();
+  }
+  const std::unique_ptr<BoxCopies> direct = PairProgram(both), folded = PairProgram(staged_only);
+  ASSERT_NE(direct, nullptr);
+  ASSERT_NE(folded, nullptr);
+  EXPECT_EQ(direct->program.ops.size(), direct_ops + local_ops);
+  EXPECT_GT(folded->program.ops.size(), 4 * direct->program.ops.size());
+  for (const BoxCopies* copies : {direct.get(), folded.get()}) {
+    std::vector<HostBuffer> in, out;
+    std::vector<const std::byte*> inputs;
+    std::vector<std::byte*> outputs;
+    for (int64_t d : both.devices()) {
+      in.emplace_back(src.LocalBytes(d));
+      out.emplace_back(dst.LocalBytes(d));
+      FillTags(src, d, in.back().span());
+      inputs.push_back(in.back().data());
+      outputs.push_back(out.back().data());
+    }
+    for (int64_t k = 0; k < copies->schedule.tasks(); ++k) copies->schedule.RunTask(k, inputs, outputs);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const TagCheck check = CheckTags(dst, both.devices()[i], out[i].span());
+      EXPECT_EQ(check.mismatches, 0) << (copies == direct.get() ? "direct" : "folded") << ", device " << i << ": "
+                                     << check.first_problem;
+    }
   }
 }
 

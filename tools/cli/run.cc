@@ -178,9 +178,13 @@ void RunRun(const RunOptions& o) {
   const MemoryEstimate need_with_plan = need_of(with_plan);
   check_priced();
   CheckMemory(need_with_plan, limit_of(flags.transport), /*per_rank=*/false);
-  // Only the copies the transport runs (a copy op or more per message each).
+  // Only the copies the transport runs (a copy op or more per message
+  // each): threads as ranks pack and unpack, and take a box exchange's
+  // direct copies where they are fewer than its paired ones (thread_boxes.h).
   CompileOptions compile;
-  compile.copies = flags.transport == Transport::kDirect ? CopyForms::kDirect : CopyForms::kStaged;
+  compile.copies = flags.transport == Transport::kDirect  ? CopyForms::kDirect
+                   : flags.transport == Transport::kRanks ? CopyForms::kBoth
+                                                          : CopyForms::kStaged;
   Result<PlanProgram> program = PlanProgram::Compile(planned->plan, compile);
   ThrowIfError(program.status(), "compiling the plan", kExitInternal);
   const PlanProgram& p = *program;

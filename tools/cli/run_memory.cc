@@ -176,7 +176,9 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
   Add(e, per_rank ? alternate[0] + alternate[1] : as_ranks ? per_device_alternate : between, "intermediate buffers");
 
   // The compiled programs: the direct copies alone in process under the
-  // direct transport, else the staged ones (run.cc compiles that form only).
+  // direct transport, both forms under threads as ranks (which take a box
+  // exchange's direct copies where they are fewer), else the staged ones
+  // (run.cc compiles those forms only).
   const int64_t per_message =
       !per_rank && transport == Transport::kDirect ? kDirectProgramBytesPerMessage : kStagedProgramBytesPerMessage;
   const int64_t devices = static_cast<int64_t>(plan.source().devices().size() + plan.target().devices().size());
@@ -191,11 +193,11 @@ MemoryEstimate EstimateWithPlan(const CollectivePlan& plan, bool per_rank, int t
         !per_rank && !as_ranks ? GroupCopyPairs(plan, i) : std::nullopt;
     const int64_t per_pair = transport == Transport::kDirect ? kDirectGroupBytesPerPair : kStagedGroupBytesPerPair;
     // (Threads as ranks pair box messages into one schedule of copies straight
-    // from sender to receiver beside the staged programs: as many again as a
-    // direct program holds.)
+    // from sender to receiver beside the staged and direct programs: as many
+    // again as a direct program holds.)
     const int64_t copies =
         pairs ? *pairs * per_pair + ExecOptions{}.max_scheduled_group_copies * kScheduledCopyBytes
-              : messages * (per_message + (as_ranks && !per_rank ? kDirectProgramBytesPerMessage : 0));
+              : messages * (per_message + (as_ranks && !per_rank ? 2 * kDirectProgramBytesPerMessage : 0));
     programs += copies + (per_rank ? 1 : devices) * kProgramBytesPerDevice;
   }
   if (steps.empty()) programs = (per_rank ? 1 : devices) * kProgramBytesPerDevice;
