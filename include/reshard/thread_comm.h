@@ -17,7 +17,9 @@
 // receiver's, both in the message's order (copies in order walked as they
 // are, interleaved block-cyclic boxes from a sorted run list), and folded
 // back into box copies straight from the sender's input into the
-// receiver's output; with every rank's local copies they form one schedule
+// receiver's output (or, where the program holds every message's direct
+// copies and they are fewer ops, those: thread_boxes.h); with every rank's
+// local copies they form one schedule
 // (CopySchedule, as the in-process executor runs a phase: slices of every
 // copy, each target row written whole), which the ranks run together, each
 // taking the next task until none is left (a box exchange that ends at a

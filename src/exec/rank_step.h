@@ -131,8 +131,11 @@ struct RankReshard::State {
 
   ~State() {
     for (Staging* b : {&send, &recv, &between[0], &between[1]}) {
-      if (failed)
-        (void)new HostBuffer(std::move(b->buffer));  // leaked on purpose: a pending receive may still write it
+      // (Leaked on purpose: a pending receive may still write it; an empty
+      // one it cannot, as where a rank's wrong buffer size ends a run of
+      // box messages before anything moved.)
+      if (failed && b->buffer.size() > 0)
+        (void)new HostBuffer(std::move(b->buffer));
       else
         StagingCache::Instance().Give(std::move(b->buffer));
     }
