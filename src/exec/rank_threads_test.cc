@@ -18,6 +18,23 @@
 namespace reshard {
 namespace {
 
+// Every device's source and target buffer of `p`, and their spans.
+struct Buffers {
+  std::vector<HostBuffer> in, out;
+  std::vector<std::span<const std::byte>> sources;
+  std::vector<std::span<std::byte>> targets;
+  explicit Buffers(const PlanProgram& p) {
+    for (int64_t d : p.devices()) {
+      in.emplace_back(p.source().LocalBytes(d));
+      out.emplace_back(p.target().LocalBytes(d));
+    }
+    for (size_t i = 0; i < in.size(); ++i) {
+      sources.push_back(in[i].span());
+      targets.push_back(out[i].span());
+    }
+  }
+};
+
 // The checker's hook runs in rank 0 between two barriers of every rank: when
 // it throws (out of memory, say), rank 0 fails alone while the others wait
 // at the second barrier. They end at once (not at the comms' 600 s), and
@@ -35,17 +52,9 @@ TEST(RankThreads, ARankFailingAloneEndsTheRunAtOnce) {
   Result<std::unique_ptr<RankThreads>> ranks =
       RankThreads::Start(p, RankOptions{}, hook, RankThreads::CommSettings{.timeout_seconds = 600, .copiers = 2});
   ASSERT_TRUE(ranks.ok()) << ranks.status();
-  std::vector<HostBuffer> in, out;
-  std::vector<std::span<const std::byte>> sources;
-  std::vector<std::span<std::byte>> targets;
-  for (int64_t d : p.devices()) {
-    in.emplace_back(p.source().LocalBytes(d));
-    out.emplace_back(p.target().LocalBytes(d));
-  }
-  for (size_t i = 0; i < in.size(); ++i) {
-    sources.push_back(in[i].span());
-    targets.push_back(out[i].span());
-  }
+  Buffers buffers(p);
+  std::vector<std::span<const std::byte>>& sources = buffers.sources;
+  std::vector<std::span<std::byte>>& targets = buffers.targets;
   const auto start = std::chrono::steady_clock::now();
   Result<std::vector<RankRunStats>> run = (*ranks)->Run(sources, targets);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
@@ -68,17 +77,9 @@ TEST(RankThreads, AWrongBufferSizeOnOneRankEndsTheRunAtOnce) {
   Result<std::unique_ptr<RankThreads>> ranks =
       RankThreads::Start(p, RankOptions{}, nullptr, RankThreads::CommSettings{.timeout_seconds = 600, .copiers = 2});
   ASSERT_TRUE(ranks.ok()) << ranks.status();
-  std::vector<HostBuffer> in, out;
-  std::vector<std::span<const std::byte>> sources;
-  std::vector<std::span<std::byte>> targets;
-  for (int64_t d : p.devices()) {
-    in.emplace_back(p.source().LocalBytes(d));
-    out.emplace_back(p.target().LocalBytes(d));
-  }
-  for (size_t i = 0; i < in.size(); ++i) {
-    sources.push_back(in[i].span());
-    targets.push_back(out[i].span());
-  }
+  Buffers buffers(p);
+  std::vector<std::span<const std::byte>>& sources = buffers.sources;
+  std::vector<std::span<std::byte>>& targets = buffers.targets;
   targets[3] = targets[3].first(targets[3].size() - 4);
   const auto start = std::chrono::steady_clock::now();
   Result<std::vector<RankRunStats>> run = (*ranks)->Run(sources, targets);

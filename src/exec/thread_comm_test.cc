@@ -368,97 +368,78 @@ TEST_P(ThreadComm, BoxMessagesPreparedAnewOnAnotherRankArePairedAgain) {
   });
 }
 
-// Groups split from one set of comms share its copy permits: with one
-// permit and three pairs exchanging box messages at once, every exchange
-// still completes, each copied whole by a rank of its own group.
-TEST_P(ThreadComm, GroupsTakeTurnsAtOneCopyPermit) {
+// Rank 0's program of a pair: `bytes` bytes of its input sent whole to rank
+// 1 (`sender`), or rank 1's: received whole into its output.
+DeviceProgram OneBoxMessage(bool sender, int64_t bytes) {
+  DeviceProgram program;
+  const int64_t one[] = {1}, extent[] = {bytes};
+  if (sender) {
+    program.pack.AddBox(extent, 0, one, 0, one, 1);
+    program.send_count = {bytes};
+    program.send_offset = {0};
+    program.pack_begin = {0, 1};
+    program.unpack_begin = {0};
+  } else {
+    program.unpack.AddBox(extent, 0, one, 0, one, 1);
+    program.recv_count = {bytes};
+    program.recv_offset = {0};
+    program.unpack_begin = {0, 1};
+    program.pack_begin = {0};
+  }
+  return program;
+}
+
+// Six ranks split into three pairs, each pair's rank 0 sending `bytes`
+// bytes to its rank 1 as box messages, 50 rounds, with one copy permit
+// among them all; each round ends as `end` says (kOwnCopies: then a
+// barrier of all six stands for the caller's join before the outputs are
+// read, and another before the next round rewrites an input).
+void RunPairsAtOneCopyPermit(Comm::BoxesEnd end, int64_t bytes) {
   RunRanks(
       6,
-      [](Comm& comm) {
+      [=](Comm& comm) {
         Result<std::unique_ptr<Comm>> pair = comm.Split(comm.rank() % 3, comm.rank());
         ASSERT_TRUE(pair.ok()) << pair.status();
         Comm& p = **pair;
         const bool sender = p.rank() == 0;
-        DeviceProgram program;
-        const int64_t one[] = {1}, extent[] = {4096};
-        if (sender) {
-          program.pack.AddBox(extent, 0, one, 0, one, 1);
-          program.send_count = {4096};
-          program.send_offset = {0};
-          program.pack_begin = {0, 1};
-          program.unpack_begin = {0};
-        } else {
-          program.unpack.AddBox(extent, 0, one, 0, one, 1);
-          program.recv_count = {4096};
-          program.recv_offset = {0};
-          program.unpack_begin = {0, 1};
-          program.pack_begin = {0};
-        }
-        const std::vector<int> to = sender ? std::vector<int>{1} : std::vector<int>{};
-        const std::vector<int> from = sender ? std::vector<int>{} : std::vector<int>{0};
-        Result<std::unique_ptr<BoxExchange>> boxes = p.PrepareBoxes(program, to, from);
+        const DeviceProgram program = OneBoxMessage(sender, bytes);
+        Result<std::unique_ptr<BoxExchange>> boxes =
+            p.PrepareBoxes(program, sender ? std::vector<int>{1} : std::vector<int>{},
+                           sender ? std::vector<int>{} : std::vector<int>{0});
         ASSERT_TRUE(boxes.ok()) << boxes.status();
+        const bool joined = end == Comm::BoxesEnd::kOwnCopies;
+        std::vector<std::byte> in, out(static_cast<size_t>(bytes));
         for (int round = 0; round < 50; ++round) {
-          const std::vector<std::byte> in = Bytes(4096, 100 * comm.rank() + round);
-          std::vector<std::byte> out(4096);
-          int64_t request = kNoRequest;
-          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), Comm::BoxesEnd::kEveryCopy, request).ok());
+          in = Bytes(bytes, 100 * comm.rank() + round);
+          int64_t request = 7;
+          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), end, request).ok());
+          EXPECT_EQ(request, kNoRequest);
+          if (joined) {
+            ASSERT_TRUE(comm.Barrier().ok());
+          }
           if (!sender) {
-            ASSERT_EQ(out, Bytes(4096, 100 * (comm.rank() - 3) + round)) << comm.rank() << " round " << round;
+            ASSERT_EQ(out, Bytes(bytes, 100 * (comm.rank() - 3) + round)) << comm.rank() << " round " << round;
+          }
+          if (joined) {
+            ASSERT_TRUE(comm.Barrier().ok());
           }
         }
       },
       10, /*copiers=*/1);
 }
 
+// Groups split from one set of comms share its copy permits: with one
+// permit and three pairs exchanging box messages at once, every exchange
+// still completes, each copied whole by a rank of its own group.
+TEST_P(ThreadComm, GroupsTakeTurnsAtOneCopyPermit) { RunPairsAtOneCopyPermit(Comm::BoxesEnd::kEveryCopy, 4096); }
+
 // A box exchange that ends at a rank's own copies (BoxesEnd::kOwnCopies)
-// skips its second barrier: once every rank has returned (here a barrier
-// stands for the caller's join), every output is whole, and the next
-// exchange, over the same buffers rewritten, pairs and copies as before.
-// With one copy permit among three pairs, most ranks leave the copying to
-// another and return at once.
+// skips its second barrier: once every rank has returned, every output is
+// whole, and the next exchange, over the same buffers rewritten, pairs and
+// copies as before. With one copy permit among three pairs, most ranks
+// leave the copying to another and return at once.
 TEST_P(ThreadComm, BoxMessagesEndingAtOwnCopiesAreWholeOnceEveryRankHasReturned) {
-  RunRanks(
-      6,
-      [](Comm& comm) {
-        Result<std::unique_ptr<Comm>> pair = comm.Split(comm.rank() % 3, comm.rank());
-        ASSERT_TRUE(pair.ok()) << pair.status();
-        Comm& p = **pair;
-        const bool sender = p.rank() == 0;
-        DeviceProgram program;
-        const int64_t one[] = {1}, extent[] = {8192};
-        if (sender) {
-          program.pack.AddBox(extent, 0, one, 0, one, 1);
-          program.send_count = {8192};
-          program.send_offset = {0};
-          program.pack_begin = {0, 1};
-          program.unpack_begin = {0};
-        } else {
-          program.unpack.AddBox(extent, 0, one, 0, one, 1);
-          program.recv_count = {8192};
-          program.recv_offset = {0};
-          program.unpack_begin = {0, 1};
-          program.pack_begin = {0};
-        }
-        const std::vector<int> to = sender ? std::vector<int>{1} : std::vector<int>{};
-        const std::vector<int> from = sender ? std::vector<int>{} : std::vector<int>{0};
-        Result<std::unique_ptr<BoxExchange>> boxes = p.PrepareBoxes(program, to, from);
-        ASSERT_TRUE(boxes.ok()) << boxes.status();
-        std::vector<std::byte> in(8192), out(8192);
-        for (int round = 0; round < 50; ++round) {
-          in = Bytes(8192, 100 * comm.rank() + round);
-          int64_t request = 7;
-          ASSERT_TRUE(p.StartBoxes(**boxes, in.data(), out.data(), Comm::BoxesEnd::kOwnCopies, request).ok());
-          EXPECT_EQ(request, kNoRequest);
-          ASSERT_TRUE(p.Wait(request).ok());
-          ASSERT_TRUE(comm.Barrier().ok());  // every rank has returned: the caller's join
-          if (!sender) {
-            ASSERT_EQ(out, Bytes(8192, 100 * (comm.rank() - 3) + round)) << comm.rank() << " round " << round;
-          }
-          ASSERT_TRUE(comm.Barrier().ok());  // every output read before the next round rewrites an input
-        }
-      },
-      10, /*copiers=*/1);
+  RunPairsAtOneCopyPermit(Comm::BoxesEnd::kOwnCopies, 8192);
 }
 
 TEST_P(ThreadComm, Allgatherv) {
