@@ -59,8 +59,8 @@ namespace reshard {
 // memory) wherever the step allows, the ranks and their runners kept
 // between runs of one program. Every rank holds a runner and a fiber
 // stack, so plans over more than MaxRankDevices() devices are Unavailable;
-// each rank costs a run 0.5 to 3 us more than the pool on this machine
-// (docs/benchmarks.md, "Threads as ranks at scale"). The two others run
+// each rank costs a run 0.2 to 0.8 us more than the pool on this machine
+// (docs/benchmarks.md, "Threads as ranks: two waits a run fewer"). The two others run
 // every device's copies of a step as one
 // schedule over a pool of ExecOptions::threads threads, with no runner per
 // device: kStaged packs each message into its sender's send
@@ -121,11 +121,11 @@ int64_t MaxRankDevices();
 // Unavailable, naming the limit and why, where `devices` is more than
 // MaxRankDevices(); else Ok.
 Status CheckRankDevices(int64_t devices);
-// The most devices kAuto gives threads as ranks: each rank costs a run 0.5
-// to 3 us more than the pool, whose time grows with the bytes moved, not
-// the devices (a transpose over 16,384 devices took 3.7x the pool's time,
-// over 262,144 22x; docs/benchmarks.md, "Threads as ranks past 16,384
-// devices").
+// The most devices kAuto gives threads as ranks: each rank costs a run 0.2
+// to 0.8 us more than the pool, whose time grows with the bytes moved, not
+// the devices (a transpose over 16,384 devices took 1.9x the pool's time,
+// over 262,144 10.8x; docs/benchmarks.md, "Threads as ranks: two waits a
+// run fewer").
 inline constexpr int64_t kAutoRankDevices = 16384;
 // The most messages kAuto gives threads as ranks: every rank expands its
 // own messages of every step, each with its copies and box runs (an

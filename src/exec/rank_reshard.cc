@@ -238,9 +238,10 @@ Result<RankRunStats> RankReshard::State::Run(std::span<const std::byte> source, 
   st.clean_error = true;
   // (Not agreed where the caller joins: named by its rank, as an agreed
   // error from one rank is.)
-  if (st.options.joined_by_caller && !sizes.ok())
+  if (!st.options.joined_by_caller)
+    RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, sizes));
+  else if (!sizes.ok())
     return Status::InvalidArgument(fmt::format("rank {}: {}", st.rank, sizes.message()));
-  if (!st.options.joined_by_caller) RESHARD_RETURN_IF_ERROR(AgreeStatus(*st.comm, sizes));
   st.clean_error = false;
   const auto start = std::chrono::steady_clock::now();
   RankRunStats stats;

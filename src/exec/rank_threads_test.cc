@@ -18,6 +18,14 @@
 namespace reshard {
 namespace {
 
+// The canonical reshard's plan, compiled (both forms of the copies).
+PlanProgram CanonicalProgram() {
+  const std::vector<int64_t> shape = {16, 16, 16};
+  const Layout src = ParseLayout("{devices=[2,1,4]<=[4,2]T(1,0)}", shape, DType::kF32, std::nullopt).value().layout;
+  const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
+  return PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
+}
+
 // Every device's source and target buffer of `p`, and their spans.
 struct Buffers {
   std::vector<HostBuffer> in, out;
@@ -40,10 +48,7 @@ struct Buffers {
 // at the second barrier. They end at once (not at the comms' 600 s), and
 // Run returns rank 0's error; the ranks then run no more.
 TEST(RankThreads, ARankFailingAloneEndsTheRunAtOnce) {
-  const std::vector<int64_t> shape = {16, 16, 16};
-  const Layout src = ParseLayout("{devices=[2,1,4]<=[4,2]T(1,0)}", shape, DType::kF32, std::nullopt).value().layout;
-  const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
-  const PlanProgram p = PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
+  const PlanProgram p = CanonicalProgram();
   int hooked = 0;
   RankThreads::Hook hook = [&](size_t, std::span<const std::span<const std::byte>>) {
     ++hooked;
@@ -70,10 +75,7 @@ TEST(RankThreads, ARankFailingAloneEndsTheRunAtOnce) {
 // caller joins them: RankOptions::joined_by_caller): it is that rank's
 // InvalidArgument, naming it, and the others' waits for it end at once.
 TEST(RankThreads, AWrongBufferSizeOnOneRankEndsTheRunAtOnce) {
-  const std::vector<int64_t> shape = {16, 16, 16};
-  const Layout src = ParseLayout("{devices=[2,1,4]<=[4,2]T(1,0)}", shape, DType::kF32, std::nullopt).value().layout;
-  const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
-  const PlanProgram p = PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
+  const PlanProgram p = CanonicalProgram();
   Result<std::unique_ptr<RankThreads>> ranks =
       RankThreads::Start(p, RankOptions{}, nullptr, RankThreads::CommSettings{.timeout_seconds = 600, .copiers = 2});
   ASSERT_TRUE(ranks.ok()) << ranks.status();
@@ -94,10 +96,7 @@ TEST(RankThreads, AWrongBufferSizeOnOneRankEndsTheRunAtOnce) {
 // An error every rank meets alike at creation is agreed, and Start returns
 // it as every rank has it (naming no rank), at once.
 TEST(RankThreads, ACreationErrorEveryRankMeetsIsStartsError) {
-  const std::vector<int64_t> shape = {16, 16, 16};
-  const Layout src = ParseLayout("{devices=[2,1,4]<=[4,2]T(1,0)}", shape, DType::kF32, std::nullopt).value().layout;
-  const Layout dst = ParseLayout("{devices=[1,8,1]<=[8]}", shape, DType::kF32, std::nullopt).value().layout;
-  const PlanProgram p = PlanProgram::Compile(PlanReshard(src, dst, PlannerOptions{}).value().plan).value();
+  const PlanProgram p = CanonicalProgram();
   RankOptions options;
   options.max_message_bytes = 0;
   const auto start = std::chrono::steady_clock::now();

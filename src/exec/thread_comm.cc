@@ -486,12 +486,9 @@ class ThreadComm final : public Comm {
     } catch (const std::exception& e) {
       read_status = Status::Internal(fmt::format("rank {} at {}: {}", rank_, what, e.what()));
     }
-    if (!second_barrier) {
-      long_read_ = false;
-      return read_status;
-    }
-    const Status second = g.Arrive(rank_, what, /*short_wait=*/!long_read_);
-    long_read_ = false;
+    const bool long_read = std::exchange(long_read_, false);
+    if (!second_barrier) return read_status;
+    const Status second = g.Arrive(rank_, what, /*short_wait=*/!long_read);
     // Every rank has read by now; the last Split's groups are in their comms,
     // and the box run in rank 0's messages.
     if (second.ok() && rank_ == 0) {
