@@ -56,15 +56,21 @@ struct CopyRange {
 // (CopySchedule's groups by source). Where they are then whole copies,
 // each of one dim or of two whose inner rows lie end to end in the source
 // (a plane read as one stretch: the canonical case's 512 bytes of a
-// sender's row for each receiver; a copy of one dim is planes of one row),
+// sender's row for each receiver; a copy of one dim is planes of one row,
+// or of as many rows as make 64 bytes where they are shorter),
 // all copied alike (RunCopy's choice of streaming stores), a turn is a
 // plane of each copy, so the group reads its source rows in order; part k
-// then is outer indices [o * k / parts, o * (k + 1) / parts) of each copy
-// (o: its outer count). Copies may differ in run, counts and strides.
+// then is planes [o * k / parts, o * (k + 1) / parts) of each copy (o: its
+// planes). Copies may differ in run, counts and strides.
 // REQUIRES: 0 <= part < parts; every range as RunCopy requires; with
 // `by_source`, every part of one set of copies called with the same
 // copies, buffers and together_bytes (they decide between planes and
 // rows, which split into parts differently).
+// The planes RunInterleaved's turns by source cut `op` into: its outer
+// index, or a copy of one dim's rows, as many a plane as make 64 bytes (a
+// copy with no dims: one).
+int64_t SourcePlanes(const CopyProgram& p, const CopyOp& op);
+
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
                     bool by_source = false);
 

@@ -12,6 +12,12 @@ namespace {
 
 constexpr int64_t kSliceBytes = int64_t{512} << 10;
 constexpr int64_t kChunkBytes = int64_t{1} << 18;
+// Rows a slice of a copy takes on average, at least, for the strided copies
+// to run in slices: a call per few rows of each copy costs more than the
+// rows. (f32 8x8 blocks on 8x1 into 8x8 on 1x8, 5760^2 on the ranks: 5,760
+// copies of 720 runs in 253 slices, three runs a call, ran at 0.1 of
+// memcpy; in destination groups, at 0.9.)
+constexpr int64_t kMinSliceRows = 16;
 
 // Where a copy's bytes begin and end in the buffer it reads (or writes), as
 // offsets into that buffer: spans of different buffers never overlap.
@@ -49,9 +55,10 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
   s.slices_ = std::max<int64_t>(threads, (s.strided_bytes_ + kSliceBytes - 1) / kSliceBytes);
   const size_t dst_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/true);
   const size_t src_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/false);  // (each a sort: once)
-  const bool slice = !s.strided_.empty() && strided_units >= s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
+  const bool slice = !s.strided_.empty() &&
+                     strided_units >= kMinSliceRows * s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
                      src_spans <= dst_spans;
-  if (s.StreamsLinesBySource(src_spans))
+  if (s.ReadsBySource(src_spans, dst_spans))
     s.mode_ = Mode::kSourceGroups;
   else
     s.mode_ = !slice ? Mode::kGroups : s.FillsRowsTogether(dst_spans) ? Mode::kSlicedGroups : Mode::kSlices;
@@ -131,35 +138,53 @@ bool CopySchedule::FillsRowsTogether(size_t dst_spans) const {
   return 2 * dst_spans <= strided_.size();
 }
 
-// Whether the strided copies are short runs of whole cache lines (64 to
-// 512 bytes, in multiples of 64, at destination strides of whole lines, one
-// or two dims) in a pass beyond the last-level cache (where RunInterleaved
-// streams its stores), that share source rows (groups of two or more on
-// average). Then streaming stores complete each line they write, in any
-// order, and what bounds the pass is the reads: grouped by source, each
-// source row is read once, in order (RunInterleaved's planes by source).
-// The canonical case's pattern alone (bench/short_rows_bench.cc), 2
-// threads: at 64 MiB 2.9 ms by source against 4.8 for memcpy of the same
-// bytes and 6.5 filling each target row whole; at 256 MiB 14.6 against
-// 17.7 and 33.0. In `reshard run` the canonical case went from 5.0 to 2.9
-// ms at 64 MiB and from 21.5 to 12.3 at 256 MiB, 8x8 f64 blocks at 128 MiB
-// from 30.0 to 6.6 (docs/benchmarks.md, "Small blocks and short lines by
-// source", with the refolded local boxes). Copies of two dims whose inner
-// rows lie apart in the source take RunInterleaved's general turns, a row
-// of each a turn, in source order; that was still the faster (f32[256,256,
-// 128] P('y','x',None) to P(None,None,('x','y')): 4.2 ms a run on the ranks
-// and 2.0 on `direct`, against 10.7 and 6.7 in the other modes).
-bool CopySchedule::StreamsLinesBySource(size_t src_spans) const {
-  if (strided_.empty() || strided_bytes_ < kStreamPassBytes) return false;
+// Whether the strided copies, in a pass beyond the last-level cache, share
+// source rows (groups of two or more on average) and are either
+// - runs of whole cache lines (64 to 512 bytes, in multiples of 64, at
+//   destination strides of whole lines, one or two dims): streaming stores
+//   then complete each line they write, in any order, and what bounds the
+//   pass is the reads; or
+// - runs of a line or more (7 bytes in 8 or more) that scatter: they read
+//   fewer disjoint spans than they write (`src_spans` < `dst_spans`).
+// Grouped by source, each source row is then read once, in order
+// (RunInterleaved's planes by source), where the hardware's prefetchers
+// follow it.
+// Whole lines: the canonical case's pattern alone
+// (bench/short_rows_bench.cc), 2 threads: at 64 MiB 2.9 ms by source
+// against 4.8 for memcpy of the same bytes and 6.5 filling each target row
+// whole; at 256 MiB 14.6 against 17.7 and 33.0. In `reshard run` the
+// canonical case went from 5.0 to 2.9 ms at 64 MiB and from 21.5 to 12.3 at
+// 256 MiB, 8x8 f64 blocks at 128 MiB from 30.0 to 6.6 (docs/benchmarks.md,
+// "Small blocks and short lines by source", with the refolded local
+// boxes). Copies of two dims whose inner rows lie apart in the source take
+// RunInterleaved's general turns, a row of each a turn, in source order;
+// that was still the faster (f32[256,256,128] P('y','x',None) to
+// P(None,None,('x','y')): 4.2 ms a run on the ranks and 2.0 on `direct`,
+// against 10.7 and 6.7 in the other modes).
+// Scattering runs: random block-cyclic pairs whose runs straddle lines or
+// exceed 512 bytes (f32 128x128 blocks on 4x2 into 200x200 on 1x8, 4096^2:
+// runs of 32 to 512 bytes) ran at 0.2 to 0.8 of memcpy in destination
+// groups or slices, and at 0.6 to 1.45 by source (docs/benchmarks.md,
+// "Random block-cyclic pairs by source"). Where they gather as much as they
+// scatter (f32 200x200 blocks on 1x8 into 64x64 on 1x8: eight spans each
+// way), by source wrote each target line's pieces at different times and
+// ran at 0.5 against 0.65 in slices of destination groups. Runs under a
+// line stay out: a target line would take its pieces from several turns
+// (bf16 8x8 blocks into 64x64: 0.17 of memcpy by source against 0.68 in
+// destination groups joined by source; bench/inprocess_other_cases.sh).
+bool CopySchedule::ReadsBySource(size_t src_spans, size_t dst_spans) const {
+  if (strided_.empty() || strided_bytes_ < kStreamPassBytes || 2 * src_spans > strided_.size()) return false;
+  bool whole_lines = true;
+  int64_t short_bytes = 0;
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
+    if (op.run_bytes < 64) short_bytes += c.program->OpBytes(op);
     if (op.num_dims > 2 || op.run_bytes < 64 || op.run_bytes > 512 || op.run_bytes % 64 != 0 || op.dst_offset % 64 != 0)
-      return false;
+      whole_lines = false;
     const CopyDim* dims = c.program->dims.data() + op.first_dim;
-    for (int32_t d = 0; d < op.num_dims; ++d)
-      if (dims[d].dst_stride % 64 != 0) return false;
+    for (int32_t d = 0; d < op.num_dims && whole_lines; ++d) whole_lines = dims[d].dst_stride % 64 == 0;
   }
-  return 2 * src_spans <= strided_.size();
+  return whole_lines || (8 * short_bytes <= strided_bytes_ && src_spans < dst_spans);
 }
 
 // Splits the strided copies into tasks by destination (by source:
@@ -178,25 +203,48 @@ void CopySchedule::Group(bool whole, bool by_source) {
   std::vector<uint32_t> order(strided_.size());
   std::iota(order.begin(), order.end(), uint32_t{0});
   auto span = [by_source](const ScheduledCopy& c) { return by_source ? SourceSpan(c) : DestinationSpan(c); };
+  // Copies whose spans reach more than kApartSpans times the median span
+  // (a narrow strip of many target rows beside copies of a row each) group
+  // apart from the others, after them: in a group, a turn copies a row (or
+  // a line) of each copy, so one such strip drew the rows it crosses into
+  // one group, each turn writing all of them and reading from every copy
+  // (f32 8x8 blocks on 2x4 into 128x128 on 8x1, 5053^2: the last block
+  // column's 20-byte strips of 8 rows beside copies of one target row,
+  // groups of 37 copies; 0.20 of memcpy so, 0.42 apart, medians of 5
+  // alternated runs on the ranks).
+  constexpr int64_t kApartSpans = 4;
+  // Each copy's span, once (its end walks the copy's dims): for the median
+  // here and, in sorted order, for the chains below.
+  std::vector<Span> spans(strided_.size());
+  std::vector<int64_t> lengths(strided_.size());
+  for (size_t k = 0; k < strided_.size(); ++k) {
+    spans[k] = span(strided_[k]);
+    lengths[k] = spans[k].end - spans[k].begin;
+  }
+  const auto middle = lengths.begin() + static_cast<std::ptrdiff_t>(lengths.size() / 2);
+  std::nth_element(lengths.begin(), middle, lengths.end());
+  const int64_t median = lengths.empty() ? 0 : *middle;
+  std::vector<uint8_t> apart(strided_.size());
+  for (size_t k = 0; k < strided_.size(); ++k) apart[k] = spans[k].end - spans[k].begin > kApartSpans * median;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return FirstByte(strided_[a], by_source) < FirstByte(strided_[b], by_source);
+    return std::pair(apart[a], FirstByte(strided_[a], by_source)) <
+           std::pair(apart[b], FirstByte(strided_[b], by_source));
   });
   std::vector<ScheduledCopy> sorted;
+  std::vector<Span> sorted_spans;
   sorted.reserve(strided_.size());
-  for (uint32_t k : order) sorted.push_back(strided_[k]);
+  sorted_spans.reserve(strided_.size());
+  for (uint32_t k : order) sorted.push_back(strided_[k]), sorted_spans.push_back(spans[k]);
   strided_.swap(sorted);
+  const size_t first_apart = static_cast<size_t>(std::count(apart.begin(), apart.end(), uint8_t{0}));
   int64_t batch_bytes = 0;  // of the batch task last started
   auto add = [&](size_t begin, size_t end, int64_t bytes) {
     int64_t parts = whole ? 1 : std::max<int64_t>(1, (bytes + kSliceBytes - 1) / kSliceBytes);
-    // By source, a group's parts split each copy's planes (its outer index:
-    // RunInterleaved): no more parts than the fewest planes, or some would
+    // By source, a group's parts split each copy's planes (SourcePlanes):
+    // no more parts than the fewest planes, or some would
     // have none.
     if (by_source)
-      for (size_t k = begin; k < end; ++k) {
-        const CopyOp& op = *strided_[k].op;
-        if (op.num_dims > 0)
-          parts = std::min(parts, strided_[k].program->dims[static_cast<size_t>(op.first_dim)].count);
-      }
+      for (size_t k = begin; k < end; ++k) parts = std::min(parts, SourcePlanes(*strided_[k].program, *strided_[k].op));
     // A group of one part under kChunkBytes joins the task before it where
     // that is such a batch still under kChunkBytes: each run whole in turn.
     // (Rows too long to fold into planes leave a group per source or target
@@ -218,18 +266,18 @@ void CopySchedule::Group(bool whole, bool by_source) {
   };
   std::vector<Chain> chains;
   for (size_t begin = 0; begin < strided_.size();) {
-    const int32_t buffer = span(strided_[begin]).buffer;
+    const int32_t buffer = sorted_spans[begin].buffer;
     int64_t span_end = 0;
     size_t end = begin;
     for (; end < strided_.size(); ++end) {
-      const Span s = span(strided_[end]);
-      if (end > begin && (s.buffer != buffer || s.begin >= span_end)) break;
+      const Span& s = sorted_spans[end];
+      if (end > begin && (s.buffer != buffer || s.begin >= span_end || end == first_apart)) break;
       span_end = std::max(span_end, s.end);
     }
     chains.push_back({begin, end});
     begin = end;
   }
-  if (!by_source && ReadsLinesInParts()) JoinBySource(chains, kMaxGroup);
+  if (!by_source && ReadsLinesInParts()) JoinBySource(chains, kMaxGroup, first_apart);
   for (const auto& [begin, end] : chains) {
     if (end - begin <= kMaxGroup) {
       int64_t bytes = 0;
@@ -258,8 +306,10 @@ bool CopySchedule::ReadsLinesInParts() const {
 
 // Joins destination groups (`chains`, ranges of strided_ in destination
 // order) whose copies read overlapping source spans into one group each,
-// the joined groups' copies in destination order; groups that would join
-// into more than `max_copies` copies stay apart.
+// the joined groups' copies in destination order (the chains of apart
+// copies, last, as they are); groups that would join
+// into more than `max_copies` copies stay apart, as do the chains of
+// copies from `first_apart` on (spans apart: Group).
 // Runs under a line: in f32 8x8 blocks into 64x64, each target's group
 // reads every other line of a sender's rows and the other target's group
 // the lines between, at another time; joined, a turn writes both targets'
@@ -268,7 +318,7 @@ bool CopySchedule::ReadsLinesInParts() const {
 // 32 MiB) 4.6 and 2.0 (bench/inprocess_other_cases.sh). In slices of
 // groups likewise: the canonical case in f32 with x = 8 (32-byte runs, 128
 // MiB) 26 ms a run, 9.7 joined; in bf16 with x = 4, 64 MiB, 7.8 and 5.4.
-void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies) {
+void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies, size_t first_apart) {
   const size_t n = strided_.size();
   std::vector<uint32_t> chain_of(n), root(chains.size());
   for (size_t g = 0; g < chains.size(); ++g) {
@@ -290,6 +340,7 @@ void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies) {
   uint32_t head = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t k = order[i];
+    if (k >= first_apart) continue;
     const Span s = SourceSpan(strided_[k]);
     if (i == 0 || s.buffer != buffer || s.begin >= reach) {
       head = k, buffer = s.buffer, reach = s.end;

@@ -47,12 +47,16 @@ class CopySchedule {
   // until all its copies are done (docs/benchmarks.md, "Execution"), and
   // where they are also short rows that share destination rows, in slices
   // of their destination groups (slice k: part k of every group, each
-  // interleaved); short runs of whole cache lines in a pass of
-  // kStreamPassBytes or more, that share source rows, in groups by source
-  // (Mode::kSourceGroups); contiguous copies run in chunks of about 256 KiB.
+  // interleaved); in a pass of kStreamPassBytes or more, copies that share
+  // source rows and are runs of whole cache lines, or runs of a line or more
+  // (7 bytes in 8) that read fewer spans than they write, in groups by
+  // source (Mode::kSourceGroups); contiguous copies run in chunks of about
+  // 256 KiB.
   // Where every strided copy's runs are under a cache line, destination
   // groups whose copies read the same source spans run as one group (a
-  // source line then feeds several targets in one turn).
+  // source line then feeds several targets in one turn). Copies whose spans
+  // reach more than four times the median copy's (a strip of many rows
+  // beside copies of a row each) group apart, after the others.
   // `strided`: the copies with dims; `contiguous`: those without.
   static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
@@ -75,9 +79,9 @@ class CopySchedule {
   // or in slices of groups (slice k: the k-th part of every group, each
   // interleaved, a task of its own).
   // Or in groups by source (copies reading the same source rows, sorted by
-  // the first byte they read, each group's parts tasks of their own): short
-  // runs of whole cache lines in a pass beyond the caches, whose streamed
-  // stores may land in any order (StreamsLinesBySource, copy_schedule.cc).
+  // the first byte they read, each group's parts tasks of their own): runs
+  // of a cache line or more in a pass beyond the caches (ReadsBySource,
+  // copy_schedule.cc).
   enum class Mode { kSlices, kGroups, kSlicedGroups, kSourceGroups };
   Mode mode() const { return mode_; }
 
@@ -100,7 +104,8 @@ class CopySchedule {
   int64_t StridedTasks() const;  // the tasks before the contiguous copies' chunks
   bool FillsRowsTogether(size_t dst_spans) const;
   // `src_spans`: Spans(/*dst=*/false).
-  bool StreamsLinesBySource(size_t src_spans) const;
+  // `src_spans`, `dst_spans`: Spans(false), Spans(true).
+  bool ReadsBySource(size_t src_spans, size_t dst_spans) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
   // by_source: groups by the source rows copies read (kSourceGroups).
   void Group(bool whole, bool by_source);
@@ -109,7 +114,7 @@ class CopySchedule {
     size_t begin, end;
   };
   bool ReadsLinesInParts() const;
-  void JoinBySource(std::vector<Chain>& chains, size_t max_copies);
+  void JoinBySource(std::vector<Chain>& chains, size_t max_copies, size_t first_apart);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
   int64_t strided_bytes_ = 0, slices_ = 0;

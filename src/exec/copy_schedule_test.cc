@@ -23,6 +23,26 @@ std::vector<uint32_t> Tagged(uint32_t base) {
   return v;
 }
 
+// Every copy of `p`, from buffer 0 into buffer 0.
+std::vector<ScheduledCopy> OneBufferCopies(const CopyProgram& p) {
+  std::vector<ScheduledCopy> copies;
+  for (const CopyOp& op : p.ops) copies.push_back({&p, &op, 0, 0, 0, CopyUnits(p, op)});
+  return copies;
+}
+
+// Runs `s`, every copy of `p` from one buffer of `bytes` into another as
+// large, over `pool`, and expects the output each copy of `p` run alone
+// writes.
+void ExpectEachCopyAlone(const CopySchedule& s, ThreadPool& pool, const CopyProgram& p, int64_t bytes) {
+  std::vector<std::byte> in(static_cast<size_t>(bytes)), out(in.size()), want(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::byte>((i * 13 + i / 253) & 0xff);
+  const std::byte* srcs[] = {in.data()};
+  std::byte* dsts[] = {out.data()};
+  s.Run(pool, srcs, dsts);
+  for (const CopyOp& op : p.ops) RunCopy(p, op, in.data(), want.data(), 0, CopyUnits(p, op));
+  EXPECT_EQ(out, want);
+}
+
 // Column strips: copy k moves columns [8k, 8k + 8) of every row. Rows to
 // columns: the strips of one source go to eight destinations (they share
 // source rows); block-cyclic-like: the strips of eight sources fill one
@@ -189,19 +209,23 @@ TEST(CopySchedule, WholeLinesBeyondTheCachesRunInGroupsBySource) {
   }
 }
 
-// Random passes of whole lines beyond the caches: 1 to 3 senders, each
-// row of each holding a block for each of 2 to 5 receivers (1 to 4 runs of
-// 64 to 512 bytes, end to end or apart; a receiver's count of its own, as
-// uneven shards have), each receiver's lines a run from every sender; they
-// run in groups by source (as planes where every copy's runs lie end to
-// end in the source, or one a row; else in turns of a row), and on 1 to 3
-// threads every receiver's buffer equals each copy run alone.
-TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
+// Random passes beyond the caches of runs of a line or more: 1 to 3
+// senders, each row of each holding a block for each of 2 to 5 receivers,
+// more receivers than senders where runs are not whole lines (1 to 4 runs
+// of 64 to 512 bytes in whole lines, or of 64 to 1,000 bytes, end to end or
+// apart; a receiver's count of its own, as uneven shards have), each
+// receiver's lines a run from every sender; they run in groups by source
+// (as planes where every copy's runs lie end to end in the source, or one a
+// row; else in turns of a row), and on 1 to 3 threads every receiver's
+// buffer equals each copy run alone.
+TEST(CopySchedule, RandomPassesOfLongRunsBySourceEqualEachCopy) {
   std::mt19937_64 rng(41);
   auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   int planes = 0;  // trials whose copies all run as planes (the others: in turns of a row)
   for (int trial = 0; trial < 16; ++trial) {
-    const int64_t senders = draw(1, 3), receivers = draw(2, 5), run = 64 * draw(1, 8), inner = draw(1, 4);
+    const bool whole_lines = draw(0, 1) == 0;
+    const int64_t senders = draw(1, 3), receivers = draw(whole_lines ? 2 : senders + 1, 5),
+                  run = whole_lines ? 64 * draw(1, 8) : draw(64, 1000), inner = draw(1, 4);
     const int64_t src_inner = run + (draw(0, 1) == 0 ? 0 : 64 * draw(1, 2));
     const int64_t block = inner * src_inner, src_row = receivers * block + 64 * draw(0, 1);
     // (Apart from one sender's runs end to end: AddBox would merge them.)
@@ -254,17 +278,18 @@ TEST(CopySchedule, RandomWholeLinePassesBySourceEqualEachCopy) {
   EXPECT_LE(planes, 12);
 }
 
-// Only runs of whole lines, at strides of whole lines, in a pass of 8 MiB
-// or more, group by source: 64-byte runs at 64-byte strides do; 48-byte
-// runs, 64-byte runs at an 80-byte stride, or a pass under 8 MiB keep
-// their mode.
-TEST(CopySchedule, OnlyWholeLinesBeyondTheCachesGroupBySource) {
+// Only in a pass of 8 MiB or more, and only runs of whole lines at strides
+// of whole lines, or runs of a line or more that read fewer spans than they
+// write, group by source: two senders' rows into 16 receivers in 64-byte
+// runs at 64- or 80-byte strides, or in 100-byte runs, do; in 48-byte runs,
+// or in a pass under 8 MiB, they keep their mode.
+TEST(CopySchedule, OnlyLongRunsBeyondTheCachesGroupBySource) {
   struct Variant {
     int64_t rows, run, stride;  // u32 elements
     bool by_source;
   };
-  for (const Variant v : {Variant{8192, 16, 16, true}, Variant{16384, 12, 12, false}, Variant{8192, 16, 20, false},
-                          Variant{4096, 16, 16, false}}) {
+  for (const Variant v : {Variant{8192, 16, 16, true}, Variant{16384, 12, 12, false}, Variant{8192, 16, 20, true},
+                          Variant{5400, 25, 25, true}, Variant{4096, 16, 16, false}}) {
     const StripsToReceivers strips(2, v.rows, v.run, v.stride);
     const CopySchedule s = CopySchedule::Build(strips.copies, {}, 2);
     EXPECT_EQ(s.mode() == CopySchedule::Mode::kSourceGroups, v.by_source) << v.rows << " " << v.run << " " << v.stride;
@@ -310,6 +335,72 @@ TEST(CopySchedule, GroupsOfRunsUnderALineReadingTheSameLinesRunAsOne) {
   EXPECT_EQ(apart.groups(), 2);
 }
 
+// Four senders into four receivers (each reads four spans and writes
+// four), a pass of about 8.5 MiB: runs of 100 bytes keep their mode (by source, a
+// target line would take its pieces at different times); runs of whole
+// lines group by source.
+TEST(CopySchedule, LongRunsGatheringAsMuchAsTheyScatterGroupBySourceOnlyInWholeLines) {
+  const SubLineTransposition apart(4, 4, 1400, 4, 100);
+  EXPECT_NE(CopySchedule::Build(apart.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+  const SubLineTransposition lines(4, 4, 1100, 4, 128);
+  EXPECT_EQ(CopySchedule::Build(lines.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+}
+
+// Copies too short to slice, a few rows of each a slice, run in groups:
+// 2,048 gathers of 64 runs of 32 bytes, eight reading each 16 KiB source
+// block (4 MiB: 8 slices, 8 rows of each copy a slice) run in 256 groups,
+// the gathers of each block joined (runs under a line), and write what
+// each copy alone writes.
+TEST(CopySchedule, CopiesTooShortToSliceRunInGroups) {
+  constexpr int64_t kBlocks = 256, kRows = 64, kRun = 32;
+  CopyProgram p;
+  const std::vector<int64_t> extent = {kRows, kRun}, src_strides = {8 * kRun, 1}, dst_strides = {kRun, 1};
+  for (int64_t b = 0; b < kBlocks; ++b)
+    for (int64_t k = 0; k < 8; ++k)
+      p.AddBox(extent, b * kRows * 8 * kRun + k * kRun, src_strides, (b * 8 + k) * kRows * kRun, dst_strides, 1);
+  ThreadPool pool(2);
+  const CopySchedule s = CopySchedule::Build(OneBufferCopies(p), {}, pool.size());
+  EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups);
+  EXPECT_EQ(s.groups(), kBlocks);
+  ExpectEachCopyAlone(s, pool, p, kBlocks * kRows * 8 * kRun);
+}
+
+// A strip whose span reaches far beyond the median copy's groups apart:
+// 64 target rows of 1,044 bytes, each filled by four senders' copies of a
+// row (8 runs of 32 bytes, 128 apart) and, at its end, by a fifth sender's
+// 20-byte strip of 8 rows. Each row's four copies are a group and each
+// strip one of its own (72 groups), not one group per 8 rows with their
+// strip; every byte lands where its copy puts it.
+TEST(CopySchedule, StripsReachingManyRowsGroupApart) {
+  constexpr int64_t kR = 64, kRow = 1044;
+  CopyProgram p;
+  std::vector<ScheduledCopy> copies;
+  const std::vector<int64_t> runs = {8, 32}, run_src = {32, 1}, run_dst = {128, 1};
+  for (int64_t r = 0; r < kR; ++r)
+    for (int64_t k = 0; k < 4; ++k) p.AddBox(runs, r * 256, run_src, r * kRow + 32 * k, run_dst, 1);
+  const std::vector<int64_t> strip = {8, 20}, strip_src = {20, 1}, strip_dst = {kRow, 1};
+  for (int64_t g = 0; g < kR / 8; ++g) p.AddBox(strip, g * 160, strip_src, 8 * g * kRow + 1024, strip_dst, 1);
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    ASSERT_EQ(p.ops[k].num_dims, 1);
+    const int32_t sender = k < static_cast<size_t>(4 * kR) ? static_cast<int32_t>(k % 4) : 4;
+    copies.push_back({&p, &p.ops[k], sender, 0, 0, CopyUnits(p, p.ops[k])});
+  }
+  ThreadPool pool(2);
+  const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+  EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups);
+  EXPECT_EQ(s.groups(), kR + kR / 8);
+  std::vector<std::vector<std::byte>> src(5, std::vector<std::byte>(static_cast<size_t>(kR * 256)));
+  for (size_t b = 0; b < src.size(); ++b)
+    for (size_t i = 0; i < src[b].size(); ++i) src[b][i] = static_cast<std::byte>((i * 29 + b * 71 + i / 97) & 0xff);
+  std::vector<const std::byte*> srcs;
+  for (const auto& b : src) srcs.push_back(b.data());
+  std::vector<std::byte> out(static_cast<size_t>(kR * kRow)), want(out.size());
+  std::byte* dsts[] = {out.data()};
+  s.Run(pool, srcs, dsts);
+  for (const ScheduledCopy& c : copies) RunCopy(p, *c.op, srcs[static_cast<size_t>(c.src)], want.data(), 0, c.units);
+  EXPECT_EQ(out, want);
+}
+
 // Groups too small to cut into parts run in batches of about 256 KiB,
 // each group whole in turn: 4,096 copies of two 256-byte runs 512 bytes
 // apart, each in a row of its own (too short to slice: a group each) take 8
@@ -319,20 +410,12 @@ TEST(CopySchedule, SmallGroupsRunInBatches) {
   CopyProgram p;
   const std::vector<int64_t> extent = {2, kRun}, strides = {2 * kRun, 1};
   for (int64_t k = 0; k < kCopies; ++k) p.AddBox(extent, k * 4 * kRun, strides, k * 4 * kRun, strides, 1);
-  std::vector<ScheduledCopy> copies;
-  for (const CopyOp& op : p.ops) copies.push_back({&p, &op, 0, 0, 0, CopyUnits(p, op)});
   ThreadPool pool(2);
-  const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+  const CopySchedule s = CopySchedule::Build(OneBufferCopies(p), {}, pool.size());
   EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups);
   EXPECT_EQ(s.groups(), kCopies);
   EXPECT_EQ(s.tasks(), kCopies * 2 * kRun / (int64_t{256} << 10));
-  std::vector<std::byte> in(static_cast<size_t>(kCopies * 4 * kRun)), out(in.size()), want(in.size());
-  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::byte>((i * 7 + i / 251) & 0xff);
-  const std::byte* srcs[] = {in.data()};
-  std::byte* dsts[] = {out.data()};
-  s.Run(pool, srcs, dsts);
-  for (const CopyOp& op : p.ops) RunCopy(p, op, in.data(), want.data(), 0, CopyUnits(p, op));
-  EXPECT_EQ(out, want);
+  ExpectEachCopyAlone(s, pool, p, kCopies * 4 * kRun);
 }
 
 // Random transpositions of runs under a line (1 to 63 bytes), 1 to 3

@@ -131,35 +131,52 @@ TEST(CopyKernel, TwoDimShortRowsInterleavedEqualWhole) {
 }
 
 // A group of boxes of one shape (rows of 64 bytes and over, one a turn) runs as one
-// loop over rows; a group where one box differs (fewer rows, another source
-// stride, or mixed with a two-dim copy and a contiguous one) takes the
-// general turns; boxes of two dims alike (3 rows, a source row skipped,
-// twice) take the one loop, stepping over the outer dim. Every variant
+// loop over rows; a group where one box differs (another source stride, or
+// mixed with a two-dim copy and a contiguous one) takes the general turns;
+// boxes of two dims alike (3 rows, a source row skipped, twice) take the
+// one loop, stepping over the outer dim, as do boxes alike but for their
+// lengths that start together (one box of fewer rows, the first or
+// another; boxes of two dims, the first with an outer index fewer or
+// another with one more), each box's own end checked. Every variant
 // equals each copy run whole, streamed or not, in any number of parts. Rows
 // of 128 bytes (streamed or in 32-byte blocks) and of 80 (memcpy).
 TEST(CopyKernel, UniformBoxesEqualWhole) {
-  enum class Variant { kUniform, kFewerRows, kOtherStride, kMixed, kTwoDims };
+  enum class Variant {
+    kUniform,
+    kFewerRows,
+    kFirstFewerRows,
+    kOtherStride,
+    kMixed,
+    kTwoDims,
+    kTwoDimsLonger,
+    kTwoDimsFirstShorter
+  };
   for (int64_t cols : {32, 20, 4, 3}) {  // f32: 128-, 80-, 16- and 12-byte rows (the last two several a turn)
-    for (Variant v : {Variant::kUniform, Variant::kFewerRows, Variant::kOtherStride, Variant::kMixed, Variant::kTwoDims}) {
+    for (Variant v : {Variant::kUniform, Variant::kFewerRows, Variant::kFirstFewerRows, Variant::kOtherStride,
+                      Variant::kMixed, Variant::kTwoDims, Variant::kTwoDimsLonger, Variant::kTwoDimsFirstShorter}) {
       CopyProgram p;
       const int64_t boxes = 5, rows = 7, width = cols * boxes + 3;
       const std::vector<int64_t> src_strides = {width, 1}, dst_strides = {cols * boxes, 1};
       const std::vector<int64_t> wide = {2 * width, 1};  // every other source row
+      const int64_t out_bytes = rows * cols * boxes * 4;
+      const int64_t extra_at = out_bytes;  // the mixed and longer variants' copies write past the boxes
       for (int64_t c = 0; c < boxes; ++c) {
-        if (v == Variant::kTwoDims) {
-          const std::vector<int64_t> e = {2, 3, cols}, s2 = {4 * width, width, 1}, d2 = {3 * cols * boxes, cols * boxes, 1};
-          p.AddBox(e, c * cols * 4, s2, c * cols * 4, d2, 4);
+        if (v == Variant::kTwoDims || v == Variant::kTwoDimsLonger || v == Variant::kTwoDimsFirstShorter) {
+          const bool longer = v == Variant::kTwoDimsLonger && c == 2;
+          const int64_t outer = longer || (v == Variant::kTwoDimsFirstShorter && c > 0) ? 3 : 2;
+          const std::vector<int64_t> e = {outer, 3, cols}, s2 = {4 * width, width, 1},
+                                     d2 = {3 * cols * boxes, cols * boxes, 1};
+          p.AddBox(e, c * cols * 4, s2, longer ? extra_at : c * cols * 4, d2, 4);
           EXPECT_EQ(p.ops.back().num_dims, 2);
           continue;
         }
-        const std::vector<int64_t> extent = {v == Variant::kFewerRows && c == 2 ? rows - 2 : rows, cols};
+        const bool fewer = (v == Variant::kFewerRows && c == 2) || (v == Variant::kFirstFewerRows && c == 0);
+        const std::vector<int64_t> extent = {fewer ? rows - 2 : rows, cols};
         const bool other = v == Variant::kOtherStride && c == 3;
         p.AddBox(extent, c * cols * 4, other ? wide : src_strides, c * cols * 4, dst_strides, 4);
       }
       std::vector<std::byte> src(static_cast<size_t>(2 * rows * width * 4));
       for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 11 + 3);
-      const int64_t out_bytes = rows * cols * boxes * 4;
-      const int64_t extra_at = out_bytes;  // the mixed variant's copies write past the boxes
       if (v == Variant::kMixed) {
         // A [2,3,cols] copy (two dims: a source row skipped after each 3) and a contiguous one.
         const std::vector<int64_t> e3 = {2, 3, cols}, s3 = {4 * width, width, 1}, d3 = {3 * cols, cols, 1};
@@ -170,7 +187,8 @@ TEST(CopyKernel, UniformBoxesEqualWhole) {
         EXPECT_EQ(p.ops[boxes].num_dims, 2);
         EXPECT_EQ(p.ops[boxes + 1].num_dims, 0);
       }
-      const int64_t total = out_bytes + 6 * cols * 4 + 200;
+      const bool nine_rows = v == Variant::kTwoDimsLonger || v == Variant::kTwoDimsFirstShorter;  // 3 x 3 target rows
+      const int64_t total = out_bytes + (nine_rows ? 9 * cols * boxes * 4 : 6 * cols * 4 + 200);
       std::vector<std::byte> want(static_cast<size_t>(total));
       std::vector<CopyRange> copies;
       for (const CopyOp& op : p.ops) {
@@ -249,7 +267,8 @@ TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
 
 // By source: whole copies of one dim, or of two whose inner rows lie end
 // to end in the source, run a plane of each a turn, parts split over each
-// copy's outer index, also where one copy has another outer count, inner
+// copy's planes (its outer index; a one-dim copy's runs under 64 bytes,
+// as many a plane as make 64), also where one copy has another outer count, inner
 // count or run, or is of one dim; a group where one copy is not whole, or
 // one's inner rows lie apart in the source, takes the general turns.
 // Every variant, any number of parts, streamed or not, equals each copy
@@ -258,7 +277,10 @@ TEST(CopyKernel, SourcePlanesEqualWhole) {
   enum class Variant { kAlike, kOtherOuter, kOtherInner, kOtherRun, kOneDim, kPartOfOne, kInnerApart };
   for (Variant v : {Variant::kAlike, Variant::kOtherOuter, Variant::kOtherInner, Variant::kOtherRun, Variant::kOneDim,
                     Variant::kPartOfOne, Variant::kInnerApart}) {
-    for (int64_t run : {64, 48}) {  // bytes: streamed (or 32-byte blocks), memcpy
+    // Bytes: streamed (or 32-byte blocks); memcpy; under a line, where a copy
+    // of one dim takes planes of as many runs as make a line (2 and 4; its 9
+    // rows leave a shorter last plane).
+    for (int64_t run : {64, 48, 24, 16}) {
       CopyProgram p;
       const int64_t copies_n = 4, outer = 9, inner = 3;
       // Sender rows of copies_n blocks of `inner` runs (of up to 2 * run
