@@ -91,7 +91,11 @@ inline void StreamRun(std::byte* t, const std::byte* s, size_t run) {
 // with streaming stores. They pay off only where the data will not be read
 // again soon from the cache: copies well beyond the L2 cache, or passes of
 // many copies (`together_bytes`) well beyond the last-level cache.
-bool Streams(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes) {
+// `lines_together`: the caller writes each target line's pieces back to
+// back (a turn of a destination group), so runs of whole lines that start
+// off a line may stream too.
+bool Streams(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes,
+             bool lines_together = false) {
 #if defined(__SSE2__)
   constexpr int64_t kStreamBytes = int64_t{512} << 10;
   if (op.num_dims == 0 || op.run_bytes % 16 != 0 || op.run_bytes > 4096) return false;
@@ -107,9 +111,9 @@ bool Streams(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64
   // Runs of whole lines that start off a line would stream each line in two
   // halves, apart in time: five times slower than ordinary stores where a
   // buffer began 16 bytes into a line (HostBuffer, before it aligned them).
-  return !whole_lines || at % 64 == 0;
+  return !whole_lines || at % 64 == 0 || lines_together;
 #else
-  (void)p, (void)op, (void)dst, (void)together_bytes;
+  (void)p, (void)op, (void)dst, (void)together_bytes, (void)lines_together;
   return false;
 #endif
 }
@@ -298,6 +302,16 @@ bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t pa
   return true;
 }
 
+// Whether RunInterleaved's cursors (`cursor`) are all of one dim
+// (`one_dim`, RunInterleaved's inner count for such a copy) and copy rows
+// a turn (rows_per_turn set).
+template <typename Cursor>
+bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
+  for (const Cursor& c : cursor)
+    if (c.rows_per_turn < 1 || c.inner != one_dim) return false;
+  return !cursor.empty();
+}
+
 }  // namespace
 
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
@@ -454,6 +468,95 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
       if (WithRowCopy(c0.kind, turns)) Fence();
       return;
     }
+  }
+  // Copies of one dim unlike in strides, runs or rows (senders of
+  // different local widths; pieces cut short at a block's edge): the
+  // general turns below without their second dim, the copy chosen once for
+  // the group where its copies copy a row alike, and every copy taking the
+  // group's fewest rows a turn, so that a turn writes the same target rows
+  // of each (where the copies' runs differ, some under 64 bytes took two
+  // rows a turn, writing the next turn's row beside this one's pieces).
+  // In a destination group, a turn writes each target line's pieces back
+  // to back: where some copies stream, the others stream wherever their
+  // rows allow (Streams' lines_together). f32 200x200 blocks on 4x2 into
+  // 24x24 on 4x2, 4992^2 (senders of 2592 and 2400 columns; runs of 96
+  // bytes and, at a block's edge, 32 and 64), `direct`, no join, medians of
+  // 3 alternated runs in builds with switches, not kept: 13.8 ms a run in
+  // the general turns, 10.3 in this loop with each copy's own rows a turn,
+  // 9.1 with the group's fewest (docs/benchmarks.md, "Random block-cyclic
+  // pairs: one dim unlike").
+  if (AllOneDim(cursor, kOneDim)) {
+    struct Rows {
+      const std::byte* src;
+      std::byte* dst;
+      int64_t src_stride, dst_stride, next, end;
+      size_t run;
+      bool prefetch;
+      RowCopy kind;
+    };
+    thread_local std::vector<Rows> rows;
+    rows.clear();
+    int64_t per_turn = INT64_MAX;
+    bool alike = true, streams = false;
+    for (const Cursor& c : cursor) {
+      per_turn = std::min(per_turn, c.rows_per_turn);
+      alike = alike && c.kind == cursor[0].kind;
+      streams = streams || c.kind == RowCopy::kStream;
+    }
+    for (size_t k = 0; k < copies.size(); ++k) {
+      const Cursor& c = cursor[k];
+      if (next[k] >= end[k]) continue;
+      RowCopy kind = c.kind;
+      if (!alike && streams && !by_source && Streams(*copies[k].program, *copies[k].op, c.dst, together_bytes, true))
+        kind = RowCopy::kStream;
+      rows.push_back({c.src, c.dst, c.src_stride, c.dst_stride, next[k], end[k], c.run,
+                      c.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(c.run), c.src_stride) > 0,
+                      kind});
+    }
+    // `copy(t, f, run, kind)`: a row as `kind` says (the group's one kind,
+    // inlined, or each copy's own).
+    auto turns = [&](auto copy) {
+      Rows* const rs = rows.data();
+      size_t live = rows.size();
+      while (live > 0) {
+        size_t kept = 0;
+        for (size_t k = 0; k < live; ++k) {
+          Rows x = rs[k];  // a local: the copy's stores may alias anything reached through a pointer
+          const int64_t hi = std::min(x.end, x.next + per_turn);
+          // The row the next turn starts with; this turn's own rows come at once.
+          if (x.prefetch && hi < x.end) PrefetchRun(x.src + hi * x.src_stride, x.run);
+          for (int64_t row = x.next; row < hi; ++row)
+            copy(x.dst + row * x.dst_stride, x.src + row * x.src_stride, x.run, x.kind);
+          x.next = hi;
+          if (hi < x.end) rs[kept++] = x;  // in order: the group's copies are in address order
+        }
+        live = kept;
+      }
+    };
+    if (alike) {
+      if (WithRowCopy(cursor[0].kind, [&](auto copy) {
+            turns([&](std::byte* t, const std::byte* f, size_t run, RowCopy) { copy(t, f, run); });
+          }))
+        Fence();
+      return;
+    }
+    bool streamed = false;  // (before the turns, which reorder `rows` as copies end)
+    for (const Rows& x : rows) streamed = streamed || x.kind == RowCopy::kStream;
+    turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) {
+      switch (kind) {
+        case RowCopy::kStream:
+          CopyRowAs<RowCopy::kStream>(t, f, run);
+          break;
+        case RowCopy::kBlocks:
+          CopyRowAs<RowCopy::kBlocks>(t, f, run);
+          break;
+        case RowCopy::kMemcpy:
+          CopyRowAs<RowCopy::kMemcpy>(t, f, run);
+          break;
+      }
+    });
+    if (streamed) Fence();
+    return;
   }
   // The copies with rows left, in their order: copies of a group can differ
   // in length by thousands of rows (an 8x8 block's folded planes beside a

@@ -295,13 +295,26 @@ void CopySchedule::Group(bool whole, bool by_source) {
   }
 }
 
-// Whether every strided copy's runs are under a cache line: then a source
-// line feeds copies into different targets, and a target line takes runs
-// from different sources.
+// Whether some strided copy reads its source lines in parts: runs under a
+// line, or runs of a few lines (under 4 KiB, RunInterleaved's rows a turn)
+// that start or end within one. Such a line then feeds copies into
+// different targets, whose groups, apart, read it at different times.
+// (On the ranks, medians of 3 alternated runs in a build with the join
+// switched, not kept: f32 200x200 blocks on 1x8 into 64x64 on 1x8,
+// 5053^2, runs of 256 bytes at offsets of 800 bytes a block, 11.0 ms a
+// run apart, 7.4 joined; 200x200 on 4x2 into 24x24 on 4x2, 4992^2, 8.4 and
+// 7.4. docs/benchmarks.md, "Random block-cyclic pairs: one dim unlike".)
 bool CopySchedule::ReadsLinesInParts() const {
-  for (const ScheduledCopy& c : strided_)
-    if (c.op->run_bytes >= 64) return false;
-  return !strided_.empty();
+  for (const ScheduledCopy& c : strided_) {
+    const CopyOp& op = *c.op;
+    if (op.run_bytes < 64) return true;
+    if (op.run_bytes > 4096) continue;
+    bool whole = op.run_bytes % 64 == 0 && (c.src_delta + op.src_offset) % 64 == 0;
+    const CopyDim* dims = c.program->dims.data() + op.first_dim;
+    for (int32_t d = 0; d < op.num_dims && whole; ++d) whole = dims[d].src_stride % 64 == 0;
+    if (!whole) return true;
+  }
+  return false;
 }
 
 // Joins destination groups (`chains`, ranges of strided_ in destination

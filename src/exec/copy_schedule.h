@@ -103,7 +103,6 @@ class CopySchedule {
   size_t Spans(bool dst) const;
   int64_t StridedTasks() const;  // the tasks before the contiguous copies' chunks
   bool FillsRowsTogether(size_t dst_spans) const;
-  // `src_spans`: Spans(/*dst=*/false).
   // `src_spans`, `dst_spans`: Spans(false), Spans(true).
   bool ReadsBySource(size_t src_spans, size_t dst_spans) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;

@@ -320,19 +320,18 @@ struct SubLineTransposition {
   }
 };
 
-// Where runs under a line of two targets' groups read the same source
-// lines, the groups run as one: a turn writes both targets' rows and reads
-// each source line whole. Runs of whole lines stay a group per target.
-TEST(CopySchedule, GroupsOfRunsUnderALineReadingTheSameLinesRunAsOne) {
+// Where two targets' groups read the same source lines in parts (runs
+// under a line, or of a line and a half), the groups run as one: a turn
+// writes both targets' rows and reads each source line whole. Runs of
+// whole lines, or too long to take a row a turn, stay a group per target.
+TEST(CopySchedule, GroupsReadingTheSameLinesInPartsRunAsOne) {
   ThreadPool pool(1);
-  const SubLineTransposition sub(4, 2, 64, 2, 32);
-  const CopySchedule joined = CopySchedule::Build(sub.copies, {}, pool.size());
-  EXPECT_EQ(joined.mode(), CopySchedule::Mode::kGroups);
-  EXPECT_EQ(joined.groups(), 1);
-  const SubLineTransposition whole(4, 2, 64, 2, 64);
-  const CopySchedule apart = CopySchedule::Build(whole.copies, {}, pool.size());
-  EXPECT_EQ(apart.mode(), CopySchedule::Mode::kGroups);
-  EXPECT_EQ(apart.groups(), 2);
+  for (int64_t run : {32, 96, 64, 8192}) {
+    const SubLineTransposition sub(4, 2, 64, 2, run);
+    const CopySchedule s = CopySchedule::Build(sub.copies, {}, pool.size());
+    EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups) << run;
+    EXPECT_EQ(s.groups(), run % 64 != 0 ? 1 : 2) << run;
+  }
 }
 
 // Four senders into four receivers (each reads four spans and writes

@@ -265,6 +265,53 @@ TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
   }
 }
 
+// Groups of one-dim copies unlike in strides, runs, rows and first rows
+// (RunInterleaved's loop for one dim: the group's fewest rows a turn; rows
+// streamed where the group streams and theirs allow, whole lines that start
+// off a line too): every split into parts, streamed or not, by source or
+// not, equals each copy run whole.
+TEST(CopyKernel, OneDimGroupsUnlikeEqualWhole) {
+  std::mt19937_64 rng(41);
+  auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  const int64_t runs[] = {16, 32, 48, 64, 96, 128, 192, 256, 24, 7, 100, 640};
+  for (int trial = 0; trial < 400; ++trial) {
+    CopyProgram p;
+    const int64_t n = draw(1, 12);
+    int64_t in = 0, out = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t run = runs[draw(0, 11)], rows = draw(2, 20);
+      // Source rows at any stride and place; target rows 16-byte aligned
+      // but for one copy in four, each row past its run (no merge into one).
+      const int64_t ss = run + draw(0, 3) * 16 + draw(0, 1) * draw(1, 15), src_at = draw(0, 200);
+      const int64_t ds = run + draw(1, 4) * 16, dst_at = out + draw(0, 4) * 16 + (draw(0, 3) == 0 ? draw(1, 15) : 0);
+      const std::vector<int64_t> e = {rows, run}, s1 = {ss, 1}, d1 = {ds, 1};
+      p.AddBox(e, src_at, s1, dst_at, d1, 1);
+      ASSERT_EQ(p.ops.back().num_dims, 1);
+      in = std::max(in, src_at + (rows - 1) * ss + run);
+      out = dst_at + rows * ds;
+    }
+    std::vector<std::byte> src(static_cast<size_t>(in));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 29 + static_cast<size_t>(trial));
+    std::vector<std::byte> want(static_cast<size_t>(out));
+    std::vector<CopyRange> copies;
+    for (const CopyOp& op : p.ops) {
+      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+    }
+    const int64_t parts = draw(1, 4);
+    for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
+      for (bool by_source : {false, true}) {
+        std::vector<std::byte> got(static_cast<size_t>(out) + 64);
+        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        for (CopyRange& c : copies) c.dst = at;
+        for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together, by_source);
+        ASSERT_EQ(std::memcmp(at, want.data(), want.size()), 0)
+            << "trial " << trial << ", " << n << " copies, " << parts << " parts, " << together << " " << by_source;
+      }
+    }
+  }
+}
+
 // By source: whole copies of one dim, or of two whose inner rows lie end
 // to end in the source, run a plane of each a turn, parts split over each
 // copy's planes (its outer index; a one-dim copy's runs under 64 bytes,
