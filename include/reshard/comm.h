@@ -67,6 +67,11 @@ class Comm {
 
   virtual ~Comm() = default;
   virtual std::string_view name() const = 0;  // "mpi", "threads"
+  // Whether every rank runs in this process, so that a caller can join
+  // them all before it reads an output or reuses an input, and a rank's
+  // error can end the others' waits (RankOptions::joined_by_caller):
+  // threads, yes; separate processes (MPI), no.
+  virtual bool ranks_in_process() const { return false; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // The most bytes one message, or one count of a collective, may carry.

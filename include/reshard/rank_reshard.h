@@ -145,7 +145,8 @@ struct RankOptions {
   // exchange ends for a rank once it has made its share of
   // the copies (Comm::BoxesEnd::kOwnCopies): two waits a run fewer, each
   // over thousands of ranks a switch to every rank's cold stack.
-  // InvalidArgument on any comm but threads'. A caller that sets it
+  // InvalidArgument on a comm whose ranks are not in this process
+  // (Comm::ranks_in_process: MPI's). A caller that sets it
   // without that join or that breaker gets outputs read too early, or a
   // wrong size waited for until the comms' timeout.
   bool joined_by_caller = false;

@@ -95,7 +95,7 @@ Status RankReshard::State::Begin(std::unique_ptr<Comm> c, const RankOptions& o, 
     local = Status::InvalidArgument(fmt::format("max_message_bytes is {}; it must be at least 1", o.max_message_bytes));
   // (Over a backend of separate processes no caller joins the ranks, and
   // an unagreed error would leave the others waiting.)
-  else if (o.joined_by_caller && comm->name() != "threads")
+  else if (o.joined_by_caller && !comm->ranks_in_process())
     local = Status::InvalidArgument(fmt::format(
         "joined_by_caller is for threads as ranks, whose caller joins them; this comm is {}", comm->name()));
   return AgreeStatus(*comm, local);

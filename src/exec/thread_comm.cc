@@ -65,6 +65,7 @@ class ThreadComm final : public Comm {
   }
 
   std::string_view name() const override { return "threads"; }
+  bool ranks_in_process() const override { return true; }
   const std::shared_ptr<thread_group::Family>& family() const { return group_->family; }
   bool boxes_copy_once() const override { return group_->boxes_copy_once; }
   int rank() const override { return rank_; }

@@ -34,6 +34,7 @@ INSTANTIATE_TEST_SUITE_P(RanksOn, ThreadComm, ::testing::Values(0, 1, 2), RanksO
 TEST_P(ThreadComm, NameRankAndSize) {
   RunRanks(3, [](Comm& comm) {
     EXPECT_EQ(comm.name(), "threads");
+    EXPECT_TRUE(comm.ranks_in_process());
     EXPECT_EQ(comm.size(), 3);
     EXPECT_GE(comm.rank(), 0);
     EXPECT_LT(comm.rank(), 3);
