@@ -184,7 +184,53 @@ bool CopySchedule::ReadsBySource(size_t src_spans, size_t dst_spans) const {
     const CopyDim* dims = c.program->dims.data() + op.first_dim;
     for (int32_t d = 0; d < op.num_dims && whole_lines; ++d) whole_lines = dims[d].dst_stride % 64 == 0;
   }
-  return whole_lines || (8 * short_bytes <= strided_bytes_ && src_spans < dst_spans);
+  return whole_lines ||
+         (8 * short_bytes <= strided_bytes_ && src_spans < dst_spans && 8 * SplitLineBytes() <= strided_bytes_);
+}
+
+// About how many bytes of target lines two copies of different source
+// chains (spans that overlap: what a group by source runs together) both
+// write, row after row: the first's run ending inside a line where the
+// second's begins, next to each other in the target. By source, each
+// chain's turns write their part of such a line at another time, and a
+// streaming store's half line costs more than a whole one (f32 48x48
+// blocks on 4x2 into 200x200 on 1x8, 5829^2: 192-byte pieces from the two
+// senders of a column alternate along each target row; 15.9 ms a run by
+// source, 7.6 in destination groups, medians of 3 alternated runs on the
+// ranks with the mode forced, a build not kept). Copies next to each other in
+// the target are found by sorting on the first byte they write, and each
+// pair counts a line a row (the fewer rows of the two).
+int64_t CopySchedule::SplitLineBytes() const {
+  const size_t n = strided_.size();
+  std::vector<uint32_t> order(n), chain(n);
+  std::iota(order.begin(), order.end(), uint32_t{0});
+  std::vector<Span> spans(n);
+  for (size_t k = 0; k < n; ++k) spans[k] = SourceSpan(strided_[k]);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return spans[a] < spans[b]; });
+  uint32_t id = 0;
+  int32_t buffer = -1;
+  int64_t reach = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Span& s = spans[order[i]];
+    if (i == 0 || s.buffer != buffer || s.begin >= reach) {
+      id += i > 0;
+      buffer = s.buffer, reach = s.end;
+    }
+    reach = std::max(reach, s.end);
+    chain[order[i]] = id;
+  }
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return FirstByte(strided_[a], /*by_source=*/false) < FirstByte(strided_[b], /*by_source=*/false);
+  });
+  int64_t split = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const ScheduledCopy &a = strided_[order[i - 1]], &b = strided_[order[i]];
+    if (a.dst != b.dst || chain[order[i - 1]] == chain[order[i]]) continue;
+    const int64_t a_end = a.op->dst_offset + a.op->run_bytes, b_begin = b.op->dst_offset;
+    if (a_end % 64 != 0 && a_end <= b_begin && (a_end - 1) / 64 == b_begin / 64)
+      split += 64 * std::min(a.units, b.units);
+  }
+  return split;
 }
 
 // Splits the strided copies into tasks by destination (by source:

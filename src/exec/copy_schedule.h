@@ -105,6 +105,7 @@ class CopySchedule {
   bool FillsRowsTogether(size_t dst_spans) const;
   // `src_spans`, `dst_spans`: Spans(false), Spans(true).
   bool ReadsBySource(size_t src_spans, size_t dst_spans) const;
+  int64_t SplitLineBytes() const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
   // by_source: groups by the source rows copies read (kSourceGroups).
   void Group(bool whole, bool by_source);

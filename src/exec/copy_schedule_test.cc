@@ -212,20 +212,21 @@ TEST(CopySchedule, WholeLinesBeyondTheCachesRunInGroupsBySource) {
 // Random passes beyond the caches of runs of a line or more: 1 to 3
 // senders, each row of each holding a block for each of 2 to 5 receivers,
 // more receivers than senders where runs are not whole lines (1 to 4 runs
-// of 64 to 512 bytes in whole lines, or of 64 to 1,000 bytes, end to end or
-// apart; a receiver's count of its own, as uneven shards have), each
-// receiver's lines a run from every sender; they run in groups by source
-// (as planes where every copy's runs lie end to end in the source, or one a
-// row; else in turns of a row), and on 1 to 3 threads every receiver's
-// buffer equals each copy run alone.
+// of 64 to 512 bytes in whole lines, or of 64 to 1,000 bytes, 512 up where
+// several senders' runs meet in each target row, end to end or apart; a receiver's count of its own, as uneven shards
+// have), each receiver's lines a run from every sender; they run in groups by source (as planes where every copy's runs
+// lie end to end in the source, or one a row; else in turns of a row), and on 1 to 3 threads every receiver's buffer
+// equals each copy run alone.
 TEST(CopySchedule, RandomPassesOfLongRunsBySourceEqualEachCopy) {
   std::mt19937_64 rng(41);
   auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   int planes = 0;  // trials whose copies all run as planes (the others: in turns of a row)
   for (int trial = 0; trial < 16; ++trial) {
     const bool whole_lines = draw(0, 1) == 0;
-    const int64_t senders = draw(1, 3), receivers = draw(whole_lines ? 2 : senders + 1, 5),
-                  run = whole_lines ? 64 * draw(1, 8) : draw(64, 1000), inner = draw(1, 4);
+    const int64_t senders = draw(1, 3), receivers = draw(whole_lines ? 2 : senders + 1, 5), inner = draw(1, 4);
+    // (Several senders' runs meet inside target lines: 512 bytes or more
+    // keep that under 1/8 of the bytes, which still groups by source.)
+    const int64_t run = whole_lines ? 64 * draw(1, 8) : draw(senders == 1 ? 64 : 512, 1000);
     const int64_t src_inner = run + (draw(0, 1) == 0 ? 0 : 64 * draw(1, 2));
     const int64_t block = inner * src_inner, src_row = receivers * block + 64 * draw(0, 1);
     // (Apart from one sender's runs end to end: AddBox would merge them.)
@@ -343,6 +344,23 @@ TEST(CopySchedule, LongRunsGatheringAsMuchAsTheyScatterGroupBySourceOnlyInWholeL
   EXPECT_NE(CopySchedule::Build(apart.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
   const SubLineTransposition lines(4, 4, 1100, 4, 128);
   EXPECT_EQ(CopySchedule::Build(lines.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+}
+
+// Long runs that scatter (more targets than senders, passes of 8.4 to 10
+// MiB) group by source where one sender fills each target row, and where
+// two senders' pieces meet inside target lines on under 1/8 of the bytes
+// (runs of 300 bytes: a line split per 600); not where they meet that
+// often (runs of 100 bytes: a line per 200), since by source each
+// sender's turns write its part of such a line at another time.
+TEST(CopySchedule, ScatteringRunsGroupBySourceUnlessSendersSplitTargetLines) {
+  const SubLineTransposition one(1, 4, 22000, 1, 100);
+  EXPECT_EQ(CopySchedule::Build(one.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+  const SubLineTransposition rare(2, 4, 1400, 3, 300);
+  EXPECT_EQ(CopySchedule::Build(rare.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+  const SubLineTransposition split(2, 4, 11000, 1, 100);
+  EXPECT_NE(CopySchedule::Build(split.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+  const SubLineTransposition split_runs(2, 4, 1400, 8, 100);  // two dims: each run beside the other sender's
+  EXPECT_NE(CopySchedule::Build(split_runs.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
 }
 
 // Copies too short to slice, a few rows of each a slice, run in groups:
