@@ -52,11 +52,17 @@ class CopySchedule {
   // (7 bytes in 8) that read fewer spans than they write, in groups by
   // source (Mode::kSourceGroups); contiguous copies run in chunks of about
   // 256 KiB.
-  // Where every strided copy's runs are under a cache line, destination
-  // groups whose copies read the same source spans run as one group (a
-  // source line then feeds several targets in one turn). Copies whose spans
-  // reach more than four times the median copy's (a strip of many rows
-  // beside copies of a row each) group apart, after the others.
+  // Scattering runs that are not whole lines group by source only where
+  // senders' pieces meet inside under 1/8 of the target lines
+  // (SplitLineBytes). Where some strided copy reads its source lines in
+  // parts (runs under a line, or under 4 KiB starting or ending inside
+  // one), destination groups whose copies read the same source spans run
+  // as one group (a source line then feeds several targets in one turn);
+  // a group of one-dim copies of runs not all whole lines, some a line or
+  // more, runs in the order its copies lie along a row (OrderAlongRows).
+  // Copies whose spans reach more than four times the median copy's (a
+  // strip of many rows beside copies of a row each) group apart, after the
+  // others.
   // `strided`: the copies with dims; `contiguous`: those without.
   static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
@@ -74,6 +80,8 @@ class CopySchedule {
   void RunTask(int64_t k, std::span<const std::byte* const> srcs, std::span<std::byte* const> dsts) const;
 
   size_t size() const { return strided_.size() + contiguous_.size(); }
+  // The strided copies in the order their groups run them (tests).
+  const std::vector<ScheduledCopy>& StridedForTesting() const { return strided_; }
   // How the strided copies run: in slices (slice k: the k-th part of every
   // copy); in groups by destination, each group's parts tasks of their own;
   // or in slices of groups (slice k: the k-th part of every group, each
@@ -114,6 +122,7 @@ class CopySchedule {
     size_t begin, end;
   };
   bool ReadsLinesInParts() const;
+  void OrderAlongRows(const std::vector<Chain>& chains, size_t max_copies);
   void JoinBySource(std::vector<Chain>& chains, size_t max_copies, size_t first_apart);
 
   std::vector<ScheduledCopy> strided_, contiguous_;

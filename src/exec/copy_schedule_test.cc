@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "exec/copy_kernel.h"
@@ -361,6 +362,56 @@ TEST(CopySchedule, ScatteringRunsGroupBySourceUnlessSendersSplitTargetLines) {
   EXPECT_NE(CopySchedule::Build(split.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
   const SubLineTransposition split_runs(2, 4, 1400, 8, 100);  // two dims: each run beside the other sender's
   EXPECT_NE(CopySchedule::Build(split_runs.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+}
+
+// Two senders' rows of four 96-byte blocks into two targets: global block
+// c (of 8 along a row) comes from sender c % 2 and goes to target (c / 2) %
+// 2, one copy a block, 64 rows. The targets' groups read the same source
+// lines and join; the joined group's copies run along the row (block 0 to
+// 7) where its runs are not whole lines, and in destination order (target
+// 0's blocks 0, 1, 4, 5 first) where they are (128-byte blocks) or where
+// the copies are of two dims (pairs of rows apart in the source).
+TEST(CopySchedule, JoinedGroupsOfOneDimRunsRunAlongTheRow) {
+  struct Variant {
+    int64_t run;
+    bool two_dims, along;
+  };
+  for (const Variant v : {Variant{96, false, true}, Variant{128, false, false}, Variant{96, true, false}}) {
+    const int64_t rows = 64, src_row = 4 * v.run + 64, dst_row = 4 * v.run;
+    CopyProgram p;
+    for (int64_t c = 0; c < 8; ++c) {
+      const int64_t src_at = (c / 2) * v.run, dst_at = ((c / 4) * 2 + c % 2) * v.run;
+      if (v.two_dims) {
+        const std::vector<int64_t> e = {rows / 2, 2, v.run}, ss = {3 * src_row, src_row, 1},
+                                   ds = {2 * dst_row, dst_row, 1};
+        p.AddBox(e, src_at, ss, dst_at, ds, 1);
+      } else {
+        const std::vector<int64_t> e = {rows, v.run}, ss = {src_row, 1}, ds = {dst_row, 1};
+        p.AddBox(e, src_at, ss, dst_at, ds, 1);
+      }
+    }
+    std::vector<ScheduledCopy> copies;
+    for (int64_t c = 0; c < 8; ++c)
+      copies.push_back({&p, &p.ops[static_cast<size_t>(c)], static_cast<int32_t>(c % 2),
+                        static_cast<int32_t>((c / 2) % 2), 0, CopyUnits(p, p.ops[static_cast<size_t>(c)])});
+    const CopySchedule s = CopySchedule::Build(copies, {}, 1);
+    ASSERT_TRUE(s.mode() == CopySchedule::Mode::kGroups || s.mode() == CopySchedule::Mode::kSlicedGroups) << v.run;
+    EXPECT_EQ(s.groups(), v.run % 64 == 0 ? 2 : 1) << v.run;  // whole lines: no line read in parts, no join
+    std::vector<int64_t> order;
+    for (const ScheduledCopy& c : s.StridedForTesting()) order.push_back(c.op - p.ops.data());
+    if (!v.along) {
+      EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 4, 5, 2, 3, 6, 7})) << v.run << " " << v.two_dims;
+      continue;
+    }
+    // Along the row: the first half of the row's blocks first, each
+    // sender's and each target's blocks in their order.
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.begin() + 4), (std::set<int64_t>{0, 1, 2, 3}));
+    for (size_t i = 0; i < order.size(); ++i)
+      for (size_t j = i + 1; j < order.size(); ++j)
+        if (order[i] % 2 == order[j] % 2 || (order[i] / 2) % 2 == (order[j] / 2) % 2) {
+          EXPECT_LT(order[i], order[j]);
+        }
+  }
 }
 
 // Copies too short to slice, a few rows of each a slice, run in groups:
