@@ -91,9 +91,9 @@ inline void StreamRun(std::byte* t, const std::byte* s, size_t run) {
 // with streaming stores. They pay off only where the data will not be read
 // again soon from the cache: copies well beyond the L2 cache, or passes of
 // many copies (`together_bytes`) well beyond the last-level cache.
-// `lines_together`: the caller writes each target line's pieces back to
-// back (a turn of a destination group), so runs of whole lines that start
-// off a line may stream too.
+// `lines_together`: the caller writes each target line's pieces within a
+// short time of each other (a turn of a destination group), so runs of
+// whole lines that start off a line may stream too.
 bool Streams(const CopyProgram& p, const CopyOp& op, const std::byte* dst, int64_t together_bytes,
              bool lines_together = false) {
 #if defined(__SSE2__)
@@ -473,12 +473,15 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
   // different local widths; pieces cut short at a block's edge): the
   // general turns below without their second dim, the copy chosen once for
   // the group where its copies copy a row alike, and every copy taking the
-  // group's fewest rows a turn, so that a turn writes the same target rows
-  // of each (where the copies' runs differ, some under 64 bytes took two
-  // rows a turn, writing the next turn's row beside this one's pieces).
-  // In a destination group, a turn writes each target line's pieces back
-  // to back: where some copies stream, the others stream wherever their
-  // rows allow (Streams' lines_together). f32 200x200 blocks on 4x2 into
+  // group's fewest rows a turn, so that copies starting on one row write
+  // the same target rows each turn (where the copies' runs differ, some
+  // under 64 bytes took two rows a turn, writing the next turn's row beside
+  // this one's pieces; copies of different row counts start apart in parts
+  // after the first). In a destination group, a turn writes every piece of
+  // those target rows within the turn, each target's in address order
+  // (with other targets' pieces between them where the group runs along
+  // its rows: CopySchedule's OrderAlongRows): where some copies stream, the
+  // others stream wherever their rows allow (Streams' lines_together). f32 200x200 blocks on 4x2 into
   // 24x24 on 4x2, 4992^2 (senders of 2592 and 2400 columns; runs of 96
   // bytes and, at a block's edge, 32 and 64), `direct`, no join, medians of
   // 3 alternated runs in builds with switches, not kept: 13.8 ms a run in
@@ -528,7 +531,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
           for (int64_t row = x.next; row < hi; ++row)
             copy(x.dst + row * x.dst_stride, x.src + row * x.src_stride, x.run, x.kind);
           x.next = hi;
-          if (hi < x.end) rs[kept++] = x;  // in order: the group's copies are in address order
+          if (hi < x.end) rs[kept++] = x;  // in the group's order (kept <= k: in place)
         }
         live = kept;
       }
@@ -540,7 +543,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
         Fence();
       return;
     }
-    bool streamed = false;  // (before the turns, which reorder `rows` as copies end)
+    bool streamed = false;  // (before the turns, which overwrite `rows` as copies end)
     for (const Rows& x : rows) streamed = streamed || x.kind == RowCopy::kStream;
     turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) {
       switch (kind) {

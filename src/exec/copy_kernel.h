@@ -43,14 +43,17 @@ struct CopyRange {
 // is its units [lo + n*k/parts, lo + n*(k+1)/parts), n = hi - lo), a few rows
 // of each copy in turn: copies whose rows interleave in the destination (the
 // boxes of a block-cyclic exchange, each a column strip of the same rows)
-// then fill it in address order and read each source row in order, where
-// copying them one after another would walk every row once per copy. A copy
-// of one strided dim takes one row a turn (rows under 64 bytes: as many as
-// make 64), other strided copies about 4 KiB a turn, a contiguous copy its
+// then fill it in the copies' order and read each source row in order,
+// where copying them one after another would walk every row once per copy.
+// A copy of one strided dim takes one row a turn (rows under 64 bytes: as
+// many as make 64; where every copy is of one dim, each takes the group's
+// fewest), other strided copies about 4 KiB a turn, a contiguous copy its
 // whole part. Example: two copies of 64 rows of
 // 512 B, writing alternate 512 B of the same 64 rows of 1 KiB: row 0 of the
 // first, row 0 of the second, row 1 of the first, and so on. For the
-// fastest order, sort the copies by the first byte they write.
+// fastest order, sort the copies by the first byte they write, or, where
+// several targets' and senders' rows interleave, by where they lie along a
+// row (CopySchedule::OrderAlongRows).
 // `together_bytes` as for RunCopy.
 // `by_source`: the copies are sorted by the first byte they read instead
 // (CopySchedule's groups by source). Where they are then whole copies,

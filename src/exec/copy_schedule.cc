@@ -199,7 +199,9 @@ bool CopySchedule::ReadsBySource(size_t src_spans, size_t dst_spans) const {
 // source, 7.6 in destination groups, medians of 3 alternated runs on the
 // ranks with the mode forced, a build not kept). Copies next to each other in
 // the target are found by sorting on the first byte they write, and each
-// pair counts a line a row (the fewer rows of the two).
+// pair counts a line a row (the fewer rows of the two) where they meet, and
+// another where runs that alternate along a row meet again (the second's
+// run and the first's next).
 int64_t CopySchedule::SplitLineBytes() const {
   const size_t n = strided_.size();
   std::vector<uint32_t> order(n), chain(n);
@@ -222,13 +224,24 @@ int64_t CopySchedule::SplitLineBytes() const {
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return FirstByte(strided_[a], /*by_source=*/false) < FirstByte(strided_[b], /*by_source=*/false);
   });
+  // Whether bytes [end - 1, begin] lie in one line, the first ending inside it.
+  auto split_line = [](int64_t end, int64_t begin) {
+    return end % 64 != 0 && end <= begin && (end - 1) / 64 == begin / 64;
+  };
   int64_t split = 0;
   for (size_t i = 1; i < n; ++i) {
     const ScheduledCopy &a = strided_[order[i - 1]], &b = strided_[order[i]];
     if (a.dst != b.dst || chain[order[i - 1]] == chain[order[i]]) continue;
-    const int64_t a_end = a.op->dst_offset + a.op->run_bytes, b_begin = b.op->dst_offset;
-    if (a_end % 64 != 0 && a_end <= b_begin && (a_end - 1) / 64 == b_begin / 64)
-      split += 64 * std::min(a.units, b.units);
+    const CopyOp &x = *a.op, &y = *b.op;
+    int lines = split_line(x.dst_offset + x.run_bytes, y.dst_offset);
+    // Runs that alternate along a row (the same innermost target stride,
+    // longer than either's run): b's run also meets a's next.
+    const int64_t stride =
+        x.num_dims > 0 ? a.program->dims[static_cast<size_t>(x.first_dim + x.num_dims - 1)].dst_stride : 0;
+    if (y.num_dims > 0 && stride > x.run_bytes &&
+        b.program->dims[static_cast<size_t>(y.first_dim + y.num_dims - 1)].dst_stride == stride)
+      lines += split_line(y.dst_offset + y.run_bytes, x.dst_offset + stride);
+    split += 64 * lines * std::min(a.units, b.units);
   }
   return split;
 }
@@ -342,26 +355,27 @@ void CopySchedule::Group(bool whole, bool by_source) {
   }
 }
 
-// Whether some strided copy reads its source lines in parts: runs under a
-// line, or runs of a few lines (under 4 KiB, RunInterleaved's rows a turn)
-// that start or end within one. Such a line then feeds copies into
-// different targets, whose groups, apart, read it at different times.
+// Whether strided copies holding 1/8 of the pass's bytes or more read
+// their source lines in parts: runs under a line, or runs of a few lines
+// (under 4 KiB, RunInterleaved's rows a turn) that start or end within one.
+// Such a line then feeds copies into different targets, whose groups,
+// apart, read it at different times.
 // (On the ranks, medians of 3 alternated runs in a build with the join
 // switched, not kept: f32 200x200 blocks on 1x8 into 64x64 on 1x8,
 // 5053^2, runs of 256 bytes at offsets of 800 bytes a block, 11.0 ms a
 // run apart, 7.4 joined; 200x200 on 4x2 into 24x24 on 4x2, 4992^2, 8.4 and
 // 7.4. docs/benchmarks.md, "Random block-cyclic pairs: one dim unlike".)
 bool CopySchedule::ReadsLinesInParts() const {
+  int64_t in_parts = 0;  // bytes of such copies: at least 1/8 of the pass (a few edge pieces do not join every group)
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
-    if (op.run_bytes < 64) return true;
     if (op.run_bytes > 4096) continue;
     bool whole = op.run_bytes % 64 == 0 && (c.src_delta + op.src_offset) % 64 == 0;
     const CopyDim* dims = c.program->dims.data() + op.first_dim;
     for (int32_t d = 0; d < op.num_dims && whole; ++d) whole = dims[d].src_stride % 64 == 0;
-    if (!whole) return true;
+    if (!whole) in_parts += c.program->OpBytes(op);
   }
-  return false;
+  return !strided_.empty() && 8 * in_parts >= strided_bytes_;
 }
 
 // Orders the copies of each destination group (`chains`, of up to

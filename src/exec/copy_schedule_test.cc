@@ -325,14 +325,15 @@ struct SubLineTransposition {
 // Where two targets' groups read the same source lines in parts (runs
 // under a line, or of a line and a half), the groups run as one: a turn
 // writes both targets' rows and reads each source line whole. Runs of
-// whole lines, or too long to take a row a turn, stay a group per target.
+// whole lines, or too long to take a row a turn (8192 bytes; 4100, not
+// whole lines), stay a group per target.
 TEST(CopySchedule, GroupsReadingTheSameLinesInPartsRunAsOne) {
   ThreadPool pool(1);
-  for (int64_t run : {32, 96, 64, 8192}) {
+  for (int64_t run : {32, 96, 64, 8192, 4100}) {
     const SubLineTransposition sub(4, 2, 64, 2, run);
     const CopySchedule s = CopySchedule::Build(sub.copies, {}, pool.size());
     EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups) << run;
-    EXPECT_EQ(s.groups(), run % 64 != 0 ? 1 : 2) << run;
+    EXPECT_EQ(s.groups(), run % 64 != 0 && run <= 4096 ? 1 : 2) << run;
   }
 }
 
@@ -347,17 +348,21 @@ TEST(CopySchedule, LongRunsGatheringAsMuchAsTheyScatterGroupBySourceOnlyInWholeL
   EXPECT_EQ(CopySchedule::Build(lines.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
 }
 
-// Long runs that scatter (more targets than senders, passes of 8.4 to 10
+// Long runs that scatter (more targets than senders, passes of 8.4 to 20
 // MiB) group by source where one sender fills each target row, and where
 // two senders' pieces meet inside target lines on under 1/8 of the bytes
-// (runs of 300 bytes: a line split per 600); not where they meet that
-// often (runs of 100 bytes: a line per 200), since by source each
-// sender's turns write its part of such a line at another time.
+// (runs of 600 bytes alternating along a row: two lines split per 1,200);
+// not where they meet that often (runs of 100 bytes, a copy a column: a
+// line per 200; or alternating along a row: two per 200; runs of 300
+// bytes alternating: two per 600), since by source each sender's turns
+// write its part of such a line at another time.
 TEST(CopySchedule, ScatteringRunsGroupBySourceUnlessSendersSplitTargetLines) {
   const SubLineTransposition one(1, 4, 22000, 1, 100);
   EXPECT_EQ(CopySchedule::Build(one.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
-  const SubLineTransposition rare(2, 4, 1400, 3, 300);
+  const SubLineTransposition rare(2, 4, 1400, 3, 600);
   EXPECT_EQ(CopySchedule::Build(rare.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
+  const SubLineTransposition alternating(2, 4, 1400, 3, 300);
+  EXPECT_NE(CopySchedule::Build(alternating.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
   const SubLineTransposition split(2, 4, 11000, 1, 100);
   EXPECT_NE(CopySchedule::Build(split.copies, {}, 2).mode(), CopySchedule::Mode::kSourceGroups);
   const SubLineTransposition split_runs(2, 4, 1400, 8, 100);  // two dims: each run beside the other sender's
