@@ -355,27 +355,30 @@ void CopySchedule::Group(bool whole, bool by_source) {
   }
 }
 
-// Whether strided copies holding 1/8 of the pass's bytes or more read
-// their source lines in parts: runs under a line, or runs of a few lines
-// (under 4 KiB, RunInterleaved's rows a turn) that start or end within one.
-// Such a line then feeds copies into different targets, whose groups,
-// apart, read it at different times.
+// Whether some strided copy reads its source lines in parts: runs under a
+// line, or runs of a few lines (under 4 KiB, RunInterleaved's rows a turn)
+// that start or end within one. Such a line then feeds copies into
+// different targets, whose groups, apart, read it at different times.
+// (Some, not most: f64 24x24 blocks on 1x8 into 64x64 on 2x4, 4133^2, whose
+// 192-byte runs split lines only on the senders of an uneven width, took
+// 15.5 ms a run with its groups apart and 7.7 joined, run along the row;
+// a rule of 1/8 of the bytes left them apart.)
 // (On the ranks, medians of 3 alternated runs in a build with the join
 // switched, not kept: f32 200x200 blocks on 1x8 into 64x64 on 1x8,
 // 5053^2, runs of 256 bytes at offsets of 800 bytes a block, 11.0 ms a
 // run apart, 7.4 joined; 200x200 on 4x2 into 24x24 on 4x2, 4992^2, 8.4 and
 // 7.4. docs/benchmarks.md, "Random block-cyclic pairs: one dim unlike".)
 bool CopySchedule::ReadsLinesInParts() const {
-  int64_t in_parts = 0;  // bytes of such copies: at least 1/8 of the pass (a few edge pieces do not join every group)
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
+    if (op.run_bytes < 64) return true;
     if (op.run_bytes > 4096) continue;
     bool whole = op.run_bytes % 64 == 0 && (c.src_delta + op.src_offset) % 64 == 0;
     const CopyDim* dims = c.program->dims.data() + op.first_dim;
     for (int32_t d = 0; d < op.num_dims && whole; ++d) whole = dims[d].src_stride % 64 == 0;
-    if (!whole) in_parts += c.program->OpBytes(op);
+    if (!whole) return true;
   }
-  return !strided_.empty() && 8 * in_parts >= strided_bytes_;
+  return false;
 }
 
 // Orders the copies of each destination group (`chains`, of up to

@@ -54,9 +54,9 @@ class CopySchedule {
   // 256 KiB.
   // Scattering runs that are not whole lines group by source only where
   // senders' pieces meet inside under 1/8 of the target lines
-  // (SplitLineBytes). Where copies holding 1/8 of the bytes or more read
-  // their source lines in parts (runs under a line, or under 4 KiB
-  // starting or ending inside one), destination groups whose copies read the same source spans run
+  // (SplitLineBytes). Where some strided copy reads its source lines in
+  // parts (runs under a line, or under 4 KiB starting or ending inside
+  // one), destination groups whose copies read the same source spans run
   // as one group (a source line then feeds several targets in one turn);
   // a group of one-dim copies of runs not all whole lines, some a line or
   // more, runs in the order its copies lie along a row (OrderAlongRows).
