@@ -402,6 +402,18 @@ TEST(CopySchedule, JoinedGroupsOfOneDimRunsRunAlongTheRow) {
     const CopySchedule s = CopySchedule::Build(copies, {}, 1);
     ASSERT_TRUE(s.mode() == CopySchedule::Mode::kGroups || s.mode() == CopySchedule::Mode::kSlicedGroups) << v.run;
     EXPECT_EQ(s.groups(), v.run % 64 == 0 ? 2 : 1) << v.run;  // whole lines: no line read in parts, no join
+    // Whatever the order, each target equals each copy run alone.
+    std::vector<std::vector<std::byte>> in(2, std::vector<std::byte>(static_cast<size_t>(3 * rows * src_row))),
+        want(2, std::vector<std::byte>(static_cast<size_t>(rows * dst_row))), got = want;
+    for (size_t b = 0; b < 2; ++b)
+      for (size_t i = 0; i < in[b].size(); ++i) in[b][i] = static_cast<std::byte>((i * 7 + b * 101) & 0xff);
+    for (const ScheduledCopy& c : copies)
+      RunCopy(p, *c.op, in[static_cast<size_t>(c.src)].data(), want[static_cast<size_t>(c.dst)].data(), 0, c.units);
+    ThreadPool pool(2);
+    const std::byte* srcs[] = {in[0].data(), in[1].data()};
+    std::byte* dsts[] = {got[0].data(), got[1].data()};
+    s.Run(pool, srcs, dsts);
+    EXPECT_EQ(got, want) << v.run << " " << v.two_dims;
     std::vector<int64_t> order;
     for (const ScheduledCopy& c : s.StridedForTesting()) order.push_back(c.op - p.ops.data());
     if (!v.along) {

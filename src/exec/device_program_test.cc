@@ -268,8 +268,9 @@ TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
 // Groups of one-dim copies unlike in strides, runs, rows and first rows
 // (RunInterleaved's loop for one dim: the group's fewest rows a turn; rows
 // streamed where the group streams and theirs allow, whole lines that start
-// off a line too): every split into parts, streamed or not, by source or
-// not, equals each copy run whole.
+// off a line too), each copy its own stretch of the target or all side by
+// side along shared rows: every split into parts, streamed or not, by
+// source or not, equals each copy run whole.
 TEST(CopyKernel, OneDimGroupsUnlikeEqualWhole) {
   std::mt19937_64 rng(41);
   auto draw = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -277,18 +278,35 @@ TEST(CopyKernel, OneDimGroupsUnlikeEqualWhole) {
   for (int trial = 0; trial < 400; ++trial) {
     CopyProgram p;
     const int64_t n = draw(1, 12);
-    int64_t in = 0, out = 0;
+    // Half the trials: the copies' runs side by side along shared target
+    // rows (pieces of one row meeting inside lines, as block-cyclic boxes
+    // do), each copy's place in the row 16-byte aligned or not; else each
+    // copy its own stretch of the target.
+    const bool shared = draw(0, 1) == 0;
+    std::vector<int64_t> run_of(static_cast<size_t>(n)), at_of(static_cast<size_t>(n));
+    int64_t width = 0;
     for (int64_t c = 0; c < n; ++c) {
-      const int64_t run = runs[draw(0, 11)], rows = draw(2, 20);
-      // Source rows at any stride and place; target rows 16-byte aligned
-      // but for one copy in four, each row past its run (no merge into one).
-      const int64_t ss = run + draw(0, 3) * 16 + draw(0, 1) * draw(1, 15), src_at = draw(0, 200);
-      const int64_t ds = run + draw(1, 4) * 16, dst_at = out + draw(0, 4) * 16 + (draw(0, 3) == 0 ? draw(1, 15) : 0);
+      run_of[static_cast<size_t>(c)] = runs[draw(0, 11)];
+      at_of[static_cast<size_t>(c)] = width;
+      width += run_of[static_cast<size_t>(c)] + (draw(0, 2) == 0 ? draw(1, 40) : 0);
+    }
+    const int64_t shared_rows = draw(2, 20), row_bytes = width + 16 * draw(0, 2);
+    int64_t in = 0, out = shared ? shared_rows * row_bytes : 0;
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t run = run_of[static_cast<size_t>(c)], rows = shared ? shared_rows : draw(2, 20);
+      // Source rows at any stride and place (rows a page apart in some
+      // trials: the next row's source prefetched); target rows 16-byte
+      // aligned but for one copy in four, each row past its run (no merge
+      // into one).
+      const int64_t ss = run + draw(0, 3) * 16 + draw(0, 1) * draw(1, 15) + draw(0, 1) * 4096, src_at = draw(0, 200);
+      const int64_t ds = shared ? row_bytes : run + draw(1, 4) * 16;
+      const int64_t dst_at =
+          shared ? at_of[static_cast<size_t>(c)] : out + draw(0, 4) * 16 + (draw(0, 3) == 0 ? draw(1, 15) : 0);
       const std::vector<int64_t> e = {rows, run}, s1 = {ss, 1}, d1 = {ds, 1};
       p.AddBox(e, src_at, s1, dst_at, d1, 1);
       ASSERT_EQ(p.ops.back().num_dims, 1);
       in = std::max(in, src_at + (rows - 1) * ss + run);
-      out = dst_at + rows * ds;
+      if (!shared) out = dst_at + rows * ds;
     }
     std::vector<std::byte> src(static_cast<size_t>(in));
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 29 + static_cast<size_t>(trial));
