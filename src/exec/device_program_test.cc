@@ -48,6 +48,22 @@ TEST(CopyProgram, MergesContiguousDims) {
   EXPECT_TRUE(empty.ops.empty());
 }
 
+// Every op of `p` from a source of `in` bytes (filled from `trial`) into
+// `want` (`out` bytes), each run whole by RunCopy, and a CopyRange of each
+// whole op reading that source (its destination for the caller to set).
+struct EachWhole {
+  std::vector<std::byte> src, want;
+  std::vector<CopyRange> copies;
+  EachWhole(const CopyProgram& p, int64_t in, int64_t out, int trial)
+      : src(static_cast<size_t>(in)), want(static_cast<size_t>(out)) {
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 29 + static_cast<size_t>(trial));
+    for (const CopyOp& op : p.ops) {
+      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
+      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
+    }
+  }
+};
+
 // RunCopy over any split of the rows equals one run over all of them.
 TEST(CopyKernel, SplitRowsEqualWhole) {
   for (int64_t eb : {1, 2, 4, 8, 12, 16, 24}) {
@@ -249,14 +265,9 @@ TEST(CopyKernel, RandomGroupsInterleavedEqualWhole) {
       }
       in = std::max(in, last);
     }
-    std::vector<std::byte> src(static_cast<size_t>(in));
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 29 + trial);
-    std::vector<std::byte> want(static_cast<size_t>(out));
-    std::vector<CopyRange> copies;
-    for (const CopyOp& op : p.ops) {
-      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
-      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
-    }
+    EachWhole whole(p, in, out, trial);
+    std::vector<CopyRange>& copies = whole.copies;
+    const std::vector<std::byte>& want = whole.want;
     const int64_t parts = draw(1, 5);
     std::vector<std::byte> got(static_cast<size_t>(out));
     for (CopyRange& c : copies) c.dst = got.data();
@@ -308,14 +319,9 @@ TEST(CopyKernel, OneDimGroupsUnlikeEqualWhole) {
       in = std::max(in, src_at + (rows - 1) * ss + run);
       if (!shared) out = dst_at + rows * ds;
     }
-    std::vector<std::byte> src(static_cast<size_t>(in));
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 29 + static_cast<size_t>(trial));
-    std::vector<std::byte> want(static_cast<size_t>(out));
-    std::vector<CopyRange> copies;
-    for (const CopyOp& op : p.ops) {
-      RunCopy(p, op, src.data(), want.data(), 0, CopyUnits(p, op));
-      copies.push_back({&p, &op, src.data(), nullptr, 0, CopyUnits(p, op)});
-    }
+    EachWhole whole(p, in, out, trial);
+    std::vector<CopyRange>& copies = whole.copies;
+    const std::vector<std::byte>& want = whole.want;
     const int64_t parts = draw(1, 4);
     for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
       for (bool by_source : {false, true}) {
