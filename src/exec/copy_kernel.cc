@@ -158,6 +158,22 @@ RowCopy RowCopyFor(const CopyProgram& p, const CopyOp& op, const std::byte* dst,
   return RowCopy::kMemcpy;
 }
 
+// A row as `kind` says, chosen per row: where copies of one loop differ in
+// kind.
+inline void CopyRowOf(RowCopy kind, std::byte* t, const std::byte* f, size_t run) {
+  switch (kind) {
+    case RowCopy::kStream:
+      CopyRowAs<RowCopy::kStream>(t, f, run);
+      break;
+    case RowCopy::kBlocks:
+      CopyRowAs<RowCopy::kBlocks>(t, f, run);
+      break;
+    case RowCopy::kMemcpy:
+      CopyRowAs<RowCopy::kMemcpy>(t, f, run);
+      break;
+  }
+}
+
 // Calls loop(copy), `copy(t, f, run)` copying `run` bytes from f to t as
 // `kind` copies a row, inlined into the loop (the kind a template argument
 // of each instance: no dispatch per row); true where it streamed (the
@@ -545,19 +561,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     }
     bool streamed = false;  // (before the turns, which overwrite `rows` as copies end)
     for (const Rows& x : rows) streamed = streamed || x.kind == RowCopy::kStream;
-    turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) {
-      switch (kind) {
-        case RowCopy::kStream:
-          CopyRowAs<RowCopy::kStream>(t, f, run);
-          break;
-        case RowCopy::kBlocks:
-          CopyRowAs<RowCopy::kBlocks>(t, f, run);
-          break;
-        case RowCopy::kMemcpy:
-          CopyRowAs<RowCopy::kMemcpy>(t, f, run);
-          break;
-      }
-    });
+    turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) { CopyRowOf(kind, t, f, run); });
     if (streamed) Fence();
     return;
   }
@@ -583,11 +587,8 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
           std::byte* t = cur.dst + cur.DstOffset(cur.o, cur.i);
           const std::byte* f = cur.src + cur.SrcOffset(cur.o, cur.i);
           if (++cur.i == cur.inner) cur.i = 0, ++cur.o;
-          switch (cur.kind) {
-            case RowCopy::kStream: CopyRowAs<RowCopy::kStream>(t, f, cur.run); streamed = true; break;
-            case RowCopy::kBlocks: CopyRowAs<RowCopy::kBlocks>(t, f, cur.run); break;
-            case RowCopy::kMemcpy: CopyRowAs<RowCopy::kMemcpy>(t, f, cur.run); break;
-          }
+          CopyRowOf(cur.kind, t, f, cur.run);
+          streamed = streamed || cur.kind == RowCopy::kStream;
         }
         next[k] = hi;
         if (hi < end[k]) live[kept++] = k;

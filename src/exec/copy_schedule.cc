@@ -41,6 +41,18 @@ std::pair<int32_t, int64_t> FirstByte(const ScheduledCopy& c, bool by_source) {
   return by_source ? std::pair(c.src, c.src_delta + c.op->src_offset) : std::pair(c.dst, c.op->dst_offset);
 }
 
+// Whether every run of copy `c` covers whole cache lines of its source
+// (`source`) or its target: runs of a multiple of 64 bytes at offsets and
+// strides of whole lines.
+bool WholeLines(const ScheduledCopy& c, bool source) {
+  const CopyOp& op = *c.op;
+  if (op.run_bytes % 64 != 0 || (source ? c.src_delta + op.src_offset : op.dst_offset) % 64 != 0) return false;
+  const CopyDim* dims = c.program->dims.data() + op.first_dim;
+  for (int32_t d = 0; d < op.num_dims; ++d)
+    if ((source ? dims[d].src_stride : dims[d].dst_stride) % 64 != 0) return false;
+  return true;
+}
+
 }  // namespace
 
 CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads) {
@@ -53,12 +65,13 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
     strided_units += c.units;
   }
   s.slices_ = std::max<int64_t>(threads, (s.strided_bytes_ + kSliceBytes - 1) / kSliceBytes);
+  std::vector<uint32_t> src_chain;  // each copy's source chain (SplitLineBytes)
   const size_t dst_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/true);
-  const size_t src_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/false);  // (each a sort: once)
+  const size_t src_spans = s.strided_.empty() ? 0 : s.Spans(/*dst=*/false, &src_chain);  // (each a sort: once)
   const bool slice = !s.strided_.empty() &&
                      strided_units >= kMinSliceRows * s.slices_ * static_cast<int64_t>(s.strided_.size()) &&
                      src_spans <= dst_spans;
-  if (s.ReadsBySource(src_spans, dst_spans))
+  if (s.ReadsBySource(src_spans, dst_spans, src_chain))
     s.mode_ = Mode::kSourceGroups;
   else
     s.mode_ = !slice ? Mode::kGroups : s.FillsRowsTogether(dst_spans) ? Mode::kSlicedGroups : Mode::kSlices;
@@ -94,22 +107,28 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
 // as in the canonical case and rows to columns), slices of every copy
 // read each source row once, in order, while grouping by destination would
 // read it in scattered pieces (measured: docs/benchmarks.md, "Block-cyclic
-// in one process").
-size_t CopySchedule::Spans(bool dst) const {
-  std::vector<Span> spans;
-  spans.reserve(strided_.size());
-  for (const ScheduledCopy& c : strided_) spans.push_back(dst ? DestinationSpan(c) : SourceSpan(c));
-  std::sort(spans.begin(), spans.end());
+// in one process"). `chain`, where given: each copy's span's index among
+// them (copies whose spans overlap, one chain).
+size_t CopySchedule::Spans(bool dst, std::vector<uint32_t>* chain) const {
+  const size_t n = strided_.size();
+  std::vector<Span> spans(n);
+  for (size_t k = 0; k < n; ++k) spans[k] = dst ? DestinationSpan(strided_[k]) : SourceSpan(strided_[k]);
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), uint32_t{0});
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return spans[a] < spans[b]; });
+  if (chain != nullptr) chain->assign(n, 0);
   size_t count = 0;
   int32_t buffer = -1;
   int64_t reach = 0;
-  for (const Span& s : spans) {
+  for (const uint32_t k : order) {
+    const Span& s = spans[k];
     if (count == 0 || s.buffer != buffer || s.begin >= reach) {
       ++count;
       buffer = s.buffer;
       reach = s.end;
     }
     reach = std::max(reach, s.end);
+    if (chain != nullptr) (*chain)[k] = static_cast<uint32_t>(count - 1);
   }
   return count;
 }
@@ -172,24 +191,22 @@ bool CopySchedule::FillsRowsTogether(size_t dst_spans) const {
 // line stay out: a target line would take its pieces from several turns
 // (bf16 8x8 blocks into 64x64: 0.17 of memcpy by source against 0.68 in
 // destination groups joined by source; bench/inprocess_other_cases.sh).
-bool CopySchedule::ReadsBySource(size_t src_spans, size_t dst_spans) const {
+bool CopySchedule::ReadsBySource(size_t src_spans, size_t dst_spans, const std::vector<uint32_t>& src_chain) const {
   if (strided_.empty() || strided_bytes_ < kStreamPassBytes || 2 * src_spans > strided_.size()) return false;
   bool whole_lines = true;
   int64_t short_bytes = 0;
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
     if (op.run_bytes < 64) short_bytes += c.program->OpBytes(op);
-    if (op.num_dims > 2 || op.run_bytes < 64 || op.run_bytes > 512 || op.run_bytes % 64 != 0 || op.dst_offset % 64 != 0)
-      whole_lines = false;
-    const CopyDim* dims = c.program->dims.data() + op.first_dim;
-    for (int32_t d = 0; d < op.num_dims && whole_lines; ++d) whole_lines = dims[d].dst_stride % 64 == 0;
+    whole_lines = whole_lines && op.num_dims <= 2 && op.run_bytes >= 64 && op.run_bytes <= 512 && WholeLines(c, false);
   }
-  return whole_lines ||
-         (8 * short_bytes <= strided_bytes_ && src_spans < dst_spans && 8 * SplitLineBytes() <= strided_bytes_);
+  return whole_lines || (8 * short_bytes <= strided_bytes_ && src_spans < dst_spans &&
+                         8 * SplitLineBytes(src_chain) <= strided_bytes_);
 }
 
 // About how many bytes of target lines two copies of different source
-// chains (spans that overlap: what a group by source runs together) both
+// chains (`chain`, Spans': spans that overlap, what a group by source runs
+// together) both
 // write, row after row: the first's run ending inside a line where the
 // second's begins, next to each other in the target. By source, each
 // chain's turns write their part of such a line at another time, and a
@@ -202,25 +219,10 @@ bool CopySchedule::ReadsBySource(size_t src_spans, size_t dst_spans) const {
 // pair counts a line a row (the fewer rows of the two) where they meet, and
 // another where runs that alternate along a row meet again (the second's
 // run and the first's next).
-int64_t CopySchedule::SplitLineBytes() const {
+int64_t CopySchedule::SplitLineBytes(const std::vector<uint32_t>& chain) const {
   const size_t n = strided_.size();
-  std::vector<uint32_t> order(n), chain(n);
+  std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), uint32_t{0});
-  std::vector<Span> spans(n);
-  for (size_t k = 0; k < n; ++k) spans[k] = SourceSpan(strided_[k]);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return spans[a] < spans[b]; });
-  uint32_t id = 0;
-  int32_t buffer = -1;
-  int64_t reach = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const Span& s = spans[order[i]];
-    if (i == 0 || s.buffer != buffer || s.begin >= reach) {
-      id += i > 0;
-      buffer = s.buffer, reach = s.end;
-    }
-    reach = std::max(reach, s.end);
-    chain[order[i]] = id;
-  }
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     return FirstByte(strided_[a], /*by_source=*/false) < FirstByte(strided_[b], /*by_source=*/false);
   });
@@ -372,11 +374,7 @@ bool CopySchedule::ReadsLinesInParts() const {
   for (const ScheduledCopy& c : strided_) {
     const CopyOp& op = *c.op;
     if (op.run_bytes < 64) return true;
-    if (op.run_bytes > 4096) continue;
-    bool whole = op.run_bytes % 64 == 0 && (c.src_delta + op.src_offset) % 64 == 0;
-    const CopyDim* dims = c.program->dims.data() + op.first_dim;
-    for (int32_t d = 0; d < op.num_dims && whole; ++d) whole = dims[d].src_stride % 64 == 0;
-    if (!whole) return true;
+    if (op.run_bytes <= 4096 && !WholeLines(c, true)) return true;
   }
   return false;
 }
@@ -408,22 +406,20 @@ void CopySchedule::OrderAlongRows(const std::vector<Chain>& chains, size_t max_c
     };
     return fraction(c.src_delta + op.src_offset, d.src_stride) + fraction(op.dst_offset, d.dst_stride);
   };
+  std::vector<std::pair<double, ScheduledCopy>> keyed;
   for (const Chain& g : chains) {
     if (g.end - g.begin < 2 || g.end - g.begin > max_copies) continue;  // (a longer one runs in batches, in order)
     bool one_dim = true, whole_lines = true, long_runs = false;
     for (size_t k = g.begin; k < g.end && one_dim; ++k) {
-      const ScheduledCopy& c = strided_[k];
-      const CopyOp& op = *c.op;
-      one_dim = op.num_dims == 1;
-      if (!one_dim) break;
-      long_runs = long_runs || op.run_bytes >= 64;
-      whole_lines = whole_lines && op.run_bytes % 64 == 0 && op.dst_offset % 64 == 0 &&
-                    c.program->dims[static_cast<size_t>(op.first_dim)].dst_stride % 64 == 0;
+      one_dim = strided_[k].op->num_dims == 1;
+      long_runs = long_runs || strided_[k].op->run_bytes >= 64;
+      whole_lines = whole_lines && WholeLines(strided_[k], false);
     }
     if (!one_dim || whole_lines || !long_runs) continue;
-    std::stable_sort(strided_.begin() + static_cast<std::ptrdiff_t>(g.begin),
-                     strided_.begin() + static_cast<std::ptrdiff_t>(g.end),
-                     [&](const ScheduledCopy& a, const ScheduledCopy& b) { return along(a) < along(b); });
+    keyed.clear();
+    for (size_t k = g.begin; k < g.end; ++k) keyed.emplace_back(along(strided_[k]), strided_[k]);
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t k = g.begin; k < g.end; ++k) strided_[k] = keyed[k - g.begin].second;
   }
 }
 

@@ -108,12 +108,13 @@ class CopySchedule {
     size_t begin, end;
     int64_t lo, hi;
   };
-  size_t Spans(bool dst) const;
+  size_t Spans(bool dst, std::vector<uint32_t>* chain = nullptr) const;
   int64_t StridedTasks() const;  // the tasks before the contiguous copies' chunks
   bool FillsRowsTogether(size_t dst_spans) const;
-  // `src_spans`, `dst_spans`: Spans(false), Spans(true).
-  bool ReadsBySource(size_t src_spans, size_t dst_spans) const;
-  int64_t SplitLineBytes() const;
+  // `src_spans`, `dst_spans`: Spans(false), Spans(true); `src_chain`:
+  // Spans(false)'s chain of each copy.
+  bool ReadsBySource(size_t src_spans, size_t dst_spans, const std::vector<uint32_t>& src_chain) const;
+  int64_t SplitLineBytes(const std::vector<uint32_t>& chain) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
   // by_source: groups by the source rows copies read (kSourceGroups).
   void Group(bool whole, bool by_source);
