@@ -269,6 +269,55 @@ TEST(ThreadBoxes, RowsEndingInAPieceOfAnotherLengthFoldApart) {
   EXPECT_EQ(got, want);
 }
 
+// A box of 16 planes or more whose rows are pieces of a line or more is
+// copied as columns, a one-dim copy down the rows for each piece of a row
+// (the copy schedule's loop for one-dim copies takes them); with fewer
+// rows, or pieces under a line, it stays one copy of two dims.
+TEST(ThreadBoxes, ManyRowsOfLinePiecesAreCopiedAsColumns) {
+  for (const auto& [rows, piece] : {std::pair<int64_t, int64_t>{16, 64}, {40, 96}, {15, 64}, {16, 32}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows of 3 pieces of " << piece << " bytes");
+    // Each row: 3 pieces, 2 * piece apart in the input (rows of 1 KiB),
+    // 3 * piece apart in the output (rows of 2 KiB), sent in row order.
+    std::vector<ByteRun> in, out;
+    int64_t staged = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < 3; ++j, staged += piece) {
+        in.push_back({r * 1024 + j * 2 * piece, staged, piece});
+        out.push_back({r * 2048 + 8 + j * 3 * piece, staged, piece});
+      }
+    const DeviceProgram sender = OneMessage(true, in), receiver = OneMessage(false, out);
+    const std::unique_ptr<BoxCopies> paired = PairOf(sender, receiver);
+    ASSERT_NE(paired, nullptr);
+    EXPECT_EQ(paired->program.bytes, staged);
+    if (rows >= 16 && piece >= 64) {
+      ASSERT_EQ(paired->program.ops.size(), 3u);
+      for (size_t j = 0; j < 3; ++j) {
+        const CopyOp& op = paired->program.ops[j];
+        EXPECT_EQ(op.src_offset, static_cast<int64_t>(j) * 2 * piece);
+        EXPECT_EQ(op.dst_offset, 8 + static_cast<int64_t>(j) * 3 * piece);
+        EXPECT_EQ(op.run_bytes, piece);
+        ASSERT_EQ(op.num_dims, 1);
+        EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim)],
+                  (CopyDim{.count = rows, .src_stride = 1024, .dst_stride = 2048}));
+      }
+    } else {
+      ASSERT_EQ(paired->program.ops.size(), 1u);
+      const CopyOp& op = paired->program.ops[0];
+      ASSERT_EQ(op.num_dims, 2);
+      EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim)],
+                (CopyDim{.count = rows, .src_stride = 1024, .dst_stride = 2048}));
+      EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim) + 1],
+                (CopyDim{.count = 3, .src_stride = 2 * piece, .dst_stride = 3 * piece}));
+    }
+    const std::vector<std::byte> got = Deliver(sender, receiver, rows * 1024, rows * 2048);
+    const std::vector<std::byte> src = Bytes(rows * 1024, 0);
+    std::vector<std::byte> want(static_cast<size_t>(rows * 2048), std::byte{0xee});
+    for (size_t k = 0; k < in.size(); ++k)
+      std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
+    EXPECT_EQ(got, want);
+  }
+}
+
 // Rows whose pieces lie a page or more apart stay copies of their own:
 // folded into planes they made boxes whose spans reached far beyond their
 // bytes, which chain every copy they overlap into one group of the copy
