@@ -263,7 +263,8 @@ int64_t SourcePlanes(const CopyProgram& p, const CopyOp& op) {
 namespace {
 
 // RunInterleaved's planes by source (copy_kernel.h): true if it ran them,
-// false (nothing done) where the copies are not such planes. A copy of one
+// false (nothing done) where the copies are not such planes; `*streamed`:
+// whether they streamed (unfenced, as RunInterleavedUnfenced). A copy of one
 // dim is planes of one run, or of as many runs as make a cache line where
 // they are shorter: then a turn writes a line of each copy whose runs lie
 // end to end in its target, whole (f32 8x8 blocks on 8x1 into 8x8 on 1x8,
@@ -271,7 +272,8 @@ namespace {
 // 0.68 of memcpy a run a turn, 0.82 two). Copies may differ in their runs, counts and
 // strides (an uneven shard's copies have fewer rows), not in how a run is
 // copied; turn j copies plane j of each copy's part that has one.
-bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes) {
+bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
+                     bool* streamed) {
   struct Planes {
     const std::byte* src;
     std::byte* dst;
@@ -314,7 +316,7 @@ bool RunSourcePlanes(std::span<const CopyRange> copies, int64_t part, int64_t pa
         for (int64_t i = 0; i < inner; ++i) copy(t + i * p.inner_dst_stride, f + i * p.inner_src_stride, run);
       }
   };
-  if (WithRowCopy(kind, turns)) Fence();
+  *streamed = WithRowCopy(kind, turns);
   return true;
 }
 
@@ -330,9 +332,17 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
 
 }  // namespace
 
+void FenceStreamingStores() { Fence(); }
+
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
                     bool by_source) {
-  if (by_source && RunSourcePlanes(copies, part, parts, together_bytes)) return;
+  if (RunInterleavedUnfenced(copies, part, parts, together_bytes, by_source)) Fence();
+}
+
+bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
+                            bool by_source) {
+  if (bool streamed = false; by_source && RunSourcePlanes(copies, part, parts, together_bytes, &streamed))
+    return streamed;
   // Rows of each copy per turn. A copy of one strided dim (a box's rows)
   // takes one row per turn where its rows are short: the copies of a group
   // are sorted by destination (by source where by_source: then it reads
@@ -453,7 +463,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
                 copy(cursor[k].dst + row * c0.dst_stride, f, c0.run);
               }
             }
-          return;
+          return;  // (from the lambda)
         }
         // Two dims: row r = o * inner + i, stepped without a division per
         // row; a turn's rows' offsets, the same for every copy, once.
@@ -481,8 +491,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
         else
           loops(copy, std::false_type{});
       };
-      if (WithRowCopy(c0.kind, turns)) Fence();
-      return;
+      return WithRowCopy(c0.kind, turns);
     }
   }
   // Copies of one dim unlike in strides, runs or rows (senders of
@@ -552,18 +561,14 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
         live = kept;
       }
     };
-    if (alike) {
-      if (WithRowCopy(cursor[0].kind, [&](auto copy) {
-            turns([&](std::byte* t, const std::byte* f, size_t run, RowCopy) { copy(t, f, run); });
-          }))
-        Fence();
-      return;
-    }
+    if (alike)
+      return WithRowCopy(cursor[0].kind, [&](auto copy) {
+        turns([&](std::byte* t, const std::byte* f, size_t run, RowCopy) { copy(t, f, run); });
+      });
     bool streamed = false;  // (before the turns, which overwrite `rows` as copies end)
     for (const Rows& x : rows) streamed = streamed || x.kind == RowCopy::kStream;
     turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) { CopyRowOf(kind, t, f, run); });
-    if (streamed) Fence();
-    return;
+    return streamed;
   }
   // The copies with rows left, in their order: copies of a group can differ
   // in length by thousands of rows (an 8x8 block's folded planes beside a
@@ -605,7 +610,7 @@ void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t par
     }
     live.resize(kept);
   }
-  if (streamed) Fence();
+  return streamed;
 }
 
 }  // namespace reshard

@@ -525,7 +525,8 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
   auto dst_of = [&](const ScheduledCopy& c) { return dsts[static_cast<size_t>(c.dst)]; };
   const int64_t groups = static_cast<int64_t>(tasks_.size());
   const int64_t first = StridedTasks();
-  // Part `part` of `parts` of strided_[begin, end), interleaved.
+  // Part `part` of `parts` of strided_[begin, end), interleaved; true
+  // where it streamed, unfenced (the caller fences).
   auto interleave = [&](size_t begin, size_t end, int64_t part, int64_t parts) {
     thread_local std::vector<CopyRange> ranges;
     ranges.clear();
@@ -533,7 +534,7 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
       const ScheduledCopy& c = strided_[i];
       ranges.push_back({c.program, c.op, src_of(c), dst_of(c), 0, c.units});
     }
-    RunInterleaved(ranges, part, parts, strided_bytes_, /*by_source=*/mode_ == Mode::kSourceGroups);
+    return RunInterleavedUnfenced(ranges, part, parts, strided_bytes_, /*by_source=*/mode_ == Mode::kSourceGroups);
   };
   if (k < first) {
     switch (mode_) {
@@ -548,19 +549,24 @@ void CopySchedule::RunTask(int64_t k, std::span<const std::byte* const> srcs, st
         // slice at once (1.13 of memcpy against 0.94 at 256 MiB with each
         // thread a slice of its own, every group of it in turn).
         const Task& t = tasks_[static_cast<size_t>(k % groups)];
-        interleave(t.begin, t.end, k / groups, slices_);
+        if (interleave(t.begin, t.end, k / groups, slices_)) FenceStreamingStores();
         return;
       }
       case Mode::kGroups:
       case Mode::kSourceGroups: {
         const Task& t = tasks_[static_cast<size_t>(k)];
         if (t.parts > 0) {
-          interleave(t.begin, t.end, t.part, t.parts);
+          if (interleave(t.begin, t.end, t.part, t.parts)) FenceStreamingStores();
           return;
         }
-        // A batch: its groups begin at batched_[t.part], ... until t.end.
+        // A batch: its groups begin at batched_[t.part], ... until t.end;
+        // one fence for all (RunInterleavedUnfenced says why).
+        bool streamed = false;
         for (size_t g = static_cast<size_t>(t.part); g < batched_.size() && batched_[g] < t.end; ++g)
-          interleave(batched_[g], g + 1 < batched_.size() && batched_[g + 1] < t.end ? batched_[g + 1] : t.end, 0, 1);
+          streamed = interleave(batched_[g],
+                                g + 1 < batched_.size() && batched_[g + 1] < t.end ? batched_[g + 1] : t.end, 0, 1) ||
+                     streamed;
+        if (streamed) FenceStreamingStores();
         return;
       }
     }

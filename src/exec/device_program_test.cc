@@ -399,6 +399,47 @@ TEST(CopyKernel, SourcePlanesEqualWhole) {
   }
 }
 
+// RunInterleavedUnfenced says whether it streamed on every path (its
+// caller fences only then), and copies as RunInterleaved does: groups of
+// copies alike, of one dim unlike in strides, of two dims unlike (the
+// general turns) and by source; runs that stream (in a pass beyond the
+// caches, 16-byte multiples) and runs that do not.
+TEST(CopyKernel, UnfencedSaysWhereItStreamed) {
+  enum class Group { kAlike, kOneDimUnlike, kTwoDimUnlike, kBySource };
+  for (Group g : {Group::kAlike, Group::kOneDimUnlike, Group::kTwoDimUnlike, Group::kBySource}) {
+    for (int64_t run : {64, 48, 24}) {
+      // Four copies of 9 rows (of 3 rows each, two dims), copy c writing
+      // slot c of each target line of 4 * run bytes; copy 1 reading rows
+      // twice as far apart (one dim unlike) or rows of 2 runs (two dims).
+      CopyProgram p;
+      const int64_t rows = 9, line = 4 * run, src_row = 8 * run;
+      for (int64_t c = 0; c < 4; ++c) {
+        const bool odd = c == 1;
+        if (g == Group::kTwoDimUnlike) {
+          const std::vector<int64_t> e = {rows, odd ? 2 : 3, run}, ss = {3 * src_row, src_row, 1},
+                                     ds = {3 * line, line, 1};
+          p.AddBox(e, c * run, ss, c * run, ds, 1);
+        } else {
+          const std::vector<int64_t> e = {rows, run},
+                                     ss = {g == Group::kOneDimUnlike && odd ? 2 * src_row : src_row, 1}, ds = {line, 1};
+          p.AddBox(e, c * run, ss, c * run, ds, 1);
+        }
+      }
+      EachWhole each(p, 3 * rows * 2 * src_row, 3 * rows * line, static_cast<int>(run));
+      for (int64_t together : {int64_t{0}, kStreamPassBytes}) {
+        std::vector<std::byte> got(each.want.size() + 64);
+        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        for (CopyRange& c : each.copies) c.dst = at;
+        const bool streamed = RunInterleavedUnfenced(each.copies, 0, 1, together, g == Group::kBySource);
+        FenceStreamingStores();
+        EXPECT_EQ(streamed, together > 0 && run % 16 == 0) << static_cast<int>(g) << " " << run << " " << together;
+        EXPECT_EQ(std::memcmp(at, each.want.data(), each.want.size()), 0)
+            << static_cast<int>(g) << " " << run << " " << together;
+      }
+    }
+  }
+}
+
 // What an executor keeps of a program is keyed on its id: a copy (new
 // arrays) gets a new id, a move carries it with the arrays, and a program
 // compiled where a destroyed one lived never takes the old one's.
