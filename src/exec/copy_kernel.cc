@@ -197,8 +197,8 @@ bool WithRowCopy(RowCopy kind, Loop&& loop) {
 
 // RunCopy, leaving the fence after streaming stores to the caller: true when
 // it streamed.
-bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
-                  int64_t together_bytes) {
+[[nodiscard]] bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst,
+                                int64_t lo, int64_t hi, int64_t together_bytes) {
   src += op.src_offset;
   dst += op.dst_offset;
   if (op.num_dims == 0) {
@@ -229,19 +229,19 @@ bool CopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, 
   return WithRowCopy(kind, rows);
 }
 
+}  // namespace
+
 // Orders streaming stores before whatever the caller does next (another
 // thread may read the destination once the pool's loop ends).
-void Fence() {
+void FenceStreamingStores() {
 #if defined(__SSE2__)
   _mm_sfence();
 #endif
 }
 
-}  // namespace
-
 void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
              int64_t together_bytes) {
-  if (CopyUnfenced(p, op, src, dst, lo, hi, together_bytes)) Fence();
+  if (CopyUnfenced(p, op, src, dst, lo, hi, together_bytes)) FenceStreamingStores();
 }
 
 namespace {
@@ -332,11 +332,9 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
 
 }  // namespace
 
-void FenceStreamingStores() { Fence(); }
-
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
                     bool by_source) {
-  if (RunInterleavedUnfenced(copies, part, parts, together_bytes, by_source)) Fence();
+  if (RunInterleavedUnfenced(copies, part, parts, together_bytes, by_source)) FenceStreamingStores();
 }
 
 bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,

@@ -401,27 +401,38 @@ TEST(CopyKernel, SourcePlanesEqualWhole) {
 
 // RunInterleavedUnfenced says whether it streamed on every path (its
 // caller fences only then), and copies as RunInterleaved does: groups of
-// copies alike, of one dim unlike in strides, of two dims unlike (the
-// general turns) and by source; runs that stream (in a pass beyond the
-// caches, 16-byte multiples) and runs that do not.
+// copies alike; of one dim unlike in strides, their copies alike or not
+// (one copy's runs 8 bytes shorter: copied without streaming beside
+// copies that stream); of two dims unlike, or with a contiguous copy among
+// them (the general turns); and by source. Runs that stream (in a pass
+// beyond the caches, 16-byte multiples) and runs that do not.
 TEST(CopyKernel, UnfencedSaysWhereItStreamed) {
-  enum class Group { kAlike, kOneDimUnlike, kTwoDimUnlike, kBySource };
-  for (Group g : {Group::kAlike, Group::kOneDimUnlike, Group::kTwoDimUnlike, Group::kBySource}) {
+  enum class Group { kAlike, kOneDimUnlike, kKindsUnlike, kTwoDimUnlike, kContiguous, kBySource };
+  for (Group g : {Group::kAlike, Group::kOneDimUnlike, Group::kKindsUnlike, Group::kTwoDimUnlike, Group::kContiguous,
+                  Group::kBySource}) {
     for (int64_t run : {64, 48, 24}) {
       // Four copies of 9 rows (of 3 rows each, two dims), copy c writing
       // slot c of each target line of 4 * run bytes; copy 1 reading rows
-      // twice as far apart (one dim unlike) or rows of 2 runs (two dims).
+      // twice as far apart (one dim unlike), runs 8 bytes shorter too
+      // (kinds unlike), rows of 2 runs (two dims), or one run (contiguous).
       CopyProgram p;
       const int64_t rows = 9, line = 4 * run, src_row = 8 * run;
       for (int64_t c = 0; c < 4; ++c) {
         const bool odd = c == 1;
         if (g == Group::kTwoDimUnlike) {
-          const std::vector<int64_t> e = {rows, odd ? 2 : 3, run}, ss = {3 * src_row, src_row, 1},
+          // (Planes 4 source rows apart: the dims do not merge.)
+          const std::vector<int64_t> e = {rows, odd ? 2 : 3, run}, ss = {4 * src_row, src_row, 1},
                                      ds = {3 * line, line, 1};
           p.AddBox(e, c * run, ss, c * run, ds, 1);
+          ASSERT_EQ(p.ops.back().num_dims, 2);
+        } else if (g == Group::kContiguous && odd) {
+          const std::vector<int64_t> e = {run}, ss = {1}, ds = {1};
+          p.AddBox(e, c * run, ss, c * run, ds, 1);
+          ASSERT_EQ(p.ops.back().num_dims, 0);
         } else {
-          const std::vector<int64_t> e = {rows, run},
-                                     ss = {g == Group::kOneDimUnlike && odd ? 2 * src_row : src_row, 1}, ds = {line, 1};
+          const bool unlike = (g == Group::kOneDimUnlike || g == Group::kKindsUnlike) && odd;
+          const std::vector<int64_t> e = {rows, g == Group::kKindsUnlike && odd ? run - 8 : run},
+                                     ss = {unlike ? 2 * src_row : src_row, 1}, ds = {line, 1};
           p.AddBox(e, c * run, ss, c * run, ds, 1);
         }
       }

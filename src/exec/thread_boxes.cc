@@ -195,9 +195,11 @@ void ForEachPiece(const ThreadBoxes& sender, const ThreadBoxes::Message& sent, c
 
 // Planes shorter than this fold into one copy (BoxFolder::EndRow says why).
 constexpr int64_t kFoldPlaneBytes = 4096;
-// A folded box of this many planes or more whose rows are pieces of a
-// cache line or more is copied as columns (BoxFolder::EmitPlane says why).
+// A folded box of kColumnPlanes planes or more whose rows are pieces of
+// kColumnRunBytes (a cache line) or more is copied as columns
+// (BoxFolder::EmitPlane says why).
 constexpr int64_t kColumnPlanes = 16;
+constexpr int64_t kColumnRunBytes = 64;
 
 // Folds pieces (from, to, bytes), in the order given, back into box copies
 // of up to two strided dims: a piece that extends a box's last one on both
@@ -335,22 +337,26 @@ class BoxFolder {
 
   void EmitPlane(Plane& p) {
     if (p.planes == 0) return;
-    // A box of many planes whose rows are pieces of a line or more
-    // each (a sender's blocks along a row, all for one target: f64 48x48
-    // blocks on 1x8 into 16x16 on 1x8) is copied as columns, a copy of one
-    // dim down the planes for each piece of a row, as the pool's direct
-    // copies are: the copy schedule runs groups of one-dim copies in one
-    // loop along the rows (RunInterleaved, OrderAlongRows), while a copy of
-    // two dims whose inner rows lie apart takes a row of its pieces a turn.
-    // 4096^2 f64 48x48 blocks into 16x16 on 1x8: 7.7 ms a run folded, 5.1
-    // as columns; f32 200x200 on 1x8 into 64x64 on 1x8, 5053^2: 6.3 and 4.4
-    // (on the ranks, medians of 5 alternated runs, builds with the rule
-    // switched, not kept). Runs under a line stay folded (a row of them
-    // writes parts of the same target lines: bf16 and f32 canonical cases
-    // with 16 and 32-byte runs took 1.4 to 1.6 times as long as columns),
-    // as do boxes of fewer planes (8-row blocks as columns of 8 rows: f64
-    // 8x8 blocks on 4x2 into 200x200 on 1x8, 3584^2, 7.4 ms, 5.6 folded).
-    if (p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= 64) {
+    // A box of kColumnPlanes planes or more whose rows are pieces of a line
+    // or more each (a sender's blocks along a row, all for one target: f64
+    // 48x48 blocks on 1x8 into 16x16 on 1x8) is copied as columns, a copy
+    // of one dim down the planes for each piece of a row, as the pool's
+    // direct copies are: the copy schedule runs groups of one-dim copies in
+    // one loop along the rows (RunInterleaved, OrderAlongRows), while a
+    // copy of two dims whose inner rows lie apart takes a row of its pieces
+    // a turn. 4096^2 f64 48x48 blocks into 16x16 on 1x8: 7.74 ms a run
+    // folded, 5.24 as columns; f32 200x200 on 1x8 into 64x64 on 1x8,
+    // 5053^2: 6.31 and 4.46 (on the ranks, medians of 5 alternated runs,
+    // builds with the rule switched, not kept). Runs under a line stay
+    // folded: a row of them writes parts of the same target lines, and as
+    // columns the bf16 canonical case (16-byte runs) took 6.21 ms against
+    // 4.33 and the f32 one with eight senders a row (32 bytes) 13.3 against
+    // 8.6. So do boxes of fewer planes (8-row blocks as columns of 8 rows:
+    // f64 8x8 blocks on 4x2 into 200x200 on 1x8, 3584^2, 7.40 ms against
+    // 5.60 folded). Columns are more ops than the box: Pair's choice of the
+    // direct copies where they are fewer counts them, as it counts the
+    // direct copies, which have the columns' shape.
+    if (p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) {
       for (int64_t i = 0; i < p.row.count; ++i) {
         program_.ops.push_back(CopyOp{.src_offset = p.row.from + i * p.row.from_stride,
                                       .dst_offset = p.row.to + i * p.row.to_stride,

@@ -44,8 +44,8 @@ struct BoxRun {
 // One box exchange of every rank of a Comm as copies straight from each
 // sender's input into its receiver's output: each message's two walks
 // paired, the pieces folded back into boxes (a run repeated at fixed
-// strides, up to two dims; a box of many rows of pieces of a cache line or
-// more, as columns of one dim), or, where every received message's direct
+// strides, up to two dims; a box of 16 planes or more of rows of pieces of
+// a cache line or more, as columns of one dim), or, where every received message's direct
 // copies were compiled and they are fewer ops than the folded boxes, those
 // (the boxes the layouts' blocks intersect in: pairing walks a message in
 // its staged order, which can cut a column of rows into many short

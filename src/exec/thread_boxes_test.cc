@@ -318,6 +318,31 @@ TEST(ThreadBoxes, ManyRowsOfLinePiecesAreCopiedAsColumns) {
   }
 }
 
+// A rank's local boxes refolded into columns: two boxes of 16 rows of 64
+// bytes, side by side in its rows, refold in destination order into rows
+// of two pieces, 16 planes of them, and so into the two columns they were.
+TEST(ThreadBoxes, LocalBoxesOfLinePiecesRefoldIntoColumns) {
+  DeviceProgram p;
+  p.pack_begin = {0};
+  p.unpack_begin = {0};
+  const int64_t extent[] = {16, 64}, in_rows[] = {512, 1}, out_rows[] = {1024, 1};
+  p.local.AddBox(extent, 0, in_rows, 0, out_rows, 1);
+  p.local.AddBox(extent, 128, in_rows, 192, out_rows, 1);
+  const std::unique_ptr<BoxCopies> paired = PairAlone(p);
+  ASSERT_NE(paired, nullptr);
+  ASSERT_EQ(paired->program.ops.size(), 2u);
+  for (size_t j = 0; j < 2; ++j) {
+    const CopyOp& op = paired->program.ops[j];
+    EXPECT_EQ(op.src_offset, static_cast<int64_t>(j) * 128);
+    EXPECT_EQ(op.dst_offset, static_cast<int64_t>(j) * 192);
+    EXPECT_EQ(op.run_bytes, 64);
+    ASSERT_EQ(op.num_dims, 1);
+    EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim)],
+              (CopyDim{.count = 16, .src_stride = 512, .dst_stride = 1024}));
+  }
+  ExpectWritesAsLocalCopies(p.local, *paired, 16 * 512, 16 * 1024);
+}
+
 // Rows whose pieces lie a page or more apart stay copies of their own:
 // folded into planes they made boxes whose spans reached far beyond their
 // bytes, which chain every copy they overlap into one group of the copy
