@@ -150,6 +150,23 @@ void ExpectWritesAsLocalCopies(const CopyProgram& local, const BoxCopies& paired
   EXPECT_EQ(got, want);
 }
 
+// Expects `p` to be n copies of one dim, copy k reading at src.first + k *
+// src.second and writing at dst.first + k * dst.second, runs of `run` bytes
+// repeated over `dim`.
+void ExpectOneDimCopies(const CopyProgram& p, size_t n, std::pair<int64_t, int64_t> src,
+                        std::pair<int64_t, int64_t> dst, int64_t run, const CopyDim& dim) {
+  ASSERT_EQ(p.ops.size(), n);
+  for (size_t k = 0; k < n; ++k) {
+    const CopyOp& op = p.ops[k];
+    const int64_t i = static_cast<int64_t>(k);
+    EXPECT_EQ(op.src_offset, src.first + i * src.second) << k;
+    EXPECT_EQ(op.dst_offset, dst.first + i * dst.second) << k;
+    EXPECT_EQ(op.run_bytes, run) << k;
+    ASSERT_EQ(op.num_dims, 1) << k;
+    EXPECT_EQ(p.dims[static_cast<size_t>(op.first_dim)], dim) << k;
+  }
+}
+
 TEST(ThreadBoxes, RunsListedOutOfStagedOrderAreWalkedInIt) {
   // The message: input bytes 8..11, then 0..3 (listed the other way); the
   // receiver writes its first 2 bytes at 10 and the other 6 at 0.
@@ -209,16 +226,8 @@ TEST(ThreadBoxes, PlanesOfAPageOrMoreAreNotFolded) {
   const auto [sender, receiver] = OneBox(extent, tight, 0, wide);
   const std::unique_ptr<BoxCopies> direct = PairOf(sender, receiver);
   ASSERT_NE(direct, nullptr);
-  ASSERT_EQ(direct->program.ops.size(), 3u);
-  for (size_t k = 0; k < 3; ++k) {
-    const CopyOp& op = direct->program.ops[k];
-    EXPECT_EQ(op.src_offset, static_cast<int64_t>(k) * 4096);
-    EXPECT_EQ(op.dst_offset, static_cast<int64_t>(k) * 20480);
-    EXPECT_EQ(op.run_bytes, 64);
-    ASSERT_EQ(op.num_dims, 1);
-    EXPECT_EQ(direct->program.dims[static_cast<size_t>(op.first_dim)],
-              (CopyDim{.count = 64, .src_stride = 64, .dst_stride = 128}));
-  }
+  ExpectOneDimCopies(direct->program, 3, {0, 4096}, {0, 20480}, 64,
+                     CopyDim{.count = 64, .src_stride = 64, .dst_stride = 128});
   EXPECT_EQ(direct->program.bytes, 3 * 4096);
 }
 
@@ -290,16 +299,8 @@ TEST(ThreadBoxes, ManyRowsOfLinePiecesAreCopiedAsColumns) {
     ASSERT_NE(paired, nullptr);
     EXPECT_EQ(paired->program.bytes, staged);
     if (rows >= 16 && piece >= 64) {
-      ASSERT_EQ(paired->program.ops.size(), 3u);
-      for (size_t j = 0; j < 3; ++j) {
-        const CopyOp& op = paired->program.ops[j];
-        EXPECT_EQ(op.src_offset, static_cast<int64_t>(j) * 2 * piece);
-        EXPECT_EQ(op.dst_offset, 8 + static_cast<int64_t>(j) * 3 * piece);
-        EXPECT_EQ(op.run_bytes, piece);
-        ASSERT_EQ(op.num_dims, 1);
-        EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim)],
-                  (CopyDim{.count = rows, .src_stride = 1024, .dst_stride = 2048}));
-      }
+      ExpectOneDimCopies(paired->program, 3, {0, 2 * piece}, {8, 3 * piece}, piece,
+                         CopyDim{.count = rows, .src_stride = 1024, .dst_stride = 2048});
     } else {
       ASSERT_EQ(paired->program.ops.size(), 1u);
       const CopyOp& op = paired->program.ops[0];
@@ -330,16 +331,8 @@ TEST(ThreadBoxes, LocalBoxesOfLinePiecesRefoldIntoColumns) {
   p.local.AddBox(extent, 128, in_rows, 192, out_rows, 1);
   const std::unique_ptr<BoxCopies> paired = PairAlone(p);
   ASSERT_NE(paired, nullptr);
-  ASSERT_EQ(paired->program.ops.size(), 2u);
-  for (size_t j = 0; j < 2; ++j) {
-    const CopyOp& op = paired->program.ops[j];
-    EXPECT_EQ(op.src_offset, static_cast<int64_t>(j) * 128);
-    EXPECT_EQ(op.dst_offset, static_cast<int64_t>(j) * 192);
-    EXPECT_EQ(op.run_bytes, 64);
-    ASSERT_EQ(op.num_dims, 1);
-    EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim)],
-              (CopyDim{.count = 16, .src_stride = 512, .dst_stride = 1024}));
-  }
+  ExpectOneDimCopies(paired->program, 2, {0, 128}, {0, 192}, 64,
+                     CopyDim{.count = 16, .src_stride = 512, .dst_stride = 1024});
   ExpectWritesAsLocalCopies(p.local, *paired, 16 * 512, 16 * 1024);
 }
 
