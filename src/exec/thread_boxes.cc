@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <initializer_list>
 #include <string_view>
 #include <utility>
 
@@ -356,35 +357,35 @@ class BoxFolder {
     // 5.60 folded). Columns are more ops than the box: Pair's choice of the
     // direct copies where they are fewer counts them, as it counts the
     // direct copies, which have the columns' shape.
+    const CopyDim planes{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride};
     if (p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) {
-      for (int64_t i = 0; i < p.row.count; ++i) {
-        program_.ops.push_back(CopyOp{.src_offset = p.row.from + i * p.row.from_stride,
-                                      .dst_offset = p.row.to + i * p.row.to_stride,
-                                      .run_bytes = p.row.run,
-                                      .first_dim = static_cast<int32_t>(program_.dims.size()),
-                                      .num_dims = 1});
-        program_.dims.push_back(CopyDim{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride});
-        program_.bytes += p.planes * p.row.run;
-        tags_.push_back(peer_);
-      }
-      p = Plane{};
-      return;
+      for (int64_t i = 0; i < p.row.count; ++i)
+        Emit(p.row.from + i * p.row.from_stride, p.row.to + i * p.row.to_stride, p.row.run, {planes});
+    } else {
+      Emit(p.row.from, p.row.to, p.row.run,
+           {planes, CopyDim{.count = p.row.count, .src_stride = p.row.from_stride, .dst_stride = p.row.to_stride}});
     }
-    CopyOp op{.src_offset = p.row.from, .dst_offset = p.row.to, .run_bytes = p.row.run,
-              .first_dim = static_cast<int32_t>(program_.dims.size()), .num_dims = 0};
-    if (p.planes > 1) {
-      program_.dims.push_back(CopyDim{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride});
+    p = Plane{};
+  }
+
+  // Appends a copy of `run` bytes at from / to over `dims` (outermost
+  // first; those of one step left out), tagged with the peer.
+  void Emit(int64_t from, int64_t to, int64_t run, std::initializer_list<CopyDim> dims) {
+    CopyOp op{.src_offset = from,
+              .dst_offset = to,
+              .run_bytes = run,
+              .first_dim = static_cast<int32_t>(program_.dims.size()),
+              .num_dims = 0};
+    int64_t runs = 1;
+    for (const CopyDim& d : dims) {
+      if (d.count < 2) continue;
+      program_.dims.push_back(d);
       ++op.num_dims;
-    }
-    if (p.row.count > 1) {
-      program_.dims.push_back(
-          CopyDim{.count = p.row.count, .src_stride = p.row.from_stride, .dst_stride = p.row.to_stride});
-      ++op.num_dims;
+      runs *= d.count;
     }
     program_.ops.push_back(op);
-    program_.bytes += p.planes * p.row.count * p.row.run;
+    program_.bytes += runs * run;
     tags_.push_back(peer_);
-    p = Plane{};
   }
 
   CopyProgram& program_;
