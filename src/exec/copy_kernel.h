@@ -29,6 +29,12 @@ int64_t UnitBytes(const CopyProgram& p, const CopyOp& op);
 // REQUIRES: 0 <= lo <= hi <= CopyUnits(p, op); the op in bounds.
 void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst, int64_t lo, int64_t hi,
              int64_t together_bytes = 0);
+// RunCopy without its fence after streaming stores: true where it
+// streamed, and then the caller calls FenceStreamingStores before another
+// thread may read what it wrote (one fence for a task's slices of many
+// copies, as RunInterleavedUnfenced below).
+[[nodiscard]] bool RunCopyUnfenced(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::byte* dst,
+                                   int64_t lo, int64_t hi, int64_t together_bytes = 0);
 
 // Units [lo, hi) of one copy of a program, with the buffers its offsets are relative to.
 struct CopyRange {

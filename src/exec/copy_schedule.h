@@ -61,8 +61,9 @@ class CopySchedule {
   // a group of one-dim copies of runs not all whole lines, some a line or
   // more, runs in the order its copies lie along a row (OrderAlongRows).
   // Copies whose spans reach more than four times the median copy's (a
-  // strip of many rows beside copies of a row each) group apart, after the
-  // others.
+  // strip of many rows beside copies of a row each) group apart, each such
+  // group run after the groups that write its buffer before its span ends
+  // (PlaceApart).
   // `strided`: the copies with dims; `contiguous`: those without.
   static CopySchedule Build(std::vector<ScheduledCopy> strided, std::vector<ScheduledCopy> contiguous, int threads);
 
@@ -125,6 +126,7 @@ class CopySchedule {
   bool ReadsLinesInParts() const;
   void OrderAlongRows(const std::vector<Chain>& chains, size_t max_copies);
   void JoinBySource(std::vector<Chain>& chains, size_t max_copies, size_t first_apart);
+  void PlaceApart(std::vector<Chain>& chains, size_t first_apart, bool by_source);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
   int64_t strided_bytes_ = 0, slices_ = 0;

@@ -455,7 +455,9 @@ TEST(CopySchedule, CopiesTooShortToSliceRunInGroups) {
 // row (8 runs of 32 bytes, 128 apart) and, at its end, by a fifth sender's
 // 20-byte strip of 8 rows. Each row's four copies are a group and each
 // strip one of its own (72 groups), not one group per 8 rows with their
-// strip; every byte lands where its copy puts it.
+// strip; each strip runs right after the group of the last row it crosses
+// (where that row's lines were just written), not after every group; every
+// byte lands where its copy puts it.
 TEST(CopySchedule, StripsReachingManyRowsGroupApart) {
   constexpr int64_t kR = 64, kRow = 1044;
   CopyProgram p;
@@ -474,6 +476,12 @@ TEST(CopySchedule, StripsReachingManyRowsGroupApart) {
   const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
   EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups);
   EXPECT_EQ(s.groups(), kR + kR / 8);
+  const std::vector<ScheduledCopy>& order = s.StridedForTesting();
+  ASSERT_EQ(order.size(), p.ops.size());
+  for (int64_t g = 0; g < kR / 8; ++g) {
+    const size_t at = static_cast<size_t>(4 * (8 * g + 8) + g);  // rows 0 to 8g+7, and the strips before
+    EXPECT_EQ(order[at].op, &p.ops[static_cast<size_t>(4 * kR + g)]) << "strip " << g;
+  }
   std::vector<std::vector<std::byte>> src(5, std::vector<std::byte>(static_cast<size_t>(kR * 256)));
   for (size_t b = 0; b < src.size(); ++b)
     for (size_t i = 0; i < src[b].size(); ++i) src[b][i] = static_cast<std::byte>((i * 29 + b * 71 + i / 97) & 0xff);
@@ -483,6 +491,59 @@ TEST(CopySchedule, StripsReachingManyRowsGroupApart) {
   std::byte* dsts[] = {out.data()};
   s.Run(pool, srcs, dsts);
   for (const ScheduledCopy& c : copies) RunCopy(p, *c.op, srcs[static_cast<size_t>(c.src)], want.data(), 0, c.units);
+  EXPECT_EQ(out, want);
+}
+
+// Apart strips of a second target, where each row's group joins both
+// targets' copies (they read alternate 32-byte runs of the same sender
+// rows: JoinBySource): each strip runs right after the joined group of the
+// last row it crosses, not after the last group holding any copy of the
+// first target (PlaceApart weighs only its own buffer's copies).
+TEST(CopySchedule, StripsRunAfterTheirRowsInJoinedGroups) {
+  constexpr int64_t kR = 32, kRow = 1044;
+  CopyProgram p;
+  std::vector<ScheduledCopy> copies;
+  const std::vector<int64_t> runs = {8, 32}, run_src = {64, 1}, run_dst = {128, 1};
+  std::vector<int32_t> dst_of;
+  for (int32_t t = 0; t < 2; ++t)
+    for (int64_t r = 0; r < kR; ++r)
+      for (int64_t k = 0; k < 4; ++k) {
+        p.AddBox(runs, r * 512 + t * 32, run_src, r * kRow + 32 * k, run_dst, 1);
+        dst_of.push_back(t);
+      }
+  const std::vector<int64_t> strip = {8, 20}, strip_src = {20, 1}, strip_dst = {kRow, 1};
+  for (int64_t g = 0; g < kR / 8; ++g) {
+    p.AddBox(strip, g * 160, strip_src, 8 * g * kRow + 1024, strip_dst, 1);
+    dst_of.push_back(1);
+  }
+  const size_t rows = static_cast<size_t>(8 * kR);
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    ASSERT_EQ(p.ops[k].num_dims, 1);
+    const int32_t sender = k < rows ? static_cast<int32_t>(k % 4) : 4;
+    copies.push_back({&p, &p.ops[k], sender, dst_of[k], 0, CopyUnits(p, p.ops[k])});
+  }
+  ThreadPool pool(2);
+  const CopySchedule s = CopySchedule::Build(copies, {}, pool.size());
+  ASSERT_EQ(s.mode(), CopySchedule::Mode::kGroups);
+  EXPECT_EQ(s.groups(), kR + kR / 8);  // each row's eight copies joined, and the strips
+  const std::vector<ScheduledCopy>& order = s.StridedForTesting();
+  ASSERT_EQ(order.size(), p.ops.size());
+  for (int64_t g = 0; g < kR / 8; ++g) {
+    const size_t at =
+        static_cast<size_t>(8 * (8 * g + 8) + g);  // rows 0 to 8g+7 of both targets, and the strips before
+    EXPECT_EQ(order[at].op, &p.ops[rows + static_cast<size_t>(g)]) << "strip " << g;
+  }
+  std::vector<std::vector<std::byte>> src(5, std::vector<std::byte>(static_cast<size_t>(kR * 512)));
+  for (size_t b = 0; b < src.size(); ++b)
+    for (size_t i = 0; i < src[b].size(); ++i) src[b][i] = static_cast<std::byte>((i * 29 + b * 71 + i / 97) & 0xff);
+  std::vector<const std::byte*> srcs;
+  for (const auto& b : src) srcs.push_back(b.data());
+  std::vector<std::vector<std::byte>> out(2, std::vector<std::byte>(static_cast<size_t>(kR * kRow)));
+  std::vector<std::vector<std::byte>> want = out;
+  std::byte* dsts[] = {out[0].data(), out[1].data()};
+  s.Run(pool, srcs, dsts);
+  for (const ScheduledCopy& c : copies)
+    RunCopy(p, *c.op, srcs[static_cast<size_t>(c.src)], want[static_cast<size_t>(c.dst)].data(), 0, c.units);
   EXPECT_EQ(out, want);
 }
 

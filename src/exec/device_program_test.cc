@@ -451,6 +451,40 @@ TEST(CopyKernel, UnfencedSaysWhereItStreamed) {
   }
 }
 
+// RunCopyUnfenced says whether it streamed (its caller fences only then):
+// strided runs of 16-byte multiples in a pass beyond the caches do, runs of
+// other lengths, a lone small copy and a contiguous copy do not; and it
+// copies as RunCopy does, over any split of its units.
+TEST(CopyKernel, RunCopyUnfencedSaysWhereItStreamed) {
+  for (int64_t run : {64, 48, 24}) {
+    for (bool strided : {true, false}) {
+      CopyProgram p;
+      if (strided) {
+        const std::vector<int64_t> e = {9, run}, ss = {2 * run, 1}, ds = {3 * run, 1};
+        p.AddBox(e, 0, ss, 0, ds, 1);
+        ASSERT_EQ(p.ops.back().num_dims, 1);
+      } else {
+        const std::vector<int64_t> e = {run}, ss = {1}, ds = {1};
+        p.AddBox(e, 0, ss, 0, ds, 1);
+        ASSERT_EQ(p.ops.back().num_dims, 0);
+      }
+      EachWhole each(p, 18 * run, 27 * run, static_cast<int>(run));
+      const CopyOp& op = p.ops[0];
+      const int64_t units = CopyUnits(p, op);
+      for (int64_t together : {int64_t{0}, kStreamPassBytes}) {
+        std::vector<std::byte> got(each.want.size() + 64);
+        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        bool streamed = false;
+        for (int64_t lo = 0; lo < units; lo += 4)
+          streamed = RunCopyUnfenced(p, op, each.src.data(), at, lo, std::min(units, lo + 4), together) || streamed;
+        FenceStreamingStores();
+        EXPECT_EQ(streamed, strided && together > 0 && run % 16 == 0) << run << " " << strided << " " << together;
+        EXPECT_EQ(std::memcmp(at, each.want.data(), each.want.size()), 0) << run << " " << strided << " " << together;
+      }
+    }
+  }
+}
+
 // What an executor keeps of a program is keyed on its id: a copy (new
 // arrays) gets a new id, a move carries it with the arrays, and a program
 // compiled where a destroyed one lived never takes the old one's.
