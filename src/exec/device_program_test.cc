@@ -485,6 +485,42 @@ TEST(CopyKernel, RunCopyUnfencedSaysWhereItStreamed) {
   }
 }
 
+// Runs of whole lines whose target rows start 32 bytes into a line stream
+// in a destination group of copies alike, whose turn writes each line's
+// halves from neighbouring copies, in a pass beyond the caches; not by
+// source, not where the pass is small, and not as a lone copy (RunCopy),
+// which would write each line's halves apart in time. Every way copies as
+// each copy alone.
+TEST(CopyKernel, WholeLinesOffALineStreamInDestinationGroups) {
+  CopyProgram p;
+  constexpr int64_t kRows = 9, kRun = 64, kLine = 4 * kRun;
+  for (int64_t c = 0; c < 4; ++c) {
+    const std::vector<int64_t> e = {kRows, kRun}, ss = {2 * kRun, 1}, ds = {kLine, 1};
+    p.AddBox(e, c * kRows * 2 * kRun, ss, c * kRun, ds, 1);
+    ASSERT_EQ(p.ops.back().num_dims, 1);
+  }
+  EachWhole each(p, 4 * kRows * 2 * kRun, kRows * kLine, 5);
+  for (int64_t together : {int64_t{0}, kStreamPassBytes}) {
+    for (bool by_source : {false, true}) {
+      std::vector<std::byte> got(each.want.size() + 128);
+      std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64 + 32;  // 32 into a line
+      for (CopyRange& c : each.copies) c.dst = at;
+      const bool streamed = RunInterleavedUnfenced(each.copies, 0, 1, together, by_source);
+      FenceStreamingStores();
+      EXPECT_EQ(streamed, together > 0 && !by_source) << together << " " << by_source;
+      EXPECT_EQ(std::memcmp(at, each.want.data(), each.want.size()), 0) << together << " " << by_source;
+    }
+    std::vector<std::byte> got(each.want.size() + 128);
+    std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64 + 32;
+    bool streamed = false;
+    for (const CopyRange& c : each.copies)
+      streamed = RunCopyUnfenced(p, *c.op, c.src, at, 0, c.hi, together) || streamed;
+    FenceStreamingStores();
+    EXPECT_FALSE(streamed) << together;
+    EXPECT_EQ(std::memcmp(at, each.want.data(), each.want.size()), 0) << together;
+  }
+}
+
 // What an executor keeps of a program is keyed on its id: a copy (new
 // arrays) gets a new id, a move carries it with the arrays, and a program
 // compiled where a destroyed one lived never takes the old one's.
