@@ -456,7 +456,7 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       // 200x200 on 1x8, 5829^2: ratios' medians 1.04 and 0.99 on the ranks
       // and `direct`), and keeps its own.
       RowCopy kind = c0.kind;
-      if (!by_source && kind != RowCopy::kStream) {
+      if (!by_source && kind != RowCopy::kStream && c0.run % 64 == 0) {  // (other runs: Streams said no already)
         bool all = true;
         for (size_t k = 0; k < copies.size() && all; ++k)
           all = Streams(*copies[k].program, *copies[k].op, cursor[k].dst, together_bytes, /*lines_together=*/true);
