@@ -503,11 +503,13 @@ void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies, s
 // its buffer before its span ends; one that no such group precedes, first.
 // The target lines it writes (the ends of the rows it crosses; by source,
 // the source lines it reads) were then touched a moment before, not a pass
-// beyond the caches earlier (f32 8x8 blocks on 2x4 into 128x128 on 8x1,
-// 5053^2: the last block column's 20-byte strips of 8 rows, each run after
-// its eighth row's group, took 7.45 ms a run against 7.82 after every
-// group; on the ranks, medians of 21 alternated runs, the runs' ratios'
-// median 0.93).
+// beyond the caches earlier. f32 8x8 blocks on 2x4 into 128x128 on 8x1,
+// 5053^2 (the last block column's 20-byte strips of 8 rows): the pair's
+// copies replayed outside reshard (a harness not kept; 2 threads, batches as the schedule's)
+// took 7.3 ms a pass with each strip after its eighth row's group against
+// 7.7 to 8.3 after every group, 7.4 without the strips; in `reshard run`
+// on the ranks the gain is within this machine's spread (the runs' ratios'
+// medians 0.93, 1.00 and 0.97 in three sets of 15 to 25 alternated runs).
 void CopySchedule::PlaceApart(std::vector<Chain>& chains, size_t first_apart, bool by_source) {
   const size_t others = static_cast<size_t>(
       std::partition_point(chains.begin(), chains.end(), [&](const Chain& c) { return c.begin < first_apart; }) -
