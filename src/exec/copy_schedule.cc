@@ -271,8 +271,8 @@ void CopySchedule::Group(bool whole, bool by_source) {
   // apart from the others (PlaceApart says when they run): in a group, a
   // turn copies a row (or a line) of each copy, so one such strip drew the
   // rows it crosses into one group, each turn writing all of them and
-  // reading from every copy (f32 8x8 blocks on 2x4 into 128x128 on 8x1, 5053^2: the last block
-  // column's 20-byte strips of 8 rows beside copies of one target row,
+  // reading from every copy (f32 8x8 blocks on 2x4 into 128x128 on 8x1,
+  // 5053^2: the last block column's 20-byte strips of 8 rows beside copies of one target row,
   // groups of 37 copies; 0.20 of memcpy so, 0.42 apart, medians of 5
   // alternated runs on the ranks).
   constexpr int64_t kApartSpans = 4;
@@ -482,19 +482,23 @@ void CopySchedule::JoinBySource(std::vector<Chain>& chains, size_t max_copies, s
     const uint32_t r = find(static_cast<uint32_t>(g));
     members[copies[r] > max_copies ? g : r].push_back(static_cast<uint32_t>(g));
   }
-  std::vector<ScheduledCopy> joined_copies;
-  joined_copies.reserve(n);
-  std::vector<Chain> groups;
-  for (const std::vector<uint32_t>& m : members) {
+  Arrange(chains, members);
+}
+
+void CopySchedule::Arrange(std::vector<Chain>& chains, const std::vector<std::vector<uint32_t>>& groups) {
+  std::vector<ScheduledCopy> arranged;
+  arranged.reserve(strided_.size());
+  std::vector<Chain> ranges;
+  for (const std::vector<uint32_t>& m : groups) {
     if (m.empty()) continue;
-    const size_t begin = joined_copies.size();
+    const size_t begin = arranged.size();
     for (uint32_t g : m)
-      joined_copies.insert(joined_copies.end(), strided_.begin() + static_cast<std::ptrdiff_t>(chains[g].begin),
-                           strided_.begin() + static_cast<std::ptrdiff_t>(chains[g].end));
-    groups.push_back({begin, joined_copies.size()});
+      arranged.insert(arranged.end(), strided_.begin() + static_cast<std::ptrdiff_t>(chains[g].begin),
+                      strided_.begin() + static_cast<std::ptrdiff_t>(chains[g].end));
+    ranges.push_back({begin, arranged.size()});
   }
-  strided_.swap(joined_copies);
-  chains.swap(groups);
+  strided_.swap(arranged);
+  chains.swap(ranges);
 }
 
 // Moves each chain of apart copies (`chains` from `first_apart` on, after
@@ -538,25 +542,17 @@ void CopySchedule::PlaceApart(std::vector<Chain>& chains, size_t first_apart, bo
     const auto at = std::lower_bound(starts.begin(), starts.end(), std::pair(end, size_t{0}));
     after[g] = at == starts.begin() || std::prev(at)->first.first != end.first ? 0 : std::prev(at)->second + 1;
   }
-  std::vector<size_t> order(chains.size());
-  std::iota(order.begin(), order.end(), size_t{0});
+  std::vector<uint32_t> order(chains.size());
+  std::iota(order.begin(), order.end(), uint32_t{0});
   // (Stable: apart chains after the same group keep their order, after it.)
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     const size_t ka = a < others ? a + 1 : after[a], kb = b < others ? b + 1 : after[b];
     return std::pair(ka, a >= others) < std::pair(kb, b >= others);
   });
-  std::vector<ScheduledCopy> placed;
-  placed.reserve(strided_.size());
-  std::vector<Chain> placed_chains;
-  placed_chains.reserve(chains.size());
-  for (size_t g : order) {
-    const size_t begin = placed.size();
-    placed.insert(placed.end(), strided_.begin() + static_cast<std::ptrdiff_t>(chains[g].begin),
-                  strided_.begin() + static_cast<std::ptrdiff_t>(chains[g].end));
-    placed_chains.push_back({begin, placed.size()});
-  }
-  strided_.swap(placed);
-  chains.swap(placed_chains);
+  std::vector<std::vector<uint32_t>> groups;
+  groups.reserve(order.size());
+  for (uint32_t g : order) groups.push_back({g});
+  Arrange(chains, groups);
 }
 
 int64_t CopySchedule::StridedTasks() const {

@@ -127,6 +127,10 @@ class CopySchedule {
   void OrderAlongRows(const std::vector<Chain>& chains, size_t max_copies);
   void JoinBySource(std::vector<Chain>& chains, size_t max_copies, size_t first_apart);
   void PlaceApart(std::vector<Chain>& chains, size_t first_apart, bool by_source);
+  // Rebuilds strided_ as `groups` lists `chains`: each group's chains in
+  // turn, adjacent, the groups in order (empty ones skipped); `chains`
+  // becomes one range of strided_ per group.
+  void Arrange(std::vector<Chain>& chains, const std::vector<std::vector<uint32_t>>& groups);
 
   std::vector<ScheduledCopy> strided_, contiguous_;
   int64_t strided_bytes_ = 0, slices_ = 0;

@@ -44,6 +44,27 @@ void ExpectEachCopyAlone(const CopySchedule& s, ThreadPool& pool, const CopyProg
   EXPECT_EQ(out, want);
 }
 
+// Runs `s` over `sources` buffers of `src_bytes` and `targets` of
+// `dst_bytes` (the indices `copies` name) and expects every target byte as
+// each copy alone writes it.
+void ExpectAsEachCopyAlone(const CopySchedule& s, ThreadPool& pool, const std::vector<ScheduledCopy>& copies,
+                           size_t sources, int64_t src_bytes, size_t targets, int64_t dst_bytes) {
+  std::vector<std::vector<std::byte>> src(sources, std::vector<std::byte>(static_cast<size_t>(src_bytes)));
+  for (size_t b = 0; b < src.size(); ++b)
+    for (size_t i = 0; i < src[b].size(); ++i) src[b][i] = static_cast<std::byte>((i * 29 + b * 71 + i / 97) & 0xff);
+  std::vector<const std::byte*> srcs;
+  for (const auto& b : src) srcs.push_back(b.data());
+  std::vector<std::vector<std::byte>> out(targets, std::vector<std::byte>(static_cast<size_t>(dst_bytes)));
+  std::vector<std::vector<std::byte>> want = out;
+  std::vector<std::byte*> dsts;
+  for (auto& b : out) dsts.push_back(b.data());
+  s.Run(pool, srcs, dsts);
+  for (const ScheduledCopy& c : copies)
+    RunCopy(*c.program, *c.op, srcs[static_cast<size_t>(c.src)] + c.src_delta, want[static_cast<size_t>(c.dst)].data(),
+            0, c.units);
+  EXPECT_EQ(out, want);
+}
+
 // Column strips: copy k moves columns [8k, 8k + 8) of every row. Rows to
 // columns: the strips of one source go to eight destinations (they share
 // source rows); block-cyclic-like: the strips of eight sources fill one
@@ -482,16 +503,7 @@ TEST(CopySchedule, StripsReachingManyRowsGroupApart) {
     const size_t at = static_cast<size_t>(4 * (8 * g + 8) + g);  // rows 0 to 8g+7, and the strips before
     EXPECT_EQ(order[at].op, &p.ops[static_cast<size_t>(4 * kR + g)]) << "strip " << g;
   }
-  std::vector<std::vector<std::byte>> src(5, std::vector<std::byte>(static_cast<size_t>(kR * 256)));
-  for (size_t b = 0; b < src.size(); ++b)
-    for (size_t i = 0; i < src[b].size(); ++i) src[b][i] = static_cast<std::byte>((i * 29 + b * 71 + i / 97) & 0xff);
-  std::vector<const std::byte*> srcs;
-  for (const auto& b : src) srcs.push_back(b.data());
-  std::vector<std::byte> out(static_cast<size_t>(kR * kRow)), want(out.size());
-  std::byte* dsts[] = {out.data()};
-  s.Run(pool, srcs, dsts);
-  for (const ScheduledCopy& c : copies) RunCopy(p, *c.op, srcs[static_cast<size_t>(c.src)], want.data(), 0, c.units);
-  EXPECT_EQ(out, want);
+  ExpectAsEachCopyAlone(s, pool, copies, 5, kR * 256, 1, kR * kRow);
 }
 
 // Apart strips of a second target, where each row's group joins both
@@ -533,18 +545,7 @@ TEST(CopySchedule, StripsRunAfterTheirRowsInJoinedGroups) {
         static_cast<size_t>(8 * (8 * g + 8) + g);  // rows 0 to 8g+7 of both targets, and the strips before
     EXPECT_EQ(order[at].op, &p.ops[rows + static_cast<size_t>(g)]) << "strip " << g;
   }
-  std::vector<std::vector<std::byte>> src(5, std::vector<std::byte>(static_cast<size_t>(kR * 512)));
-  for (size_t b = 0; b < src.size(); ++b)
-    for (size_t i = 0; i < src[b].size(); ++i) src[b][i] = static_cast<std::byte>((i * 29 + b * 71 + i / 97) & 0xff);
-  std::vector<const std::byte*> srcs;
-  for (const auto& b : src) srcs.push_back(b.data());
-  std::vector<std::vector<std::byte>> out(2, std::vector<std::byte>(static_cast<size_t>(kR * kRow)));
-  std::vector<std::vector<std::byte>> want = out;
-  std::byte* dsts[] = {out[0].data(), out[1].data()};
-  s.Run(pool, srcs, dsts);
-  for (const ScheduledCopy& c : copies)
-    RunCopy(p, *c.op, srcs[static_cast<size_t>(c.src)], want[static_cast<size_t>(c.dst)].data(), 0, c.units);
-  EXPECT_EQ(out, want);
+  ExpectAsEachCopyAlone(s, pool, copies, 5, kR * 512, 2, kR * kRow);
 }
 
 // Groups too small to cut into parts run in batches of about 256 KiB,

@@ -48,6 +48,11 @@ TEST(CopyProgram, MergesContiguousDims) {
   EXPECT_TRUE(empty.ops.empty());
 }
 
+// The first 64-byte aligned byte of `v` (v holds 64 bytes more than used).
+std::byte* LineAligned(std::vector<std::byte>& v) {
+  return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+}
+
 // Every op of `p` from a source of `in` bytes (filled from `trial`) into
 // `want` (`out` bytes), each run whole by RunCopy, and a CopyRange of each
 // whole op reading that source (its destination for the caller to set).
@@ -137,7 +142,7 @@ TEST(CopyKernel, TwoDimShortRowsInterleavedEqualWhole) {
     for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
       for (int64_t parts : {1, 2, 3, 5, 7}) {
         std::vector<std::byte> got(out + 64);
-        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        std::byte* at = LineAligned(got);
         for (CopyRange& c : copies) c.dst = at;
         for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together);
         EXPECT_EQ(std::memcmp(at, want.data(), want.size()), 0) << run << " " << together << " " << parts;
@@ -214,7 +219,7 @@ TEST(CopyKernel, UniformBoxesEqualWhole) {
       for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
         for (int64_t parts : {1, 2, 3, 7}) {
           std::vector<std::byte> got(static_cast<size_t>(total) + 64);
-          std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+          std::byte* at = LineAligned(got);
           for (CopyRange& c : copies) c.dst = at;
           for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together);
           EXPECT_EQ(std::memcmp(at, want.data(), want.size()), 0)
@@ -326,7 +331,7 @@ TEST(CopyKernel, OneDimGroupsUnlikeEqualWhole) {
     for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
       for (bool by_source : {false, true}) {
         std::vector<std::byte> got(static_cast<size_t>(out) + 64);
-        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        std::byte* at = LineAligned(got);
         for (CopyRange& c : copies) c.dst = at;
         for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together, by_source);
         ASSERT_EQ(std::memcmp(at, want.data(), want.size()), 0)
@@ -387,7 +392,7 @@ TEST(CopyKernel, SourcePlanesEqualWhole) {
       for (int64_t together : {int64_t{0}, int64_t{1} << 30}) {
         for (int64_t parts : {1, 2, 4, 9, 11}) {
           std::vector<std::byte> got(out + 64);
-          std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+          std::byte* at = LineAligned(got);
           for (CopyRange& c : copies) c.dst = at;
           if (v == Variant::kPartOfOne) RunCopy(p, *copies[2].op, src.data(), at, 0, 1);
           for (int64_t k = 0; k < parts; ++k) RunInterleaved(copies, k, parts, together, /*by_source=*/true);
@@ -439,7 +444,7 @@ TEST(CopyKernel, UnfencedSaysWhereItStreamed) {
       EachWhole each(p, 3 * rows * 2 * src_row, 3 * rows * line, static_cast<int>(run));
       for (int64_t together : {int64_t{0}, kStreamPassBytes}) {
         std::vector<std::byte> got(each.want.size() + 64);
-        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        std::byte* at = LineAligned(got);
         for (CopyRange& c : each.copies) c.dst = at;
         const bool streamed = RunInterleavedUnfenced(each.copies, 0, 1, together, g == Group::kBySource);
         FenceStreamingStores();
@@ -473,7 +478,7 @@ TEST(CopyKernel, RunCopyUnfencedSaysWhereItStreamed) {
       const int64_t units = CopyUnits(p, op);
       for (int64_t together : {int64_t{0}, kStreamPassBytes}) {
         std::vector<std::byte> got(each.want.size() + 64);
-        std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;  // 64-byte aligned
+        std::byte* at = LineAligned(got);
         bool streamed = false;
         for (int64_t lo = 0; lo < units; lo += 4)
           streamed = RunCopyUnfenced(p, op, each.src.data(), at, lo, std::min(units, lo + 4), together) || streamed;
@@ -503,7 +508,7 @@ TEST(CopyKernel, WholeLinesOffALineStreamInDestinationGroups) {
   for (int64_t together : {int64_t{0}, kStreamPassBytes}) {
     for (bool by_source : {false, true}) {
       std::vector<std::byte> got(each.want.size() + 128);
-      std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64 + 32;  // 32 into a line
+      std::byte* at = LineAligned(got) + 32;  // 32 into a line
       for (CopyRange& c : each.copies) c.dst = at;
       const bool streamed = RunInterleavedUnfenced(each.copies, 0, 1, together, by_source);
       FenceStreamingStores();
@@ -511,7 +516,7 @@ TEST(CopyKernel, WholeLinesOffALineStreamInDestinationGroups) {
       EXPECT_EQ(std::memcmp(at, each.want.data(), each.want.size()), 0) << together << " " << by_source;
     }
     std::vector<std::byte> got(each.want.size() + 128);
-    std::byte* at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64 + 32;
+    std::byte* at = LineAligned(got) + 32;
     bool streamed = false;
     for (const CopyRange& c : each.copies)
       streamed = RunCopyUnfenced(p, *c.op, c.src, at, 0, c.hi, together) || streamed;
