@@ -587,13 +587,40 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
         live = kept;
       }
     };
+    // Copies at the same rows, ending together (a block-cyclic group's
+    // columns of one block row): turn t copies rows [first + t * per_turn,
+    // ...) of every copy, with no copy's end to check, and no prefetch:
+    // the turn reads each sender's pieces in the order they lie along its
+    // rows, which the hardware's prefetchers follow. (f64 8x8 blocks on 1x8
+    // into 24x24 on 4x2, 3547^2, one thread: 13.7 ms a run in `turns`, 11.5
+    // here; in builds not kept, 12.0 here with the prefetch, 10.9 without.)
+    bool even = true;
+    for (const Rows& x : rows) even = even && x.next == rows[0].next && x.end == rows[0].end;
+    auto even_turns = [&](auto copy) {
+      const Rows* const rs = rows.data();
+      const int64_t first = rs[0].next, last = rs[0].end;
+      for (int64_t lo = first; lo < last; lo += per_turn) {
+        const int64_t hi = std::min(last, lo + per_turn);
+        for (size_t k = 0; k < rows.size(); ++k) {
+          const Rows x = rs[k];  // (a local, as in `turns`)
+          for (int64_t row = lo; row < hi; ++row)
+            copy(x.dst + row * x.dst_stride, x.src + row * x.src_stride, x.run, x.kind);
+        }
+      }
+    };
+    auto run_turns = [&](auto copy) {
+      if (even && !rows.empty())
+        even_turns(copy);
+      else
+        turns(copy);
+    };
     if (alike)
       return WithRowCopy(cursor[0].kind, [&](auto copy) {
-        turns([&](std::byte* t, const std::byte* f, size_t run, RowCopy) { copy(t, f, run); });
+        run_turns([&](std::byte* t, const std::byte* f, size_t run, RowCopy) { copy(t, f, run); });
       });
     bool streamed = false;  // (before the turns, which overwrite `rows` as copies end)
     for (const Rows& x : rows) streamed = streamed || x.kind == RowCopy::kStream;
-    turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) { CopyRowOf(kind, t, f, run); });
+    run_turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) { CopyRowOf(kind, t, f, run); });
     return streamed;
   }
   // The copies with rows left, in their order: copies of a group can differ

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "exec/copy_kernel.h"
@@ -563,6 +564,28 @@ TEST(CopySchedule, SmallGroupsRunInBatches) {
   EXPECT_EQ(s.groups(), kCopies);
   EXPECT_EQ(s.tasks(), kCopies * 2 * kRun / (int64_t{256} << 10));
   ExpectEachCopyAlone(s, pool, p, kCopies * 4 * kRun);
+}
+
+// A group splits into parts of about 512 KiB, but never so many that a
+// part holds under 2 KiB of each copy: every part sets each copy up anew.
+// Columns of 24 rows side by side in one target, each copy's source a
+// block of its own: 600 of 64 bytes (900 KiB, 1.5 KiB a copy) run in one
+// part; 16 of 4 KiB (1.5 MiB, 96 KiB a copy) in three. Each equals every
+// copy run alone.
+TEST(CopySchedule, GroupsOfSmallCopiesRunInFewerParts) {
+  constexpr int64_t kRows = 24;
+  for (const auto& [copies, run, parts] : {std::tuple{600, 64, 1}, std::tuple{16, 4096, 3}}) {
+    CopyProgram p;
+    const int64_t width = copies * run;
+    const std::vector<int64_t> extent = {kRows, run}, src_strides = {run, 1}, dst_strides = {width, 1};
+    for (int64_t k = 0; k < copies; ++k) p.AddBox(extent, k * kRows * run, src_strides, k * run, dst_strides, 1);
+    ThreadPool pool(2);
+    const CopySchedule s = CopySchedule::Build(OneBufferCopies(p), {}, pool.size());
+    EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups) << copies;
+    EXPECT_EQ(s.groups(), 1) << copies;
+    EXPECT_EQ(s.tasks(), parts) << copies;
+    ExpectEachCopyAlone(s, pool, p, kRows * width);
+  }
 }
 
 // Random transpositions of runs under a line (1 to 63 bytes), 1 to 3
