@@ -11,13 +11,15 @@
 # `direct` (docs/benchmarks.md, "Random block-cyclic pairs"). Every run is
 # verified; a failed one stops the script.
 #   bench/inprocess_random_blockcyclic.sh [rounds=3] [cases=12] [seed=1] RESHARD...
+# LIST=1: prints the cases, one a line ("SHAPE DTYPE FROM TO"), and runs
+# none (to alternate two builds on each: bench/inprocess_alternate.sh).
 set -euo pipefail
 rounds=${1:-3} count=${2:-12} seed=${3:-1}
 shift $(($# < 3 ? $# : 3))
 bins=("$@")
 [ ${#bins[@]} -eq 0 ] && bins=("$(dirname "$0")/../build/reshard")
 python3 - "$rounds" "$count" "$seed" "${bins[@]}" <<'PY'
-import json, random, statistics, subprocess, sys, tempfile
+import json, os, random, statistics, subprocess, sys, tempfile
 rounds, count, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 bins = sys.argv[4:]
 rng = random.Random(seed)
@@ -31,6 +33,10 @@ for _ in range(count):
     b1, b2, g1, g2 = rng.choice(blocks), rng.choice(blocks), rng.choice(grids), rng.choice(grids)
     cases.append(("%s[%d] %dx%d on %s -> %dx%d on %s" % (dtype, side, b1, b1, g1, b2, b2, g2), dtype, side,
                   "blockcyclic(block=[%d,%d],grid=[%s])" % (b1, b1, g1), "blockcyclic(block=[%d,%d],grid=[%s])" % (b2, b2, g2)))
+if os.environ.get("LIST"):
+    for _, dtype, side, src, dst in cases:
+        print("%d,%d %s %s %s" % (side, side, dtype, src, dst))
+    sys.exit(0)
 runs = [(b, t) for b in bins for t in ("ranks", "direct")]
 times = {}
 # Into a file, read once the run has ended (a reader started beside it
