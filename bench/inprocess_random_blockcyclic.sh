@@ -33,7 +33,7 @@ for _ in range(count):
     b1, b2, g1, g2 = rng.choice(blocks), rng.choice(blocks), rng.choice(grids), rng.choice(grids)
     cases.append(("%s[%d] %dx%d on %s -> %dx%d on %s" % (dtype, side, b1, b1, g1, b2, b2, g2), dtype, side,
                   "blockcyclic(block=[%d,%d],grid=[%s])" % (b1, b1, g1), "blockcyclic(block=[%d,%d],grid=[%s])" % (b2, b2, g2)))
-if os.environ.get("LIST"):
+if os.environ.get("LIST", "0") not in ("", "0"):
     for _, dtype, side, src, dst in cases:
         print("%d,%d %s %s %s" % (side, side, dtype, src, dst))
     sys.exit(0)

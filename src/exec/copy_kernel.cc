@@ -564,9 +564,10 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
     // Turn t copies rows [next + t * per_turn, ...) of each copy: a copy's
     // record is read, not written, each turn, and moved only where a copy
     // before it has ended. (f64 8x8 blocks on 1x8 into 24x24 on 4x2,
-    // 3547^2: 65,712 columns of 24 rows of 64 bytes, groups of 444, each
-    // row's 64-byte record stored back after it; 9.20 ms a run so, 9.25
-    // not, the runs' ratios' median 0.98: within this machine's spread.)
+    // 3547^2, when its groups of 444 columns of 24 rows of 64 bytes ran
+    // here: each row's 64-byte record stored back after it, 9.20 ms a run;
+    // not, 9.25; the runs' ratios' median 0.98, within this machine's
+    // spread. They now take `even_turns` below.)
     auto turns = [&](auto copy) {
       Rows* const rs = rows.data();
       size_t live = rows.size();
@@ -589,19 +590,25 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
     };
     // Copies at the same rows, ending together (a block-cyclic group's
     // columns of one block row): turn t copies rows [first + t * per_turn,
-    // ...) of every copy, with no copy's end to check, and no prefetch:
-    // the turn reads each sender's pieces in the order they lie along its
-    // rows, which the hardware's prefetchers follow. (f64 8x8 blocks on 1x8
-    // into 24x24 on 4x2, 3547^2, one thread: 13.7 ms a run in `turns`, 11.5
-    // here; in builds not kept, 12.0 here with the prefetch, 10.9 without.)
+    // ...) of every copy, with no copy's end to check, and no prefetch: a
+    // turn reads each sender's pieces in the order they lie along its rows,
+    // which the hardware's prefetchers follow. (f64 8x8 blocks on 1x8 into
+    // 24x24 on 4x2, 3547^2, one thread: 13.7 ms a run in `turns`, 11.5
+    // here; in builds not kept, 12.0 here with the prefetch, 10.9 without.
+    // Groups of a few copies too, which read a piece of each row and jump
+    // to the next: f64 100x100 on 4x2 into 128x128 on 2x4, groups of about
+    // 31, took 1.17x the time with the prefetch kept under 64 copies; the
+    // blocks the prefetch was added for, 8x8 to 64x64 and up, ran as fast
+    // without it.)
     bool even = true;
     for (const Rows& x : rows) even = even && x.next == rows[0].next && x.end == rows[0].end;
     auto even_turns = [&](auto copy) {
       const Rows* const rs = rows.data();
+      const size_t n = rows.size();  // (a local: the copies' stores may alias `rows`)
       const int64_t first = rs[0].next, last = rs[0].end;
       for (int64_t lo = first; lo < last; lo += per_turn) {
         const int64_t hi = std::min(last, lo + per_turn);
-        for (size_t k = 0; k < rows.size(); ++k) {
+        for (size_t k = 0; k < n; ++k) {
           const Rows x = rs[k];  // (a local, as in `turns`)
           for (int64_t row = lo; row < hi; ++row)
             copy(x.dst + row * x.dst_stride, x.src + row * x.src_stride, x.run, x.kind);

@@ -85,7 +85,7 @@ CopySchedule CopySchedule::Build(std::vector<ScheduledCopy> strided, std::vector
   else
     s.mode_ = !slice ? Mode::kGroups : s.FillsRowsTogether(dst_spans) ? Mode::kSlicedGroups : Mode::kSlices;
   if (s.mode_ != Mode::kSlices)
-    s.Group(/*whole=*/s.mode_ == Mode::kSlicedGroups, /*by_source=*/s.mode_ == Mode::kSourceGroups);
+    s.Group(/*whole=*/s.mode_ == Mode::kSlicedGroups, /*by_source=*/s.mode_ == Mode::kSourceGroups, threads);
   // Contiguous copies: a large one cut into chunks, consecutive small ones
   // run together, about a chunk a task (an all-gather of small shards over
   // thousands of devices has millions of them: a task each was most of its
@@ -265,10 +265,11 @@ int64_t CopySchedule::SplitLineBytes(const std::vector<uint32_t>& chain) const {
 // parts of about kSliceBytes, so each part fills a block of the target's
 // rows in address order (by source: reads a block of the source's rows in
 // order; no more parts than its copies' fewest planes, which RunInterleaved
-// splits), and no more than leave each copy kMinCopyPartBytes a part. A group of more than kMaxGroup copies would cost
-// each part a pass over all of them: it runs as consecutive copies of about
-// kSliceBytes instead.
-void CopySchedule::Group(bool whole, bool by_source) {
+// splits), and no more than leave each copy kMinCopyPartBytes a part,
+// unless the group's share of the `threads` asks for more. A group of more
+// than kMaxGroup copies would cost each part a pass over all of them: it
+// runs as consecutive copies of about kSliceBytes instead.
+void CopySchedule::Group(bool whole, bool by_source, int threads) {
   constexpr size_t kMaxGroup = 1024;
   std::vector<uint32_t> order(strided_.size());
   std::iota(order.begin(), order.end(), uint32_t{0});
@@ -315,7 +316,12 @@ void CopySchedule::Group(bool whole, bool by_source) {
     // have none.
     if (by_source)
       for (size_t k = begin; k < end; ++k) parts = std::min(parts, SourcePlanes(*strided_[k].program, *strided_[k].op));
-    parts = std::min(parts, std::max<int64_t>(1, bytes / (static_cast<int64_t>(end - begin) * kMinCopyPartBytes)));
+    // Each copy kMinCopyPartBytes a part, at least; but a phase of a few
+    // large groups keeps every thread busy: a group's share of the threads
+    // (its part of the phase's bytes) in parts, at least.
+    const int64_t share = (int64_t{threads} * bytes + strided_bytes_ - 1) / std::max<int64_t>(1, strided_bytes_);
+    parts =
+        std::min(parts, std::max({int64_t{1}, share, bytes / (static_cast<int64_t>(end - begin) * kMinCopyPartBytes)}));
     // A group of one part under kChunkBytes joins the task before it where
     // that is such a batch still under kChunkBytes: each run whole in turn.
     // (Rows too long to fold into planes leave a group per source or target

@@ -117,8 +117,9 @@ class CopySchedule {
   bool ReadsBySource(size_t src_spans, size_t dst_spans, const std::vector<uint32_t>& src_chain) const;
   int64_t SplitLineBytes(const std::vector<uint32_t>& chain) const;
   // whole: one task per group (kSlicedGroups), not parts of kSliceBytes;
-  // by_source: groups by the source rows copies read (kSourceGroups).
-  void Group(bool whole, bool by_source);
+  // by_source: groups by the source rows copies read (kSourceGroups);
+  // threads: those that run the schedule (a group keeps its share in parts).
+  void Group(bool whole, bool by_source, int threads);
   // A range [begin, end) of strided_.
   struct Chain {
     size_t begin, end;

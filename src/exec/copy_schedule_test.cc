@@ -566,25 +566,31 @@ TEST(CopySchedule, SmallGroupsRunInBatches) {
   ExpectEachCopyAlone(s, pool, p, kCopies * 4 * kRun);
 }
 
-// A group splits into parts of about 512 KiB, but never so many that a
-// part holds under 2 KiB of each copy: every part sets each copy up anew.
-// Columns of 24 rows side by side in one target, each copy's source a
-// block of its own: 600 of 64 bytes (900 KiB, 1.5 KiB a copy) run in one
-// part; 16 of 4 KiB (1.5 MiB, 96 KiB a copy) in three. Each equals every
-// copy run alone.
+// A group splits into parts of about 512 KiB, but into no more than leave
+// each copy 2 KiB a part (every part sets each copy up anew), unless its
+// share of the threads asks for more. Eight targets, each filled by 400
+// columns of 24 rows of 64 bytes side by side (600 KiB, 1.5 KiB a copy;
+// each copy's source a block of its own): a part a group on 2 threads, two
+// (each group's share) on 16; 16 columns of 4 KiB a target (1.5 MiB a
+// group, 96 KiB a copy): three parts, as before. Each equals every copy
+// run alone.
 TEST(CopySchedule, GroupsOfSmallCopiesRunInFewerParts) {
-  constexpr int64_t kRows = 24;
-  for (const auto& [copies, run, parts] : {std::tuple{600, 64, 1}, std::tuple{16, 4096, 3}}) {
+  constexpr int64_t kRows = 24, kTargets = 8;
+  for (const auto& [copies, run, threads, parts] :
+       {std::tuple{400, 64, 2, 1}, std::tuple{400, 64, 16, 2}, std::tuple{16, 4096, 2, 3}}) {
     CopyProgram p;
     const int64_t width = copies * run;
     const std::vector<int64_t> extent = {kRows, run}, src_strides = {run, 1}, dst_strides = {width, 1};
     for (int64_t k = 0; k < copies; ++k) p.AddBox(extent, k * kRows * run, src_strides, k * run, dst_strides, 1);
+    std::vector<ScheduledCopy> scheduled;
+    for (int32_t t = 0; t < kTargets; ++t)
+      for (const CopyOp& op : p.ops) scheduled.push_back({&p, &op, t, t, 0, CopyUnits(p, op)});
     ThreadPool pool(2);
-    const CopySchedule s = CopySchedule::Build(OneBufferCopies(p), {}, pool.size());
-    EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups) << copies;
-    EXPECT_EQ(s.groups(), 1) << copies;
-    EXPECT_EQ(s.tasks(), parts) << copies;
-    ExpectEachCopyAlone(s, pool, p, kRows * width);
+    const CopySchedule s = CopySchedule::Build(scheduled, {}, threads);
+    EXPECT_EQ(s.mode(), CopySchedule::Mode::kGroups) << copies << " " << threads;
+    EXPECT_EQ(s.groups(), kTargets) << copies << " " << threads;
+    EXPECT_EQ(s.tasks(), kTargets * parts) << copies << " " << threads;
+    ExpectAsEachCopyAlone(s, pool, scheduled, kTargets, kRows * width, kTargets, kRows * width);
   }
 }
 
