@@ -549,6 +549,10 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       alike = alike && c.kind == cursor[0].kind;
       streams = streams || c.kind == RowCopy::kStream;
     }
+    // even: every copy with rows left at the first one's rows (`even_turns`
+    // below); streamed: some copy's rows stream (read before the turns,
+    // which overwrite `rows` as copies end).
+    bool even = true, streamed = false;
     for (size_t k = 0; k < copies.size(); ++k) {
       const Cursor& c = cursor[k];
       if (next[k] >= end[k]) continue;
@@ -558,6 +562,8 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       rows.push_back({c.src, c.dst, c.src_stride, c.dst_stride, next[k], end[k], c.run,
                       c.run <= kPrefetchRunBytes && PrefetchAhead(static_cast<int64_t>(c.run), c.src_stride) > 0,
                       kind});
+      even = even && next[k] == rows[0].next && end[k] == rows[0].end;
+      streamed = streamed || kind == RowCopy::kStream;
     }
     // `copy(t, f, run, kind)`: a row as `kind` says (the group's one kind,
     // inlined, or each copy's own).
@@ -600,8 +606,6 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
     // 31, took 1.17x the time with the prefetch kept under 64 copies; the
     // blocks the prefetch was added for, 8x8 to 64x64 and up, ran as fast
     // without it.)
-    bool even = true;
-    for (const Rows& x : rows) even = even && x.next == rows[0].next && x.end == rows[0].end;
     auto even_turns = [&](auto copy) {
       const Rows* const rs = rows.data();
       const size_t n = rows.size();  // (a local: the copies' stores may alias `rows`)
@@ -625,8 +629,6 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       return WithRowCopy(cursor[0].kind, [&](auto copy) {
         run_turns([&](std::byte* t, const std::byte* f, size_t run, RowCopy) { copy(t, f, run); });
       });
-    bool streamed = false;  // (before the turns, which overwrite `rows` as copies end)
-    for (const Rows& x : rows) streamed = streamed || x.kind == RowCopy::kStream;
     run_turns([](std::byte* t, const std::byte* f, size_t run, RowCopy kind) { CopyRowOf(kind, t, f, run); });
     return streamed;
   }
