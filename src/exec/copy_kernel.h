@@ -54,7 +54,10 @@ struct CopyRange {
 // A copy of one strided dim takes one row a turn (rows under 64 bytes: as
 // many as make 64; where every copy is of one dim, each takes the group's
 // fewest), other strided copies about 4 KiB a turn, a contiguous copy its
-// whole part. Example: two copies of 64 rows of
+// whole part; where every copy is alike (one or two dims, rows of 4 KiB or
+// less, the same first row), each takes as many rows as one of one dim,
+// and copies of two dims then write a turn's first row of every copy, then
+// its second. Example: two copies of 64 rows of
 // 512 B, writing alternate 512 B of the same 64 rows of 1 KiB: row 0 of the
 // first, row 0 of the second, row 1 of the first, and so on. For the
 // fastest order, sort the copies by the first byte they write, or, where
