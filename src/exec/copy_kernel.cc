@@ -483,11 +483,11 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
           for (int64_t r = first; r < last; r += per_turn) {
             const int64_t hi = std::min(last, r + per_turn);
             for (size_t k = 0; k < copies.size(); ++k) {
-              const int64_t h = decltype(kRagged)::value ? std::min(hi, end[k]) : hi;
+              const int64_t e = end_of(k), h = decltype(kRagged)::value ? std::min(hi, e) : hi;
               const std::byte* const src = cursor[k].src;
               std::byte* const dst = cursor[k].dst;
               for (int64_t row = r; row < h; ++row) copy(dst + row * c0.dst_stride, src + row * c0.src_stride, c0.run);
-              if (prefetch && h < end_of(k)) PrefetchRun(src + h * c0.src_stride, c0.run);
+              if (prefetch && h < e) PrefetchRun(src + h * c0.src_stride, c0.run);
             }
           }
           return;  // (from the lambda)
@@ -511,7 +511,9 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
           // 13.1 ms a run with each copy's rows together as before, 11.0
           // with them together in this loop's form, 8.2 so; on the ranks'
           // two threads, the runs' ratios' median 0.72, 7 alternated runs.)
-          // The first row's pass prefetches, each copy's before its copy.
+          // The first row's pass prefetches, each copy's as it comes, not
+          // all at a turn's start (copies of one dim took 1.08x the time
+          // so; two dims were not measured apart).
           int64_t j0 = 0;
           if (prefetch) {
             for (size_t k = 0; k < copies.size(); ++k) {
@@ -634,9 +636,10 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       const Rows* const rs = rows.data();
       const size_t n = rows.size();  // (a local: the copies' stores may alias `rows`)
       const int64_t first = rs[0].next, last = rs[0].end;
-      // Rows of 64 bytes and more, a row a turn, with no inner loop of one
-      // row (f32 200x200 blocks on 1x8 into 128x128 on 4x2, 5829^2: 0.95x
-      // the time, on the ranks, medians of 9 alternated runs).
+      // A row a turn (the group's shortest run over 32 bytes), with no
+      // inner loop of one row (f32 200x200 blocks on 1x8 into 128x128 on
+      // 4x2, 5829^2: 0.95x the time, on the ranks, medians of 9 alternated
+      // runs).
       if (per_turn == 1) {
         for (int64_t row = first; row < last; ++row)
           for (size_t k = 0; k < n; ++k) {

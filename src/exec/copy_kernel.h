@@ -57,12 +57,12 @@ struct CopyRange {
 // whole part; where every copy is alike (one or two dims, rows of 4 KiB or
 // less, the same first row), each takes as many rows as one of one dim,
 // and copies of two dims then write a turn's first row of every copy, then
-// its second. Example: two copies of 64 rows of
-// 512 B, writing alternate 512 B of the same 64 rows of 1 KiB: row 0 of the
-// first, row 0 of the second, row 1 of the first, and so on. For the
-// fastest order, sort the copies by the first byte they write, or, where
-// several targets' and senders' rows interleave, by where they lie along a
-// row (CopySchedule::OrderAlongRows).
+// its second. Example: two copies of 64 rows of 512 B, writing alternate
+// 512 B of the same 64 rows of 1 KiB: row 0 of the first, row 0 of the
+// second, row 1 of the first, and so on. For the fastest order, sort the
+// copies by the first byte they write, or, where several targets' and
+// senders' rows interleave, by where they lie along a row
+// (CopySchedule::OrderAlongRows).
 // `together_bytes` as for RunCopy.
 // `by_source`: the copies are sorted by the first byte they read instead
 // (CopySchedule's groups by source). Where they are then whole copies,
