@@ -468,8 +468,14 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       // `kRagged`: each copy's own end checked every turn; else the one end,
       // `last` (a check per copy and turn cost the bf16 canonical case's
       // 16-byte rows a fifth more time).
+      // Locals, not the thread-local vectors or c0's fields: a copy's stores
+      // through std::byte* may alias those, which then reload at every row.
+      const Cursor* const cur = cursor.data();
+      const int64_t* const ends = end.data();
+      const int64_t src_stride = c0.src_stride, dst_stride = c0.dst_stride;
+      const size_t run = c0.run;
       auto loops = [&](auto copy, auto kRagged) {
-        auto end_of = [&](size_t k) { return decltype(kRagged)::value ? end[k] : last; };
+        auto end_of = [&](size_t k) { return decltype(kRagged)::value ? ends[k] : last; };
         if (c0.inner == kOneDim) {
           // Each copy's turn: its pointers read once, its end compared once
           // (only where the copies are ragged), its rows, then the prefetch
@@ -484,10 +490,10 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
             const int64_t hi = std::min(last, r + per_turn);
             for (size_t k = 0; k < copies.size(); ++k) {
               const int64_t e = end_of(k), h = decltype(kRagged)::value ? std::min(hi, e) : hi;
-              const std::byte* const src = cursor[k].src;
-              std::byte* const dst = cursor[k].dst;
-              for (int64_t row = r; row < h; ++row) copy(dst + row * c0.dst_stride, src + row * c0.src_stride, c0.run);
-              if (prefetch && h < e) PrefetchRun(src + h * c0.src_stride, c0.run);
+              const std::byte* const src = cur[k].src;
+              std::byte* const dst = cur[k].dst;
+              for (int64_t row = r; row < h; ++row) copy(dst + row * dst_stride, src + row * src_stride, run);
+              if (prefetch && h < e) PrefetchRun(src + h * src_stride, run);
             }
           }
           return;  // (from the lambda)
@@ -518,15 +524,15 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
           if (prefetch) {
             for (size_t k = 0; k < copies.size(); ++k) {
               if (r >= end_of(k)) continue;
-              if (r + n < end_of(k)) PrefetchRun(cursor[k].src + next_so, c0.run);
-              copy(cursor[k].dst + dof[0], cursor[k].src + so[0], c0.run);
+              if (r + n < end_of(k)) PrefetchRun(cur[k].src + next_so, run);
+              copy(cur[k].dst + dof[0], cur[k].src + so[0], run);
             }
             j0 = 1;
           }
           for (int64_t j = j0; j < n; ++j)
             for (size_t k = 0; k < copies.size(); ++k)
               if (!decltype(kRagged)::value || r + j < end_of(k))
-                copy(cursor[k].dst + dof[static_cast<size_t>(j)], cursor[k].src + so[static_cast<size_t>(j)], c0.run);
+                copy(cur[k].dst + dof[static_cast<size_t>(j)], cur[k].src + so[static_cast<size_t>(j)], run);
         }
       };
       auto turns = [&](auto copy) {
