@@ -470,6 +470,7 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
       // 16-byte rows a fifth more time).
       // Locals, not the thread-local vectors or c0's fields: a copy's stores
       // through std::byte* may alias those, which then reload at every row.
+      // (The two-dim turns still read c0's offsets, once a turn.)
       const Cursor* const cur = cursor.data();
       const int64_t* const ends = end.data();
       const int64_t src_stride = c0.src_stride, dst_stride = c0.dst_stride;

@@ -281,8 +281,8 @@ void CopySchedule::Group(bool whole, bool by_source, int threads) {
   // rows it crosses into one group, each turn writing all of them and
   // reading from every copy (f32 8x8 blocks on 2x4 into 128x128 on 8x1,
   // 5053^2: the last block column's 20-byte strips of 8 rows beside copies
-  // of one target row, groups of 37 copies; 0.20 of memcpy so, 0.42 apart, medians of 5
-  // alternated runs on the ranks).
+  // of one target row, groups of 37 copies; 0.20 of memcpy so, 0.42 apart,
+  // medians of 5 alternated runs on the ranks).
   constexpr int64_t kApartSpans = 4;
   // Each copy's span, once (its end walks the copy's dims): for the median
   // here and, in sorted order, for the chains below.
@@ -524,8 +524,8 @@ void CopySchedule::Arrange(std::vector<Chain>& chains, const std::vector<std::ve
 // beyond the caches earlier. f32 8x8 blocks on 2x4 into 128x128 on 8x1,
 // 5053^2 (the last block column's 20-byte strips of 8 rows): the pair's
 // copies replayed outside reshard (a harness not kept; 2 threads, batches
-// as the schedule's) took 7.3 ms a pass with each strip after its eighth row's group against
-// 7.7 to 8.3 after every group, 7.4 without the strips; in `reshard run`
+// as the schedule's) took 7.3 ms a pass with each strip after its eighth
+// row's group against 7.7 to 8.3 after every group, 7.4 without the strips; in `reshard run`
 // on the ranks the gain is within this machine's spread (the runs' ratios'
 // medians 0.93, 1.00 and 0.97 in three sets of 15 to 25 alternated runs).
 void CopySchedule::PlaceApart(std::vector<Chain>& chains, size_t first_apart, bool by_source) {
