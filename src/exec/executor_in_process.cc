@@ -511,7 +511,15 @@ int ResolveThreads(int threads) {
                   kMaxThreads);
 }
 
-int64_t MaxRankDevices() { return Fibers::GuardsTakeMappings() ? 16384 : int64_t{1} << 20; }
+// Each fiber's guard a mapping of its own, a rank takes two of the 65,530
+// mappings Linux gives a process by default: 16,384 ranks hold half of
+// them, leaving the rest to the process. With guard regions every stack
+// is in one mapping, and the limit is the address space a stack takes (a
+// MiB each).
+constexpr int64_t kRankDevicesGuardMappings = 16384;
+constexpr int64_t kRankDevicesGuardRegions = int64_t{1} << 20;
+
+int64_t MaxRankDevices() { return Fibers::GuardsTakeMappings() ? kRankDevicesGuardMappings : kRankDevicesGuardRegions; }
 
 Status CheckRankDevices(int64_t devices) {
   if (devices <= MaxRankDevices()) return Status::Ok();
