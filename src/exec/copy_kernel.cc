@@ -328,6 +328,79 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
   return !cursor.empty();
 }
 
+// The turns of a group of two-dim copies alike (RunInterleavedUnfenced's
+// loop for copies alike): row r = o * inner + i of every copy, stepped
+// without a division per row, `per_turn` rows a turn, a turn's rows'
+// offsets, the same for every copy, formed once; `ends` each copy's end
+// where kRagged, else `last` every copy's. Its own function, not inlined
+// into the turns' lambdas: with the whole turns added to the one-dim loop
+// there, bf16 8x8 blocks (4096^2 on 2x4 into 64x64 on 4x2, all two-dim
+// copies) took 4.0 to 4.5 ms a run on one thread against 2.6, and as much
+// with RunWholeTurns a function of its own; with this loop one too, 2.6.
+template <bool kRagged, typename Cursor, typename Copy>
+[[gnu::noinline]] void RunTwoDimTurns(const Copy& copy, const Cursor* cur, const int64_t* ends, size_t count,
+                                      const Cursor& c0, int64_t first, int64_t last, int64_t per_turn, size_t run,
+                                      bool prefetch) {
+  auto end_of = [&](size_t k) { return kRagged ? ends[k] : last; };
+  std::array<int64_t, 64> so, dof;  // per_turn <= 64: rows are 1 byte or more
+  int64_t o = c0.o, i = c0.i;
+  for (int64_t r = first; r < last; r += per_turn) {
+    const int64_t n = std::min(per_turn, last - r);
+    for (int64_t j = 0; j < n; ++j) {
+      so[static_cast<size_t>(j)] = c0.SrcOffset(o, i);
+      dof[static_cast<size_t>(j)] = c0.DstOffset(o, i);
+      if (++i == c0.inner) i = 0, ++o;
+    }
+    const int64_t next_so = c0.SrcOffset(o, i);  // the next turn's first row's
+    // Row j of every copy, then row j + 1: each target row's pieces from
+    // every sender together, the lines they share whole before the next
+    // row's. (The bf16 canonical case, 8192x64x64, 32-byte runs two a turn
+    // in 32 copies into eight targets: on one thread 13.1 ms a run with each
+    // copy's rows together as before, 11.0 with them together in this
+    // loop's form, 8.2 so; on the ranks' two threads, the runs' ratios'
+    // median 0.72, 7 alternated runs.) The first row's pass prefetches,
+    // each copy's as it comes, not all at a turn's start (copies of one dim
+    // took 1.08x the time so; two dims were not measured apart).
+    int64_t j0 = 0;
+    if (prefetch) {
+      for (size_t k = 0; k < count; ++k) {
+        if (r >= end_of(k)) continue;
+        if (r + n < end_of(k)) PrefetchRun(cur[k].src + next_so, run);
+        copy(cur[k].dst + dof[0], cur[k].src + so[0], run);
+      }
+      j0 = 1;
+    }
+    for (int64_t j = j0; j < n; ++j)
+      for (size_t k = 0; k < count; ++k)
+        if (!kRagged || r + j < end_of(k))
+          copy(cur[k].dst + dof[static_cast<size_t>(j)], cur[k].src + so[static_cast<size_t>(j)], run);
+  }
+}
+
+// The whole turns of a group of one-dim copies alike (RunInterleavedUnfenced)
+// from row r while r + kTurn rows are below `common`, every copy's last row
+// or beyond; returns the row it stopped at. Runs of kRun bytes, kTurn rows a
+// turn (rows_per_turn's rule), as constants; a turn's offsets formed once
+// for every copy (the strides are the group's), no end read: a copy's turn
+// is its two pointers, its rows' loads and stores, and the prefetch of its
+// next turn's first row, which is every copy's (strictly below `common`).
+// Not inlined, as RunTwoDimTurns below.
+template <size_t kRun, typename Cursor, typename Copy>
+[[gnu::noinline]] int64_t RunWholeTurns(const Copy& copy, const Cursor* cur, size_t count, int64_t r, int64_t common,
+                                        int64_t src_stride, int64_t dst_stride, bool prefetch) {
+  constexpr int64_t kTurn = kRun >= 64 ? 1 : static_cast<int64_t>(64 / kRun);
+  for (; r + kTurn < common; r += kTurn) {
+    const int64_t so = r * src_stride, dof = r * dst_stride;
+    for (size_t k = 0; k < count; ++k) {
+      const std::byte* const src = cur[k].src + so;
+      std::byte* const dst = cur[k].dst + dof;
+      for (int64_t j = 0; j < kTurn; ++j) copy(dst + j * dst_stride, src + j * src_stride, kRun);
+      if (prefetch) PrefetchRun(src + kTurn * src_stride, kRun);
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 void RunInterleaved(std::span<const CopyRange> copies, int64_t part, int64_t parts, int64_t together_bytes,
@@ -487,7 +560,25 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
           // blocks on 8x1 into 8x8 on 4x2, 5792^2, copies of 32-byte rows
           // two a turn, took 1.14x the time with one row of every copy, then
           // the next (on `direct`).
-          for (int64_t r = first; r < last; r += per_turn) {
+          //
+          // First the whole turns before any copy's last row, where runs
+          // are 16, 32 or 64 bytes (RunWholeTurns): f32 8x8 blocks on 2x4
+          // into 128x128 on 8x1 (5053^2, groups of four copies of 157 or
+          // 158 runs of 32 bytes) took 11.2 to 11.3 ms a run on one thread
+          // against 12.7 to 12.9, 0.892 of the time alternated on the
+          // ranks (docs/benchmarks.md, "Random block-cyclic pairs: whole
+          // turns"). Then the rest, each copy's end checked.
+          int64_t r = first;
+          if (run == 16 || run == 32 || run == 64) {
+            int64_t common = last;
+            if (decltype(kRagged)::value)
+              for (size_t k = 0; k < copies.size(); ++k) common = std::min(common, ends[k]);
+            const size_t n = copies.size();
+            r = run == 16   ? RunWholeTurns<16>(copy, cur, n, r, common, src_stride, dst_stride, prefetch)
+                : run == 32 ? RunWholeTurns<32>(copy, cur, n, r, common, src_stride, dst_stride, prefetch)
+                            : RunWholeTurns<64>(copy, cur, n, r, common, src_stride, dst_stride, prefetch);
+          }
+          for (; r < last; r += per_turn) {
             const int64_t hi = std::min(last, r + per_turn);
             for (size_t k = 0; k < copies.size(); ++k) {
               const int64_t e = end_of(k), h = decltype(kRagged)::value ? std::min(hi, e) : hi;
@@ -499,42 +590,9 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
           }
           return;  // (from the lambda)
         }
-        // Two dims: row r = o * inner + i, stepped without a division per
-        // row; a turn's rows' offsets, the same for every copy, once.
-        std::array<int64_t, kShortTurnBytes> so, dof;  // per_turn <= 64: rows are 1 byte or more
-        int64_t o = c0.o, i = c0.i;  // (next[0] == first)
-        for (int64_t r = first; r < last; r += per_turn) {
-          const int64_t n = std::min(per_turn, last - r);
-          for (int64_t j = 0; j < n; ++j) {
-            so[static_cast<size_t>(j)] = c0.SrcOffset(o, i);
-            dof[static_cast<size_t>(j)] = c0.DstOffset(o, i);
-            if (++i == c0.inner) i = 0, ++o;
-          }
-          const int64_t next_so = c0.SrcOffset(o, i);  // the next turn's first row's
-          // Row j of every copy, then row j + 1: each target row's pieces
-          // from every sender together, the lines they share whole before
-          // the next row's. (The bf16 canonical case, 8192x64x64, 32-byte
-          // runs two a turn in 32 copies into eight targets: on one thread
-          // 13.1 ms a run with each copy's rows together as before, 11.0
-          // with them together in this loop's form, 8.2 so; on the ranks'
-          // two threads, the runs' ratios' median 0.72, 7 alternated runs.)
-          // The first row's pass prefetches, each copy's as it comes, not
-          // all at a turn's start (copies of one dim took 1.08x the time
-          // so; two dims were not measured apart).
-          int64_t j0 = 0;
-          if (prefetch) {
-            for (size_t k = 0; k < copies.size(); ++k) {
-              if (r >= end_of(k)) continue;
-              if (r + n < end_of(k)) PrefetchRun(cur[k].src + next_so, run);
-              copy(cur[k].dst + dof[0], cur[k].src + so[0], run);
-            }
-            j0 = 1;
-          }
-          for (int64_t j = j0; j < n; ++j)
-            for (size_t k = 0; k < copies.size(); ++k)
-              if (!decltype(kRagged)::value || r + j < end_of(k))
-                copy(cur[k].dst + dof[static_cast<size_t>(j)], cur[k].src + so[static_cast<size_t>(j)], run);
-        }
+        // Two dims (next[0] == first: c0's o and i are the first row's).
+        RunTwoDimTurns<decltype(kRagged)::value>(copy, cur, ends, copies.size(), c0, first, last, per_turn, run,
+                                                 prefetch);
       };
       auto turns = [&](auto copy) {
         if (ragged)
