@@ -335,8 +335,9 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
 // where kRagged, else `last` every copy's. Its own function, not inlined
 // into the turns' lambdas: with the whole turns added to the one-dim loop
 // there, bf16 8x8 blocks (4096^2 on 2x4 into 64x64 on 4x2, all two-dim
-// copies) took 4.0 to 4.5 ms a run on one thread against 2.6, and as much
-// with RunWholeTurns a function of its own; with this loop one too, 2.6.
+// copies) took 3.9 to 4.5 ms a run on one thread against about 2.7,
+// RunWholeTurns a function of its own or not; with this loop one too, 2.6
+// to 2.9 (docs/benchmarks.md, "Random block-cyclic pairs: whole turns").
 template <bool kRagged, typename Cursor, typename Copy>
 [[gnu::noinline]] void RunTwoDimTurns(const Copy& copy, const Cursor* cur, const int64_t* ends, size_t count,
                                       const Cursor& c0, int64_t first, int64_t last, int64_t per_turn, size_t run,
