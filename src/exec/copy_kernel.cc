@@ -328,6 +328,10 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
   return !cursor.empty();
 }
 
+// A short row's turn takes as many rows as make this many bytes, a cache
+// line (RunInterleavedUnfenced's rows_per_turn), so at most this many rows.
+constexpr int64_t kShortTurnBytes = 64;
+
 // The turns of a group of two-dim copies alike (RunInterleavedUnfenced's
 // loop for copies alike): row r = o * inner + i of every copy, stepped
 // without a division per row, `per_turn` rows a turn, a turn's rows'
@@ -335,7 +339,8 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
 // where kRagged, else `last` every copy's. Its own function, not inlined
 // into the turns' lambdas: with the whole turns added to the one-dim loop
 // there, bf16 8x8 blocks (4096^2 on 2x4 into 64x64 on 4x2, all two-dim
-// copies) took 3.9 to 4.5 ms a run on one thread against about 2.7,
+// copies) took 3.9 to 4.5 ms a run on one thread where the build before
+// took 2.6 to 2.8 in most rounds (1.52 of its time alternated),
 // RunWholeTurns a function of its own or not; with this loop one too, 2.6
 // to 2.9 (docs/benchmarks.md, "Random block-cyclic pairs: whole turns").
 template <bool kRagged, typename Cursor, typename Copy>
@@ -343,7 +348,7 @@ template <bool kRagged, typename Cursor, typename Copy>
                                       const Cursor& c0, int64_t first, int64_t last, int64_t per_turn, size_t run,
                                       bool prefetch) {
   auto end_of = [&](size_t k) { return kRagged ? ends[k] : last; };
-  std::array<int64_t, 64> so, dof;  // per_turn <= 64: rows are 1 byte or more
+  std::array<int64_t, kShortTurnBytes> so, dof;  // per_turn <= kShortTurnBytes: rows are 1 byte or more
   int64_t o = c0.o, i = c0.i;
   for (int64_t r = first; r < last; r += per_turn) {
     const int64_t n = std::min(per_turn, last - r);
@@ -379,17 +384,21 @@ template <bool kRagged, typename Cursor, typename Copy>
 }
 
 // The whole turns of a group of one-dim copies alike (RunInterleavedUnfenced)
-// from row r while r + kTurn rows are below `common`, every copy's last row
-// or beyond; returns the row it stopped at. Runs of kRun bytes, kTurn rows a
-// turn (rows_per_turn's rule), as constants; a turn's offsets formed once
-// for every copy (the strides are the group's), no end read: a copy's turn
-// is its two pointers, its rows' loads and stores, and the prefetch of its
-// next turn's first row, which is every copy's (strictly below `common`).
-// Not inlined, as RunTwoDimTurns below.
+// from row r while row r + kTurn is below `common`, the least of the
+// copies' ends (every row below it is a row of every copy); returns the row
+// it stopped at. Runs of kRun bytes, kTurn rows a turn (rows_per_turn's
+// rule), as constants; a turn's offsets formed once for every copy (the
+// strides are the group's), no end read: a copy's turn is its two
+// pointers, its rows' loads and stores, and the prefetch of its next
+// turn's first row, which is every copy's (strictly below `common`). Not
+// inlined, as RunTwoDimTurns above: made a function of its own when the
+// two-dim loop slowed, which only RunTwoDimTurns' own function mended; this
+// one's inlining was not measured apart.
 template <size_t kRun, typename Cursor, typename Copy>
 [[gnu::noinline]] int64_t RunWholeTurns(const Copy& copy, const Cursor* cur, size_t count, int64_t r, int64_t common,
                                         int64_t src_stride, int64_t dst_stride, bool prefetch) {
-  constexpr int64_t kTurn = kRun >= 64 ? 1 : static_cast<int64_t>(64 / kRun);
+  constexpr int64_t kRunBytes = static_cast<int64_t>(kRun);
+  constexpr int64_t kTurn = kRunBytes >= kShortTurnBytes ? 1 : kShortTurnBytes / kRunBytes;
   for (; r + kTurn < common; r += kTurn) {
     const int64_t so = r * src_stride, dof = r * dst_stride;
     for (size_t k = 0; k < count; ++k) {
@@ -429,7 +438,7 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
   // prefetchers do not follow (8x8 f64 boxes: a fifth less time). Other
   // strided copies take about 4 KiB a turn, so a turn's call and index
   // arithmetic stay small against its bytes; a contiguous one, its whole part.
-  constexpr int64_t kTurnBytes = 4096, kShortTurnBytes = 64;
+  constexpr int64_t kTurnBytes = 4096;
   // Rows a turn prefetches the next of: up to 512 B (2 KiB rows, interleaved
   // a row of each box in turn, measured about a tenth slower with it; the
   // gain on 512-byte rows here is within this machine's noise). RunCopy's
@@ -568,7 +577,10 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
           // 158 runs of 32 bytes) took 11.2 to 11.3 ms a run on one thread
           // against 12.7 to 12.9, 0.892 of the time alternated on the
           // ranks (docs/benchmarks.md, "Random block-cyclic pairs: whole
-          // turns"). Then the rest, each copy's end checked.
+          // turns"). Runs of 16, 32 and 64 bytes: 4, 8 or 16 elements of
+          // four bytes, 8 of f64 (each run another copy of the loop's
+          // code; other runs were not measured). Then the rest, each
+          // copy's end checked where the copies end apart.
           int64_t r = first;
           if (run == 16 || run == 32 || run == 64) {
             int64_t common = last;

@@ -512,10 +512,12 @@ int ResolveThreads(int threads) {
 }
 
 // Each fiber's guard a mapping of its own, a rank takes two of the 65,530
-// mappings Linux gives a process by default: 16,384 ranks hold half of
-// them, leaving the rest to the process. With guard regions every stack
-// is in one mapping, and the limit is the address space a stack takes (a
-// MiB each).
+// mappings Linux gives a process by default: 16,384 ranks hold about half
+// of them, leaving the rest to the process. With guard regions every
+// stack is in one mapping, and the cap is a choice, not a limit met: 2^20
+// stacks of a MiB and their guards reserve about 1.06 TiB of the
+// process's address space (docs/benchmarks.md, "Threads as ranks past
+// 16,384 devices").
 constexpr int64_t kRankDevicesGuardMappings = 16384;
 constexpr int64_t kRankDevicesGuardRegions = int64_t{1} << 20;
 
