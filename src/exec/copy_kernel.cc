@@ -245,10 +245,18 @@ void RunCopy(const CopyProgram& p, const CopyOp& op, const std::byte* src, std::
 
 namespace {
 
-// Rows of a plane by source: a copy of one dim's runs, as many as make a
-// cache line (RunSourcePlanes).
+// A short row's turn takes as many rows as make this many bytes, a cache
+// line (RowsPerTurn), so at most this many rows.
+constexpr int64_t kShortTurnBytes = 64;
+
+// The rows of a copy of `run`-byte rows that a turn of RunInterleavedUnfenced
+// takes: one from a line up, else as many as make a line.
+constexpr int64_t RowsPerTurn(int64_t run) { return run >= kShortTurnBytes ? 1 : kShortTurnBytes / run; }
+
+// Rows of a plane by source: a copy of one dim's runs, as a turn takes
+// them (RunSourcePlanes).
 int64_t RowsPerSourcePlane(const CopyOp& op) {
-  return op.num_dims == 1 ? std::max<int64_t>(1, 64 / std::max<int64_t>(1, op.run_bytes)) : 1;
+  return op.num_dims == 1 ? RowsPerTurn(std::max<int64_t>(1, op.run_bytes)) : 1;
 }
 
 }  // namespace
@@ -328,10 +336,6 @@ bool AllOneDim(const std::vector<Cursor>& cursor, int64_t one_dim) {
   return !cursor.empty();
 }
 
-// A short row's turn takes as many rows as make this many bytes, a cache
-// line (RunInterleavedUnfenced's rows_per_turn), so at most this many rows.
-constexpr int64_t kShortTurnBytes = 64;
-
 // The turns of a group of two-dim copies alike (RunInterleavedUnfenced's
 // loop for copies alike): row r = o * inner + i of every copy, stepped
 // without a division per row, `per_turn` rows a turn, a turn's rows'
@@ -386,8 +390,8 @@ template <bool kRagged, typename Cursor, typename Copy>
 // The whole turns of a group of one-dim copies alike (RunInterleavedUnfenced)
 // from row r while row r + kTurn is below `common`, the least of the
 // copies' ends (every row below it is a row of every copy); returns the row
-// it stopped at. Runs of kRun bytes, kTurn rows a turn (rows_per_turn's
-// rule), as constants; a turn's offsets formed once for every copy (the
+// it stopped at. Runs of kRun bytes, kTurn rows a turn (RowsPerTurn), as
+// constants; a turn's offsets formed once for every copy (the
 // strides are the group's), no end read: a copy's turn is its two
 // pointers, its rows' loads and stores, and the prefetch of its next
 // turn's first row, which is every copy's (strictly below `common`). Not
@@ -397,8 +401,7 @@ template <bool kRagged, typename Cursor, typename Copy>
 template <size_t kRun, typename Cursor, typename Copy>
 [[gnu::noinline]] int64_t RunWholeTurns(const Copy& copy, const Cursor* cur, size_t count, int64_t r, int64_t common,
                                         int64_t src_stride, int64_t dst_stride, bool prefetch) {
-  constexpr int64_t kRunBytes = static_cast<int64_t>(kRun);
-  constexpr int64_t kTurn = kRunBytes >= kShortTurnBytes ? 1 : kShortTurnBytes / kRunBytes;
+  constexpr int64_t kTurn = RowsPerTurn(static_cast<int64_t>(kRun));
   for (; r + kTurn < common; r += kTurn) {
     const int64_t so = r * src_stride, dof = r * dst_stride;
     for (size_t k = 0; k < count; ++k) {
@@ -501,7 +504,7 @@ bool RunInterleavedUnfenced(std::span<const CopyRange> copies, int64_t part, int
     cur.src = c.src + op.src_offset;
     cur.dst = c.dst + op.dst_offset;
     cur.run = static_cast<size_t>(op.run_bytes);
-    cur.rows_per_turn = op.run_bytes >= kShortTurnBytes ? 1 : kShortTurnBytes / op.run_bytes;
+    cur.rows_per_turn = RowsPerTurn(op.run_bytes);
     cur.kind = RowCopyFor(*c.program, op, cur.dst, together_bytes);
   }
   // The common case of a block-cyclic group: boxes of one shape and strides
