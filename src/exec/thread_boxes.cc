@@ -201,6 +201,9 @@ constexpr int64_t kFoldPlaneBytes = 4096;
 // (BoxFolder::EmitPlane says why).
 constexpr int64_t kColumnPlanes = 16;
 constexpr int64_t kColumnRunBytes = 64;
+// Rows of a page or more whose pieces are this long or longer fold into
+// planes copied as columns, however few (BoxFolder::EmitPlane says why).
+constexpr int64_t kLongColumnRunBytes = 512;
 
 // Folds pieces (from, to, bytes), in the order given, back into box copies
 // of up to two strided dims: a piece that extends a box's last one on both
@@ -272,6 +275,16 @@ class BoxFolder {
     Plane plane;
   };
 
+  // Whether a row reaches a page, in its bytes or its span in either
+  // buffer: it then folds into planes only as columns (LongColumns).
+  static bool LongRow(const Row& r) {
+    return r.count * r.run >= kFoldPlaneBytes ||
+           (r.count - 1) * std::max(r.from_stride, r.to_stride) + r.run >= kFoldPlaneBytes;
+  }
+  // A row that reaches a page whose pieces are kLongColumnRunBytes or
+  // more: its planes fold, to be copied as columns (EmitPlane).
+  static bool LongColumns(const Row& r) { return r.count > 1 && r.run >= kLongColumnRunBytes && LongRow(r); }
+
   static bool SameShape(const Row& a, const Row& b) {
     return a.run == b.run && a.count == b.count &&
            (a.count == 1 || (a.from_stride == b.from_stride && a.to_stride == b.to_stride));
@@ -316,9 +329,9 @@ class BoxFolder {
     // block after block, reached across the sender's whole input, and the
     // copy schedule's groups by source chain every copy a copy's span
     // overlaps (8x8 f64 blocks into 24x24 over 3000 x 3000: 10.2 ms a run
-    // folded, 7.7 not).
-    if (p.planes > 0 && SameShape(p.row, row) && row.count * row.run < kFoldPlaneBytes &&
-        (row.count - 1) * std::max(row.from_stride, row.to_stride) + row.run < kFoldPlaneBytes) {
+    // folded, 7.7 not). Rows that long whose pieces are 512 bytes or more
+    // fold all the same, as they are copied as columns (EmitPlane).
+    if (p.planes > 0 && SameShape(p.row, row) && (!LongRow(row) || LongColumns(row))) {
       const int64_t ds = row.from - p.row.from, dt = row.to - p.row.to;
       if (p.planes == 1 && ds > 0 && dt > 0) {
         p.from_stride = ds, p.to_stride = dt, p.planes = 2;
@@ -357,8 +370,19 @@ class BoxFolder {
     // 5.60 folded). Columns are more ops than the box: Pair's choice of the
     // direct copies where they are fewer counts them, as it counts the
     // direct copies, which have the columns' shape.
+    // Planes of rows of a page or more whose pieces are 512 bytes or more
+    // (LongColumns) are copied as columns however few: as rows, a copy a
+    // row, they ran beside the rank's local boxes, columns of the same
+    // pieces, in groups by source that read rows and columns in turn (f32
+    // 8x8 blocks on 8x1 into 128x128 on 4x2, 5053^2, 8-row columns of
+    // 512-byte pieces: 1.36x `direct`'s time; as columns, 0.81 to 0.84 of
+    // the time as rows, on the ranks, medians of 7 to 11 alternated runs).
+    // Pieces of 64 or 128 bytes so took up to 1.9x the time (f64 24x24
+    // blocks on 8x1 into 8x8 on 2x4; docs/benchmarks.md, "Random
+    // block-cyclic pairs: columns of long rows").
     const CopyDim planes{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride};
-    if (p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) {
+    if ((p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) ||
+        (p.planes > 1 && LongColumns(p.row))) {
       for (int64_t i = 0; i < p.row.count; ++i)
         Emit(p.row.from + i * p.row.from_stride, p.row.to + i * p.row.to_stride, p.row.run, {planes});
     } else {

@@ -319,6 +319,44 @@ TEST(ThreadBoxes, ManyRowsOfLinePiecesAreCopiedAsColumns) {
   }
 }
 
+// Rows of a page or more whose pieces are 512 bytes or more, repeated at
+// fixed strides, are copied as columns whatever their count (the pool's
+// direct copies' shape: the rows of a message beside local boxes of that
+// shape made groups that read their sources out of order); a lone row, or
+// pieces under 512 bytes, stay rows.
+TEST(ThreadBoxes, PlanesOfLongRowsOfLongPiecesAreCopiedAsColumns) {
+  for (const auto& [rows, piece] : {std::pair<int64_t, int64_t>{8, 512}, {2, 1024}, {1, 512}, {8, 256}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows of 10 pieces of " << piece << " bytes");
+    // Each row: 10 pieces, 2 * piece apart in the input (rows 32 KiB
+    // apart), side by side in the output (rows 32 KiB apart, 64 bytes in),
+    // sent in row order: every row reaches a page in the input.
+    std::vector<ByteRun> in, out;
+    int64_t staged = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < 10; ++j, staged += piece) {
+        in.push_back({r * 32768 + j * 2 * piece, staged, piece});
+        out.push_back({r * 32768 + 64 + j * piece, staged, piece});
+      }
+    const DeviceProgram sender = OneMessage(true, in), receiver = OneMessage(false, out);
+    const std::unique_ptr<BoxCopies> paired = PairOf(sender, receiver);
+    ASSERT_NE(paired, nullptr);
+    EXPECT_EQ(paired->program.bytes, staged);
+    if (rows > 1 && piece >= 512) {
+      ExpectOneDimCopies(paired->program, 10, {0, 2 * piece}, {64, piece}, piece,
+                         CopyDim{.count = rows, .src_stride = 32768, .dst_stride = 32768});
+    } else {
+      ExpectOneDimCopies(paired->program, static_cast<size_t>(rows), {0, 32768}, {64, 32768}, piece,
+                         CopyDim{.count = 10, .src_stride = 2 * piece, .dst_stride = piece});
+    }
+    const std::vector<std::byte> got = Deliver(sender, receiver, rows * 32768, rows * 32768);
+    const std::vector<std::byte> src = Bytes(rows * 32768, 0);
+    std::vector<std::byte> want(static_cast<size_t>(rows * 32768), std::byte{0xee});
+    for (size_t k = 0; k < in.size(); ++k)
+      std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
+    EXPECT_EQ(got, want);
+  }
+}
+
 // A rank's local boxes refolded into columns: two boxes of 16 rows of 64
 // bytes, side by side in its rows, refold in destination order into rows
 // of two pieces, 16 planes of them, and so into the two columns they were.
