@@ -21,6 +21,7 @@ cases=(
   "bc8-to-24-uneven 3000,3000 f64 - blockcyclic(block=[8,8],grid=[2,4]) blockcyclic(block=[24,24],grid=[4,2])"
   "3d-a 64,512,256 f32 x=4,y=2 P('x','y',None) P(None,'x','y')"
   "3d-e 256,256,128 f32 x=2,y=4 P('y','x',None) P(None,None,('x','y'))"
+  "3d-y 256,256,256 f32 x=4,y=2 P(None,'y',None) P(None,None,'y')"
   "bf16-canonical 8192,64,64 bf16 x=4,y=2 P('y',None,'x') P(None,('x','y'),None)"
   "f32-canonical-x8 8192,64,64 f32 x=8,y=2 P('y',None,'x') P(None,('x','y'),None)"
   "f32-bc8 4096,4096 f32 - blockcyclic(block=[8,8],grid=[2,4]) blockcyclic(block=[64,64],grid=[4,2])"

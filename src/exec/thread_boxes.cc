@@ -204,6 +204,9 @@ constexpr int64_t kColumnRunBytes = 64;
 // Rows of a page or more whose pieces are this long or longer fold into
 // planes copied as columns, however few (BoxFolder::EmitPlane says why).
 constexpr int64_t kLongColumnRunBytes = 512;
+// ... unless the box spans more than this in either buffer: its planes then
+// stay rows (EmitPlane).
+constexpr int64_t kLongColumnSpanBytes = int64_t{1} << 20;
 
 // Folds pieces (from, to, bytes), in the order given, back into box copies
 // of up to two strided dims: a piece that extends a box's last one on both
@@ -379,15 +382,27 @@ class BoxFolder {
     // the time as rows, on the ranks, medians of 7 to 11 alternated runs).
     // Pieces of 64 or 128 bytes so took up to 1.9x the time (f64 24x24
     // blocks on 8x1 into 8x8 on 2x4; docs/benchmarks.md, "Random
-    // block-cyclic pairs: columns of long rows").
+    // block-cyclic pairs: columns of long rows"). Where such a box spans
+    // more than kLongColumnSpanBytes in either buffer, each plane is its
+    // row's copy, as before rows that long folded: 256 planes of 64 KiB
+    // rows of a 3-D array (f32[256,256,256] P(None,'y',None) to
+    // P(None,None,'y'), 32 MiB apart) as columns beside the rank's local
+    // boxes, split into their planes (AddLocalCopies), took 21.7 ms a run
+    // against 7.1 to 10.0 as rows.
     const CopyDim planes{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride};
-    if ((p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) ||
-        (p.planes > 1 && LongColumns(p.row))) {
+    const CopyDim row{.count = p.row.count, .src_stride = p.row.from_stride, .dst_stride = p.row.to_stride};
+    const bool long_columns = p.planes > 1 && LongColumns(p.row);
+    if (long_columns && std::max((p.planes - 1) * p.from_stride + (row.count - 1) * row.src_stride,
+                                 (p.planes - 1) * p.to_stride + (row.count - 1) * row.dst_stride) +
+                                p.row.run >
+                            kLongColumnSpanBytes) {
+      for (int64_t k = 0; k < p.planes; ++k)
+        Emit(p.row.from + k * p.from_stride, p.row.to + k * p.to_stride, p.row.run, {row});
+    } else if ((p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) || long_columns) {
       for (int64_t i = 0; i < p.row.count; ++i)
         Emit(p.row.from + i * p.row.from_stride, p.row.to + i * p.row.to_stride, p.row.run, {planes});
     } else {
-      Emit(p.row.from, p.row.to, p.row.run,
-           {planes, CopyDim{.count = p.row.count, .src_stride = p.row.from_stride, .dst_stride = p.row.to_stride}});
+      Emit(p.row.from, p.row.to, p.row.run, {planes, row});
     }
     p = Plane{};
   }
