@@ -198,7 +198,8 @@ void ForEachPiece(const ThreadBoxes& sender, const ThreadBoxes::Message& sent, c
 constexpr int64_t kFoldPlaneBytes = 4096;
 // A folded box of kColumnPlanes planes or more whose rows are pieces of
 // kColumnRunBytes (a cache line) or more is copied as columns
-// (BoxFolder::EmitPlane says why).
+// (BoxFolder::EmitPlane says why; but see kLongColumnSpanBytes for rows of
+// a page or more).
 constexpr int64_t kColumnPlanes = 16;
 constexpr int64_t kColumnRunBytes = 64;
 // Rows of a page or more whose pieces are this long or longer fold into
@@ -211,8 +212,8 @@ constexpr int64_t kLongColumnSpanBytes = int64_t{1} << 20;
 // Folds pieces (from, to, bytes), in the order given, back into box copies
 // of up to two strided dims: a piece that extends a box's last one on both
 // sides lengthens its run; one that repeats it at fixed positive strides is
-// its next row; a row of rows under 4 KiB that repeats the box's last at
-// fixed strides is its next plane. Up to kOpenBoxes boxes fold at once: a
+// its next row; a row under 4 KiB (or a row of pieces of 512 bytes or
+// more) that repeats the box's last at fixed strides is its next plane. Up to kOpenBoxes boxes fold at once: a
 // piece goes to the most recent box it extends, else starts a row of the
 // most recent box whose last row began with a piece of its length, else
 // starts a box (the least recent one emitted where all are open). Where
@@ -221,8 +222,10 @@ constexpr int64_t kLongColumnSpanBytes = int64_t{1} << 20;
 // and the short pieces stayed single runs: 8x8 f64 blocks into 24x24 over
 // 3000 x 3000 had 6,016 of them, now 750 columns of 8 rows (7.7 ms a run,
 // 6.0 apart). A box of kColumnPlanes planes or more whose rows are pieces
-// of a line or more is emitted as columns, a one-dim copy for each piece of
-// a row (EmitPlane). One message's pieces: its ops go to `program`, each
+// of a line or more, or of two planes or more whose rows of a page or more
+// are pieces of 512 bytes or more and which spans at most 1 MiB, is
+// emitted as columns, a one-dim copy for each piece of a row (EmitPlane);
+// a box of such long rows spanning more, as a copy of each row. One message's pieces: its ops go to `program`, each
 // with `peer` appended to `tags`.
 class BoxFolder {
  public:
@@ -386,7 +389,7 @@ class BoxFolder {
     // more than kLongColumnSpanBytes in either buffer, each plane is its
     // row's copy, as before rows that long folded: 256 planes of 64 KiB
     // rows of a 3-D array (f32[256,256,256] P(None,'y',None) to
-    // P(None,None,'y'), 32 MiB apart) as columns beside the rank's local
+    // P(None,None,'y'), spanning 32 MiB) as columns beside the rank's local
     // boxes, split into their planes (AddLocalCopies), took 21.7 ms a run
     // against 7.1 to 10.0 as rows.
     const CopyDim planes{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride};
@@ -473,7 +476,11 @@ void AppendPlanes(const CopyProgram& from, const CopyOp& op, CopyProgram& progra
 // they copy, one rank's local copies at a time.
 // Boxes of more than one plane whose planes (rows of rows) are
 // kFoldPlaneBytes or longer are split into their planes, a copy each, as
-// BoxFolder leaves such planes of a message: a local box spanning the
+// BoxFolder leaves such planes of a message (but for planes of rows of
+// pieces of 512 bytes or more spanning at most 1 MiB, which it copies as
+// columns: a local box of them is split into its planes all the same;
+// docs/benchmarks.md, "Random block-cyclic pairs: columns of long
+// rows"): a local box spanning the
 // rank's whole input, left whole, chained every message copy reading it
 // into one group by source, which then read hundreds of rows at once
 // (f32[256,256,128] P('y','x',None) to P(None,None,('x','y')), 32 MiB: 3.1

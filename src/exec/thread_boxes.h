@@ -45,7 +45,9 @@ struct BoxRun {
 // sender's input into its receiver's output: each message's two walks
 // paired, the pieces folded back into boxes (a run repeated at fixed
 // strides, up to two dims; a box of 16 planes or more of rows of pieces of
-// a cache line or more, as columns of one dim), or, where every received message's direct
+// a cache line or more, or of two planes or more of rows of a page or more
+// of pieces of 512 bytes or more spanning at most 1 MiB, as columns of one
+// dim), or, where every received message's direct
 // copies were compiled and they are fewer ops than the folded boxes, those
 // (the boxes the layouts' blocks intersect in: pairing walks a message in
 // its staged order, which can cut a column of rows into many short

@@ -454,7 +454,8 @@ TEST(ThreadBoxes, LocalBoxesOf16ByteRunsAreRefolded) {
 
 TEST(ThreadBoxes, LocalBoxesOfPageLongPlanesAreSplitIntoPlanes) {
   // A rank's local copies: a 4-D box of 2 x 3 planes, each 16 rows of 256 B
-  // (4 KiB, as long as BoxFolder leaves a message's planes), and a 3-D box
+  // (4 KiB, as long as BoxFolder leaves a message's planes of pieces under
+  // 512 bytes), and a 3-D box
   // of 16 planes of 2 rows (512 B planes, 8 KiB in all). The first becomes
   // six copies of one plane each, in row-major order of its outer dims, as
   // a message's pieces would; the second stays as it is.
