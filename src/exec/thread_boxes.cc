@@ -209,24 +209,24 @@ constexpr int64_t kLongColumnRunBytes = 512;
 // stay rows (EmitPlane).
 constexpr int64_t kLongColumnSpanBytes = int64_t{1} << 20;
 
-// Folds pieces (from, to, bytes), in the order given, back into box copies
-// of up to two strided dims: a piece that extends a box's last one on both
-// sides lengthens its run; one that repeats it at fixed positive strides is
-// its next row; a row under 4 KiB (or a row of pieces of 512 bytes or
-// more) that repeats the box's last at fixed strides is its next plane. Up to kOpenBoxes boxes fold at once: a
-// piece goes to the most recent box it extends, else starts a row of the
-// most recent box whose last row began with a piece of its length, else
-// starts a box (the least recent one emitted where all are open). Where
+// Folds pieces (from, to, bytes), in the order given, back into box copies of
+// up to two strided dims: a piece that extends a box's last one on both sides
+// lengthens its run; one that repeats it at fixed positive strides is its next
+// row; a row under 4 KiB (or a row of pieces of 512 bytes or more) that repeats
+// the box's last at fixed strides is its next plane. Up to kOpenBoxes boxes
+// fold at once: a piece goes to the most recent box it extends, else starts a
+// row of the most recent box whose last row began with a piece of its length,
+// else starts a box (the least recent one emitted where all are open). Where
 // rows end in a piece of another length (an uneven array's last column of
-// blocks), that piece, folding into the same box, ended each row's box,
-// and the short pieces stayed single runs: 8x8 f64 blocks into 24x24 over
-// 3000 x 3000 had 6,016 of them, now 750 columns of 8 rows (7.7 ms a run,
-// 6.0 apart). A box of kColumnPlanes planes or more whose rows are pieces
-// of a line or more, or of two planes or more whose rows of a page or more
-// are pieces of 512 bytes or more and which spans at most 1 MiB, is
-// emitted as columns, a one-dim copy for each piece of a row (EmitPlane);
-// a box of such long rows spanning more, as a copy of each row. One message's pieces: its ops go to `program`, each
-// with `peer` appended to `tags`.
+// blocks), that piece, folding into the same box, ended each row's box, and the
+// short pieces stayed single runs: 8x8 f64 blocks into 24x24 over 3000 x 3000
+// had 6,016 of them, now 750 columns of 8 rows (7.7 ms a run, 6.0 apart). A box
+// of kColumnPlanes planes or more whose rows are pieces of a line or more, or
+// of two planes or more whose rows of a page or more are pieces of 512 bytes or
+// more and which spans at most 1 MiB, is emitted as columns, a one-dim copy for
+// each piece of a row (EmitPlane); a box of such long rows spanning more, as a
+// copy of each row. One message's pieces: its ops go to `program`, each with
+// `peer` appended to `tags`.
 class BoxFolder {
  public:
   BoxFolder(CopyProgram& program, std::vector<int32_t>& tags, int32_t peer)
@@ -460,32 +460,30 @@ void AppendPlanes(const CopyProgram& from, const CopyOp& op, CopyProgram& progra
   });
 }
 
-// A rank's local copies, from its own input, into `program`, each op's
-// sender appended to `tags` (the rank). Boxes under kFoldPlaneBytes with
-// runs of kRefoldRunBytes or more are refolded from their runs in
-// destination order, as a message's pieces are folded in its order, so that
-// they take the shape of the messages' copies writing the same target rows:
-// block-cyclic 8x8 f64 blocks arrive as copies of whole rows of blocks, and
-// local ones left as 8-row boxes split each destination group into copies
-// of two shapes, which the schedule interleaves row against column (the
-// 8x8 to 64x64 pair at 128 MiB: 24 ms a run, 15 refolded, as `direct`'s
-// 14; bf16 8x8 blocks into 64x64, 32 MiB, whose 16-byte runs stayed
-// blocks: 4.6 ms, 2.0 refolded, their groups then joined by source,
-// CopySchedule). The runs are listed, sorted, then folded, 24 bytes each:
-// the bound on their length keeps the list at most 1.5 times the bytes
-// they copy, one rank's local copies at a time.
-// Boxes of more than one plane whose planes (rows of rows) are
-// kFoldPlaneBytes or longer are split into their planes, a copy each, as
-// BoxFolder leaves such planes of a message (but for planes of rows of
-// pieces of 512 bytes or more spanning at most 1 MiB, which it copies as
-// columns: a local box of them is split into its planes all the same;
-// docs/benchmarks.md, "Random block-cyclic pairs: columns of long
-// rows"): a local box spanning the
-// rank's whole input, left whole, chained every message copy reading it
-// into one group by source, which then read hundreds of rows at once
-// (f32[256,256,128] P('y','x',None) to P(None,None,('x','y')), 32 MiB: 3.1
-// ms a run against `direct`'s 1.3). The planes are at most a
-// kFoldPlaneBytes-th of the bytes. Other copies stay as they are.
+// A rank's local copies, from its own input, into `program`, each op's sender
+// appended to `tags` (the rank). Boxes under kFoldPlaneBytes with runs of
+// kRefoldRunBytes or more are refolded from their runs in destination order, as
+// a message's pieces are folded in its order, so that they take the shape of
+// the messages' copies writing the same target rows: block-cyclic 8x8 f64
+// blocks arrive as copies of whole rows of blocks, and local ones left as 8-row
+// boxes split each destination group into copies of two shapes, which the
+// schedule interleaves row against column (the 8x8 to 64x64 pair at 128 MiB: 24
+// ms a run, 15 refolded, as `direct`'s 14; bf16 8x8 blocks into 64x64, 32 MiB,
+// whose 16-byte runs stayed blocks: 4.6 ms, 2.0 refolded, their groups then
+// joined by source, CopySchedule). The runs are listed, sorted, then folded, 24
+// bytes each: the bound on their length keeps the list at most 1.5 times the
+// bytes they copy, one rank's local copies at a time. Boxes of more than one
+// plane whose planes (rows of rows) are kFoldPlaneBytes or longer are split
+// into their planes, a copy each, as BoxFolder leaves such planes of a message
+// (but for planes of rows of pieces of 512 bytes or more spanning at most 1
+// MiB, which it copies as columns: a local box of them is split into its planes
+// all the same; docs/benchmarks.md, "Random block-cyclic pairs: columns of long
+// rows"): a local box spanning the rank's whole input, left whole, chained
+// every message copy reading it into one group by source, which then read
+// hundreds of rows at once (f32[256,256,128] P('y','x',None) to
+// P(None,None,('x','y')), 32 MiB: 3.1 ms a run against `direct`'s 1.3). The
+// planes are at most a kFoldPlaneBytes-th of the bytes. Other copies stay as
+// they are.
 void AddLocalCopies(const CopyProgram& local, int32_t rank, CopyProgram& program, std::vector<int32_t>& tags) {
   constexpr int64_t kRefoldRunBytes = 16;
   struct Piece {
