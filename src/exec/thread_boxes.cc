@@ -291,6 +291,13 @@ class BoxFolder {
   // more: its planes fold, to be copied as columns (EmitPlane).
   static bool LongColumns(const Row& r) { return r.count > 1 && r.run >= kLongColumnRunBytes && LongRow(r); }
 
+  // The bytes box `p` spans in the buffer where it spans more.
+  static int64_t Span(const Plane& p) {
+    return std::max((p.planes - 1) * p.from_stride + (p.row.count - 1) * p.row.from_stride,
+                    (p.planes - 1) * p.to_stride + (p.row.count - 1) * p.row.to_stride) +
+           p.row.run;
+  }
+
   static bool SameShape(const Row& a, const Row& b) {
     return a.run == b.run && a.count == b.count &&
            (a.count == 1 || (a.from_stride == b.from_stride && a.to_stride == b.to_stride));
@@ -395,10 +402,7 @@ class BoxFolder {
     const CopyDim planes{.count = p.planes, .src_stride = p.from_stride, .dst_stride = p.to_stride};
     const CopyDim row{.count = p.row.count, .src_stride = p.row.from_stride, .dst_stride = p.row.to_stride};
     const bool long_columns = p.planes > 1 && LongColumns(p.row);
-    if (long_columns && std::max((p.planes - 1) * p.from_stride + (row.count - 1) * row.src_stride,
-                                 (p.planes - 1) * p.to_stride + (row.count - 1) * row.dst_stride) +
-                                p.row.run >
-                            kLongColumnSpanBytes) {
+    if (long_columns && Span(p) > kLongColumnSpanBytes) {
       for (int64_t k = 0; k < p.planes; ++k)
         Emit(p.row.from + k * p.from_stride, p.row.to + k * p.to_stride, p.row.run, {row});
     } else if ((p.planes >= kColumnPlanes && p.row.count > 1 && p.row.run >= kColumnRunBytes) || long_columns) {

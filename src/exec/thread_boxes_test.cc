@@ -87,6 +87,35 @@ std::pair<DeviceProgram, DeviceProgram> OneBox(std::span<const int64_t> extent, 
   return {std::move(sender), std::move(receiver)};
 }
 
+// What delivering runs in[k] -> out[k] of Bytes(in_bytes, 0) writes into an
+// output of out_bytes filled with 0xee (Deliver's).
+std::vector<std::byte> Delivered(const std::vector<ByteRun>& in, const std::vector<ByteRun>& out, int64_t in_bytes,
+                                 int64_t out_bytes) {
+  const std::vector<std::byte> src = Bytes(in_bytes, 0);
+  std::vector<std::byte> want(static_cast<size_t>(out_bytes), std::byte{0xee});
+  for (size_t k = 0; k < in.size(); ++k)
+    std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
+  return want;
+}
+
+// A message of `rows` rows of `pieces` pieces of `piece` bytes, sent in row
+// order: piece j of row r at r * in_row + j * in_step in the input, at
+// out_at + r * out_row + j * out_step in the output.
+struct RowsOfPieces {
+  std::vector<ByteRun> in, out;
+  int64_t staged = 0;  // the message's bytes
+};
+RowsOfPieces MakeRowsOfPieces(int64_t rows, int64_t pieces, int64_t piece, int64_t in_row, int64_t in_step,
+                              int64_t out_at, int64_t out_row, int64_t out_step) {
+  RowsOfPieces m;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < pieces; ++j, m.staged += piece) {
+      m.in.push_back({r * in_row + j * in_step, m.staged, piece});
+      m.out.push_back({out_at + r * out_row + j * out_step, m.staged, piece});
+    }
+  return m;
+}
+
 // Rank 0 runs `sender` to rank 1, which runs `receiver`; rank 1's output
 // (`out_bytes`, 0xee where nothing is written) after its copy from rank
 // 0's input Bytes(in_bytes, 0).
@@ -270,12 +299,7 @@ TEST(ThreadBoxes, RowsEndingInAPieceOfAnotherLengthFoldApart) {
   EXPECT_EQ(paired->program.dims[static_cast<size_t>(planes.first_dim) + 1],
             (CopyDim{.count = 8, .src_stride = 128, .dst_stride = 128}));
   EXPECT_EQ(paired->program.bytes, staged);
-  const std::vector<std::byte> got = Deliver(sender, receiver, 8 * 1024, 8 * 2048);
-  const std::vector<std::byte> src = Bytes(8 * 1024, 0);
-  std::vector<std::byte> want(8 * 2048, std::byte{0xee});
-  for (size_t k = 0; k < in.size(); ++k)
-    std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(Deliver(sender, receiver, 8 * 1024, 8 * 2048), Delivered(in, out, 8 * 1024, 8 * 2048));
 }
 
 // A box of 16 planes or more whose rows are pieces of a line or more is
@@ -287,13 +311,7 @@ TEST(ThreadBoxes, ManyRowsOfLinePiecesAreCopiedAsColumns) {
     SCOPED_TRACE(testing::Message() << rows << " rows of 3 pieces of " << piece << " bytes");
     // Each row: 3 pieces, 2 * piece apart in the input (rows of 1 KiB),
     // 3 * piece apart in the output (rows of 2 KiB), sent in row order.
-    std::vector<ByteRun> in, out;
-    int64_t staged = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < 3; ++j, staged += piece) {
-        in.push_back({r * 1024 + j * 2 * piece, staged, piece});
-        out.push_back({r * 2048 + 8 + j * 3 * piece, staged, piece});
-      }
+    const auto [in, out, staged] = MakeRowsOfPieces(rows, 3, piece, 1024, 2 * piece, 8, 2048, 3 * piece);
     const DeviceProgram sender = OneMessage(true, in), receiver = OneMessage(false, out);
     const std::unique_ptr<BoxCopies> paired = PairOf(sender, receiver);
     ASSERT_NE(paired, nullptr);
@@ -310,12 +328,7 @@ TEST(ThreadBoxes, ManyRowsOfLinePiecesAreCopiedAsColumns) {
       EXPECT_EQ(paired->program.dims[static_cast<size_t>(op.first_dim) + 1],
                 (CopyDim{.count = 3, .src_stride = 2 * piece, .dst_stride = 3 * piece}));
     }
-    const std::vector<std::byte> got = Deliver(sender, receiver, rows * 1024, rows * 2048);
-    const std::vector<std::byte> src = Bytes(rows * 1024, 0);
-    std::vector<std::byte> want(static_cast<size_t>(rows * 2048), std::byte{0xee});
-    for (size_t k = 0; k < in.size(); ++k)
-      std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
-    EXPECT_EQ(got, want);
+    EXPECT_EQ(Deliver(sender, receiver, rows * 1024, rows * 2048), Delivered(in, out, rows * 1024, rows * 2048));
   }
 }
 
@@ -332,13 +345,7 @@ TEST(ThreadBoxes, PlanesOfLongRowsOfLongPiecesAreCopiedAsColumns) {
     // Each row: 10 pieces, 2 * piece apart in the input (rows 32 KiB
     // apart), side by side in the output (rows 32 KiB apart, 64 bytes in),
     // sent in row order: every row reaches a page in the input.
-    std::vector<ByteRun> in, out;
-    int64_t staged = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < 10; ++j, staged += piece) {
-        in.push_back({r * 32768 + j * 2 * piece, staged, piece});
-        out.push_back({r * 32768 + 64 + j * piece, staged, piece});
-      }
+    const auto [in, out, staged] = MakeRowsOfPieces(rows, 10, piece, 32768, 2 * piece, 64, 32768, piece);
     const DeviceProgram sender = OneMessage(true, in), receiver = OneMessage(false, out);
     const std::unique_ptr<BoxCopies> paired = PairOf(sender, receiver);
     ASSERT_NE(paired, nullptr);
@@ -350,12 +357,7 @@ TEST(ThreadBoxes, PlanesOfLongRowsOfLongPiecesAreCopiedAsColumns) {
       ExpectOneDimCopies(paired->program, static_cast<size_t>(rows), {0, 32768}, {64, 32768}, piece,
                          CopyDim{.count = 10, .src_stride = 2 * piece, .dst_stride = piece});
     }
-    const std::vector<std::byte> got = Deliver(sender, receiver, rows * 32768, rows * 32768);
-    const std::vector<std::byte> src = Bytes(rows * 32768, 0);
-    std::vector<std::byte> want(static_cast<size_t>(rows * 32768), std::byte{0xee});
-    for (size_t k = 0; k < in.size(); ++k)
-      std::copy_n(src.begin() + in[k].buffer, in[k].bytes, want.begin() + out[k].buffer);
-    EXPECT_EQ(got, want);
+    EXPECT_EQ(Deliver(sender, receiver, rows * 32768, rows * 32768), Delivered(in, out, rows * 32768, rows * 32768));
   }
 }
 
